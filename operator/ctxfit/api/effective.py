@@ -1,0 +1,87 @@
+"""The configuration in force: what ctxfit chose, as opposed to what the spec asked for.
+
+``EffectiveConfig`` is shared by the planner (initial choice), the recovery policy (next step), the
+renderer (engine flags) and status. Sizes are bytes (int) inside and Kubernetes quantity strings on
+the wire (``memoryLimit: 750Gi``). Wire keys are those of ``ctxfit diagnose -o json``'s ``next``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from .quantity import bytes_to_quantity, quantity_to_bytes
+
+WIRE_KEYS = (
+    "contextLength",
+    "gpuMemoryUtilization",
+    "memFractionStatic",
+    "kvCacheDtype",
+    "maxNumSeqs",
+    "cudaGraphMaxBatchSize",
+    "memoryLimit",
+    "shmSize",
+    "startupTimeoutSeconds",
+)
+
+
+class EffectiveConfig(BaseModel):
+    """The knobs ctxfit turns. ``None`` means "not applicable to this engine" (e.g. memFractionStatic on vLLM).
+
+    Attributes:
+        context_length: tokens, rendered as ``--max-model-len`` / ``--context-length``.
+        gpu_memory_utilization: vLLM fraction of the CUDA-visible total (0-1].
+        mem_fraction_static: SGLang fraction for weights + KV pool (0-1).
+        kv_cache_dtype: ``auto`` (16-bit) or an fp8 variant.
+        max_num_seqs: concurrent sequences (vLLM ``--max-num-seqs``, SGLang ``--max-running-requests``).
+        cuda_graph_max_batch_size: largest captured CUDA-graph batch.
+        memory_limit_bytes: container memory limit (host RAM), bytes.
+        shm_bytes: /dev/shm emptyDir size limit, bytes.
+        startup_timeout_seconds: startup probe budget, seconds.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    context_length: int
+    gpu_memory_utilization: float | None = None
+    mem_fraction_static: float | None = None
+    kv_cache_dtype: str = "auto"
+    max_num_seqs: int
+    cuda_graph_max_batch_size: int
+    memory_limit_bytes: int
+    shm_bytes: int
+    startup_timeout_seconds: int
+
+    def to_wire(self) -> dict[str, Any]:
+        """camelCase dict with quantities as strings, every key present (null when not applicable)."""
+        return {
+            "contextLength": self.context_length,
+            "gpuMemoryUtilization": self.gpu_memory_utilization,
+            "memFractionStatic": self.mem_fraction_static,
+            "kvCacheDtype": self.kv_cache_dtype,
+            "maxNumSeqs": self.max_num_seqs,
+            "cudaGraphMaxBatchSize": self.cuda_graph_max_batch_size,
+            "memoryLimit": bytes_to_quantity(self.memory_limit_bytes),
+            "shmSize": bytes_to_quantity(self.shm_bytes),
+            "startupTimeoutSeconds": self.startup_timeout_seconds,
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> EffectiveConfig:
+        """Inverse of ``to_wire`` (accepts quantities or byte ints for the sizes).
+
+        Raises:
+            KeyError: a required key is missing. ValueError: a size is not a quantity.
+        """
+        return cls(
+            context_length=int(data["contextLength"]),
+            gpu_memory_utilization=data.get("gpuMemoryUtilization"),
+            mem_fraction_static=data.get("memFractionStatic"),
+            kv_cache_dtype=str(data.get("kvCacheDtype", "auto")),
+            max_num_seqs=int(data["maxNumSeqs"]),
+            cuda_graph_max_batch_size=int(data["cudaGraphMaxBatchSize"]),
+            memory_limit_bytes=quantity_to_bytes(data["memoryLimit"]),
+            shm_bytes=quantity_to_bytes(data["shmSize"]),
+            startup_timeout_seconds=int(data["startupTimeoutSeconds"]),
+        )

@@ -1,0 +1,171 @@
+"""Resolve a spec into the facts the planner needs: GPU memory, architecture, weights per GPU.
+
+Precedence (issue 2): GPU memory = ``spec.gpu.memory`` > node GFD label ``nvidia.com/gpu.memory`` (MiB)
+> catalog; architecture = ``spec.model.architecture`` > Hugging Face ``config.json`` > catalog;
+weights per GPU = ``spec.model.weightsPerGPU`` > catalog checkpoint bytes / (TP x PP).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ctxfit.api import Architecture, InferenceServerSpec, MiB, quantity_to_bytes
+from ctxfit.catalog import GPUProduct, ModelEntry, lookup_gpu, lookup_model
+from ctxfit.engines.version import parse_version
+
+from .hfconfig import architecture_from_hf_config
+
+DEFAULT_DRIVER_RESERVE_MIB = 480
+"""NVML minus CUDA-visible total for GPUs not in the catalog (median of measured SKUs, catalog/gpus.yaml)."""
+
+REPLICATED_WEIGHT_FRACTION = 0.0
+"""Weights are assumed evenly sharded by TP x PP; use ``weightsPerGPU`` when parts are replicated."""
+
+
+class PlanInputError(ValueError):
+    """Input the planner cannot work with. ``field`` is the spec path (e.g. ``spec.gpu.memory``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """Everything the engine memory models read, resolved and in bytes.
+
+    Attributes:
+        spec: the validated spec.
+        gpu: catalog entry of the product, if known.
+        gpu_total_bytes: NVML/GFD total of one GPU, bytes.
+        cuda_total_bytes: CUDA-visible total of one GPU, bytes (NVML minus the driver reserve).
+        compute_capability: (major, minor), None when the product is unknown.
+        architecture: attention geometry.
+        model: catalog entry, if the model is known.
+        weights_per_gpu_bytes: weights on the busiest GPU, bytes.
+        weights_source: how ``weights_per_gpu_bytes`` was obtained.
+        engine_version: (major, minor, patch).
+        vocab_size, hidden_size, intermediate_size: for the activation estimate (None when unknown).
+    """
+
+    spec: InferenceServerSpec
+    gpu: GPUProduct | None
+    gpu_total_bytes: int
+    cuda_total_bytes: int
+    compute_capability: tuple[int, int] | None
+    architecture: Architecture
+    model: ModelEntry | None
+    weights_per_gpu_bytes: int
+    weights_source: str
+    engine_version: tuple[int, int, int]
+    vocab_size: int | None
+    hidden_size: int | None
+    intermediate_size: int | None
+
+    @property
+    def tp(self) -> int:
+        """Tensor-parallel size."""
+        return self.spec.parallelism.tensor
+
+    @property
+    def pp(self) -> int:
+        """Pipeline-parallel size."""
+        return self.spec.parallelism.pipeline
+
+    @property
+    def model_max_context(self) -> int | None:
+        """The model's derived maximum (max_position_embeddings), if known."""
+        return self.architecture.max_position_embeddings
+
+
+DEFAULT_ENGINE_VERSION = {"vllm": (0, 20, 0), "sglang": (0, 5, 23)}
+"""Version assumed when ``spec.engine.version`` is unset (the behaviour of current releases)."""
+
+
+def resolve_inputs(
+    spec: InferenceServerSpec,
+    *,
+    node_product: str | None = None,
+    node_gpu_memory_mib: int | None = None,
+    node_compute_capability: tuple[int, int] | None = None,
+    hf_config: dict[str, Any] | None = None,
+) -> PlanInputs:
+    """Resolve ``spec`` (plus what a node or a config.json says) into ``PlanInputs``.
+
+    Raises:
+        PlanInputError: unknown GPU without memory, unknown model without architecture, weights that
+            cannot be estimated, or a weights figure larger than the GPU.
+    """
+    product = spec.gpu.product or node_product
+    gpu = lookup_gpu(product)
+    if spec.gpu.memory is not None:
+        total = quantity_to_bytes(spec.gpu.memory)
+    elif node_gpu_memory_mib is not None:
+        total = node_gpu_memory_mib * MiB
+    elif gpu is not None:
+        total = gpu.total_bytes
+    elif product:
+        raise PlanInputError(
+            "spec.gpu.memory", f"GPU product {product!r} is not in the catalog; set gpu.memory (e.g. 81559Mi)"
+        )
+    else:
+        raise PlanInputError("spec.gpu.product", "set gpu.product (a GFD nvidia.com/gpu.product value) or gpu.memory")
+    reserve_mib = gpu.driver_reserve_mib if gpu is not None else DEFAULT_DRIVER_RESERVE_MIB
+    cuda_total = total - reserve_mib * MiB
+    cc = gpu.compute_capability if gpu is not None else node_compute_capability
+
+    model = lookup_model(spec.model.name)
+    if spec.model.architecture is not None:
+        arch = spec.model.architecture
+        if arch.max_position_embeddings is None and model is not None:
+            arch = arch.model_copy(update={"max_position_embeddings": model.architecture.max_position_embeddings})
+    elif hf_config is not None:
+        try:
+            arch = architecture_from_hf_config(hf_config)
+        except ValueError as exc:
+            raise PlanInputError("spec.model.architecture", f"config.json: {exc}") from exc
+    elif model is not None:
+        arch = model.architecture
+    else:
+        raise PlanInputError(
+            "spec.model.architecture",
+            f"model {spec.model.name!r} is not in the catalog; give model.architecture or a config.json",
+        )
+
+    shards = spec.parallelism.tensor * spec.parallelism.pipeline
+    if spec.model.weights_per_gpu is not None:
+        weights = quantity_to_bytes(spec.model.weights_per_gpu)
+        weights_source = "spec.model.weightsPerGPU"
+    elif model is not None and model.weights_total_bytes is not None:
+        weights = -(-model.weights_total_bytes // shards)
+        weights_source = f"catalog checkpoint {model.weights_total_bytes / 1e9:.0f} GB / (TP x PP = {shards})"
+    else:
+        raise PlanInputError(
+            "spec.model.weightsPerGPU", f"cannot estimate weights of {spec.model.name!r}; set model.weightsPerGPU"
+        )
+    if weights >= total:
+        raise PlanInputError(
+            "spec.model.weightsPerGPU",
+            f"{weights / 2**30:.1f} GiB of weights per GPU is more than the GPU's {total / 2**30:.1f} GiB",
+        )
+
+    kind = spec.engine.kind.value
+    version = parse_version(spec.engine.version, default=DEFAULT_ENGINE_VERSION[kind])
+    hf = hf_config or {}
+    text = hf.get("text_config", hf) if isinstance(hf.get("text_config"), dict) else hf
+    return PlanInputs(
+        spec=spec,
+        gpu=gpu,
+        gpu_total_bytes=total,
+        cuda_total_bytes=cuda_total,
+        compute_capability=cc,
+        architecture=arch,
+        model=model,
+        weights_per_gpu_bytes=weights,
+        weights_source=weights_source,
+        engine_version=version,
+        vocab_size=model.vocab_size if model else text.get("vocab_size"),
+        hidden_size=model.hidden_size if model else text.get("hidden_size"),
+        intermediate_size=model.intermediate_size if model else text.get("intermediate_size"),
+    )

@@ -1,0 +1,108 @@
+"""The engine Protocol: what every engine module provides, and the budget terms it returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
+
+if TYPE_CHECKING:
+    from ctxfit.budget.inputs import PlanInputs
+
+
+@dataclass(frozen=True)
+class BudgetTerms:
+    """Per-GPU memory budget, bytes. ``usable = weights + activation + cuda_graph + other + kv_cache``.
+
+    Attributes:
+        total_bytes: NVML / GFD total of one GPU.
+        cuda_total_bytes: CUDA-visible total (NVML minus the driver reserve).
+        usable_bytes: what the engine budgets (vLLM: utilization x CUDA total; SGLang: fraction x free).
+        weights_bytes: model weights on one GPU.
+        activation_bytes: transient peak of the profile run (forward or sampler warm-up).
+        cuda_graph_bytes: CUDA-graph pool counted inside the budget (0 where the engine does not deduct it).
+        other_bytes: non-torch memory counted in the budget (NCCL / custom all-reduce buffers, workspace).
+        kv_cache_bytes: the KV pool (may be negative: then nothing fits).
+        outside_bytes: memory the engine uses outside ``usable`` (CUDA context, graphs not deducted).
+        notes: one line per term explaining its source.
+    """
+
+    total_bytes: int
+    cuda_total_bytes: int
+    usable_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+    cuda_graph_bytes: int
+    other_bytes: int
+    kv_cache_bytes: int
+    outside_bytes: int = 0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class KVDtypeDecision:
+    """The KV dtype an engine will actually use, and why it differs from the request (if it does)."""
+
+    kv_cache_dtype: str
+    reason: str | None = None
+
+
+class Engine(Protocol):
+    """One inference engine: memory model, flags, probes, defaults, metric names.
+
+    Implementations: ``ctxfit.engines.vllm.VLLM``, ``ctxfit.engines.sglang.SGLang``.
+    """
+
+    kind: EngineKind
+    default_port: int
+    health_path: str
+    metrics_path: str
+    kv_usage_metrics: tuple[str, ...]
+    preemption_metric: str
+    waiting_metric: str
+    command: tuple[str, ...]
+
+    def default_image(self, version: str | None) -> str:
+        """Container image for a version (the official one)."""
+        ...
+
+    def resolve_kv_dtype(self, inputs: PlanInputs, requested: str) -> KVDtypeDecision:
+        """The KV dtype this engine version supports on this GPU for this attention kind."""
+        ...
+
+    def sizing_dtype(self, inputs: PlanInputs, kv_cache_dtype: str) -> str:
+        """The dtype whose layout sizes the KV cache (may differ from the flag, e.g. SGLang DSA fp8)."""
+        ...
+
+    def block_size(self, inputs: PlanInputs) -> int:
+        """KV block (page) size in tokens, for rounding."""
+        ...
+
+    def null_blocks(self, inputs: PlanInputs) -> int:
+        """Blocks the engine keeps besides requests (vLLM's null block)."""
+        ...
+
+    def in_flight_tokens(self, inputs: PlanInputs) -> int:
+        """Tokens in flight that sliding-window layers must keep beyond the window."""
+        ...
+
+    def finalize(self, inputs: PlanInputs, effective: EffectiveConfig, pool_tokens: int) -> EffectiveConfig:
+        """Adjust engine-derived values once the context is chosen (e.g. SGLang max running requests)."""
+        ...
+
+    def default_effective(self, inputs: PlanInputs, *, kv_cache_dtype: str) -> EffectiveConfig:
+        """Effective configuration before the context is chosen (context_length = 0)."""
+        ...
+
+    def budget(self, inputs: PlanInputs, effective: EffectiveConfig) -> BudgetTerms:
+        """Per-GPU memory budget for this configuration."""
+        ...
+
+    def check_rest(self, inputs: PlanInputs, effective: EffectiveConfig, terms: BudgetTerms) -> list[str]:
+        """Problems outside the KV pool (e.g. SGLang's (1 - fraction) slack too small); empty if none."""
+        ...
+
+    def engine_args(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> list[str]:
+        """The engine's command line (program and flags, each flag and value a separate item)."""
+        ...

@@ -1,0 +1,35 @@
+"""Pieces every engine module uses: effective-config defaults from the spec."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ctxfit.api import quantity_to_bytes
+from ctxfit.budget.defaults import (
+    default_memory_limit_bytes,
+    default_shm_bytes,
+    default_startup_timeout_seconds,
+)
+
+if TYPE_CHECKING:
+    from ctxfit.budget.inputs import PlanInputs
+
+
+def container_defaults(inputs: PlanInputs) -> tuple[int, int, int]:
+    """(memory_limit_bytes, shm_bytes, startup_timeout_seconds) from the spec or the defaults."""
+    spec = inputs.spec
+    gpus = spec.gpu.count
+    memory = quantity_to_bytes(spec.resources.memory) if spec.resources.memory else default_memory_limit_bytes(gpus)
+    shm = quantity_to_bytes(spec.resources.shm) if spec.resources.shm else default_shm_bytes(gpus)
+    if spec.startup.timeout_seconds:
+        startup = spec.startup.timeout_seconds
+    else:
+        startup = default_startup_timeout_seconds(inputs.weights_per_gpu_bytes * spec.parallelism.tensor
+                                                  * spec.parallelism.pipeline)
+    return memory, shm, startup
+
+
+def format_fraction(value: float) -> str:
+    """A fraction as the engines' flags want it: up to 3 decimals, no trailing zeros (0.95, 0.7, 0.913)."""
+    text = f"{value:.3f}".rstrip("0").rstrip(".")
+    return text if text else "0"

@@ -1,0 +1,153 @@
+"""SGLang: memory model, flags, probes, defaults and metric names (one engine, one package).
+
+Flags (``python3 -m sglang.launch_server``): ``--model-path``, ``--tp-size``, ``--pp-size``,
+``--dp-size``, ``--ep-size``, ``--context-length``, ``--mem-fraction-static``, ``--kv-cache-dtype``,
+``--max-running-requests``, ``--cuda-graph-max-bs`` (``--cuda-graph-max-bs-decode`` from 0.5.23),
+``--enable-metrics`` (B.1, B.3). Health: ``GET /health``; readiness log "The server is fired up and
+ready to roll!"; KV metric ``sglang:token_usage``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ctxfit.api import AttentionKind, EffectiveConfig, EngineKind, InferenceServerSpec, MiB
+from ctxfit.engines.base import BudgetTerms, KVDtypeDecision
+from ctxfit.engines.common import container_defaults, format_fraction
+from ctxfit.engines.version import parse_version
+
+from . import memory
+
+if TYPE_CHECKING:
+    from ctxfit.budget.inputs import PlanInputs
+
+DEFAULT_VERSION = "0.5.23"
+IMAGE_REPOSITORY = "lmsysorg/sglang"
+COMMAND = ("python3", "-m", "sglang.launch_server")
+DECODE_GRAPH_FLAG_SINCE = (0, 5, 23)
+PAGE_SIZE = 1
+
+
+class SGLang:
+    """The SGLang engine (0.4 - 0.5.23)."""
+
+    kind = EngineKind.SGLANG
+    default_port = 30000
+    health_path = "/health"
+    metrics_path = "/metrics"
+    kv_usage_metrics = ("sglang:token_usage",)
+    preemption_metric = "sglang:num_retracted_reqs"
+    waiting_metric = "sglang:num_queue_reqs"
+    command = COMMAND
+
+    def default_image(self, version: str | None) -> str:
+        """``lmsysorg/sglang:v<version>``."""
+        return f"{IMAGE_REPOSITORY}:v{(version or DEFAULT_VERSION).lstrip('v')}"
+
+    def resolve_kv_dtype(self, inputs: PlanInputs, requested: str) -> KVDtypeDecision:
+        """SGLang dtype names (``fp8`` -> ``fp8_e4m3``); e4m3 needs SM 8.9+; DSA on SM120 keeps bf16
+        (TileLang DSA backend, flashinfer issue #5290 [3rd-party]); no ``fp8_ds_mla`` flag in SGLang."""
+        arch = inputs.architecture
+        cc = inputs.compute_capability
+        dtype = "fp8_e4m3" if requested in ("fp8", "fp8_ds_mla") else requested
+        if dtype == "fp8_e4m3" and cc is not None and cc < (8, 9):
+            return KVDtypeDecision("auto", f"FP8 e4m3 KV cache needs SM 8.9+; this GPU is SM {cc[0]}.{cc[1]}")
+        if dtype.startswith("fp8") and arch.index_head_dim and cc is not None and cc[0] == 12:
+            return KVDtypeDecision("auto", "SGLang runs DSA models on SM120 with a bf16 KV cache (TileLang backend)")
+        if dtype != requested:
+            return KVDtypeDecision(dtype, f"SGLang spells {requested} as {dtype}")
+        return KVDtypeDecision(dtype)
+
+    def sizing_dtype(self, inputs: PlanInputs, kv_cache_dtype: str) -> str:
+        """The dtype to size the cell with: an fp8 DSA cache uses the 656 B layout (B.1)."""
+        arch = inputs.architecture
+        if kv_cache_dtype.startswith("fp8") and arch.attention is AttentionKind.MLA and arch.index_head_dim:
+            return "fp8_ds_mla"
+        return kv_cache_dtype
+
+    def block_size(self, inputs: PlanInputs) -> int:
+        """SGLang pages of one token by default (``--page-size 1``)."""
+        return PAGE_SIZE
+
+    def null_blocks(self, inputs: PlanInputs) -> int:
+        """SGLang reserves no null page."""
+        return 0
+
+    def in_flight_tokens(self, inputs: PlanInputs) -> int:
+        """Sliding layers hold the window plus one prefill chunk."""
+        return self._chunked_prefill(inputs)
+
+    def _gpu_mem_mib(self, inputs: PlanInputs) -> int:
+        return inputs.gpu_total_bytes // MiB
+
+    def _chunked_prefill(self, inputs: PlanInputs) -> int:
+        if inputs.spec.batching.max_num_batched_tokens:
+            return inputs.spec.batching.max_num_batched_tokens
+        return memory.capacity_defaults(self._gpu_mem_mib(inputs), inputs.tp)[0]
+
+    def default_effective(self, inputs: PlanInputs, *, kv_cache_dtype: str) -> EffectiveConfig:
+        """Spec values, else SGLang defaults (fraction and graph batch by GPU memory)."""
+        spec = inputs.spec
+        gpu_mib = self._gpu_mem_mib(inputs)
+        chunked = self._chunked_prefill(inputs)
+        max_bs = spec.batching.cuda_graph_max_batch_size or memory.capacity_defaults(gpu_mib, inputs.tp)[1]
+        fraction = spec.memory.mem_fraction_static or memory.default_mem_fraction_static(
+            gpu_mib, inputs.tp, inputs.pp, chunked, max_bs
+        )
+        mem_limit, shm, startup = container_defaults(inputs)
+        return EffectiveConfig(
+            context_length=0,
+            gpu_memory_utilization=None,
+            mem_fraction_static=fraction,
+            kv_cache_dtype=kv_cache_dtype,
+            max_num_seqs=spec.batching.max_num_seqs or 2048,
+            cuda_graph_max_batch_size=max_bs,
+            memory_limit_bytes=mem_limit,
+            shm_bytes=shm,
+            startup_timeout_seconds=startup,
+        )
+
+    def finalize(self, inputs: PlanInputs, effective: EffectiveConfig, pool_tokens: int) -> EffectiveConfig:
+        """Set the running-request cap SGLang would derive for the chosen context (unless the spec set it)."""
+        if inputs.spec.batching.max_num_seqs:
+            return effective
+        seqs = memory.default_max_running_requests(pool_tokens, effective.context_length)
+        return effective.model_copy(update={"max_num_seqs": seqs})
+
+    def budget(self, inputs: PlanInputs, effective: EffectiveConfig) -> BudgetTerms:
+        """See ``memory.budget``."""
+        return memory.budget(inputs, effective, chunked_prefill=self._chunked_prefill(inputs))
+
+    def check_rest(self, inputs: PlanInputs, effective: EffectiveConfig, terms: BudgetTerms) -> list[str]:
+        """The ``1 - fraction`` slack must hold activations, CUDA graphs, req_to_token and buffers."""
+        assert effective.mem_fraction_static is not None
+        slack = memory.pre_free_bytes(inputs) - terms.usable_bytes
+        if terms.outside_bytes > slack:
+            return [
+                f"mem-fraction-static {effective.mem_fraction_static} leaves {slack / 2**30:.2f} GiB for "
+                f"activations, CUDA graphs (bs {effective.cuda_graph_max_batch_size}) and req_to_token at "
+                f"context {effective.context_length}, which need ~{terms.outside_bytes / 2**30:.2f} GiB"
+            ]
+        return []
+
+    def engine_args(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> list[str]:
+        """``sglang.launch_server`` arguments (after the program), user ``engine.args`` last."""
+        version = parse_version(spec.engine.version, default=(0, 5, 23))
+        p = spec.parallelism
+        args = ["--model-path", spec.model.name, "--host", "0.0.0.0", "--port", str(spec.serving.port)]
+        args += ["--tp-size", str(p.tensor)]
+        if p.pipeline > 1:
+            args += ["--pp-size", str(p.pipeline)]
+        if p.data > 1:
+            args += ["--dp-size", str(p.data)]
+        if p.expert:
+            args += ["--ep-size", str(p.tensor)]
+        args += ["--context-length", str(effective.context_length)]
+        assert effective.mem_fraction_static is not None
+        args += ["--mem-fraction-static", format_fraction(effective.mem_fraction_static)]
+        args += ["--kv-cache-dtype", effective.kv_cache_dtype]
+        args += ["--max-running-requests", str(effective.max_num_seqs)]
+        graph_flag = "--cuda-graph-max-bs-decode" if version >= DECODE_GRAPH_FLAG_SINCE else "--cuda-graph-max-bs"
+        args += [graph_flag, str(effective.cuda_graph_max_batch_size)]
+        args += ["--enable-metrics"]
+        return args + list(spec.engine.args)

@@ -1,0 +1,136 @@
+"""SGLang per-GPU memory model (engine-memory.md section B.1, read from the 0.5.4/0.5.10/0.5.23 wheels).
+
+    pre_free  = free memory before weights load (CUDA total - context - distributed init)
+    pool      = mem_fraction_static x pre_free - weights          (kv_cache_configurator._profile_available_bytes)
+    tokens    = pool // cell_size                                 (pool_configurator.calculate_pool_sizes)
+    slack     = (1 - mem_fraction_static) x pre_free  must hold activations, CUDA graphs, req_to_token, buffers
+
+Constants:
+- ``PRE_LOAD_USED_TP1 = 0.6 GiB`` / ``PRE_LOAD_USED_TPN = 1.8 GiB``: CUDA context (+ NCCL with TP > 1)
+  before weights (shared/cases sglang052-grok2-8xh100-tp8: 79.19 GiB total, 77.43 GiB free at load
+  begin = 1.76 GiB).
+- Slack needs use SGLang's own reservation heuristic (0.5.4 ``server_args.py`` / 0.5.23
+  ``memory_hook.handle_gpu_memory_settings``), MiB: activations ``512 + max(chunked_prefill, 2048) x 1.5``;
+  CUDA graphs ``cuda_graph_max_bs x 2``; communication ``tp x pp / 8 x 1024``.
+- ``req_to_token`` pool: int32 ``(max_running_requests + 1) x (context_length + 4)`` (B.1).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ctxfit.api import EffectiveConfig, GiB, MiB
+from ctxfit.engines.base import BudgetTerms
+
+if TYPE_CHECKING:
+    from ctxfit.budget.inputs import PlanInputs
+
+PRE_LOAD_USED_TP1 = int(0.6 * GiB)
+PRE_LOAD_USED_TPN = int(1.8 * GiB)
+ACTIVATION_BASE_MIB = 512
+ACTIVATION_PER_CHUNK_TOKEN_MIB = 1.5
+GRAPH_PER_BS_MIB = 2
+COMM_PER_8_RANKS_MIB = 1024
+BIG_GPU_MIN_RESERVE_MIB = 10240
+BIG_GPU_MIB = 60 * 1024
+
+
+def capacity_defaults(gpu_mem_mib: int, tp: int) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) by GPU memory (0.5.23 ``memory_hook.py`` table)."""
+    if gpu_mem_mib < 20 * 1024:
+        return 2048, 8
+    if gpu_mem_mib < 35 * 1024:
+        return 4096, 48 if tp < 4 else 160
+    if gpu_mem_mib < 60 * 1024:
+        return 4096, 32 if tp < 4 else 160
+    if gpu_mem_mib < 160 * 1024:
+        return 8192, 256 if tp < 4 else 512
+    return 16384, 512
+
+
+def pre_free_bytes(inputs: PlanInputs) -> int:
+    """Free memory at weight-load begin on the busiest GPU."""
+    used = PRE_LOAD_USED_TPN if inputs.tp * inputs.pp > 1 else PRE_LOAD_USED_TP1
+    return inputs.cuda_total_bytes - used
+
+
+def activation_reserve_bytes(chunked_prefill: int) -> int:
+    """Activation reservation for a prefill chunk (SGLang heuristic, MiB -> bytes)."""
+    return int((ACTIVATION_BASE_MIB + max(chunked_prefill, 2048) * ACTIVATION_PER_CHUNK_TOKEN_MIB) * MiB)
+
+
+def graph_reserve_bytes(cuda_graph_max_bs: int) -> int:
+    """CUDA-graph reservation (SGLang heuristic ``max_bs x 2`` MiB)."""
+    return cuda_graph_max_bs * GRAPH_PER_BS_MIB * MiB
+
+
+def comm_reserve_bytes(tp: int, pp: int) -> int:
+    """Communication buffers (SGLang heuristic ``tp x pp / 8 x 1024`` MiB)."""
+    return int(tp * pp / 8 * COMM_PER_8_RANKS_MIB * MiB)
+
+
+def req_to_token_bytes(max_running_requests: int, context_length: int) -> int:
+    """int32 ``(max_running_requests + 1) x (context_length + 4)`` (B.1 "Memory outside the KV budget")."""
+    return (max_running_requests + 1) * (context_length + 4) * 4
+
+
+def default_mem_fraction_static(gpu_mem_mib: int, tp: int, pp: int, chunked: int, max_bs: int) -> float:
+    """SGLang's default fraction: ``round((gpu_mem - reserved) / gpu_mem, 3)`` (0.5.23 memory_hook).
+
+    reserved (MiB) = 512 + max(chunked, 2048) x 1.5 + tp x pp / 8 x 1024 + max_bs x 2, at least 10240 on
+    GPUs above 60 GiB.
+    """
+    reserved = (
+        ACTIVATION_BASE_MIB
+        + max(chunked, 2048) * ACTIVATION_PER_CHUNK_TOKEN_MIB
+        + tp * pp / 8 * COMM_PER_8_RANKS_MIB
+        + max_bs * GRAPH_PER_BS_MIB
+    )
+    if gpu_mem_mib > BIG_GPU_MIB:
+        reserved = max(reserved, BIG_GPU_MIN_RESERVE_MIB)
+    return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
+
+
+def default_max_running_requests(pool_tokens: int, context_length: int) -> int:
+    """``min(max(min(tokens / context x 512, 4096), 2048), tokens // 2)`` (0.5.23 ``resolve_max_num_reqs``)."""
+    if context_length <= 0:
+        return 2048
+    return max(1, min(max(min(int(pool_tokens / context_length * 512), 4096), 2048), pool_tokens // 2))
+
+
+def budget(inputs: PlanInputs, effective: EffectiveConfig, *, chunked_prefill: int) -> BudgetTerms:
+    """Per-GPU budget for SGLang. ``usable = fraction x pre_free = weights + kv``; the activation, CUDA-graph
+    and other (communication + req_to_token) terms are what the ``1 - fraction`` slack must hold
+    (``outside_bytes``).
+
+    Raises:
+        ValueError: when ``effective.mem_fraction_static`` is unset.
+    """
+    if effective.mem_fraction_static is None:
+        raise ValueError("SGLang needs mem_fraction_static")
+    pre_free = pre_free_bytes(inputs)
+    usable = int(effective.mem_fraction_static * pre_free)
+    activation = activation_reserve_bytes(chunked_prefill)
+    graphs = graph_reserve_bytes(effective.cuda_graph_max_batch_size)
+    other = comm_reserve_bytes(inputs.tp, inputs.pp) + req_to_token_bytes(
+        effective.max_num_seqs, max(effective.context_length, 0)
+    )
+    notes = (
+        f"usable: mem-fraction-static {effective.mem_fraction_static} x {pre_free / GiB:.2f} GiB free at load",
+        f"weights: {inputs.weights_source}",
+        f"activation: SGLang reserve for a {chunked_prefill}-token prefill chunk (in the 1 - fraction slack)",
+        f"CUDA graphs: {effective.cuda_graph_max_batch_size} x 2 MiB (in the slack)",
+        "other: communication buffers + req_to_token pool (in the slack)",
+    )
+    return BudgetTerms(
+        total_bytes=inputs.gpu_total_bytes,
+        cuda_total_bytes=inputs.cuda_total_bytes,
+        usable_bytes=usable,
+        weights_bytes=inputs.weights_per_gpu_bytes,
+        activation_bytes=activation,
+        cuda_graph_bytes=graphs,
+        other_bytes=other,
+        kv_cache_bytes=usable - inputs.weights_per_gpu_bytes,
+        outside_bytes=activation + graphs + other,
+        notes=notes,
+    )

@@ -1,0 +1,147 @@
+"""vLLM: memory model, flags, probes, defaults and metric names (one engine, one package).
+
+Flags: ``vllm serve MODEL`` with ``--tensor-parallel-size``, ``--pipeline-parallel-size``,
+``--data-parallel-size``, ``--enable-expert-parallel``, ``--max-model-len``,
+``--gpu-memory-utilization``, ``--kv-cache-dtype``, ``--max-num-seqs``, ``--max-num-batched-tokens``
+and ``--max-cudagraph-capture-size`` (0.11+; vLLM ``config/compilation.py``) [flag history
+unverified before 0.11]. Health: ``GET /health`` (0.33 ``entrypoints/serve/instrumentator/health.py``);
+metrics: ``vllm:kv_cache_usage_perc`` (older ``vllm:gpu_cache_usage_perc``) (A.4).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
+from ctxfit.engines.base import BudgetTerms, KVDtypeDecision
+from ctxfit.engines.common import container_defaults, format_fraction
+
+from . import memory
+from .dtypes import resolve_kv_dtype
+
+if TYPE_CHECKING:
+    from ctxfit.budget.inputs import PlanInputs
+
+DEFAULT_VERSION = "0.20.0"
+IMAGE_REPOSITORY = "vllm/vllm-openai"
+COMMAND = ("vllm", "serve")
+DEFAULT_UTILIZATION_OLD = 0.90
+DEFAULT_UTILIZATION_NEW = 0.92
+UTILIZATION_092_SINCE = (0, 20, 0)
+DEFAULT_CUDA_GRAPH_CAPTURE = 512
+CAPTURE_SIZE_FLAG_SINCE = (0, 11, 0)
+BLOCK_SIZE_GQA = 16
+BLOCK_SIZE_MLA = 64
+NULL_BLOCK_SINCE = (0, 20, 0)
+
+
+class VLLM:
+    """The vLLM engine (V1; V0 wording handled by the failure patterns)."""
+
+    kind = EngineKind.VLLM
+    default_port = 8000
+    health_path = "/health"
+    metrics_path = "/metrics"
+    kv_usage_metrics = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+    preemption_metric = "vllm:num_preemptions_total"
+    waiting_metric = "vllm:num_requests_waiting"
+    command = COMMAND
+
+    def default_image(self, version: str | None) -> str:
+        """``vllm/vllm-openai:v<version>``."""
+        return f"{IMAGE_REPOSITORY}:v{(version or DEFAULT_VERSION).lstrip('v')}"
+
+    def resolve_kv_dtype(self, inputs: PlanInputs, requested: str) -> KVDtypeDecision:
+        """See ``dtypes.resolve_kv_dtype``."""
+        return resolve_kv_dtype(
+            requested, arch=inputs.architecture, cc=inputs.compute_capability, version=inputs.engine_version
+        )
+
+    def sizing_dtype(self, inputs: PlanInputs, kv_cache_dtype: str) -> str:
+        """vLLM sizes the cache with the dtype it runs (``fp8_ds_mla`` has its own 656 B layout)."""
+        return kv_cache_dtype
+
+    def finalize(self, inputs: PlanInputs, effective: EffectiveConfig, pool_tokens: int) -> EffectiveConfig:
+        """vLLM needs no adjustment once the context is chosen."""
+        return effective
+
+    def block_size(self, inputs: PlanInputs) -> int:
+        """KV block size in tokens: 16 (FlashAttention default), 64 for MLA backends (FlashMLA)."""
+        from ctxfit.api import AttentionKind
+
+        return BLOCK_SIZE_MLA if inputs.architecture.attention is AttentionKind.MLA else BLOCK_SIZE_GQA
+
+    def null_blocks(self, inputs: PlanInputs) -> int:
+        """Blocks reserved besides requests: one null block from 0.20 (``check_memory = available - block``)."""
+        return 1 if inputs.engine_version >= NULL_BLOCK_SINCE else 0
+
+    def max_num_batched_tokens(self, inputs: PlanInputs) -> int:
+        """The spec's value, else vLLM's server default by device memory."""
+        if inputs.spec.batching.max_num_batched_tokens:
+            return inputs.spec.batching.max_num_batched_tokens
+        product = inputs.gpu.product if inputs.gpu else inputs.spec.gpu.product
+        return memory.batch_defaults(inputs.cuda_total_bytes, inputs.engine_version, product)[0]
+
+    def in_flight_tokens(self, inputs: PlanInputs) -> int:
+        """Tokens in flight for sliding-window reservations: 2 x max_num_batched_tokens (async scheduling)."""
+        return 2 * self.max_num_batched_tokens(inputs)
+
+    def default_effective(self, inputs: PlanInputs, *, kv_cache_dtype: str) -> EffectiveConfig:
+        """Spec values, else vLLM defaults: utilization 0.90 (<= 0.19) / 0.92, seqs by device memory."""
+        spec = inputs.spec
+        version = inputs.engine_version
+        default_util = DEFAULT_UTILIZATION_NEW if version >= UTILIZATION_092_SINCE else DEFAULT_UTILIZATION_OLD
+        product = inputs.gpu.product if inputs.gpu else spec.gpu.product
+        default_seqs = memory.batch_defaults(inputs.cuda_total_bytes, version, product)[1]
+        mem_limit, shm, startup = container_defaults(inputs)
+        return EffectiveConfig(
+            context_length=0,
+            gpu_memory_utilization=spec.memory.gpu_memory_utilization or default_util,
+            mem_fraction_static=None,
+            kv_cache_dtype=kv_cache_dtype,
+            max_num_seqs=spec.batching.max_num_seqs or default_seqs,
+            cuda_graph_max_batch_size=spec.batching.cuda_graph_max_batch_size or DEFAULT_CUDA_GRAPH_CAPTURE,
+            memory_limit_bytes=mem_limit,
+            shm_bytes=shm,
+            startup_timeout_seconds=startup,
+        )
+
+    def budget(self, inputs: PlanInputs, effective: EffectiveConfig) -> BudgetTerms:
+        """See ``memory.budget``."""
+        return memory.budget(inputs, effective, max_num_batched_tokens=self.max_num_batched_tokens(inputs))
+
+    def check_rest(self, inputs: PlanInputs, effective: EffectiveConfig, terms: BudgetTerms) -> list[str]:
+        """Warn when what vLLM keeps outside the budget (CUDA context, graphs < 0.20) exceeds what is left."""
+        left = terms.cuda_total_bytes - terms.usable_bytes
+        if terms.outside_bytes > left:
+            return [
+                f"gpu-memory-utilization {effective.gpu_memory_utilization} leaves {left / 2**30:.2f} GiB outside "
+                f"the budget, but the CUDA context and graphs need ~{terms.outside_bytes / 2**30:.2f} GiB: "
+                "risk of CUDA OOM during graph capture"
+            ]
+        return []
+
+    def engine_args(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> list[str]:
+        """``vllm serve`` arguments (after the program), user ``engine.args`` last."""
+        from ctxfit.engines.version import parse_version
+
+        version = parse_version(spec.engine.version, default=(0, 20, 0))
+        p = spec.parallelism
+        args = [spec.model.name, "--host", "0.0.0.0", "--port", str(spec.serving.port)]
+        args += ["--tensor-parallel-size", str(p.tensor)]
+        if p.pipeline > 1:
+            args += ["--pipeline-parallel-size", str(p.pipeline)]
+        if p.data > 1:
+            args += ["--data-parallel-size", str(p.data)]
+        if p.expert:
+            args += ["--enable-expert-parallel"]
+        args += ["--max-model-len", str(effective.context_length)]
+        assert effective.gpu_memory_utilization is not None
+        args += ["--gpu-memory-utilization", format_fraction(effective.gpu_memory_utilization)]
+        args += ["--kv-cache-dtype", effective.kv_cache_dtype]
+        args += ["--max-num-seqs", str(effective.max_num_seqs)]
+        if spec.batching.max_num_batched_tokens:
+            args += ["--max-num-batched-tokens", str(spec.batching.max_num_batched_tokens)]
+        if version >= CAPTURE_SIZE_FLAG_SINCE:
+            args += ["--max-cudagraph-capture-size", str(effective.cuda_graph_max_batch_size)]
+        return args + list(spec.engine.args)
