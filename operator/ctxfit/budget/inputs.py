@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxfit.api import Architecture, InferenceServerSpec, MiB, quantity_to_bytes
-from ctxfit.catalog import GPUProduct, ModelEntry, lookup_gpu, lookup_model
+from ctxfit.catalog import MoE, GPUProduct, ModelEntry, lookup_gpu, lookup_model
 from ctxfit.engines.version import parse_version
 
 from .hfconfig import architecture_from_hf_config
@@ -47,6 +47,8 @@ class PlanInputs:
         weights_source: how ``weights_per_gpu_bytes`` was obtained.
         engine_version: (major, minor, patch).
         vocab_size, hidden_size, intermediate_size: for the activation estimate (None when unknown).
+        moe: mixture-of-experts sizes (catalog, or config.json n_routed_experts/num_experts,
+            num_experts_per_tok, moe_intermediate_size), None for dense or unknown.
     """
 
     spec: InferenceServerSpec
@@ -62,6 +64,7 @@ class PlanInputs:
     vocab_size: int | None
     hidden_size: int | None
     intermediate_size: int | None
+    moe: MoE | None = None
 
     @property
     def tp(self) -> int:
@@ -168,4 +171,19 @@ def resolve_inputs(
         vocab_size=model.vocab_size if model else text.get("vocab_size"),
         hidden_size=model.hidden_size if model else text.get("hidden_size"),
         intermediate_size=model.intermediate_size if model else text.get("intermediate_size"),
+        moe=model.moe if model else moe_from_hf_config(text),
     )
+
+
+def moe_from_hf_config(text: dict[str, Any]) -> MoE | None:
+    """MoE sizes from config.json fields (n_routed_experts | num_local_experts | num_experts,
+    num_experts_per_tok, moe_intermediate_size | intermediate_size), or None for a dense model."""
+    experts = text.get("n_routed_experts") or text.get("num_local_experts") or text.get("num_experts")
+    top_k = text.get("num_experts_per_tok")
+    if not isinstance(experts, int) or not isinstance(top_k, int) or experts <= 1:
+        return None
+    inter = text.get("moe_intermediate_size") or text.get("intermediate_size")
+    if not isinstance(inter, int):
+        return None
+    shared = text.get("shared_expert_intermediate_size") or 0
+    return MoE(experts=experts, top_k=top_k, intermediate_size=inter, shared_intermediate_size=int(shared))

@@ -7,10 +7,11 @@ import importlib
 import sys
 
 SUBCOMMANDS = {
-    "plan": "ctxfit.cli.plan",
-    "diagnose": "ctxfit.cli.diagnose",
-    "crd": "ctxfit.cli.crd",
+    "plan": ("ctxfit.cli.plan", "predict what fits on the GPUs (exit 0 fits, 3 does not, 2 invalid)"),
+    "diagnose": ("ctxfit.cli.diagnose", "classify a failed start and choose the next configuration"),
+    "crd": ("ctxfit.cli.crd", "print the InferenceServer CRD generated from the API models"),
 }
+"""Subcommand -> (module, help). Only the chosen subcommand's module is imported (fast start-up)."""
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -18,21 +19,25 @@ EXIT_INVALID = 2
 EXIT_DOES_NOT_FIT = 3
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser; each subcommand module adds its own arguments via ``add_arguments``."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The top-level parser. Each subcommand module adds its own arguments via ``add_arguments``;
+    with ``only`` set, just that subcommand's module is imported."""
     parser = argparse.ArgumentParser(prog="ctxfit", description="Size LLM inference servers to their GPUs.")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, module_name in SUBCOMMANDS.items():
-        module = importlib.import_module(module_name)
-        sub_parser = sub.add_parser(name, help=module.__doc__.splitlines()[0] if module.__doc__ else name)
-        module.add_arguments(sub_parser)
-        sub_parser.set_defaults(_run=module.run)
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        if only is None or name == only:
+            module = importlib.import_module(module_name)
+            module.add_arguments(sub_parser)
+            sub_parser.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ctxfit`` console script. Returns the exit code (0, 2 invalid, 3 does not fit)."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(chosen if chosen in SUBCOMMANDS else "__none__")
     args = parser.parse_args(argv)
     code: int = args._run(args)
     return code

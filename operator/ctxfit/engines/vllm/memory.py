@@ -74,8 +74,7 @@ def non_torch_bytes(tensor_parallel: int, version: tuple[int, int, int]) -> int:
 def cuda_graph_bytes(inputs: PlanInputs, capture_size: int) -> int:
     """CUDA-graph pool estimate for one GPU (see module constants)."""
     layers = -(-(inputs.architecture.num_layers or 32) // inputs.pp)
-    moe = inputs.model.moe if inputs.model else None
-    per_layer = CUDA_GRAPH_PER_LAYER * (CUDA_GRAPH_MOE_FACTOR if moe else 1.0)
+    per_layer = CUDA_GRAPH_PER_LAYER * (CUDA_GRAPH_MOE_FACTOR if inputs.moe else 1.0)
     scale = min(capture_size, CUDA_GRAPH_DEFAULT_CAPTURE) / CUDA_GRAPH_DEFAULT_CAPTURE
     return int(CUDA_GRAPH_BASE + per_layer * layers * max(scale, 0.25))
 
@@ -90,13 +89,12 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_to
         raise ValueError("vLLM needs gpu_memory_utilization")
     version = inputs.engine_version
     requested = int(inputs.cuda_total_bytes * effective.gpu_memory_utilization)
-    model = inputs.model
     activation = activation_peak_bytes(
         max_num_seqs=effective.max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
         vocab_size=inputs.vocab_size,
         intermediate_size=inputs.intermediate_size,
-        moe=model.moe if model else None,
+        moe=inputs.moe,
         tensor_parallel=inputs.tp,
     )
     other = non_torch_bytes(inputs.tp, version)

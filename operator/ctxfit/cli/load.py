@@ -1,0 +1,58 @@
+"""Reading InferenceServer manifests for the CLI: one clear error line naming the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from ctxfit.api import InferenceServer
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be read or validated; the message is one line naming the field."""
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    parts = [str(p) for p in loc if not str(p).startswith("function-") and "[" not in str(p)]
+    return ".".join(parts)
+
+
+def validation_message(exc: ValidationError) -> str:
+    """First pydantic error as ``field.path: rule`` (our own validators already start with the path)."""
+    err = exc.errors()[0]
+    msg = str(err.get("msg", "invalid"))
+    msg = msg.removeprefix("Value error, ")
+    path = _field_path(tuple(err.get("loc", ())))
+    if ":" in msg.split(" ")[0]:  # validator message already names its field
+        prefix = "spec." if path.startswith("spec") or path == "" else ""
+        return f"{prefix}{msg}" if not msg.startswith("spec.") else msg
+    extra = f" (got {err['input']!r})" if err.get("type") in ("literal_error", "enum") else ""
+    return f"{path}: {msg}{extra}"
+
+
+def load_manifest(path: str | Path) -> InferenceServer:
+    """Load and validate one InferenceServer manifest (the first YAML document of kind InferenceServer).
+
+    Raises:
+        ManifestError: unreadable file, bad YAML, wrong kind, or a validation error (one line).
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ManifestError(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+    servers = [d for d in docs if isinstance(d, dict) and d.get("kind", "InferenceServer") == "InferenceServer"]
+    if not servers:
+        raise ManifestError(f"{path}: no InferenceServer document found")
+    doc = servers[0]
+    if "spec" not in doc:
+        raise ManifestError("spec: required")
+    try:
+        return InferenceServer.model_validate(doc)
+    except ValidationError as exc:
+        raise ManifestError(validation_message(exc)) from exc

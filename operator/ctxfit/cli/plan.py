@@ -1,0 +1,93 @@
+"""Show what fits: ``ctxfit plan -f FILE [-o table|json|yaml]`` (exit 0 fits, 3 does not fit, 2 invalid)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import yaml
+
+from ctxfit.api import GiB
+from ctxfit.budget.hfconfig import fetch_hf_config, load_hf_config
+from ctxfit.budget.inputs import PlanInputError
+from ctxfit.budget.planner import Plan, plan
+
+from . import EXIT_DOES_NOT_FIT, EXIT_OK, fail
+from .load import ManifestError, load_manifest
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``-f FILE``, ``-o table|json|yaml``, ``--hf-config FILE``, ``--fetch-config``."""
+    parser.add_argument("-f", "--filename", required=True, help="InferenceServer manifest (YAML)")
+    parser.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+    parser.add_argument("--hf-config", help="a Hugging Face config.json for models not in the catalog")
+    parser.add_argument(
+        "--fetch-config", action="store_true", help="download config.json with huggingface_hub (needs network)"
+    )
+
+
+def _gib(n: int) -> str:
+    return f"{n / GiB:.2f}"
+
+
+def render_table(result: Plan, name: str) -> None:
+    """Print the plan as rich tables: per-GPU budget, context, command line, reasons."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=120)
+    t = result.per_gpu
+    budget = Table(title=f"{name}: per-GPU memory budget", title_justify="left")
+    budget.add_column("term")
+    budget.add_column("GiB", justify="right")
+    budget.add_column("source")
+    notes = {n.split(":", 1)[0]: n.split(":", 1)[1].strip() for n in t.notes}
+    rows = [
+        ("total (NVML)", t.total_bytes, f"CUDA-visible {_gib(t.cuda_total_bytes)} GiB"),
+        ("usable", t.usable_bytes, notes.get("usable", "")),
+        ("weights", t.weights_bytes, notes.get("weights", "")),
+        ("activation", t.activation_bytes, notes.get("activation", "")),
+        ("CUDA graphs", t.cuda_graph_bytes, notes.get("CUDA graphs", "")),
+        ("other", t.other_bytes, notes.get("other", "")),
+        ("KV pool", t.kv_cache_bytes, ""),
+    ]
+    for label, value, source in rows:
+        budget.add_row(label, _gib(value), source)
+    console.print(budget)
+    summary = Table(show_header=False, title="context", title_justify="left")
+    summary.add_row("KV bytes/token/GPU", f"{result.kv_bytes_per_token:,}")
+    summary.add_row("predicted max context", f"{result.max_context_length:,}")
+    summary.add_row("chosen context", f"{result.context_length:,}" if result.fits else "does not fit")
+    summary.add_row("concurrency at chosen", f"{result.concurrency:.2f}")
+    eff = result.effective.to_wire()
+    summary.add_row("effective", ", ".join(f"{k}={v}" for k, v in eff.items() if v is not None))
+    console.print(summary)
+    if result.fits:
+        console.print("command: " + " ".join([*result.engine_command, *result.engine_args]), soft_wrap=True)
+    for reason in result.reasons:
+        console.print(f"- {reason}", soft_wrap=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan the manifest and print it. Returns 0 (fits), 3 (does not fit) or 2 (invalid input)."""
+    try:
+        server = load_manifest(args.filename)
+        hf_config = None
+        if args.hf_config:
+            hf_config = load_hf_config(args.hf_config)
+        elif args.fetch_config:
+            hf_config = fetch_hf_config(server.spec.model.name)
+        result = plan(server.spec, hf_config=hf_config)
+    except (ManifestError, PlanInputError) as exc:
+        return fail(str(exc))
+    except ValueError as exc:
+        return fail(str(exc))
+    if args.output == "json":
+        json.dump(result.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif args.output == "yaml":
+        yaml.safe_dump(result.to_json(), sys.stdout, sort_keys=False)
+    else:
+        render_table(result, server.metadata.name)
+    return EXIT_OK if result.fits else EXIT_DOES_NOT_FIT
