@@ -59,7 +59,7 @@ class HarnessError(RuntimeError):
 
 
 class KubectlError(HarnessError):
-    def __init__(self, args: list[str], proc: subprocess.CompletedProcess):
+    def __init__(self, args: list[str], proc: subprocess.CompletedProcess[str]):
         self.proc = proc
         super().__init__(f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
 
@@ -241,12 +241,17 @@ def pid_exe(pid: int) -> str | None:
         return None
 
 
-def _set_pdeathsig() -> None:  # runs in the child between fork and exec
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die when the parent (the test run) dies
-    except Exception:
-        pass
+_PRCTL: Any
+try:  # resolved in the parent: the child (between fork and exec) only makes the call
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux
+    _PRCTL = None
+
+
+def _set_pdeathsig() -> None:
+    """PR_SET_PDEATHSIG(SIGKILL): the child dies when the parent (the test run) dies."""
+    if _PRCTL is not None:
+        _PRCTL(1, int(signal.SIGKILL))
 
 
 def wait_until(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
@@ -368,11 +373,11 @@ def generate_pki(pki: Path) -> None:
 # kwok configuration
 
 
-def _load_yaml_docs(path: Path) -> list[dict]:
+def _load_yaml_docs(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
-def stock_stage(bin_dir: Path, rel: str) -> dict:
+def stock_stage(bin_dir: Path, rel: str) -> dict[str, Any]:
     """A stock kwok stage, from the copy k8s-bins.sh keeps beside the binaries (or the module cache)."""
     candidates = [bin_dir / "kwok-stages" / rel]
     gomodcache = os.environ.get("GOMODCACHE") or str(Path.home() / "go" / "pkg" / "mod")
@@ -395,7 +400,7 @@ def kwok_crd(bin_dir: Path, name: str) -> Path:
     raise HarnessError(f"kwok CRD {name} not found in {[str(c) for c in candidates]}")
 
 
-def sim_stages(pod_ready: dict) -> list[dict]:
+def sim_stages(pod_ready: dict[str, Any]) -> list[dict[str, Any]]:
     """ctxfit's simulated-engine stages (hack/kwok/sim-stages.yaml), anchors resolved."""
     text = SIM_STAGES_FILE.read_text().replace("NEVER_READY_IP", NEVER_READY_IP)
     items = yaml.safe_load(text)
@@ -422,7 +427,7 @@ _LiteralDumper.add_representer(str, _str_representer)
 def kwok_config(bin_dir: Path) -> str:
     """The full kwok config: KwokConfiguration, stock node and pod stages, then ours."""
     pod_ready = stock_stage(bin_dir, "pod/fast/pod-ready.yaml")
-    docs: list[dict] = [
+    docs: list[dict[str, Any]] = [
         {"kind": "KwokConfiguration", "apiVersion": "config.kwok.x-k8s.io/v1alpha1", "options": {}},
         stock_stage(bin_dir, "node/fast/node-initialize.yaml"),
         stock_stage(bin_dir, "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml"),
@@ -450,11 +455,13 @@ class Cluster:
     """One local control plane. Work dir layout: state.json, kubeconfig, pki/, data/ (etcd),
     logs/<component>.log, kwok.yaml, podlogs/ (files served by kwok for `kubectl logs`)."""
 
-    def __init__(self, work_dir: str | os.PathLike | None = None, bin_dir: str | os.PathLike | None = None):
+    def __init__(
+        self, work_dir: str | os.PathLike[str] | None = None, bin_dir: str | os.PathLike[str] | None = None
+    ):
         self.work_dir = Path(work_dir or DEFAULT_WORK_DIR).expanduser().resolve()
         self._bin_dir = Path(bin_dir) if bin_dir else None
         self.state: dict[str, Any] = {}
-        self._procs: dict[str, subprocess.Popen] = {}
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._atexit_registered = False
         self._die_with_parent = False
         self.start_seconds: float | None = None
@@ -544,12 +551,12 @@ class Cluster:
 
     def _get(self, path: str, timeout: float = 3) -> str:
         with urllib.request.urlopen(self.server + path, context=self._ssl_context(), timeout=timeout) as r:
-            return r.read().decode()
+            return str(r.read().decode())
 
     # ---- kubectl
     def kubectl_proc(
         self, *args: str, input: str | None = None, timeout: float = 120
-    ) -> subprocess.CompletedProcess:
+    ) -> subprocess.CompletedProcess[str]:
         cmd = [str(self.bin_dir / "kubectl"), "--kubeconfig", str(self.kubeconfig), *map(str, args)]
         return subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
 
@@ -558,12 +565,12 @@ class Cluster:
         proc = self.kubectl_proc(*args, input=input, timeout=timeout)
         if check and proc.returncode != 0:
             raise KubectlError(list(map(str, args)), proc)
-        return proc.stdout
+        return str(proc.stdout)
 
     def kubectl_json(self, *args: str) -> Any:
         return json.loads(self.kubectl(*args, "-o", "json"))
 
-    def apply(self, objs: dict | list[dict] | str, namespace: str | None = None) -> str:
+    def apply(self, objs: dict[str, Any] | list[dict[str, Any]] | str, namespace: str | None = None) -> str:
         """kubectl apply -f - of a manifest (YAML text, a dict or a list of dicts), in `namespace`."""
         if not isinstance(objs, str):
             objs = yaml.safe_dump_all(objs if isinstance(objs, list) else [objs], sort_keys=False)
@@ -647,7 +654,7 @@ class Cluster:
             self._check_alive(name)
             try:
                 with urllib.request.urlopen(url, context=ctx, timeout=2) as r:
-                    return r.status == 200
+                    return bool(r.status == 200)
             except (urllib.error.URLError, OSError):
                 return False
 
