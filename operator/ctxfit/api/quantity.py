@@ -27,7 +27,7 @@ def quantity_to_bytes(value: str | int | float) -> int:
         ValueError: when the text is not a quantity (message names the value).
     """
     try:
-        parsed = parse_quantity(value)
+        parsed = parse_quantity(value)  # type: ignore[no-untyped-call]
     except (ValueError, InvalidOperation, TypeError) as exc:
         raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 80Gi, 512Mi, 37G)") from exc
     return int(math.ceil(Decimal(parsed)))

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .base import WireModel
-from .quantity import GiB, TiB, Quantity, check_quantity_bounds
+from .quantity import GiB, Quantity, TiB, check_quantity_bounds
 
 API_GROUP = "ctxfit.io"
 API_VERSION = "v1alpha1"

@@ -54,8 +54,11 @@ def predict_kv_gib(case: StartupCase) -> float:
         {
             "model": {"name": f"calibration/{case.case_id}", "weightsPerGPU": f"{int(case.weights_gib * GiB)}"},
             "engine": {"kind": "vllm", "version": case.version},
-            "gpu": {"count": case.tensor_parallel * case.pipeline_parallel, "product": case.product,
-                    "memory": f"{case.gpu_memory_mib}Mi"},
+            "gpu": {
+                "count": case.tensor_parallel * case.pipeline_parallel,
+                "product": case.product,
+                "memory": f"{case.gpu_memory_mib}Mi",
+            },
             "parallelism": {"tensor": case.tensor_parallel, "pipeline": case.pipeline_parallel},
             "context": {"target": 8192},
             "memory": {"gpuMemoryUtilization": case.gpu_memory_utilization},

@@ -58,9 +58,7 @@ class ContextChoice:
     reason: str
 
 
-def choose_context(
-    *, target: int, fit: int, headroom: float, minimum: int, model_max: int | None
-) -> ContextChoice:
+def choose_context(*, target: int, fit: int, headroom: float, minimum: int, model_max: int | None) -> ContextChoice:
     """Pick the context (issue 2 "Context policy").
 
     - If ``target`` (capped at ``model_max``) <= ``fit``: use it.
@@ -83,6 +81,5 @@ def choose_context(
     return ContextChoice(
         stepped,
         True,
-        f"context {capped_target} does not fit (predicted max {fit} tokens); chose {stepped} "
-        f"({headroom:.0%} headroom)",
+        f"context {capped_target} does not fit (predicted max {fit} tokens); chose {stepped} ({headroom:.0%} headroom)",
     )

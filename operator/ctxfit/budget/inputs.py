@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxfit.api import Architecture, InferenceServerSpec, MiB, quantity_to_bytes
-from ctxfit.catalog import MoE, GPUProduct, ModelEntry, lookup_gpu, lookup_model
+from ctxfit.catalog import GPUProduct, ModelEntry, MoE, lookup_gpu, lookup_model
 from ctxfit.engines.version import parse_version
 
 from .hfconfig import architecture_from_hf_config

@@ -93,7 +93,10 @@ class KVLayout:
         lo, hi = 0, max(0, limit // block_size)
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if self.request_bytes(mid * block_size, block_size=block_size, in_flight_tokens=in_flight_tokens) <= pool_bytes:
+            if (
+                self.request_bytes(mid * block_size, block_size=block_size, in_flight_tokens=in_flight_tokens)
+                <= pool_bytes
+            ):
                 lo = mid
             else:
                 hi = mid - 1

@@ -180,8 +180,9 @@ def plan(
     model_max = inputs.model_max_context
     if model_max and target > model_max:
         reasons.append(f"context.target {target} exceeds the model's maximum {model_max}; capped at {model_max}")
-    choice = choose_context(target=target, fit=fit.max_context_length, headroom=headroom, minimum=minimum,
-                            model_max=model_max)
+    choice = choose_context(
+        target=target, fit=fit.max_context_length, headroom=headroom, minimum=minimum, model_max=model_max
+    )
     reasons.append(choice.reason)
     effective = effective.model_copy(update={"context_length": choice.context_length})
     pool_tokens = fit.pool_bytes // max(1, fit.layout.kv_bytes_per_token)
@@ -194,8 +195,9 @@ def plan(
         reasons.extend(_suggestions(inputs, engine, effective, target, terms))
     concurrency = 0.0
     if choice.context_length > 0 and fit.pool_bytes > 0:
-        one = fit.layout.request_bytes(choice.context_length, block_size=fit.block_size,
-                                       in_flight_tokens=fit.in_flight_tokens)
+        one = fit.layout.request_bytes(
+            choice.context_length, block_size=fit.block_size, in_flight_tokens=fit.in_flight_tokens
+        )
         concurrency = fit.pool_bytes / one
     return Plan(
         fits=fits,
@@ -218,8 +220,12 @@ def _suggestions(
 ) -> list[str]:
     """What would make ``target`` fit: FP8 KV, a higher utilization/fraction, more GPUs, smaller weights."""
     out: list[str] = []
-    per_token = kv_layout(inputs.architecture, tensor_parallel=inputs.tp, pipeline_parallel=inputs.pp,
-                          kv_cache_dtype=engine.sizing_dtype(inputs, effective.kv_cache_dtype)).kv_bytes_per_token
+    per_token = kv_layout(
+        inputs.architecture,
+        tensor_parallel=inputs.tp,
+        pipeline_parallel=inputs.pp,
+        kv_cache_dtype=engine.sizing_dtype(inputs, effective.kv_cache_dtype),
+    ).kv_bytes_per_token
     need = target * per_token
     out.append(
         f"{target} tokens need {need / GiB:.2f} GiB of KV per GPU ({per_token:,} B/token); the predicted pool is "
@@ -238,7 +244,9 @@ def _suggestions(
         raised = effective.model_copy(update={"gpu_memory_utilization": UTILIZATION_CEILING})
         fit = _fit(inputs, engine, engine.budget(inputs, raised), effective.kv_cache_dtype)
         verdict = "fits" if fit.max_context_length >= target else "is not enough"
-        out.append(f"gpu-memory-utilization {UTILIZATION_CEILING} would hold {fit.max_context_length} tokens: {verdict}")
+        out.append(
+            f"gpu-memory-utilization {UTILIZATION_CEILING} would hold {fit.max_context_length} tokens: {verdict}"
+        )
     if effective.mem_fraction_static is not None and effective.mem_fraction_static < FRACTION_CEILING:
         raised = effective.model_copy(update={"mem_fraction_static": FRACTION_CEILING})
         fit = _fit(inputs, engine, engine.budget(inputs, raised), effective.kv_cache_dtype)

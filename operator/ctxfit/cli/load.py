@@ -25,9 +25,15 @@ def validation_message(exc: ValidationError) -> str:
     msg = str(err.get("msg", "invalid"))
     msg = msg.removeprefix("Value error, ")
     path = _field_path(tuple(err.get("loc", ())))
-    if ":" in msg.split(" ")[0]:  # validator message already names its field
-        prefix = "spec." if path.startswith("spec") or path == "" else ""
-        return f"{prefix}{msg}" if not msg.startswith("spec.") else msg
+    head = msg.split(" ", 1)[0]
+    if head.endswith(":"):  # our validators start with the field they check, relative to their model
+        field = head[:-1]
+        segments = path.split(".") if path else []
+        first = field.split(".")[0]
+        if first in segments:
+            segments = segments[: len(segments) - 1 - segments[::-1].index(first)]
+        prefix = ".".join(segments)
+        return f"{prefix}.{msg}" if prefix and not field.startswith(prefix) else msg
     extra = f" (got {err['input']!r})" if err.get("type") in ("literal_error", "enum") else ""
     return f"{path}: {msg}{extra}"
 

@@ -24,8 +24,9 @@ def container_defaults(inputs: PlanInputs) -> tuple[int, int, int]:
     if spec.startup.timeout_seconds:
         startup = spec.startup.timeout_seconds
     else:
-        startup = default_startup_timeout_seconds(inputs.weights_per_gpu_bytes * spec.parallelism.tensor
-                                                  * spec.parallelism.pipeline)
+        startup = default_startup_timeout_seconds(
+            inputs.weights_per_gpu_bytes * spec.parallelism.tensor * spec.parallelism.pipeline
+        )
     return memory, shm, startup
 
 

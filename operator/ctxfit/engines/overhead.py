@@ -72,7 +72,8 @@ def activation_peak_bytes(
         moe_cache = int(MOE_CACHE_COPIES * max_num_batched_tokens * moe.top_k * 2 * per_tp * BF16_BYTES)
         return ActivationEstimate(
             sampler + moe_cache,
-            f"sampler warm-up {max_num_seqs} seqs x vocab {vocab} + fused-MoE caches at {max_num_batched_tokens} tokens",
+            f"sampler warm-up {max_num_seqs} seqs x vocab {vocab} + fused-MoE caches at "
+            f"{max_num_batched_tokens} tokens",
         )
     inter = (intermediate_size or DEFAULT_INTERMEDIATE) // tensor_parallel
     forward = int(FORWARD_MLP_COPIES * max_num_batched_tokens * 2 * inter * BF16_BYTES)

@@ -35,10 +35,10 @@ class SGLang:
     default_port = 30000
     health_path = "/health"
     metrics_path = "/metrics"
-    kv_usage_metrics = ("sglang:token_usage",)
+    kv_usage_metrics: tuple[str, ...] = ("sglang:token_usage",)
     preemption_metric = "sglang:num_retracted_reqs"
     waiting_metric = "sglang:num_queue_reqs"
-    command = COMMAND
+    command: tuple[str, ...] = COMMAND
 
     def default_image(self, version: str | None) -> str:
         """``lmsysorg/sglang:v<version>``."""

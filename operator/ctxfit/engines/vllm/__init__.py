@@ -42,10 +42,10 @@ class VLLM:
     default_port = 8000
     health_path = "/health"
     metrics_path = "/metrics"
-    kv_usage_metrics = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+    kv_usage_metrics: tuple[str, ...] = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
     preemption_metric = "vllm:num_preemptions_total"
     waiting_metric = "vllm:num_requests_waiting"
-    command = COMMAND
+    command: tuple[str, ...] = COMMAND
 
     def default_image(self, version: str | None) -> str:
         """``vllm/vllm-openai:v<version>``."""

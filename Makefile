@@ -1,0 +1,47 @@
+# ctxfit developer entry points. `make demo` and `make test` are the README quickstart.
+PYTHON ?= python3
+PYTEST ?= $(PYTHON) -m pytest
+export PYTHONDONTWRITEBYTECODE = 1
+
+.PHONY: install bins demo test test-unit test-e2e lint typecheck crd crd-check bench help
+
+help:
+	@echo "make install   - pip install -e .[test]"
+	@echo "make demo      - local control plane + operator + manifests/kimi-128k.yaml (Ctrl-C tears down)"
+	@echo "make test      - lint, unit tests, e2e tests against the local control plane"
+	@echo "make bench     - planner and calibration benchmarks (bench/)"
+
+install:
+	$(PYTHON) -m pip install -q -e ".[test]"
+
+# Kubernetes binaries, etcd, kwok, helm from the Go module proxy (cached; ~9 min cold)
+bins:
+	bash hack/k8s-bins.sh
+
+demo: install bins
+	$(PYTHON) hack/demo.py
+
+lint:
+	ruff check operator tests bench hack
+	lint-imports
+
+typecheck:
+	mypy operator/ctxfit
+
+test-unit:
+	$(PYTEST) tests/unit -q
+
+test-e2e: bins
+	$(PYTEST) tests/e2e -q -m e2e
+
+# One pytest run for everything, so an empty collection or any failure fails the target.
+test: install bins lint
+	$(PYTEST) tests -q; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+
+crd:
+	$(PYTHON) -m ctxfit.cli crd > crds/inferenceservers.ctxfit.io.yaml
+
+bench:
+	$(PYTHON) bench/plan_bench.py
+	$(PYTHON) bench/overhead_fit.py

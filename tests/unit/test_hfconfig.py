@@ -1,0 +1,93 @@
+"""config.json -> Architecture mapping (vLLM's field precedence and rope rules)."""
+
+from __future__ import annotations
+
+import pytest
+from ctxfit.api import AttentionKind
+from ctxfit.budget.hfconfig import architecture_from_hf_config, derived_max_model_len
+from ctxfit.budget.inputs import moe_from_hf_config
+
+KIMI_K25 = {
+    "model_type": "kimi_k25",
+    "text_config": {
+        "model_type": "kimi_k2",
+        "num_hidden_layers": 61,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 64,
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64,
+        "max_position_embeddings": 262144,
+        "hidden_size": 7168,
+        "n_routed_experts": 384,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 2048,
+        "vocab_size": 163840,
+        "rope_scaling": {"type": "yarn", "factor": 64.0, "original_max_position_embeddings": 4096},
+    },
+}
+GLM5 = {
+    "model_type": "glm_moe_dsa",
+    "num_hidden_layers": 78,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 64,
+    "kv_lora_rank": 512,
+    "qk_rope_head_dim": 64,
+    "index_head_dim": 128,
+    "index_topk": 2048,
+    "max_position_embeddings": 202752,
+}
+GPT_OSS = {
+    "num_hidden_layers": 4,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "sliding_window": 128,
+    "layer_types": ["sliding_attention", "full_attention"] * 2,
+    "max_position_embeddings": 131072,
+    "rope_scaling": {"rope_type": "yarn", "factor": 32.0},
+}
+
+
+def test_kimi_text_config_mla() -> None:
+    a = architecture_from_hf_config(KIMI_K25)
+    assert a.attention is AttentionKind.MLA and a.num_layers == 61
+    assert (a.kv_lora_rank, a.qk_rope_head_dim, a.max_position_embeddings) == (512, 64, 262144)
+    moe = moe_from_hf_config(KIMI_K25["text_config"])
+    assert moe is not None and (moe.experts, moe.top_k, moe.intermediate_size) == (384, 8, 2048)
+
+
+def test_glm5_indexer() -> None:
+    a = architecture_from_hf_config(GLM5)
+    assert a.index_head_dim == 128
+
+
+def test_sliding_layers() -> None:
+    a = architecture_from_hf_config(GPT_OSS)
+    assert (a.sliding_window, a.num_sliding_layers, a.head_dim) == (128, 2, 64)
+    assert a.max_position_embeddings == 131072  # yarn is treated as already scaled
+
+
+def test_head_dim_from_hidden_size() -> None:
+    a = architecture_from_hf_config(
+        {"num_hidden_layers": 2, "num_attention_heads": 32, "num_key_value_heads": 32, "hidden_size": 4096}
+    )
+    assert a.attention is AttentionKind.MHA and a.head_dim == 128
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 4.0}}, 16384),
+        ({"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, 131072),
+        ({"max_position_embeddings": 32768, "seq_length": 8192}, 8192),
+        ({}, None),
+    ],
+    ids=["linear-scaled", "llama3-prescaled", "min-of-fields", "none"],
+)
+def test_derived_max(config: dict[str, object], expected: int | None) -> None:
+    assert derived_max_model_len(config) == expected
+
+
+def test_missing_layers_raises() -> None:
+    with pytest.raises(ValueError, match="num_hidden_layers"):
+        architecture_from_hf_config({"hidden_size": 1})
