@@ -1,0 +1,31 @@
+"""Recovery: classify why an engine pod died, and choose the next configuration (issue 3).
+
+Pure: imports neither kopf nor the Kubernetes API client. The operator calls:
+
+- ``classify(Observation(reason, exit_code, message, log_tail, events), engine) -> Failure``
+- ``initial_effective(spec) -> EffectiveConfig`` when status has no effective configuration yet, and
+  ``observed_effective(current, failure, spec)`` to correct it with what the engine printed;
+- ``decide(spec, current, failure, history, replan=..., memory_cap_bytes=...) -> Decision``.
+"""
+
+from .classify import Observation, classify
+from .current import fallback_effective, initial_effective, observed_effective
+from .kinds import MEMORY_KINDS, Failure, FailureKind
+from .policy import Attempt, Decision, PolicyContext, Replan, changed_knobs, decide
+
+__all__ = [
+    "MEMORY_KINDS",
+    "Attempt",
+    "Decision",
+    "Failure",
+    "FailureKind",
+    "Observation",
+    "PolicyContext",
+    "Replan",
+    "changed_knobs",
+    "classify",
+    "decide",
+    "fallback_effective",
+    "initial_effective",
+    "observed_effective",
+]

@@ -1,0 +1,124 @@
+"""The configuration in force when a start failed: the planner's choice, else spec values + engine defaults.
+
+``initial_effective(spec)`` is what ``ctxfit diagnose`` and the operator use when status holds no
+effective configuration yet: the planner's ``ctxfit.budget.planner.initial_effective`` when it can plan
+the spec, else ``fallback_effective`` (spec values and engine defaults, no sizing).
+``observed_effective`` then overrides what the failure message shows actually ran (the engine's own
+numbers beat our assumptions).
+
+Fallback defaults and their sources:
+- context: ``spec.context.target``, else the model's ``maxPositionEmbeddings`` (spec or catalog).
+- vLLM ``--gpu-memory-utilization``: 0.90 up to 0.19.x, 0.92 from 0.20.0 (``CacheConfig``,
+  engine-memory.md A.1); unknown version: 0.92 (newest).
+- SGLang ``--mem-fraction-static``: 0.85 (a typical value of SGLang's heuristic on 80 GB GPUs, B.1).
+- ``maxNumSeqs`` 256 (vLLM's tier for < 70 GiB GPUs, A.1); CUDA-graph max batch 512 (vLLM
+  ``max_cudagraph_capture_size`` default) / 256 (SGLang H100-class ``cuda_graph_max_bs``, B.1).
+- memory limit 64 GiB, /dev/shm 16 GiB, startup timeout 1200 s: the issue 3 brief's fallbacks.
+"""
+
+from __future__ import annotations
+
+from ctxfit.api import EffectiveConfig, EngineKind, GiB, InferenceServerSpec, quantity_to_bytes
+from ctxfit.catalog import lookup_model
+from ctxfit.engines.version import parse_version
+
+from .kinds import Failure, FailureKind
+
+VLLM_UTILIZATION_OLD = 0.90
+VLLM_UTILIZATION_NEW = 0.92
+VLLM_UTILIZATION_092_SINCE = (0, 20, 0)
+SGLANG_MEM_FRACTION_STATIC = 0.85
+MAX_NUM_SEQS = 256
+CUDA_GRAPH_MAX_BATCH_VLLM = 512
+CUDA_GRAPH_MAX_BATCH_SGLANG = 256
+MEMORY_LIMIT_BYTES = 64 * GiB
+SHM_BYTES = 16 * GiB
+STARTUP_TIMEOUT_SECONDS = 1200
+NEWEST = (99, 0, 0)
+SIXTEEN_BIT = ("auto", "bfloat16", "float16")
+
+
+def fallback_effective(spec: InferenceServerSpec) -> EffectiveConfig:
+    """The spec's own values plus engine defaults (no sizing).
+
+    Raises:
+        ValueError: ``spec.context.target`` unset and the model's maximum context unknown.
+    """
+    context = spec.context.target
+    if context is None:
+        arch = spec.model.architecture
+        if arch is None:
+            entry = lookup_model(spec.model.name)
+            arch = entry.architecture if entry is not None else None
+        context = arch.max_position_embeddings if arch is not None else None
+    if context is None:
+        raise ValueError("spec.context.target: required when the model's maximum context is unknown")
+    vllm = spec.engine.kind is EngineKind.VLLM
+    utilization: float | None = None
+    fraction: float | None = None
+    if vllm:
+        version = parse_version(spec.engine.version, default=NEWEST)
+        default = VLLM_UTILIZATION_NEW if version >= VLLM_UTILIZATION_092_SINCE else VLLM_UTILIZATION_OLD
+        utilization = spec.memory.gpu_memory_utilization or default
+    else:
+        fraction = spec.memory.mem_fraction_static or SGLANG_MEM_FRACTION_STATIC
+    graph_default = CUDA_GRAPH_MAX_BATCH_VLLM if vllm else CUDA_GRAPH_MAX_BATCH_SGLANG
+    res = spec.resources
+    return EffectiveConfig(
+        context_length=context,
+        gpu_memory_utilization=utilization,
+        mem_fraction_static=fraction,
+        kv_cache_dtype=spec.memory.kv_cache_dtype,
+        max_num_seqs=spec.batching.max_num_seqs or MAX_NUM_SEQS,
+        cuda_graph_max_batch_size=spec.batching.cuda_graph_max_batch_size or graph_default,
+        memory_limit_bytes=quantity_to_bytes(res.memory) if res.memory else MEMORY_LIMIT_BYTES,
+        shm_bytes=quantity_to_bytes(res.shm) if res.shm else SHM_BYTES,
+        startup_timeout_seconds=spec.startup.timeout_seconds or STARTUP_TIMEOUT_SECONDS,
+    )
+
+
+def initial_effective(spec: InferenceServerSpec) -> EffectiveConfig:
+    """The planner's initial configuration for ``spec``, or ``fallback_effective`` when it cannot plan.
+
+    The planner is imported lazily (``ctxfit.budget.planner.initial_effective``); ImportError (no
+    planner), ValueError (e.g. an unknown model without architecture), LookupError and ArithmeticError
+    fall back.
+
+    Raises:
+        ValueError: as ``fallback_effective``.
+    """
+    try:
+        from ctxfit.budget.planner import initial_effective as planner_initial_effective
+
+        planned = planner_initial_effective(spec)
+    except (ImportError, ValueError, LookupError, ArithmeticError):
+        return fallback_effective(spec)
+    if planned.context_length <= 0:  # the planner found nothing that fits; the spec's own target ran
+        return planned.model_copy(update={"context_length": fallback_effective(spec).context_length})
+    return planned
+
+
+def observed_effective(current: EffectiveConfig, failure: Failure, spec: InferenceServerSpec) -> EffectiveConfig:
+    """``current`` corrected by what the failure shows actually ran.
+
+    - ``requestedContextLength`` (vLLM "max seq len (N)", "max_model_len (N)", SGLang "context_length (N)")
+      is the context that ran.
+    - ``gpuMemoryUtilization`` (vLLM free-memory check) and ``memFractionStatic`` (SGLang) are the
+      fractions that ran.
+    - KVCacheDtypeUnsupported while ``current`` says 16-bit: the spec's (non-16-bit) dtype ran.
+    """
+    update: dict[str, object] = {}
+    numbers = failure.numbers
+    requested = numbers.get("requestedContextLength")
+    if isinstance(requested, int) and requested > 0:
+        update["context_length"] = requested
+    utilization = numbers.get("gpuMemoryUtilization")
+    if current.gpu_memory_utilization is not None and isinstance(utilization, float) and 0 < utilization <= 1:
+        update["gpu_memory_utilization"] = utilization
+    fraction = numbers.get("memFractionStatic")
+    if current.mem_fraction_static is not None and isinstance(fraction, float) and 0 < fraction < 1:
+        update["mem_fraction_static"] = fraction
+    if (failure.kind is FailureKind.KV_CACHE_DTYPE_UNSUPPORTED and current.kv_cache_dtype in SIXTEEN_BIT
+            and spec.memory.kv_cache_dtype not in SIXTEEN_BIT):
+        update["kv_cache_dtype"] = spec.memory.kv_cache_dtype
+    return current.model_copy(update=update) if update else current

@@ -1,0 +1,74 @@
+"""Failure kinds (issue 3) and the classifier's result type.
+
+A ``Failure`` is what the classifier concluded from one failed start: a ``FailureKind``, the numbers
+it read from the engine's message (camelCase names; bytes as ``int``, fractions as ``float``), and
+the line it matched (``evidence``), so a person can check the diagnosis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class FailureKind(StrEnum):
+    """Why an engine container died. Values are the wire names (``ctxfit diagnose``, status, Events)."""
+
+    KV_CACHE_TOO_SMALL = "KVCacheTooSmall"
+    NO_KV_CACHE_MEMORY = "NoKVCacheMemory"
+    STATIC_MEMORY_TOO_SMALL = "StaticMemoryTooSmall"
+    GRAPH_CAPTURE_OOM = "GraphCaptureOOM"
+    SAMPLER_WARMUP_OOM = "SamplerWarmupOOM"
+    WEIGHTS_DO_NOT_FIT = "WeightsDoNotFit"
+    INSUFFICIENT_FREE_GPU_MEMORY = "InsufficientFreeGPUMemory"
+    HOST_OOM_KILLED = "HostOOMKilled"
+    STARTUP_PROBE_TIMEOUT = "StartupProbeTimeout"
+    SHARED_MEMORY_TOO_SMALL = "SharedMemoryTooSmall"
+    KV_CACHE_DTYPE_UNSUPPORTED = "KVCacheDtypeUnsupported"
+    CONTEXT_EXCEEDS_MODEL_LIMIT = "ContextExceedsModelLimit"
+    UNKNOWN = "Unknown"
+
+
+MEMORY_KINDS = frozenset(
+    {
+        FailureKind.KV_CACHE_TOO_SMALL,
+        FailureKind.NO_KV_CACHE_MEMORY,
+        FailureKind.STATIC_MEMORY_TOO_SMALL,
+        FailureKind.GRAPH_CAPTURE_OOM,
+        FailureKind.SAMPLER_WARMUP_OOM,
+        FailureKind.WEIGHTS_DO_NOT_FIT,
+        FailureKind.INSUFFICIENT_FREE_GPU_MEMORY,
+        FailureKind.HOST_OOM_KILLED,
+        FailureKind.SHARED_MEMORY_TOO_SMALL,
+        FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
+    }
+)
+"""Kinds caused by running out of some memory (GPU, host or /dev/shm): after one of them the policy never
+raises the context length."""
+
+Number = int | float
+"""A value read from a message: ``int`` for bytes, tokens and counts; ``float`` for fractions."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The classifier's diagnosis of one failed start.
+
+    Attributes:
+        kind: what went wrong.
+        numbers: values read from the message, camelCase names, e.g. ``requestedContextLength`` (tokens),
+            ``estimatedMaxContextLength`` (tokens), ``neededBytes`` / ``availableBytes`` / ``freeBytes`` /
+            ``totalBytes`` / ``requestedBytes`` (bytes, int; the engines print GiB = 2^30 even as "GB"),
+            ``minimumMemFractionStatic`` / ``memFractionStatic`` / ``gpuMemoryUtilization`` (fractions),
+            ``dummyRequests``, ``derivedMaxContextLength``, ``exitCode``.
+        evidence: the matched line (trimmed to ``EVIDENCE_MAX_CHARS``), or a description of the
+            Kubernetes signal (``terminated: reason=OOMKilled exitCode=137``).
+    """
+
+    kind: FailureKind
+    numbers: dict[str, Number] = field(default_factory=dict)
+    evidence: str = ""
+
+    def to_wire(self) -> dict[str, object]:
+        """``{"kind", "numbers", "evidence"}`` as in ``ctxfit diagnose -o json``."""
+        return {"kind": self.kind.value, "numbers": dict(self.numbers), "evidence": self.evidence}

@@ -1,0 +1,212 @@
+"""Pattern data the classifier runs: literal markers, number extractors, phase markers, precedence ranks.
+
+Engine modules (``ctxfit.engines.vllm.failures``, ``ctxfit.engines.sglang.failures``) and
+``ctxfit.recovery.generic`` declare tuples of these objects; ``ctxfit.recovery.classify`` runs them.
+
+Linear time by construction:
+- a marker is a *literal* fragment, found with ``str.find`` (no regex over the whole text);
+- extractors are small regexes with a literal prefix and bounded repetition (``{0,24}``), run only on
+  a window of at most ``WINDOW_BEFORE + WINDOW_AFTER`` characters around one marker occurrence;
+- no nested quantifiers anywhere.
+
+This module imports nothing from ctxfit besides the byte units, so engine modules can import it
+without an import cycle.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+from typing import Literal
+
+from .kinds import FailureKind
+
+KIB = 1 << 10
+MIB = 1 << 20
+GIB = 1 << 30
+TIB = 1 << 40
+
+NUM = r"(\d[\d,]{0,24}(?:\.\d{1,8})?)"
+"""A printed number: digits with optional thousands separators ("1,234,560") and decimals ("11.7")."""
+
+SIZE = NUM + r" ?(bytes|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\b"
+"""A printed size with its unit (torch ``format_size``: "136.00 MiB", "512 bytes"; SGLang "12.25 GB")."""
+
+UNIT_BYTES = {
+    "bytes": 1,
+    "B": 1,
+    "KiB": KIB,
+    "KB": KIB,
+    "MiB": MIB,
+    "MB": MIB,
+    "GiB": GIB,
+    "GB": GIB,
+    "TiB": TIB,
+    "TB": TIB,
+}
+"""Unit -> bytes. "GB"/"MB" are binary: vLLM and SGLang divide by 2^30 and print "GB" (field-notes.md,
+engine-memory.md B.2 "GB = 1024**3")."""
+
+WINDOW_BEFORE = 1024
+"""Characters before a marker (same line) searched for its numbers; vLLM's KV error puts
+"max seq len (N)" ~70 characters before "KV cache is needed"."""
+WINDOW_AFTER = 1024
+"""Characters after a marker (same line) searched for its numbers."""
+
+# Precedence: lower rank wins (the root cause beats wrappers and weak hints); ties go to the earliest
+# occurrence in the log, since later errors cascade from the first.
+RANK_ROOT = 10
+"""An engine's own error naming the cause (vLLM ``_check_enough_kv_cache_memory``, SGLang fraction)."""
+RANK_SPECIFIC = 15
+"""A library error naming the cause (NCCL /dev/shm segment, Triton fp8e4nv)."""
+RANK_OOM = 20
+"""A CUDA out-of-memory error; its kind follows from the start-up phase it happened in."""
+RANK_HINT = 25
+"""A hint that usually names the cause but is also logged in passing (V0 FlashAttention FP8 note,
+"Bus error", "No space left on device" on /dev/shm)."""
+RANK_PROBE = 30
+"""Kubelet killed the container for a failed startup probe (Events, SIGTERM in the log)."""
+RANK_EXIT = 35
+"""Only the exit code speaks (137 SIGKILL, 143 SIGTERM, 135 SIGBUS)."""
+RANK_WRAPPER = 40
+"""A wrapper or generic error without the cause ("Engine core initialization failed", NCCL error)."""
+
+ValueKind = Literal["int", "float", "gib", "size"]
+
+
+class Phase(StrEnum):
+    """Start-up phase a CUDA OOM happened in; decides GraphCaptureOOM vs WeightsDoNotFit vs Unknown."""
+
+    LOADING = "loading"
+    PROFILING = "profiling"
+    KV_READY = "kvReady"
+    CAPTURE = "capture"
+    SAMPLER = "sampler"
+    SERVING = "serving"
+
+
+PHASE_KIND: dict[Phase, FailureKind] = {
+    Phase.LOADING: FailureKind.WEIGHTS_DO_NOT_FIT,
+    Phase.PROFILING: FailureKind.UNKNOWN,
+    Phase.KV_READY: FailureKind.GRAPH_CAPTURE_OOM,
+    Phase.CAPTURE: FailureKind.GRAPH_CAPTURE_OOM,
+    Phase.SAMPLER: FailureKind.SAMPLER_WARMUP_OOM,
+    Phase.SERVING: FailureKind.UNKNOWN,
+}
+"""Kind of a CUDA OOM by phase. After the KV pool is allocated the engines capture CUDA graphs and
+warm up (vLLM ``compile_or_warm_up_model``, SGLang ``init_cuda_graphs``), so an OOM there is a
+capture OOM (issue 3: "during/after CUDA-graph capture"). A profile-run OOM (before the KV pool)
+and an OOM while serving have no knob in the effective configuration: Unknown."""
+
+TRACEBACK_PHASE_ORDER = (Phase.CAPTURE, Phase.SAMPLER, Phase.LOADING, Phase.PROFILING, Phase.KV_READY)
+"""Inside one traceback, the outermost specific frame decides: capture calls ``_dummy_run`` (a
+profiling frame) too, so capture outranks profiling."""
+
+
+@dataclass(frozen=True)
+class Extractor:
+    """Reads one number near a marker.
+
+    Attributes:
+        name: camelCase number name (``Failure.numbers`` key).
+        regex: pattern with one group (two for ``size``: value and unit); literal prefix, bounded.
+        value: ``int`` (tokens, counts, bytes printed as integers), ``float`` (fractions),
+            ``gib`` (a GiB figure -> int bytes), ``size`` (value + unit -> int bytes).
+    """
+
+    name: str
+    regex: re.Pattern[str]
+    value: ValueKind = "int"
+
+
+def extractor(name: str, pattern: str, value: ValueKind = "int") -> Extractor:
+    """Build an ``Extractor``; ``pattern`` is compiled ASCII-only (``\\d`` is 0-9)."""
+    return Extractor(name, re.compile(pattern, re.ASCII), value)
+
+
+@dataclass(frozen=True)
+class FailurePattern:
+    """One recognizable failure text.
+
+    Attributes:
+        kind: the failure kind it names (for ``by_phase`` patterns, the kind when no phase is known).
+        markers: literal fragments; the pattern matches where any of them occurs (case-sensitive).
+        rank: precedence (``RANK_*``); lower wins.
+        source: where the text comes from (engine file and versions).
+        extractors: numbers to read in the window around the marker; the first match per name wins.
+        requires_any: when non-empty, one of these literals must occur in the same window.
+        by_phase: a CUDA OOM whose kind depends on the start-up phase (``PHASE_KIND``).
+    """
+
+    kind: FailureKind
+    markers: tuple[str, ...]
+    rank: int
+    source: str
+    extractors: tuple[Extractor, ...] = ()
+    requires_any: tuple[str, ...] = ()
+    by_phase: bool = False
+
+
+@dataclass(frozen=True)
+class PhaseMarker:
+    """A literal that shows the engine reached ``phase`` (a log line or a traceback frame name).
+
+    Attributes:
+        phase: the start-up phase.
+        marker: literal fragment (case-sensitive).
+        source: where it comes from.
+    """
+
+    phase: Phase
+    marker: str
+    source: str
+
+
+TORCH_OOM_EXTRACTORS = (
+    extractor("requestedBytes", r"Tried to allocate " + SIZE, "size"),
+    extractor("gpuIndex", r"GPU (\d{1,3})[ ;]"),
+    extractor("totalBytes", r"total capacity of " + SIZE, "size"),
+    extractor("totalBytes", SIZE + r" total capacity", "size"),
+    extractor("freeBytes", r"of which " + SIZE + r" is free", "size"),
+    extractor("freeBytes", SIZE + r" free;", "size"),
+)
+"""Numbers of PyTorch's CUDA OOM (c10 ``CUDACachingAllocator.cpp``, engine-memory.md C): torch >= 2.1
+"Tried to allocate X. GPU N has a total capacity of T of which F is free."; torch 1.x
+"Tried to allocate X (GPU N; T total capacity; A already allocated; F free; R reserved ...)"."""
+
+
+def parse_decimal(text: str) -> Decimal | None:
+    """A printed number without thousands separators, or None when it is not one ("1,234.5" -> 1234.5)."""
+    cleaned = text.replace(",", "")
+    if not cleaned or len(cleaned) > 40:
+        return None
+    try:
+        value = Decimal(cleaned)
+    except InvalidOperation:
+        return None
+    return value if value.is_finite() else None
+
+
+def to_number(groups: tuple[str | None, ...], value: ValueKind) -> int | float | None:
+    """Convert an extractor's groups to the number it names, or None when the text is not a number.
+
+    ``gib``/``size`` give whole bytes (floor of the printed value x unit), ``int`` truncates,
+    ``float`` keeps the printed precision.
+    """
+    if not groups or groups[0] is None:
+        return None
+    number = parse_decimal(groups[0])
+    if number is None:
+        return None
+    if value == "int":
+        return int(number)
+    if value == "float":
+        return float(number)
+    if value == "gib":
+        return int(number * GIB)
+    unit = groups[1] if len(groups) > 1 else None
+    if unit is None or unit not in UNIT_BYTES:
+        return None
+    return int(number * UNIT_BYTES[unit])

@@ -1,0 +1,208 @@
+"""The recovery policy: (spec, current effective config, failure, history) -> next config or a verdict.
+
+Pure: no I/O, no clock (a retry delay is returned, not slept). The decision is an ordered chain of
+small checks (``ctxfit.recovery.checks.POLICY_CHAIN``, cert-manager policy-chain style); the first
+check that applies decides. The driver then enforces the rules every decision obeys:
+
+- never return a configuration already in ``history`` (only Unknown retries ``current`` once);
+- the context never rises (no rule raises it; after a memory failure it can only fall);
+- attempts are bounded: after ``spec.attempts`` failed starts (default 5) the verdict is permanent;
+- every decision carries a one-line explanation with the numbers.
+
+``history`` holds the attempts *before* ``current`` (the operator appends ``current`` after deciding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
+
+from .kinds import Failure, FailureKind
+
+Replan = Callable[[InferenceServerSpec, dict[str, Any]], tuple[int, str]]
+"""``replan(spec, pin) -> (context length that fits with ``pin`` held, or 0; one-line explanation)``.
+
+``pin`` holds ``EffectiveConfig`` field names (snake_case) to keep fixed, plus ``context_length`` as the
+target (``ctxfit.budget.planner.replan_context``). It may raise ``ValueError`` (e.g. an unknown model);
+the policy then falls back to its own arithmetic."""
+
+DEFAULT_HEADROOM = 0.25
+"""KV headroom when ``spec.context.headroom`` is unset (field-notes.md deployment 1: 25%)."""
+DEFAULT_MINIMUM_CONTEXT = 1024
+"""Context floor when ``spec.context.minimum`` is unset (issue 3 brief; the smallest ladder size)."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One earlier failed start: the configuration that ran and how it failed."""
+
+    config: EffectiveConfig
+    failure: FailureKind
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any], *, defaults: EffectiveConfig | None = None) -> Attempt:
+        """Read ``{<EffectiveConfig wire fields>..., failure: <kind>}``; missing fields come from ``defaults``.
+
+        Raises:
+            ValueError: unknown failure kind, bad quantity, or a missing field without ``defaults``.
+        """
+        fields = dict(defaults.to_wire()) if defaults is not None else {}
+        fields.update({k: v for k, v in data.items() if k != "failure"})
+        try:
+            kind = FailureKind(str(data.get("failure", "")))
+        except ValueError:
+            allowed = ", ".join(k.value for k in FailureKind)
+            raise ValueError(f"failure: {data.get('failure')!r} is not one of {allowed}") from None
+        try:
+            config = EffectiveConfig.from_wire(fields)
+        except KeyError as exc:
+            raise ValueError(f"{exc.args[0]}: required") from None
+        return cls(config, kind)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do after a failure.
+
+    Attributes:
+        next: the whole configuration to start next (None when permanent).
+        permanent: no configuration change can fix it (or attempts are exhausted): say so, stop.
+        explanation: one line with the numbers.
+        check: name of the policy check that decided (a stable reason for conditions and Events).
+        retry_after_seconds: how long to wait before the next start (0: at once).
+    """
+
+    next: EffectiveConfig | None
+    permanent: bool
+    explanation: str
+    check: str
+    retry_after_seconds: int = 0
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """Everything a check reads. Built by ``decide``."""
+
+    spec: InferenceServerSpec
+    current: EffectiveConfig
+    failure: Failure
+    history: tuple[Attempt, ...]
+    replan: Replan | None
+    memory_cap_bytes: int | None
+
+    @property
+    def engine(self) -> EngineKind:
+        """The server's engine."""
+        return self.spec.engine.kind
+
+    @property
+    def engine_name(self) -> str:
+        """"vLLM" or "SGLang" (for explanations)."""
+        return "vLLM" if self.engine is EngineKind.VLLM else "SGLang"
+
+    @property
+    def headroom(self) -> float:
+        """KV headroom fraction: ``spec.context.headroom`` or ``DEFAULT_HEADROOM``."""
+        h = self.spec.context.headroom
+        return DEFAULT_HEADROOM if h is None else h
+
+    @property
+    def minimum_context(self) -> int:
+        """``spec.context.minimum``, else ``DEFAULT_MINIMUM_CONTEXT`` (never above the current context)."""
+        if self.spec.context.minimum is not None:
+            return self.spec.context.minimum
+        return min(DEFAULT_MINIMUM_CONTEXT, self.current.context_length)
+
+    @property
+    def failed_attempts(self) -> int:
+        """Failed starts so far, ``current`` included."""
+        return len(self.history) + 1
+
+    def tried(self, config: EffectiveConfig) -> bool:
+        """Whether ``config`` already failed (is in ``history``)."""
+        return any(a.config == config for a in self.history)
+
+    def first_untried(self, candidates: Iterable[tuple[EffectiveConfig, str]]) -> tuple[EffectiveConfig, str] | None:
+        """The first candidate that differs from ``current``, is not in history and keeps the context."""
+        for config, why in candidates:
+            if config == self.current or self.tried(config):
+                continue
+            if config.context_length > self.current.context_length:
+                continue
+            return config, why
+        return None
+
+
+Check = Callable[[PolicyContext], Decision | None]
+"""One link of the chain: a Decision when it applies, else None."""
+
+
+def propose(ctx: PolicyContext, check: str, candidates: Sequence[tuple[EffectiveConfig, str]],
+            exhausted: str) -> Decision:
+    """Decision for the first untried candidate; permanent with ``exhausted`` + why when none is left."""
+    chosen = ctx.first_untried(candidates)
+    if chosen is not None:
+        return Decision(chosen[0], False, chosen[1], check)
+    if candidates:
+        return Decision(None, True, f"{exhausted}; every next step already failed ({candidates[0][1]})", check)
+    return Decision(None, True, exhausted, check)
+
+
+def permanent(check: str, explanation: str) -> Decision:
+    """A permanent verdict."""
+    return Decision(None, True, explanation, check)
+
+
+def changed_knobs(before: EffectiveConfig, after: EffectiveConfig) -> tuple[str, ...]:
+    """Wire names of the fields that differ between two configurations, in wire order."""
+    a, b = before.to_wire(), after.to_wire()
+    return tuple(k for k in a if a[k] != b[k])
+
+
+def _guard(ctx: PolicyContext, decision: Decision) -> Decision:
+    """Enforce the driver's invariants on a check's decision (defensive: checks already obey them)."""
+    decision = replace(decision, explanation=" ".join(decision.explanation.split()))
+    nxt = decision.next
+    if decision.permanent or nxt is None:
+        return Decision(None, True, decision.explanation, decision.check)
+    if ctx.tried(nxt):
+        return permanent(decision.check, f"{decision.explanation}; but that configuration already failed")
+    if nxt.context_length > ctx.current.context_length:
+        return permanent(decision.check, f"{decision.explanation}; but the context may not rise after a failure")
+    return decision
+
+
+def decide(
+    spec: InferenceServerSpec,
+    current: EffectiveConfig,
+    failure: Failure,
+    history: Sequence[Attempt] = (),
+    *,
+    replan: Replan | None = None,
+    memory_cap_bytes: int | None = None,
+) -> Decision:
+    """The next configuration after ``failure`` of ``current``, or a permanent verdict.
+
+    Args:
+        spec: the server's spec (intent: headroom, minimum context, attempts, engine).
+        current: the configuration that just failed.
+        failure: the classifier's diagnosis.
+        history: earlier failed attempts, oldest first, ``current`` not included.
+        replan: the planner's re-plan (``Replan``) for KVCacheDtypeUnsupported and
+            InsufficientFreeGPUMemory; None falls back to bytes-per-token arithmetic.
+        memory_cap_bytes: the node's allocatable memory; HostOOMKilled never raises the limit above it.
+
+    Returns:
+        A ``Decision``. Never raises for any failure kind.
+    """
+    from .checks import POLICY_CHAIN
+
+    ctx = PolicyContext(spec, current, failure, tuple(history), replan, memory_cap_bytes)
+    for _name, check in POLICY_CHAIN:
+        decision = check(ctx)
+        if decision is not None:
+            return _guard(ctx, decision)
+    return permanent("none", f"no policy for {failure.kind.value}")  # unreachable: the chain ends in a catch-all
