@@ -189,7 +189,7 @@ def _extract(window: str, extractors: tuple[Extractor, ...]) -> dict[str, Number
 
 def _evidence(text: str, start: int, end: int) -> str:
     half = EVIDENCE_MAX_CHARS // 2
-    lo, hi = _window_bounds(text, start, end, half, EVIDENCE_MAX_CHARS - half)
+    lo, hi = _window_bounds(text, start, end, half, max(0, EVIDENCE_MAX_CHARS - half - (end - start)))
     return text[lo:hi].strip()
 
 
