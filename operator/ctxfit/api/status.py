@@ -1,0 +1,277 @@
+"""``status`` of an InferenceServer: what the operator chose, observed and did (never the user's spec).
+
+Conventions (kubebuilder ``*_types.go``): ``observedGeneration``; ``conditions[]`` with
+type/status/reason/message/lastTransitionTime, reasons as ``StrEnum``; domain facts in typed fields
+(``plan`` in bytes, ``effective``, ``contextLength``, ``attempts[]``). Timestamps are RFC 3339 UTC
+strings (``2026-01-01T00:00:00Z``). Sizes inside ``plan`` are integers (bytes); sizes inside
+``effective`` are Kubernetes quantities, as ``EffectiveConfig.to_wire`` writes them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import Field
+
+from .base import WireModel
+from .effective import EffectiveConfig
+
+
+class Phase(StrEnum):
+    """Where an InferenceServer is in its life."""
+
+    PLANNING = "Planning"
+    STARTING = "Starting"
+    READY = "Ready"
+    STEPPING_DOWN = "SteppingDown"
+    FAILED = "Failed"
+
+
+class ConditionType(StrEnum):
+    """The condition types ctxfit maintains."""
+
+    READY = "Ready"
+    BUDGET_FITS = "BudgetFits"
+    DEGRADED = "Degraded"
+
+
+class Reason(StrEnum):
+    """Machine-readable ``reason`` of conditions and Events (CamelCase, as Kubernetes expects)."""
+
+    # BudgetFits
+    FITS = "Fits"
+    DOES_NOT_FIT = "DoesNotFit"
+    INVALID_SPEC = "InvalidSpec"
+    NO_ELIGIBLE_NODE = "NoEligibleNode"
+    # Ready
+    ENGINE_READY = "EngineReady"
+    ENGINE_STARTING = "EngineStarting"
+    STEPPING_DOWN = "SteppingDown"
+    PERMANENT_FAILURE = "PermanentFailure"
+    ATTEMPTS_EXHAUSTED = "AttemptsExhausted"
+    NOT_STARTED = "NotStarted"
+    # Degraded
+    AS_PLANNED = "AsPlanned"
+    BELOW_TARGET = "BelowTarget"
+    STEPPED_DOWN = "SteppedDown"
+    # Events only
+    PLANNED = "Planned"
+    ATTEMPT_FAILED = "AttemptFailed"
+    SPEC_CHANGED = "SpecChanged"
+
+
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+
+class AttemptOutcome(StrEnum):
+    """How one start of the engine ended (``Running`` while it is still in progress)."""
+
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SUPERSEDED = "Superseded"
+
+
+def now_rfc3339(clock: datetime | None = None) -> str:
+    """``clock`` (default: now) as RFC 3339 UTC with seconds precision, e.g. ``2026-01-01T00:00:00Z``."""
+    moment = (clock or datetime.now(UTC)).astimezone(UTC)
+    return moment.replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(text: str) -> datetime:
+    """Inverse of ``now_rfc3339`` (accepts a trailing ``Z`` or an offset). Raises ``ValueError``."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+class Condition(WireModel):
+    """One Kubernetes-style condition. ``lastTransitionTime`` changes only when ``status`` changes."""
+
+    type: ConditionType
+    status: ConditionStatus
+    reason: Reason
+    message: str = ""
+    last_transition_time: str
+    observed_generation: int | None = None
+
+
+class BudgetBytes(WireModel):
+    """Per-GPU budget terms, bytes: ``usable = weights + activation + cudaGraph + other + kvCache``."""
+
+    total_bytes: int
+    usable_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+    cuda_graph_bytes: int
+    other_bytes: int
+    kv_cache_bytes: int
+
+
+class PlanStatus(WireModel):
+    """The planner's answer for the spec and the chosen node's GPU (``ctxfit plan -o json`` subset).
+
+    Attributes:
+        fits: some context >= the minimum fits.
+        context_length: tokens the planner chose (0 when nothing fits).
+        max_context_length: predicted largest context, tokens.
+        kv_bytes_per_token: KV bytes per token per GPU.
+        kv_pool_bytes: KV pool per GPU available to requests, bytes.
+        headroom: fraction of the pool kept free when the target did not fit.
+        per_gpu: budget terms, bytes.
+        gpu_product: the GFD product the plan was made for (from the spec or the chosen node).
+        gpu_memory_bytes: GPU total the plan used, bytes.
+        reasons: the planner's sentences (choice, warnings, what would make it fit).
+    """
+
+    fits: bool
+    context_length: int
+    max_context_length: int
+    kv_bytes_per_token: int
+    kv_pool_bytes: int
+    headroom: float
+    per_gpu: BudgetBytes = Field(alias="perGPU")
+    gpu_product: str | None = None
+    gpu_memory_bytes: int | None = None
+    reasons: list[str] = Field(default_factory=list)
+
+
+class EffectiveStatus(WireModel):
+    """``EffectiveConfig.to_wire()`` as a typed model (sizes are quantities, e.g. ``500Gi``)."""
+
+    context_length: int
+    gpu_memory_utilization: float | None = None
+    mem_fraction_static: float | None = None
+    kv_cache_dtype: str
+    max_num_seqs: int
+    cuda_graph_max_batch_size: int
+    memory_limit: str
+    shm_size: str
+    startup_timeout_seconds: int
+
+    @classmethod
+    def of(cls, effective: EffectiveConfig) -> EffectiveStatus:
+        """From the core's ``EffectiveConfig``."""
+        return cls.model_validate(effective.to_wire())
+
+    def to_config(self) -> EffectiveConfig:
+        """Back to ``EffectiveConfig`` (raises ``ValueError`` on a malformed quantity)."""
+        return EffectiveConfig.from_wire(self.model_dump(by_alias=True))
+
+    def to_wire(self) -> dict[str, object]:
+        """Every key present (null where not applicable), as ``EffectiveConfig.to_wire``."""
+        return self.model_dump(by_alias=True, mode="json")
+
+
+class Attempt(WireModel):
+    """One start of the engine with one effective configuration.
+
+    Attributes:
+        number: 1-based; the pod template carries it as ``ctxfit.io/attempt``.
+        effective: the configuration of this start.
+        started_at: when the operator decided on it (RFC 3339).
+        not_before: earliest time the operator applies it (backoff after a failed start).
+        finished_at: when it succeeded or failed.
+        outcome: Running, Succeeded, Failed, Superseded (spec changed).
+        failure_kind: the classifier's kind (``FailureKind`` value) when it failed.
+        evidence: the line or Kubernetes signal the diagnosis rests on.
+        explanation: the policy's sentence (what was seen, what changes next).
+        pod: the pod the outcome was read from.
+    """
+
+    number: int = Field(ge=1)
+    effective: EffectiveStatus
+    started_at: str
+    not_before: str | None = None
+    finished_at: str | None = None
+    outcome: AttemptOutcome = AttemptOutcome.RUNNING
+    failure_kind: str | None = None
+    evidence: str | None = None
+    explanation: str | None = None
+    pod: str | None = None
+
+
+class InferenceServerStatus(WireModel):
+    """``status`` of an InferenceServer. Written only by the operator, through the status subresource.
+
+    Attributes:
+        observed_generation: ``metadata.generation`` this status describes.
+        phase: Planning, Starting, Ready, SteppingDown, Failed.
+        conditions: Ready, BudgetFits, Degraded.
+        plan: the planner's budget for the spec on the chosen GPU.
+        effective: the configuration in force (the last attempt's).
+        context_length: ``effective.contextLength`` (printer column CONTEXT).
+        attempts: every start under the current spec, oldest first.
+        endpoint: the Service URL (``http://NAME.NAMESPACE.svc:PORT``).
+        node_product: GFD product of the GPUs the plan is for.
+        spec_key: digest of the spec fields that history depends on (history is kept while it matches).
+        message: one line for humans (the latest explanation).
+    """
+
+    observed_generation: int | None = None
+    phase: Phase | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    plan: PlanStatus | None = None
+    effective: EffectiveStatus | None = None
+    context_length: int | None = None
+    attempts: list[Attempt] = Field(default_factory=list)
+    endpoint: str | None = None
+    node_product: str | None = None
+    spec_key: str | None = None
+    message: str | None = None
+
+    @classmethod
+    def from_body(cls, status: dict[str, Any] | None) -> InferenceServerStatus:
+        """Parse the stored status, ignoring keys other writers put there (e.g. kopf's)."""
+        data = {k: v for k, v in (status or {}).items() if k in _WIRE_FIELDS}
+        return cls.model_validate(data)
+
+    def condition(self, kind: ConditionType) -> Condition | None:
+        """The condition of ``kind``, if set."""
+        return next((c for c in self.conditions if c.type is kind), None)
+
+    def set_condition(
+        self,
+        kind: ConditionType,
+        status: ConditionStatus,
+        reason: Reason,
+        message: str,
+        *,
+        now: str,
+        generation: int | None = None,
+    ) -> None:
+        """Add or update a condition; ``lastTransitionTime`` moves only when ``status`` changes."""
+        old = self.condition(kind)
+        since = old.last_transition_time if old is not None and old.status == status else now
+        new = Condition(
+            type=kind,
+            status=status,
+            reason=reason,
+            message=message[:1024],
+            last_transition_time=since,
+            observed_generation=generation,
+        )
+        others = [c for c in self.conditions if c.type is not kind]
+        self.conditions = sorted([*others, new], key=lambda c: list(ConditionType).index(c.type))
+
+    @property
+    def current_attempt(self) -> Attempt | None:
+        """The newest attempt, if any."""
+        return self.attempts[-1] if self.attempts else None
+
+    def to_wire(self) -> dict[str, object]:
+        """camelCase dict for a status patch; keeps explicit nulls inside ``effective``."""
+        return (
+            self.model_dump(by_alias=True, exclude_none=True, mode="json")
+            | ({"effective": self.effective.to_wire()} if self.effective is not None else {})
+            | ({"attempts": [_attempt_wire(a) for a in self.attempts]})
+        )
+
+
+def _attempt_wire(attempt: Attempt) -> dict[str, object]:
+    return attempt.model_dump(by_alias=True, exclude_none=True, mode="json") | {
+        "effective": attempt.effective.to_wire()
+    }
+
+
+_WIRE_FIELDS = frozenset((f.alias or name) for name, f in InferenceServerStatus.model_fields.items())

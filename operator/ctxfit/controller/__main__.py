@@ -1,0 +1,43 @@
+"""``python -m ctxfit.controller``: run the ctxfit operator (kopf) with settings from ``CTXFIT_*``.
+
+Process-level wiring read here (the full settings object is built again in the startup handler and
+kept on ``memo``): namespaces to watch (``CTXFIT_WATCH_NAMESPACES``, empty = cluster-wide), kopf's
+liveness endpoint ``http://0.0.0.0:$CTXFIT_HEALTH_PORT/healthz``. kopf itself runs standalone; when
+``CTXFIT_PEERING`` is set, only the holder of that Lease reconciles (``controller/leader.py``).
+SIGTERM/SIGINT stop it cleanly (queue drained, Lease released).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import kopf
+
+from .handlers import build_registry
+from .settings import Settings
+
+
+def main() -> int:
+    """Run until signalled. Returns the process exit code."""
+    settings = Settings()
+    namespaces = list(settings.watch_namespaces)
+    liveness = f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
+    debug = os.environ.get("CTXFIT_LOG_LEVEL", "").upper() == "DEBUG"
+    kopf.configure(verbose=debug, log_prefix=True)
+    if not debug:  # one INFO line per handled event is noise at 200 servers
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    kopf.run(
+        registry=build_registry(),
+        standalone=True,
+        clusterwide=not namespaces,
+        namespaces=namespaces,
+        liveness_endpoint=liveness,
+        memo=kopf.Memo(),
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,287 @@
+"""Reconciliation as a pure function: a snapshot of one InferenceServer's world -> the next status, the
+objects to apply, the Events to post and when to look again.
+
+No kopf, no API client: ``controller/reconcile.py`` builds the ``Snapshot`` (reads) and applies the
+``Outcome`` (writes); ``diagnose`` is injected because reading a failed pod's logs and Events is I/O.
+
+Invariants (what makes restarts safe): status is the source of truth. A step is *recorded* in status
+(attempt N failed, attempt N+1 with its configuration and ``notBefore``) before the Deployment is
+changed, and the Deployment is always re-derived from the newest attempt; a pod is acted on only if
+its ``ctxfit.io/attempt`` is the newest attempt and that attempt is still Running/Succeeded. So
+running twice, or after a restart between the two writes, never applies a step twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from pydantic import ValidationError
+
+from ctxfit.api import InferenceServerSpec, MiB
+from ctxfit.api.status import (
+    Attempt,
+    AttemptOutcome,
+    ConditionType,
+    EffectiveStatus,
+    InferenceServerStatus,
+    Phase,
+    Reason,
+    now_rfc3339,
+    parse_rfc3339,
+)
+from ctxfit.budget.inputs import PlanInputError
+from ctxfit.budget.planner import Plan, plan
+from ctxfit.recovery.kinds import Failure
+from ctxfit.render import RenderInput, endpoint_url, render_deployment, render_service
+
+from .conditions import EventNote, mark_failed_spec, mark_no_node, mark_phase, plan_status
+from .observe import GPUNode, PodView, describe_nodes, eligible_nodes
+from .settings import Settings
+from .stepping import record_failure
+
+Diagnose = Callable[[PodView, int], Failure]
+"""``diagnose(pod, restarts_seen) -> Failure``: read the pod's termination, log tail and Events, classify."""
+
+
+@dataclass(frozen=True)
+class DeploymentView:
+    """What matters of the existing Deployment: its template hash annotation and replicas."""
+
+    template_hash: str | None
+    replicas: int | None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One InferenceServer and what the operator knows around it, at ``now``."""
+
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+    spec: dict[str, Any]
+    status: InferenceServerStatus
+    nodes: tuple[GPUNode, ...]
+    pods: tuple[PodView, ...]
+    deployment: DeploymentView | None
+    service_exists: bool
+    now: datetime
+
+
+@dataclass
+class Outcome:
+    """What to do: write ``status`` (when changed), apply ``deployment``/``service`` (when not None)."""
+
+    status: InferenceServerStatus
+    deployment: dict[str, Any] | None = None
+    scale_to_zero: bool = False
+    service: dict[str, Any] | None = None
+    events: list[EventNote] = field(default_factory=list)
+    requeue_after: float | None = None
+    waiting_for_nodes: bool = False
+    finished: list[Attempt] = field(default_factory=list)
+    step_down_reasons: list[str] = field(default_factory=list)
+    spec: InferenceServerSpec | None = None
+
+    def requeue(self, seconds: float) -> None:
+        """Look again after ``seconds`` at the latest (keeps the earliest request)."""
+        seconds = max(0.05, seconds)
+        self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
+
+
+def spec_key(spec: InferenceServerSpec) -> str:
+    """Digest of the spec fields the attempt history depends on (all but ``replicas`` and ``attempts``)."""
+    wire = spec.to_wire()
+    wire.pop("replicas", None)
+    wire.pop("attempts", None)
+    return hashlib.sha256(json.dumps(wire, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Settings,
+              pin: dict[str, Any] | None = None) -> Plan:
+    return plan(
+        spec,
+        node_product=node.product if node else None,
+        node_gpu_memory_mib=node.gpu_memory_mib if node else None,
+        node_compute_capability=node.compute if node else None,
+        default_headroom=settings.default_headroom,
+        pin=pin,
+        suggest=pin is None,
+    )
+
+
+def _start_over(out: Outcome, key: str, now: str) -> None:
+    st = out.status
+    cur = st.current_attempt
+    if st.spec_key is not None:
+        out.events.append(EventNote("Normal", Reason.SPEC_CHANGED, "spec changed: planning again"))
+    if cur is not None and cur.outcome is AttemptOutcome.RUNNING:
+        cur.outcome, cur.finished_at = AttemptOutcome.SUPERSEDED, now
+        out.finished.append(cur)
+    st.spec_key, st.plan, st.effective, st.context_length, st.node_product = key, None, None, None, None
+    st.attempts = []
+
+
+def _first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings, now: str) -> bool:
+    """Choose a node and plan. Returns True when attempt 1 was created (False: waiting or failed)."""
+    st = out.status
+    nodes = eligible_nodes(spec, snap.nodes)
+    if not nodes:
+        mark_no_node(out, describe_nodes(spec, snap.nodes), now, snap.generation)
+        out.waiting_for_nodes = True
+        out.requeue(settings.node_recheck_seconds)
+        return False
+    node = nodes[0]
+    try:
+        result = _plan_for(spec, node, settings)
+    except (PlanInputError, ValueError) as exc:
+        mark_failed_spec(out, str(exc), now, snap.generation)
+        return False
+    st.node_product = spec.gpu.product or node.product
+    st.plan = plan_status(result, spec, node, settings.default_headroom)
+    if not result.fits:
+        text = "; ".join(result.reasons)
+        st.set_condition(ConditionType.BUDGET_FITS, "False", Reason.DOES_NOT_FIT, text, now=now,
+                         generation=snap.generation)
+        mark_phase(out, Phase.FAILED, Reason.DOES_NOT_FIT, f"does not fit: {text}", now, snap.generation)
+        out.events.append(EventNote("Warning", Reason.DOES_NOT_FIT, f"nothing started: {text}"))
+        return False
+    st.set_condition(ConditionType.BUDGET_FITS, "True", Reason.FITS, "; ".join(result.reasons), now=now,
+                     generation=snap.generation)
+    st.attempts = [Attempt(number=1, effective=EffectiveStatus.of(result.effective), started_at=now)]
+    out.events.append(EventNote(
+        "Normal", Reason.PLANNED,
+        f"planned context {result.context_length} on {st.node_product} (predicted max "
+        f"{result.max_context_length}, {result.kv_bytes_per_token} B/token/GPU): {'; '.join(result.reasons)}"))
+    mark_phase(out, Phase.STARTING, Reason.ENGINE_STARTING, "starting attempt 1", now, snap.generation)
+    return True
+
+
+def _node_of(snap: Snapshot, pod: PodView | None, product: str | None) -> GPUNode | None:
+    by_name = {n.name: n for n in snap.nodes}
+    if pod is not None and pod.node in by_name:
+        return by_name[pod.node]
+    return next((n for n in snap.nodes if n.product == product), None)
+
+
+def _startup_overdue(pod: PodView, attempt: Attempt, settings: Settings, now: datetime) -> float | None:
+    """Seconds until the pod's startup deadline (<= 0: overdue); None when it has no creation time."""
+    if pod.created is None:
+        return None
+    deadline = parse_rfc3339(pod.created) + timedelta(
+        seconds=attempt.effective.startup_timeout_seconds + settings.startup_grace_seconds)
+    return (deadline - now).total_seconds()
+
+
+def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings,
+                     diagnose: Diagnose, now: str) -> None:
+    """Fold the current attempt's pods into status: Ready, or a failure -> policy -> next attempt."""
+    st = out.status
+    cur = st.current_attempt
+    if cur is None or cur.outcome not in (AttemptOutcome.RUNNING, AttemptOutcome.SUCCEEDED):
+        return
+    pods = [p for p in snap.pods if p.attempt == cur.number and not p.deleting]
+    failed = next((p for p in pods if p.failed), None)
+    if failed is None and cur.outcome is AttemptOutcome.RUNNING:
+        for pod in pods:
+            if pod.ready:
+                continue
+            left = _startup_overdue(pod, cur, settings, snap.now)
+            if left is not None and left <= 0:
+                failed = pod
+                break
+            if left is not None:
+                out.requeue(left)
+    if failed is not None:
+        node = _node_of(snap, failed, st.node_product)
+        failure = diagnose(failed, failed.restart_count)
+        record_failure(out, spec, cur, failed, failure, node, settings, snap.now, snap.generation,
+                       lambda s, pin: _replan(s, pin, node, settings))
+        return
+    ready = [p for p in pods if p.ready]
+    if cur.outcome is AttemptOutcome.RUNNING and ready and len(ready) >= spec.replicas:
+        cur.outcome, cur.finished_at, cur.pod = AttemptOutcome.SUCCEEDED, now, ready[0].name
+        out.finished.append(cur)
+        out.events.append(EventNote("Normal", Reason.ENGINE_READY,
+                                    f"attempt {cur.number} is Ready with context {cur.effective.context_length}"))
+    if cur.outcome is AttemptOutcome.SUCCEEDED and ready:
+        mark_phase(out, Phase.READY, Reason.ENGINE_READY,
+                   f"serving with context {cur.effective.context_length}", now, snap.generation)
+
+
+def _replan(spec: InferenceServerSpec, pin: dict[str, Any], node: GPUNode | None,
+            settings: Settings) -> tuple[int, str]:
+    result = _plan_for(spec, node, settings, pin=pin)
+    return result.context_length, (result.reasons[-1] if result.reasons else "")
+
+
+def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings) -> None:
+    """Render the Deployment/Service for the newest attempt (or scale to 0 after a permanent failure)."""
+    st = out.status
+    cur = st.current_attempt
+    if cur is None:
+        if snap.deployment is not None and snap.deployment.replicas != 0 and st.phase is Phase.FAILED:
+            out.scale_to_zero = True
+        return
+    st.effective = cur.effective
+    st.context_length = cur.effective.context_length
+    inp = RenderInput(
+        name=snap.name, namespace=snap.namespace, uid=snap.uid, spec=spec, effective=cur.effective.to_config(),
+        attempt=cur.number, gpu_product=st.node_product, image=settings.image_for(spec.engine.kind.value),
+        replicas=0 if st.phase is Phase.FAILED else None,
+    )
+    if cur.not_before is not None and st.phase is not Phase.FAILED:
+        wait = (parse_rfc3339(cur.not_before) - snap.now).total_seconds()
+        if wait > 0:
+            out.requeue(wait)
+            return
+    deployment = render_deployment(inp)
+    want_hash = deployment["metadata"]["annotations"]["ctxfit.io/pod-template-hash"]
+    have = snap.deployment
+    if have is None or have.template_hash != want_hash or have.replicas != deployment["spec"]["replicas"]:
+        if not (have is None and st.phase is Phase.FAILED):
+            out.deployment = deployment
+    if not snap.service_exists and st.phase is not Phase.FAILED:
+        out.service = render_service(inp)
+    st.endpoint = endpoint_url(snap.name, snap.namespace, spec.serving.port)
+
+
+def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose) -> Outcome:
+    """One reconciliation step for one InferenceServer (pure; see the module docstring)."""
+    out = Outcome(status=snap.status.model_copy(deep=True))
+    st = out.status
+    now = now_rfc3339(snap.now)
+    out.requeue(settings.resync_seconds)
+    try:
+        spec = InferenceServerSpec.model_validate(snap.spec)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        mark_failed_spec(out, f"spec.{where}: {first['msg']}" if where else str(first["msg"]), now, snap.generation)
+        st.observed_generation = snap.generation
+        if snap.deployment is not None and snap.deployment.replicas != 0:
+            out.scale_to_zero = True
+        return out
+    out.spec = spec
+    key = spec_key(spec)
+    if st.spec_key != key:
+        _start_over(out, key, now)
+    if st.plan is None:
+        _first_plan(snap, spec, out, settings, now)
+    if st.phase is not Phase.FAILED:
+        _observe_attempt(snap, spec, out, settings, diagnose, now)
+    _desired(snap, spec, out, settings)
+    st.observed_generation = snap.generation
+    return out
+
+
+def gpu_memory_mib(status: InferenceServerStatus) -> int | None:
+    """GPU memory the plan used, MiB (for re-planning with the same facts)."""
+    if status.plan is None or status.plan.gpu_memory_bytes is None:
+        return None
+    return status.plan.gpu_memory_bytes // MiB

@@ -1,0 +1,191 @@
+"""kopf wiring: thin handlers that feed the work queue; all decisions live in ``converge``.
+
+- ``@kopf.on.startup``: settings, API client, metrics server, work queue, leader election -> ``memo``;
+- indexes: engine pods by (namespace, server), GPU nodes (kopf fills them before other handlers run);
+- ``on.event`` InferenceServer / engine pods / nodes: enqueue the affected server(s);
+- the queue's worker snapshots the indexes and runs ``reconcile`` in a thread.
+No handler sleeps, patches or returns results into status: kopf stores nothing on our objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from ctxfit.api import API_GROUP, API_VERSION, PLURAL
+from ctxfit.render import SERVER_LABEL
+
+from .kube import Kube, load_api_client
+from .leader import LeaderElector
+from .metrics import Metrics
+from .observe import GPUNode, PodView, gpu_node, pod_view
+from .reconcile import Runtime, reconcile
+from .settings import Settings
+from .workqueue import WorkQueue
+
+logger = logging.getLogger("ctxfit.controller")
+Key = tuple[str, str]
+
+
+@dataclass
+class State:
+    """Everything shared between handlers, on ``memo.state`` (kopf copies ``memo`` per object, shallowly).
+
+    Attributes:
+        runtime: settings, API wrapper, metrics (used by reconciles in worker threads).
+        queue: the per-server work queue.
+        leader: Lease election (always leader when standalone).
+        leader_task: the election loop.
+        known: servers seen (re-enqueued on becoming leader).
+        waiting_for_nodes: servers re-checked on any node change.
+        pod_views: last ``PodView`` per pod uid (unchanged pods enqueue nothing).
+        indexes: kopf's (pods_by_server, gpu_nodes) indexes, captured from the first handler call.
+    """
+
+    runtime: Runtime
+    queue: WorkQueue
+    leader: LeaderElector
+    leader_task: asyncio.Task[None]
+    known: set[Key] = field(default_factory=set)
+    waiting_for_nodes: set[Key] = field(default_factory=set)
+    pod_views: dict[str, PodView] = field(default_factory=dict)
+    indexes: tuple[Any, Any] | None = None
+
+
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    """Build everything the handlers share and keep it on ``memo`` (no module-level state)."""
+    cfg = Settings()
+    settings.posting.level = logging.WARNING
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="ctxfit.io")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="ctxfit.io")
+    settings.watching.server_timeout = 300
+    settings.execution.max_workers = cfg.workers + 4
+    api_client = await asyncio.to_thread(load_api_client, cfg.workers * 2 + 4)
+    identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}-{os.getpid()}"
+    kube = Kube(api_client, instance=identity)
+    metrics = Metrics()
+    metrics.serve(cfg.metrics_port)
+    runtime = Runtime(settings=cfg, kube=kube, metrics=metrics)
+    state: State
+
+    async def work(key: Hashable) -> float | None:
+        namespace, name = key  # type: ignore[misc]
+        if not state.leader.is_leader or state.indexes is None:
+            return None
+        pods_index, nodes_index = state.indexes
+        pods: tuple[PodView, ...] = tuple(pods_index.get(key, ()))
+        nodes: tuple[GPUNode, ...] = tuple(nodes_index.get(None, ()))
+        result = await asyncio.to_thread(reconcile, runtime, namespace, name, nodes, pods)
+        if result.waiting_for_nodes:
+            state.waiting_for_nodes.add(key)
+        else:
+            state.waiting_for_nodes.discard(key)
+        return result.requeue_after
+
+    queue = WorkQueue(work, cfg.workers)
+
+    def elected() -> None:
+        for key in list(state.known):
+            queue.add(key)
+
+    leader = LeaderElector(kube, cfg.peering, cfg.peering_namespace, identity, cfg.lease_seconds, elected)
+    state = State(runtime=runtime, queue=queue, leader=leader, leader_task=asyncio.create_task(leader.run()))
+    memo.state = state
+    logger.info("ctxfit operator started: namespaces=%s peering=%s metrics=:%s", cfg.watch_namespaces or "all",
+                cfg.peering or "standalone", cfg.metrics_port)
+
+
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    """Stop the queue, release the Lease, stop the metrics server."""
+    state: State | None = getattr(memo, "state", None)
+    if state is None:
+        return
+    await state.queue.close()
+    await state.leader.stop()
+    state.leader_task.cancel()
+    state.runtime.metrics.close()
+
+
+def index_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[Key, PodView]:
+    """Index: (namespace, server) -> the pod's ``PodView``."""
+    return {(namespace, labels[SERVER_LABEL]): pod_view(body)}
+
+
+def index_nodes(body: kopf.Body, **_: Any) -> dict[None, GPUNode]:
+    """Index: None -> every node's ``GPUNode``."""
+    return {None: gpu_node(body)}
+
+
+def _remember(memo: kopf.Memo, pods_by_server: kopf.Index[Key, PodView],
+              gpu_nodes: kopf.Index[None, GPUNode]) -> State:
+    state: State = memo.state
+    if state.indexes is None:
+        state.indexes = (pods_by_server, gpu_nodes)
+    return state
+
+
+async def on_server(event: kopf.RawEvent, body: kopf.Body, name: str, namespace: str, memo: kopf.Memo,
+                    pods_by_server: kopf.Index[Key, PodView], gpu_nodes: kopf.Index[None, GPUNode],
+                    **_: Any) -> None:
+    """Any change of an InferenceServer (incl. the initial listing) -> reconcile it."""
+    state = _remember(memo, pods_by_server, gpu_nodes)
+    key = (namespace, name)
+    if event.get("type") == "DELETED":
+        state.known.discard(key)
+        state.waiting_for_nodes.discard(key)
+        state.queue.forget(key)
+        state.runtime.metrics.forget(namespace, name)
+        return
+    state.known.add(key)
+    state.queue.add(key)
+
+
+async def on_pod(event: kopf.RawEvent, body: kopf.Body, namespace: str, labels: kopf.Labels, memo: kopf.Memo,
+                 pods_by_server: kopf.Index[Key, PodView], gpu_nodes: kopf.Index[None, GPUNode],
+                 **_: Any) -> None:
+    """An engine pod changed in a way that matters (readiness, termination, restarts) -> reconcile its server."""
+    state = _remember(memo, pods_by_server, gpu_nodes)
+    uid = str(body.metadata.uid)
+    view = pod_view(body)
+    if event.get("type") == "DELETED":
+        state.pod_views.pop(uid, None)
+    elif state.pod_views.get(uid) == view:
+        return
+    else:
+        state.pod_views[uid] = view
+    state.queue.add((namespace, labels[SERVER_LABEL]))
+
+
+async def on_node(memo: kopf.Memo, pods_by_server: kopf.Index[Key, PodView],
+                  gpu_nodes: kopf.Index[None, GPUNode], **_: Any) -> None:
+    """A node changed: servers waiting for an eligible node look again."""
+    state = _remember(memo, pods_by_server, gpu_nodes)
+    for key in list(state.waiting_for_nodes):
+        state.queue.add(key)
+
+
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """kopf's own API connection: the same credentials as the ``kubernetes`` client (in-cluster/kubeconfig)."""
+    info: kopf.ConnectionInfo | None = kopf.login_via_client(**kwargs)
+    return info
+
+
+def build_registry() -> kopf.OperatorRegistry:
+    """A fresh kopf registry with ctxfit's handlers (``kopf.run(registry=...)``; tests build their own)."""
+    registry = kopf.OperatorRegistry()
+    kopf.on.login(registry=registry)(login)
+    kopf.on.startup(registry=registry)(startup)
+    kopf.on.cleanup(registry=registry)(cleanup)
+    kopf.index("pods", labels={SERVER_LABEL: kopf.PRESENT}, registry=registry, id="pods_by_server")(index_pods)
+    kopf.index("nodes", registry=registry, id="gpu_nodes")(index_nodes)
+    kopf.on.event(API_GROUP, API_VERSION, PLURAL, registry=registry)(on_server)
+    kopf.on.event("pods", labels={SERVER_LABEL: kopf.PRESENT}, registry=registry)(on_pod)
+    kopf.on.event("nodes", registry=registry)(on_node)
+    return registry

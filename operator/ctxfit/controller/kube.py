@@ -1,0 +1,152 @@
+"""The operator's Kubernetes I/O: a small wrapper over the official client (sync; run in worker threads).
+
+Every write the operator does goes through here: the InferenceServer status (replace on the status
+subresource with ``resourceVersion``, i.e. compare-and-swap), server-side apply of the Deployment and
+Service (field manager ``ctxfit``), scaling to zero, Events. Reads: the InferenceServer, its
+Deployment, a failed pod's Events and previous log tail. The operator never reads Secrets.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from ctxfit.api import API_GROUP, API_VERSION, KIND, PLURAL
+
+FIELD_MANAGER = "ctxfit"
+APPLY = "application/apply-patch+yaml"
+COMPONENT = "ctxfit-operator"
+
+
+class Conflict(Exception):
+    """The object changed since it was read (HTTP 409): read again and retry."""
+
+
+def load_api_client(pool_size: int = 32) -> client.ApiClient:
+    """An ApiClient from the in-cluster config, else ``$KUBECONFIG``/~/.kube/config."""
+    configuration = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=configuration)
+    except config.ConfigException:
+        config.load_kube_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = pool_size
+    return client.ApiClient(configuration)
+
+
+class Kube:
+    """Typed helpers over one ``ApiClient`` (thread-safe for concurrent calls)."""
+
+    def __init__(self, api_client: client.ApiClient, instance: str = "") -> None:
+        self.api_client = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.apps = client.AppsV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
+        self.instance = instance or uuid.uuid4().hex[:8]
+
+    def get_server(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The InferenceServer as a dict, None when gone."""
+        try:
+            obj: dict[str, Any] = self.custom.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace,
+                                                                           PLURAL, name)
+            return obj
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def replace_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        """PUT status with the read ``resourceVersion`` (compare-and-swap). Raises ``Conflict`` on 409."""
+        meta = body["metadata"]
+        new = {"apiVersion": body["apiVersion"], "kind": body["kind"], "metadata": meta,
+               "spec": body.get("spec", {}), "status": status}
+        try:
+            out: dict[str, Any] = self.custom.replace_namespaced_custom_object_status(
+                API_GROUP, API_VERSION, meta["namespace"], PLURAL, meta["name"], new)
+            return out
+        except ApiException as exc:
+            if exc.status == 409:
+                raise Conflict(f"{meta['namespace']}/{meta['name']} changed") from exc
+            raise
+
+    def get_deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Deployment as a plain dict (camelCase), None when absent."""
+        try:
+            obj = self.apps.read_namespaced_deployment(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        out: dict[str, Any] = self.api_client.sanitize_for_serialization(obj)
+        return out
+
+    def service_exists(self, namespace: str, name: str) -> bool:
+        """Whether Service ``name`` exists."""
+        try:
+            self.core.read_namespaced_service(name, namespace)
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        """Server-side apply (create or update) a Deployment or Service; ctxfit owns its fields."""
+        meta = obj["metadata"]
+        kwargs = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": APPLY}
+        if obj["kind"] == "Deployment":
+            self.apps.patch_namespaced_deployment(meta["name"], meta["namespace"], obj, **kwargs)
+        elif obj["kind"] == "Service":
+            self.core.patch_namespaced_service(meta["name"], meta["namespace"], obj, **kwargs)
+        else:
+            raise ValueError(f"cannot apply kind {obj['kind']}")
+
+    def scale_to_zero(self, namespace: str, name: str) -> None:
+        """Set the Deployment's replicas to 0 (GPUs released); absent Deployment is fine."""
+        try:
+            self.apps.patch_namespaced_deployment_scale(name, namespace, {"spec": {"replicas": 0}})
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def pod_events(self, namespace: str, pod: str, limit: int = 20) -> list[str]:
+        """Messages of the pod's Events (e.g. probe failures), newest last; [] when unreadable."""
+        try:
+            events = self.core.list_namespaced_event(
+                namespace, field_selector=f"involvedObject.kind=Pod,involvedObject.name={pod}")
+        except ApiException:
+            return []
+        items = sorted(events.items, key=lambda e: str(e.last_timestamp or e.event_time or ""))
+        return [f"{e.reason}: {e.message}" for e in items[-limit:] if e.message]
+
+    def log_tail(self, namespace: str, pod: str, container: str, *, previous: bool, lines: int) -> str:
+        """The container's log tail (``previous``: the crashed instance); "" when unavailable."""
+        try:
+            text: str = self.core.read_namespaced_pod_log(pod, namespace, container=container, previous=previous,
+                                                          tail_lines=lines, _request_timeout=10)
+            return text
+        except Exception:  # noqa: BLE001 - logs are best effort: no kubelet, rotated, permission
+            return ""
+
+    def post_event(self, server: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        """Post a core/v1 Event on the InferenceServer (best effort: failures are swallowed)."""
+        meta = server["metadata"]
+        now = datetime.now(UTC)
+        body = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{meta['name']}.", namespace=meta["namespace"]),
+            involved_object=client.V1ObjectReference(
+                api_version=f"{API_GROUP}/{API_VERSION}", kind=KIND, name=meta["name"],
+                namespace=meta["namespace"], uid=meta.get("uid"), resource_version=meta.get("resourceVersion")),
+            reason=reason, message=message[:1024], type=type_, count=1,
+            first_timestamp=now, last_timestamp=now,
+            source=client.V1EventSource(component=COMPONENT),
+            reporting_component=COMPONENT, reporting_instance=self.instance,
+        )
+        try:
+            self.core.create_namespaced_event(meta["namespace"], body)
+        except ApiException:
+            pass

@@ -1,0 +1,98 @@
+"""Operator metrics: one dedicated registry, prefix ``ctxfit_``, labels namespace/name/engine (+ one more).
+
+State (the configuration in force, the plan, the phase) is set from each reconciled status; events
+(attempt outcomes, step-downs, reconcile errors) are counters. Built in ``@kopf.on.startup`` and kept
+on ``memo.metrics``; ``start_http_server`` serves ``/metrics`` on ``CTXFIT_METRICS_PORT``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from ctxfit.api import quantity_to_bytes
+from ctxfit.api.status import Attempt, InferenceServerStatus, Phase
+
+LABELS = ("namespace", "name", "engine")
+
+
+class Metrics:
+    """All ctxfit metric families, on ``self.registry``."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+
+        def gauge(name: str, doc: str, extra: tuple[str, ...] = ()) -> Gauge:
+            return Gauge(f"ctxfit_{name}", doc, (*LABELS, *extra), registry=r)
+
+        self.context_length = gauge("server_context_length_tokens", "Effective context length in force (tokens).")
+        self.target_context_length = gauge("server_target_context_length_tokens",
+                                           "Context length the spec asks for (tokens).")
+        self.predicted_max_context_length = gauge("server_predicted_max_context_length_tokens",
+                                                  "Planner's predicted largest context (tokens).")
+        self.kv_bytes_per_token = gauge("server_kv_bytes_per_token", "KV cache bytes per token per GPU.")
+        self.kv_pool_bytes = gauge("server_kv_pool_bytes", "Planned KV cache pool per GPU (bytes).")
+        self.headroom_ratio = gauge("server_headroom_ratio", "KV headroom fraction kept free.")
+        self.phase = gauge("server_phase", "1 for the server's current phase, 0 for the others.", ("phase",))
+        self.memory_limit_bytes = gauge("server_memory_limit_bytes", "Engine container memory limit (bytes).")
+        self.attempts = Counter("ctxfit_attempts", "Engine starts by outcome.", (*LABELS, "outcome"), registry=r)
+        self.step_downs = Counter("ctxfit_step_downs", "Automatic configuration changes after a failed start, "
+                                  "by failure kind.", (*LABELS, "reason"), registry=r)
+        self.reconcile_duration = Histogram("ctxfit_reconcile_duration_seconds", "Time of one reconcile.",
+                                            registry=r, buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
+        self.reconcile_errors = Counter("ctxfit_reconcile_errors", "Reconciles that raised, by reason.",
+                                        ("reason",), registry=r)
+        self._lock = threading.Lock()
+        self._server: Any = None
+
+    def serve(self, port: int) -> None:
+        """Serve ``/metrics`` on 0.0.0.0:``port`` (no-op for port 0)."""
+        if port:
+            self._server, _ = start_http_server(port, registry=self.registry)
+
+    def close(self) -> None:
+        """Stop the HTTP server, if any."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server = None
+
+    def observe_status(self, namespace: str, name: str, engine: str, status: InferenceServerStatus,
+                       target: int | None) -> None:
+        """Set the per-server gauges from a reconciled status."""
+        labels = (namespace, name, engine)
+        with self._lock:
+            if status.context_length is not None:
+                self.context_length.labels(*labels).set(status.context_length)
+            if target is not None:
+                self.target_context_length.labels(*labels).set(target)
+            if status.plan is not None:
+                self.predicted_max_context_length.labels(*labels).set(status.plan.max_context_length)
+                self.kv_bytes_per_token.labels(*labels).set(status.plan.kv_bytes_per_token)
+                self.kv_pool_bytes.labels(*labels).set(status.plan.kv_pool_bytes)
+                self.headroom_ratio.labels(*labels).set(status.plan.headroom)
+            if status.effective is not None:
+                self.memory_limit_bytes.labels(*labels).set(quantity_to_bytes(status.effective.memory_limit))
+            for phase in Phase:
+                self.phase.labels(*labels, phase.value).set(1 if status.phase is phase else 0)
+
+    def observe_attempts(self, namespace: str, name: str, engine: str, finished: list[Attempt],
+                         step_down_reasons: list[str]) -> None:
+        """Count finished attempts (by outcome) and step-downs (by failure kind)."""
+        for attempt in finished:
+            self.attempts.labels(namespace, name, engine, attempt.outcome.value).inc()
+        for reason in step_down_reasons:
+            self.step_downs.labels(namespace, name, engine, reason).inc()
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop every series of a deleted server (bounded cardinality)."""
+        families: list[Any] = [self.context_length, self.target_context_length, self.predicted_max_context_length,
+                               self.kv_bytes_per_token, self.kv_pool_bytes, self.headroom_ratio, self.phase,
+                               self.memory_limit_bytes, self.attempts, self.step_downs]
+        with self._lock:
+            for family in families:
+                for labels in list(family._metrics):  # noqa: SLF001 - prometheus_client has no public lister
+                    if labels[0] == namespace and labels[1] == name:
+                        family.remove(*labels)

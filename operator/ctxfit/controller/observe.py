@@ -1,0 +1,193 @@
+"""Pure views of what Kubernetes shows: engine pods and GPU nodes (no kopf, no API client).
+
+``pod_view(pod)`` folds a Pod into the few facts reconciliation needs (attempt, readiness, the engine
+container's termination); ``gpu_node(node)`` reads GPU Feature Discovery labels and allocatable
+resources; ``eligible_nodes`` picks the nodes a spec can run on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ctxfit.api import InferenceServerSpec, quantity_to_bytes
+from ctxfit.render import ATTEMPT_ANNOTATION, SERVER_LABEL
+from ctxfit.render.deployment import CONTAINER_NAME, GPU_PRODUCT_LABEL, GPU_RESOURCE
+
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+"""GFD label: memory of one GPU in MiB."""
+COMPUTE_MAJOR_LABEL = "nvidia.com/gpu.compute.major"
+COMPUTE_MINOR_LABEL = "nvidia.com/gpu.compute.minor"
+CRASH_WAITING_REASONS = frozenset({"CrashLoopBackOff", "RunContainerError", "CreateContainerError"})
+
+
+@dataclass(frozen=True)
+class Termination:
+    """The engine container's last termination (``state.terminated`` or ``lastState.terminated``)."""
+
+    reason: str | None
+    exit_code: int | None
+    message: str
+    finished_at: str | None
+
+
+@dataclass(frozen=True)
+class PodView:
+    """One engine pod as reconciliation sees it.
+
+    Attributes:
+        name, namespace, server: identity and the ``ctxfit.io/server`` label.
+        attempt: the ``ctxfit.io/attempt`` annotation (None when missing or not a number).
+        ready: the pod's Ready condition is True.
+        deleting: has a deletionTimestamp.
+        termination: engine container terminated now or before (None while it never stopped).
+        restart_count: engine container restarts.
+        waiting_reason: e.g. ``CrashLoopBackOff``.
+        created: creationTimestamp (RFC 3339), for the startup deadline.
+        node: the node it runs on, if scheduled.
+        phase: pod phase.
+    """
+
+    name: str
+    namespace: str
+    server: str
+    attempt: int | None
+    ready: bool
+    deleting: bool
+    termination: Termination | None
+    restart_count: int
+    waiting_reason: str | None
+    created: str | None
+    node: str | None
+    phase: str | None
+
+    @property
+    def failed(self) -> bool:
+        """The engine container stopped (terminated, crash-looping, or the pod itself Failed)."""
+        return self.termination is not None or self.waiting_reason in CRASH_WAITING_REASONS \
+            or self.phase == "Failed"
+
+
+def _engine_status(statuses: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    listed = list(statuses)
+    for status in listed:
+        if status.get("name") == CONTAINER_NAME:
+            return status
+    return listed[0] if listed else None
+
+
+def _termination(status: Mapping[str, Any]) -> Termination | None:
+    for key in ("state", "lastState"):
+        terminated = (status.get(key) or {}).get("terminated")
+        if terminated:
+            code = terminated.get("exitCode")
+            return Termination(
+                reason=terminated.get("reason"),
+                exit_code=int(code) if isinstance(code, int) else None,
+                message=str(terminated.get("message") or ""),
+                finished_at=terminated.get("finishedAt"),
+            )
+    return None
+
+
+def pod_view(pod: Mapping[str, Any]) -> PodView:
+    """Fold a Pod (dict as the API returns it) into a ``PodView``."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    attempt_text = (meta.get("annotations") or {}).get(ATTEMPT_ANNOTATION, "")
+    conditions = status.get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    engine = _engine_status(status.get("containerStatuses") or [])
+    termination = _termination(engine) if engine else None
+    waiting = ((engine or {}).get("state") or {}).get("waiting") or {}
+    return PodView(
+        name=str(meta.get("name", "")),
+        namespace=str(meta.get("namespace", "")),
+        server=str((meta.get("labels") or {}).get(SERVER_LABEL, "")),
+        attempt=int(attempt_text) if str(attempt_text).isdigit() else None,
+        ready=ready,
+        deleting=meta.get("deletionTimestamp") is not None,
+        termination=termination,
+        restart_count=int((engine or {}).get("restartCount") or 0),
+        waiting_reason=waiting.get("reason"),
+        created=meta.get("creationTimestamp"),
+        node=(pod.get("spec") or {}).get("nodeName"),
+        phase=status.get("phase"),
+    )
+
+
+@dataclass(frozen=True)
+class GPUNode:
+    """A node's GPU facts from GFD labels and ``status.allocatable``.
+
+    Attributes:
+        name: node name.
+        product: ``nvidia.com/gpu.product``.
+        gpu_memory_mib: ``nvidia.com/gpu.memory`` (MiB per GPU), None when absent.
+        gpus: allocatable ``nvidia.com/gpu``.
+        compute: (major, minor) from ``nvidia.com/gpu.compute.*``.
+        memory_bytes: allocatable host memory, bytes (caps the container memory limit).
+        schedulable: not cordoned.
+    """
+
+    name: str
+    product: str | None
+    gpu_memory_mib: int | None
+    gpus: int
+    compute: tuple[int, int] | None
+    memory_bytes: int | None
+    schedulable: bool
+
+
+def _int(text: object) -> int | None:
+    try:
+        return int(str(text))
+    except ValueError:
+        return None
+
+
+def gpu_node(node: Mapping[str, Any]) -> GPUNode:
+    """Read a Node (dict) into a ``GPUNode``; missing labels become None, missing GPUs 0."""
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    major, minor = _int(labels.get(COMPUTE_MAJOR_LABEL)), _int(labels.get(COMPUTE_MINOR_LABEL))
+    memory = allocatable.get("memory")
+    try:
+        memory_bytes = quantity_to_bytes(memory) if memory is not None else None
+    except ValueError:
+        memory_bytes = None
+    return GPUNode(
+        name=str(meta.get("name", "")),
+        product=labels.get(GPU_PRODUCT_LABEL),
+        gpu_memory_mib=_int(labels.get(GPU_MEMORY_LABEL)),
+        gpus=_int(allocatable.get(GPU_RESOURCE)) or 0,
+        compute=(major, minor) if major is not None and minor is not None else None,
+        memory_bytes=memory_bytes,
+        schedulable=not (node.get("spec") or {}).get("unschedulable", False),
+    )
+
+
+def eligible_nodes(spec: InferenceServerSpec, nodes: Iterable[GPUNode]) -> list[GPUNode]:
+    """Nodes with the spec's product (any GPU product when unset) and >= ``gpu.count`` allocatable GPUs.
+
+    Sorted best first: largest GPU memory, then name (deterministic).
+    """
+    wanted = spec.gpu.product
+    fits = [n for n in nodes if n.schedulable and n.gpus >= spec.gpu.count and n.product
+            and (wanted is None or n.product == wanted)]
+    return sorted(fits, key=lambda n: (-(n.gpu_memory_mib or 0), n.name))
+
+
+def describe_nodes(spec: InferenceServerSpec, nodes: Iterable[GPUNode]) -> str:
+    """Why no node is eligible, in one line (for the condition message and the Event)."""
+    listed = list(nodes)
+    wanted = spec.gpu.product or "any GPU product"
+    same = [n for n in listed if spec.gpu.product is None or n.product == spec.gpu.product]
+    if not same:
+        products = sorted({n.product for n in listed if n.product})
+        return (f"no node has {wanted} (nvidia.com/gpu.product); GPU products in the cluster: "
+                f"{', '.join(products) or 'none'}")
+    most = max(n.gpus for n in same)
+    return f"no node with {wanted} has {spec.gpu.count} allocatable nvidia.com/gpu (the most is {most})"

@@ -1,0 +1,72 @@
+"""Operator settings: one object, read from ``CTXFIT_*`` environment variables at startup.
+
+Built in the ``@kopf.on.startup`` handler and kept on ``memo.settings`` (no module-level state).
+
+| variable | default | meaning |
+|---|---|---|
+| ``CTXFIT_WATCH_NAMESPACES`` | empty = all | comma-separated namespaces to watch |
+| ``CTXFIT_METRICS_PORT`` | 9090 | Prometheus ``/metrics`` port (0 disables) |
+| ``CTXFIT_HEALTH_PORT`` | 8080 | kopf liveness endpoint ``/healthz`` (0 disables) |
+| ``CTXFIT_PEERING`` | empty = standalone | leader-election Lease name: only the holder reconciles |
+| ``CTXFIT_PEERING_NAMESPACE`` | ``POD_NAMESPACE`` or ``default`` | namespace of that Lease |
+| ``CTXFIT_DEFAULT_HEADROOM`` | 0.25 | KV headroom when ``spec.context.headroom`` is unset |
+| ``CTXFIT_VLLM_IMAGE`` / ``CTXFIT_SGLANG_IMAGE`` | engine's official image | default images |
+| ``CTXFIT_MAX_ATTEMPTS`` | 5 | cap on attempts per spec (``spec.attempts`` may be lower) |
+| ``CTXFIT_BACKOFF_SECONDS`` | 10 | wait before attempt 2; doubles per attempt |
+| ``CTXFIT_BACKOFF_MAX_SECONDS`` | 300 | cap of that wait |
+| ``CTXFIT_RESYNC_SECONDS`` | 300 | periodic re-reconcile of every server |
+| ``CTXFIT_NODE_RECHECK_SECONDS`` | 30 | re-check of servers waiting for an eligible node |
+| ``CTXFIT_STARTUP_GRACE_SECONDS`` | 120 | a pod not Ready this long after ``startupTimeoutSeconds`` failed |
+| ``CTXFIT_WORKERS`` | 8 | concurrent reconciles |
+| ``CTXFIT_LOG_TAIL_LINES`` | 200 | previous-log lines read when the termination message is cut |
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every operator setting (see the module docstring for the environment variables)."""
+
+    model_config = SettingsConfigDict(env_prefix="CTXFIT_", extra="ignore", frozen=True)
+
+    watch_namespaces: Annotated[tuple[str, ...], NoDecode] = ()
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] = 9090
+    health_port: Annotated[int, Field(ge=0, le=65535)] = 8080
+    peering: str = ""
+    peering_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
+    default_headroom: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.25
+    vllm_image: str = ""
+    sglang_image: str = ""
+    max_attempts: Annotated[int, Field(ge=1, le=20)] = 5
+    backoff_seconds: Annotated[float, Field(ge=0)] = 10.0
+    backoff_max_seconds: Annotated[float, Field(ge=0)] = 300.0
+    resync_seconds: Annotated[float, Field(gt=0)] = 300.0
+    node_recheck_seconds: Annotated[float, Field(gt=0)] = 30.0
+    startup_grace_seconds: Annotated[float, Field(ge=0)] = 120.0
+    workers: Annotated[int, Field(ge=1, le=256)] = 8
+    log_tail_lines: Annotated[int, Field(ge=0, le=10000)] = 200
+    lease_seconds: Annotated[float, Field(ge=2)] = 15.0
+
+    @field_validator("watch_namespaces", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    def image_for(self, engine: str) -> str | None:
+        """The operator-wide image override for ``engine`` ("vllm"/"sglang"), None when unset."""
+        value = {"vllm": self.vllm_image, "sglang": self.sglang_image}.get(engine, "")
+        return value or None
+
+    def backoff(self, failed_attempts: int) -> float:
+        """Seconds to wait before the next start after ``failed_attempts`` failures (exponential, capped)."""
+        if failed_attempts <= 0:
+            return 0.0
+        return float(min(self.backoff_max_seconds, self.backoff_seconds * 2 ** (failed_attempts - 1)))

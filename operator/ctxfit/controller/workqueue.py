@@ -1,0 +1,103 @@
+"""A per-key work queue with coalescing and delayed requeue (controller-runtime style), on asyncio.
+
+- ``add(key)``: reconcile soon; if that key is being reconciled now, once more right after (never two at
+  once for one key, so one server's reconciles are serialized without locks);
+- ``add_after(key, seconds)``: reconcile later (keeps the earliest pending time per key);
+- at most ``concurrency`` reconciles run at a time.
+Nothing here survives a restart, by design: status is the source of truth and the initial listing
+re-adds every object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Hashable
+
+logger = logging.getLogger(__name__)
+
+Worker = Callable[[Hashable], Awaitable[float | None]]
+"""``worker(key) -> seconds until the key wants another look, or None``."""
+
+
+class WorkQueue:
+    """See the module docstring. Create and use it inside the running event loop."""
+
+    def __init__(self, worker: Worker, concurrency: int) -> None:
+        self._worker = worker
+        self._semaphore = asyncio.Semaphore(concurrency)
+        self._running: set[Hashable] = set()
+        self._dirty: set[Hashable] = set()
+        self._timers: dict[Hashable, asyncio.TimerHandle] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    def add(self, key: Hashable) -> None:
+        """Reconcile ``key`` as soon as a worker slot is free."""
+        if self._closed:
+            return
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        if key in self._running:
+            self._dirty.add(key)
+            return
+        self._running.add(key)
+        task = asyncio.get_running_loop().create_task(self._run(key))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def add_after(self, key: Hashable, seconds: float) -> None:
+        """Reconcile ``key`` in ``seconds`` unless an earlier look is already due."""
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        when = loop.time() + max(0.0, seconds)
+        timer = self._timers.get(key)
+        if timer is not None:
+            if timer.when() <= when:
+                return
+            timer.cancel()
+        self._timers[key] = loop.call_at(when, self._fire, key)
+
+    def _fire(self, key: Hashable) -> None:
+        self._timers.pop(key, None)
+        self.add(key)
+
+    def forget(self, key: Hashable) -> None:
+        """Drop pending work for a deleted object."""
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        self._dirty.discard(key)
+
+    async def _run(self, key: Hashable) -> None:
+        requeue: float | None = None
+        try:
+            async with self._semaphore:
+                requeue = await self._worker(key)
+        except Exception:  # noqa: BLE001 - the worker reports its own errors; keep the queue alive
+            logger.exception("reconcile of %s crashed", key)
+            requeue = 10.0
+        finally:
+            self._running.discard(key)
+        if key in self._dirty:
+            self._dirty.discard(key)
+            self.add(key)
+        elif requeue is not None:
+            self.add_after(key, requeue)
+
+    @property
+    def pending(self) -> int:
+        """Keys running or waiting on a timer (for tests and diagnostics)."""
+        return len(self._running) + len(self._timers)
+
+    async def close(self) -> None:
+        """Cancel timers and in-flight reconciles."""
+        self._closed = True
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

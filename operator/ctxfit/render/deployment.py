@@ -1,0 +1,160 @@
+"""InferenceServer spec + effective configuration -> engine Deployment (a plain dict; pure, deterministic).
+
+Shape (apps/v1): one container ``engine`` running the engine's command with flags from the effective
+configuration; ``nvidia.com/gpu`` requests = limits = ``gpu.count``; node selector on
+``nvidia.com/gpu.product``; strategy ``Recreate`` (a rolling update would wait forever for GPUs the old
+pod holds); startup probe whose ``failureThreshold x periodSeconds`` >= ``startupTimeoutSeconds``;
+readiness and liveness probes on the engine health path; ``/dev/shm`` as a memory-backed emptyDir of
+``shm_bytes``; ``terminationMessagePolicy: FallbackToLogsOnError``. The user's image, args, env
+(``valueFrom`` passed through untouched: the operator never reads Secrets), pod labels, annotations
+and tolerations apply; ctxfit's own labels/annotations win on conflicts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ctxfit.api import API_GROUP, API_VERSION, KIND, EffectiveConfig, InferenceServerSpec, bytes_to_quantity
+from ctxfit.engines import get_engine
+
+from .labels import (
+    ATTEMPT_ANNOTATION,
+    TEMPLATE_HASH_ANNOTATION,
+    common_labels,
+    effective_annotations,
+    owner_reference,
+    selector_labels,
+    template_hash,
+)
+
+CONTAINER_NAME = "engine"
+PORT_NAME = "http"
+SHM_VOLUME = "dshm"
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+STARTUP_PERIOD_SECONDS = 10
+PROBE_TIMEOUT_SECONDS = 5
+READINESS_PERIOD_SECONDS = 10
+LIVENESS_PERIOD_SECONDS = 15
+LIVENESS_FAILURES = 4
+PROGRESS_MARGIN_SECONDS = 300
+
+
+@dataclass(frozen=True)
+class RenderInput:
+    """Everything the renderer reads.
+
+    Attributes:
+        name, namespace, uid: the InferenceServer's identity (uid for ownerReferences).
+        spec: its validated spec.
+        effective: the configuration to run.
+        attempt: 1-based attempt number (pod annotation ``ctxfit.io/attempt``).
+        gpu_product: GFD product for the node selector (spec's, else the chosen node's); None = no selector.
+        image: operator-wide default image for this engine (``CTXFIT_VLLM_IMAGE``...); the spec's wins.
+        replicas: Deployment replicas; None = ``spec.replicas`` (0 releases the GPUs after a failure).
+    """
+
+    name: str
+    namespace: str
+    uid: str
+    spec: InferenceServerSpec
+    effective: EffectiveConfig
+    attempt: int
+    gpu_product: str | None = None
+    image: str | None = None
+    replicas: int | None = None
+
+
+def image_for(inp: RenderInput) -> str:
+    """The container image: ``spec.engine.image`` > operator default > the engine's official image."""
+    engine = get_engine(inp.spec.engine.kind)
+    return inp.spec.engine.image or inp.image or engine.default_image(inp.spec.engine.version)
+
+
+def _probe(path: str, period: int, failures: int, timeout: int = PROBE_TIMEOUT_SECONDS) -> dict[str, Any]:
+    return {"httpGet": {"path": path, "port": PORT_NAME}, "periodSeconds": period, "timeoutSeconds": timeout,
+            "failureThreshold": failures, "successThreshold": 1}
+
+
+def startup_failure_threshold(effective: EffectiveConfig) -> int:
+    """Smallest threshold with ``threshold x STARTUP_PERIOD_SECONDS >= startup_timeout_seconds`` (>= 1)."""
+    return max(1, math.ceil(effective.startup_timeout_seconds / STARTUP_PERIOD_SECONDS))
+
+
+def _resources(spec: InferenceServerSpec, effective: EffectiveConfig) -> dict[str, Any]:
+    amounts: dict[str, str] = {
+        GPU_RESOURCE: str(spec.gpu.count),
+        "memory": bytes_to_quantity(effective.memory_limit_bytes),
+    }
+    if spec.resources.cpu:
+        amounts["cpu"] = spec.resources.cpu
+    return {"limits": dict(sorted(amounts.items())), "requests": dict(sorted(amounts.items()))}
+
+
+def _env(spec: InferenceServerSpec) -> list[dict[str, Any]]:
+    """User env in the user's order (later entries may reference earlier ones as ``$(NAME)``)."""
+    return [var.to_wire() for var in spec.engine.env]
+
+
+def render_pod_template(inp: RenderInput) -> dict[str, Any]:
+    """The Deployment's pod template (labels, annotations, one engine container, /dev/shm volume)."""
+    spec, effective = inp.spec, inp.effective
+    engine = get_engine(spec.engine.kind)
+    labels = {**spec.pod.labels, **common_labels(inp.name, spec.engine.kind)}
+    annotations = {**spec.pod.annotations, **effective_annotations(effective, inp.attempt)}
+    container: dict[str, Any] = {
+        "name": CONTAINER_NAME,
+        "image": image_for(inp),
+        "command": list(engine.command),
+        "args": engine.engine_args(spec, effective),
+        "ports": [{"name": PORT_NAME, "containerPort": spec.serving.port, "protocol": "TCP"}],
+        "resources": _resources(spec, effective),
+        "volumeMounts": [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}],
+        "startupProbe": _probe(engine.health_path, STARTUP_PERIOD_SECONDS, startup_failure_threshold(effective)),
+        "readinessProbe": _probe(engine.health_path, READINESS_PERIOD_SECONDS, 3),
+        "livenessProbe": _probe(engine.health_path, LIVENESS_PERIOD_SECONDS, LIVENESS_FAILURES, timeout=10),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    env = _env(spec)
+    if env:
+        container["env"] = env
+    pod_spec: dict[str, Any] = {
+        "containers": [container],
+        "volumes": [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory",
+                                                       "sizeLimit": bytes_to_quantity(effective.shm_bytes)}}],
+        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
+                        *spec.pod.tolerations],
+        "terminationGracePeriodSeconds": 30,
+    }
+    if inp.gpu_product:
+        pod_spec["nodeSelector"] = {GPU_PRODUCT_LABEL: inp.gpu_product}
+    return {"metadata": {"labels": dict(sorted(labels.items())), "annotations": dict(sorted(annotations.items()))},
+            "spec": pod_spec}
+
+
+def render_deployment(inp: RenderInput) -> dict[str, Any]:
+    """The engine Deployment, owned by the InferenceServer, carrying the pod template's hash."""
+    template = render_pod_template(inp)
+    replicas = inp.spec.replicas if inp.replicas is None else inp.replicas
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": inp.name,
+            "namespace": inp.namespace,
+            "labels": common_labels(inp.name, inp.spec.engine.kind),
+            "annotations": {TEMPLATE_HASH_ANNOTATION: template_hash(template),
+                            ATTEMPT_ANNOTATION: str(inp.attempt)},
+            "ownerReferences": [owner_reference(f"{API_GROUP}/{API_VERSION}", KIND, inp.name, inp.uid)],
+        },
+        "spec": {
+            "replicas": replicas,
+            "strategy": {"type": "Recreate"},
+            "revisionHistoryLimit": 3,
+            "progressDeadlineSeconds": inp.effective.startup_timeout_seconds + PROGRESS_MARGIN_SECONDS,
+            "selector": {"matchLabels": selector_labels(inp.name)},
+            "template": template,
+        },
+    }
