@@ -1,0 +1,185 @@
+"""Policy properties (issue 3 acceptance), over random specs, configurations, failures and histories:
+
+- the policy never returns a configuration in the history;
+- every non-permanent step (Unknown excepted: it retries unchanged) changes at least one knob, and
+  every knob it changes moves in the safe direction for that failure;
+- the context never rises (in particular after a memory failure);
+- an operator loop that keeps failing ends in a permanent verdict within ``spec.attempts`` starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxfit.api import EffectiveConfig, GiB, InferenceServerSpec, MiB
+from ctxfit.recovery import MEMORY_KINDS, Attempt, Decision, Failure, FailureKind, decide
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+K = FailureKind
+SIXTEEN_BIT = ("auto", "bfloat16", "float16")
+SAFE: dict[FailureKind, dict[str, str]] = {
+    K.KV_CACHE_TOO_SMALL: {"context_length": "down"},
+    K.CONTEXT_EXCEEDS_MODEL_LIMIT: {"context_length": "down"},
+    K.NO_KV_CACHE_MEMORY: {"gpu_memory_utilization": "up", "mem_fraction_static": "up"},
+    K.STATIC_MEMORY_TOO_SMALL: {"mem_fraction_static": "up", "gpu_memory_utilization": "up", "context_length": "down"},
+    K.GRAPH_CAPTURE_OOM: {"gpu_memory_utilization": "down", "mem_fraction_static": "down",
+                          "cuda_graph_max_batch_size": "down"},
+    K.SAMPLER_WARMUP_OOM: {"max_num_seqs": "down"},
+    K.INSUFFICIENT_FREE_GPU_MEMORY: {"gpu_memory_utilization": "down", "context_length": "down"},
+    K.HOST_OOM_KILLED: {"memory_limit_bytes": "up"},
+    K.STARTUP_PROBE_TIMEOUT: {"startup_timeout_seconds": "up"},
+    K.SHARED_MEMORY_TOO_SMALL: {"shm_bytes": "up"},
+    K.KV_CACHE_DTYPE_UNSUPPORTED: {"kv_cache_dtype": "16-bit", "context_length": "down"},
+    K.WEIGHTS_DO_NOT_FIT: {},
+    K.UNKNOWN: {},
+}
+NUMBER_NAMES = ("requestedContextLength", "estimatedMaxContextLength", "neededBytes", "availableBytes",
+                "freeBytes", "totalBytes", "requestedBytes", "minimumMemFractionStatic", "memFractionStatic",
+                "dummyRequests", "derivedMaxContextLength", "modelMaxLength", "gpuMemoryUtilization")
+MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "moonshotai/Kimi-K2.5", "deepseek-ai/DeepSeek-V3.2-Exp", "acme/x")
+
+fractions = st.integers(30, 100).map(lambda n: n / 100)
+
+
+@st.composite
+def specs(draw: st.DrawFn) -> InferenceServerSpec:
+    engine = draw(st.sampled_from(["vllm", "sglang"]))
+    target = draw(st.integers(1024, 1 << 20))
+    context: dict[str, Any] = {"target": target}
+    if draw(st.booleans()):
+        context["minimum"] = draw(st.integers(16, target))
+    if draw(st.booleans()):
+        context["headroom"] = draw(st.integers(0, 90)) / 100
+    tp = draw(st.sampled_from([1, 2, 8]))
+    return InferenceServerSpec.model_validate({
+        "model": {"name": draw(st.sampled_from(MODELS))},
+        "engine": {"kind": engine, "version": draw(st.sampled_from(["0.11.0", "0.20.0", "0.5.23"]))},
+        "gpu": {"count": tp}, "parallelism": {"tensor": tp}, "context": context,
+        "attempts": draw(st.integers(1, 10)),
+    })
+
+
+@st.composite
+def configs(draw: st.DrawFn, spec: InferenceServerSpec) -> EffectiveConfig:
+    vllm = spec.engine.kind.value == "vllm"
+    return EffectiveConfig(
+        context_length=draw(st.integers(16, 1 << 21)),
+        gpu_memory_utilization=draw(fractions) if vllm else None,
+        mem_fraction_static=None if vllm else draw(st.integers(30, 99).map(lambda n: n / 100)),
+        kv_cache_dtype=draw(st.sampled_from(["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla",
+                                             "nvfp4"])),
+        max_num_seqs=draw(st.integers(1, 4096)),
+        cuda_graph_max_batch_size=draw(st.integers(1, 1024)),
+        memory_limit_bytes=draw(st.integers(1, 1 << 20)) * MiB,
+        shm_bytes=draw(st.integers(1, 1 << 16)) * MiB,
+        startup_timeout_seconds=draw(st.integers(30, 7 * 24 * 3600)),
+    )
+
+
+@st.composite
+def failures(draw: st.DrawFn) -> Failure:
+    kind = draw(st.sampled_from(list(FailureKind)))
+    names = draw(st.lists(st.sampled_from(NUMBER_NAMES), unique=True, max_size=5))
+    numbers: dict[str, int | float] = {}
+    for name in names:
+        if "Fraction" in name or "Utilization" in name:
+            numbers[name] = draw(st.floats(0, 1.5, allow_nan=False))
+        elif name.endswith("Bytes"):
+            numbers[name] = draw(st.integers(0, 200 * GiB))
+        else:
+            numbers[name] = draw(st.integers(0, 1 << 22))
+    return Failure(kind, numbers, draw(st.text(max_size=80)))
+
+
+def replans() -> st.SearchStrategy[Any]:
+    def make(result: int | None) -> Any:
+        def replan(spec: InferenceServerSpec, pin: dict[str, Any]) -> tuple[int, str]:
+            if result is None:
+                raise ValueError("cannot plan")
+            return result, f"fits {result}\nsecond line"
+
+        return replan
+
+    return st.one_of(st.none(), st.one_of(st.none(), st.integers(0, 1 << 21)).map(make))
+
+
+def assert_safe(kind: FailureKind, before: EffectiveConfig, after: EffectiveConfig) -> None:
+    a, b = before.model_dump(), after.model_dump()
+    changed = [k for k in a if a[k] != b[k]]
+    assert changed, f"{kind}: a non-permanent step must change a knob"
+    allowed = SAFE[kind]
+    for knob in changed:
+        assert knob in allowed, f"{kind} changed {knob}: {a[knob]} -> {b[knob]}"
+        direction = allowed[knob]
+        if direction == "up":
+            assert b[knob] > a[knob], (kind, knob, a[knob], b[knob])
+        elif direction == "down":
+            assert b[knob] < a[knob], (kind, knob, a[knob], b[knob])
+        else:
+            assert b[knob] in SIXTEEN_BIT, (kind, knob, b[knob])
+
+
+def check_decision(spec: InferenceServerSpec, current: EffectiveConfig, failure: Failure,
+                   history: list[Attempt], decision: Decision) -> None:
+    assert decision.explanation and "\n" not in decision.explanation
+    if decision.permanent:
+        assert decision.next is None
+        return
+    assert decision.next is not None
+    assert all(decision.next != attempt.config for attempt in history), "returned a configuration in history"
+    assert decision.next.context_length <= current.context_length, "context rose"
+    if failure.kind in MEMORY_KINDS:
+        assert decision.next.context_length <= current.context_length
+    if failure.kind is K.UNKNOWN:
+        assert decision.next == current
+    else:
+        assert_safe(failure.kind, current, decision.next)
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_policy_properties(data: st.DataObject) -> None:
+    spec = data.draw(specs())
+    current = data.draw(configs(spec))
+    failure = data.draw(failures())
+    history = [Attempt(c, data.draw(st.sampled_from(list(FailureKind))))
+               for c in data.draw(st.lists(configs(spec), max_size=3))]
+    replan = data.draw(replans())
+    cap = data.draw(st.one_of(st.none(), st.integers(1, 1 << 21).map(lambda n: n * MiB)))
+    # put the policy's own preferred answers into the history, to force its fallbacks
+    for _ in range(data.draw(st.integers(0, 3))):
+        first = decide(spec, current, failure, history, replan=replan, memory_cap_bytes=cap)
+        if first.next is None or first.next == current:
+            break
+        history.append(Attempt(first.next, data.draw(st.sampled_from(list(FailureKind)))))
+    history = history[: max(0, spec.attempts - 2)] if data.draw(st.booleans()) else history
+    decision = decide(spec, current, failure, history, replan=replan, memory_cap_bytes=cap)
+    check_decision(spec, current, failure, history, decision)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_operator_loop_ends_within_attempts(data: st.DataObject) -> None:
+    """Start, fail, decide, repeat: permanent within spec.attempts starts; context never rises after a
+    memory failure; no configuration runs twice (except Unknown's single retry)."""
+    spec = data.draw(specs())
+    current = data.draw(configs(spec))
+    history: list[Attempt] = []
+    memory_ceiling: int | None = None
+    starts = 0
+    while True:
+        starts += 1
+        failure = data.draw(failures())
+        decision = decide(spec, current, failure, history)
+        check_decision(spec, current, failure, history, decision)
+        if failure.kind in MEMORY_KINDS:
+            memory_ceiling = min(memory_ceiling or current.context_length, current.context_length)
+        if decision.permanent:
+            break
+        assert decision.next is not None
+        if memory_ceiling is not None:
+            assert decision.next.context_length <= memory_ceiling
+        history.append(Attempt(current, failure.kind))
+        current = decision.next
+    assert starts <= spec.attempts
