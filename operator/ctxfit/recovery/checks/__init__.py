@@ -1,0 +1,49 @@
+"""The policy chain: one small check per failure kind (issue 3 table), in order.
+
+Each check takes a ``PolicyContext`` and returns a ``Decision`` when it applies, else None. Checks list
+candidate configurations in order of preference, each changing the fewest knobs in the safe direction;
+``ctxfit.recovery.policy.propose`` takes the first that has not failed before. Limits and their sources
+are in ``common``.
+"""
+
+from __future__ import annotations
+
+from ctxfit.recovery.policy import Check
+
+from .common import FRACTION_CEILING, UTILIZATION_CEILING
+from .container import (
+    check_attempts_exhausted,
+    check_host_oom_killed,
+    check_shared_memory_too_small,
+    check_startup_probe_timeout,
+    check_unknown,
+)
+from .context import check_context_exceeds_model_limit, check_kv_cache_dtype_unsupported, check_kv_cache_too_small
+from .memory import (
+    check_graph_capture_oom,
+    check_insufficient_free_gpu_memory,
+    check_no_kv_cache_memory,
+    check_sampler_warmup_oom,
+    check_static_memory_too_small,
+    check_weights_do_not_fit,
+)
+
+POLICY_CHAIN: tuple[tuple[str, Check], ...] = (
+    ("WeightsDoNotFit", check_weights_do_not_fit),
+    ("AttemptsExhausted", check_attempts_exhausted),
+    ("KVCacheTooSmall", check_kv_cache_too_small),
+    ("ContextExceedsModelLimit", check_context_exceeds_model_limit),
+    ("NoKVCacheMemory", check_no_kv_cache_memory),
+    ("StaticMemoryTooSmall", check_static_memory_too_small),
+    ("GraphCaptureOOM", check_graph_capture_oom),
+    ("SamplerWarmupOOM", check_sampler_warmup_oom),
+    ("InsufficientFreeGPUMemory", check_insufficient_free_gpu_memory),
+    ("HostOOMKilled", check_host_oom_killed),
+    ("StartupProbeTimeout", check_startup_probe_timeout),
+    ("SharedMemoryTooSmall", check_shared_memory_too_small),
+    ("KVCacheDtypeUnsupported", check_kv_cache_dtype_unsupported),
+    ("Unknown", check_unknown),
+)
+"""The chain, in order: the permanent kind, the attempt bound, then one check per kind, Unknown last."""
+
+__all__ = ["FRACTION_CEILING", "POLICY_CHAIN", "UTILIZATION_CEILING"]

@@ -1,0 +1,130 @@
+"""Shared pieces of the policy checks: limits (with their sources) and small helpers.
+
+- ``UTILIZATION_CEILING`` / ``FRACTION_CEILING`` 0.95: issue 3 ("raise gpu-memory-utilization in
+  steps while <= 0.95"); same value as ``ctxfit.budget.planner``.
+- ``MEMORY_STEP`` 0.02 (then 0.01, 0.03): issue 3 (GraphCaptureOOM "lower by 0.01-0.03",
+  StaticMemoryTooSmall "+0.02 steps").
+- ``FRACTION_MARGIN`` 0.005: "just above" SGLang's minimum viable fraction, rounded up to 0.01.
+- ``UTILIZATION_FLOOR`` / ``FRACTION_FLOOR`` 0.50: below half the GPU the plan has failed; stop.
+- ``GRAPH_BATCH_FLOOR`` 16: SGLang's own hint "set --cuda-graph-max-bs to a smaller value (e.g., 16)"
+  (cuda_graph_runner.py ``CUDA_GRAPH_CAPTURE_FAILED_MSG``).
+- ``HOST_MEMORY_GROWTH`` 1.5, ``SHM_MINIMUM`` 1 GiB, startup x2: issue 3 table.
+- ``MAX_STARTUP_SECONDS`` 7 days: the ``spec.startup.timeoutSeconds`` bound.
+- ``BLOCK_SIZE`` 16 tokens: vLLM ``CacheConfig.DEFAULT_BLOCK_SIZE`` (engine-memory.md A.2), used when
+  deriving the capacity from the available KV bytes.
+"""
+
+from __future__ import annotations
+
+from ctxfit.api import GiB, MiB
+from ctxfit.api.spec import Architecture
+from ctxfit.budget.context import ladder_floor
+from ctxfit.budget.kv import KVLayout, kv_layout
+from ctxfit.catalog import lookup_model
+from ctxfit.recovery.policy import PolicyContext
+
+UTILIZATION_CEILING = 0.95
+FRACTION_CEILING = 0.95
+UTILIZATION_FLOOR = 0.50
+FRACTION_FLOOR = 0.50
+MEMORY_STEP = 0.02
+FRACTION_MARGIN = 0.005
+GRAPH_BATCH_FLOOR = 16
+HOST_MEMORY_GROWTH = 1.5
+SHM_MINIMUM = 1 * GiB
+MAX_STARTUP_SECONDS = 7 * 24 * 3600
+BLOCK_SIZE = 16
+CONTEXT_CANDIDATES = 4
+"""Ladder sizes offered below the preferred one when the preferred one already failed."""
+UNKNOWN_BACKOFF_SECONDS = 30
+UNKNOWN_BACKOFF_MAX_SECONDS = 600
+SIXTEEN_BIT = ("auto", "bfloat16", "float16", "bf16", "half")
+
+
+def gib_text(n_bytes: float) -> str:
+    """Bytes as "11.70 GiB"."""
+    return f"{n_bytes / GiB:.2f} GiB"
+
+
+def size_text(n_bytes: float) -> str:
+    """GiB with 2 decimals from 1 GiB up, else MiB (as torch prints)."""
+    return gib_text(n_bytes) if n_bytes >= GiB else f"{n_bytes / MiB:.2f} MiB"
+
+
+def round_fraction(value: float) -> float:
+    """A fraction as flags carry it (3 decimals), so configurations compare equal."""
+    return round(value, 3)
+
+
+def number_of(ctx: PolicyContext, name: str) -> float | None:
+    """A positive number the failure carries, else None."""
+    value = ctx.failure.numbers.get(name)
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def architecture(ctx: PolicyContext) -> Architecture | None:
+    """``spec.model.architecture``, else the catalog's entry for ``spec.model.name``, else None."""
+    if ctx.spec.model.architecture is not None:
+        return ctx.spec.model.architecture
+    entry = lookup_model(ctx.spec.model.name)
+    return entry.architecture if entry is not None else None
+
+
+def layout_for(ctx: PolicyContext, kv_cache_dtype: str) -> KVLayout | None:
+    """KV layout per GPU at ``kv_cache_dtype`` under the spec's TP/PP, None when not sizable."""
+    arch = architecture(ctx)
+    if arch is None:
+        return None
+    try:
+        return kv_layout(arch, tensor_parallel=ctx.spec.parallelism.tensor,
+                         pipeline_parallel=ctx.spec.parallelism.pipeline, kv_cache_dtype=kv_cache_dtype)
+    except ValueError:
+        return None
+
+
+def context_at_most(tokens: float) -> int | None:
+    """Largest ladder size <= ``tokens``; below the ladder (1024) a multiple of 16; None below 16."""
+    size = ladder_floor(tokens)
+    if size is not None:
+        return size
+    whole = int(tokens) // BLOCK_SIZE * BLOCK_SIZE if tokens >= BLOCK_SIZE else 0
+    return whole if whole >= BLOCK_SIZE else None
+
+
+def context_steps(ctx: PolicyContext, first: int | None) -> list[int]:
+    """``first`` and the ladder sizes below it, each < the current context and >= the minimum."""
+    out: list[int] = []
+    size = first
+    while size is not None and size >= ctx.minimum_context and len(out) < CONTEXT_CANDIDATES:
+        if size < ctx.current.context_length:
+            out.append(size)
+        size = context_at_most(size - 1)
+    return out
+
+
+def memory_knob(ctx: PolicyContext) -> tuple[str, str, float]:
+    """(field, flag, value) of the engine's memory fraction: vLLM utilization, SGLang static fraction."""
+    if ctx.current.gpu_memory_utilization is not None:
+        return "gpu_memory_utilization", "gpu-memory-utilization", ctx.current.gpu_memory_utilization
+    return "mem_fraction_static", "mem-fraction-static", ctx.current.mem_fraction_static or 0.85
+
+
+def replan_fit(ctx: PolicyContext, **pin: object) -> tuple[int, str] | None:
+    """Ask the injected planner for the context that fits with ``pin`` (other knobs held), or None."""
+    if ctx.replan is None:
+        return None
+    held: dict[str, object] = {k: v for k, v in ctx.current.model_dump().items() if v is not None}
+    held.update(pin)
+    try:
+        fit, why = ctx.replan(ctx.spec, held)
+    except (ValueError, LookupError, ArithmeticError):
+        return None
+    return int(fit), " ".join(str(why).split())
+
+
+def round_up_size(n_bytes: int) -> int:
+    """Bytes rounded up to a whole GiB (from 1 GiB up) or MiB, so quantities print short."""
+    unit = GiB if n_bytes >= GiB else MiB
+    return -(-n_bytes // unit) * unit
+
+

@@ -1,0 +1,144 @@
+"""Checks that move the context: KVCacheTooSmall, ContextExceedsModelLimit, KVCacheDtypeUnsupported."""
+
+from __future__ import annotations
+
+from ctxfit.budget.context import step_down_context
+from ctxfit.budget.kv import kv_dtype_bytes
+from ctxfit.recovery.kinds import FailureKind
+from ctxfit.recovery.policy import Decision, PolicyContext, permanent, propose
+
+from .common import (
+    BLOCK_SIZE,
+    SIXTEEN_BIT,
+    context_at_most,
+    context_steps,
+    gib_text,
+    layout_for,
+    number_of,
+    replan_fit,
+)
+
+
+def _kv_capacity(ctx: PolicyContext, requested: int) -> tuple[int | None, str]:
+    """Tokens one request may hold per the failure: the engine's estimate, else available / bytes per token."""
+    estimate = number_of(ctx, "estimatedMaxContextLength")
+    if estimate:
+        return int(estimate), f"it estimates {int(estimate)} tokens fit"
+    available = number_of(ctx, "availableBytes")
+    if available is None:
+        return None, "no capacity in the message"
+    layout = layout_for(ctx, ctx.current.kv_cache_dtype)
+    if layout is not None:
+        fit = layout.max_context_for(int(available), block_size=BLOCK_SIZE)
+        return fit, f"{gib_text(available)} / {layout.kv_bytes_per_token:,} B per token = {fit} tokens"
+    needed = number_of(ctx, "neededBytes")
+    if needed and requested > 0:
+        per_token = needed / requested
+        fit = int(available / per_token)
+        return fit, f"{gib_text(available)} / {per_token:,.0f} B per token (from the message) = {fit} tokens"
+    return None, "no bytes per token known"
+
+
+def check_kv_cache_too_small(ctx: PolicyContext) -> Decision | None:
+    """KVCacheTooSmall: context -> ladder size <= capacity x (1 - headroom); below the minimum: permanent."""
+    if ctx.failure.kind is not FailureKind.KV_CACHE_TOO_SMALL:
+        return None
+    requested = int(number_of(ctx, "requestedContextLength") or ctx.current.context_length)
+    capacity, basis = _kv_capacity(ctx, requested)
+    facts = []
+    available, needed = number_of(ctx, "availableBytes"), number_of(ctx, "neededBytes")
+    if available:
+        facts.append(f"{ctx.engine_name} reported {gib_text(available)} for KV")
+    if needed:
+        facts.append(f"{requested} tokens need {gib_text(needed)}")
+    else:
+        facts.append(f"{ctx.engine_name}: {requested} tokens do not fit")
+    facts.append(basis)
+    head = "; ".join(facts)
+    if capacity is None:
+        first = context_at_most(min(requested, ctx.current.context_length) * (1.0 - ctx.headroom))
+    else:
+        first = step_down_context(capacity, ctx.headroom) or context_at_most(capacity * (1.0 - ctx.headroom))
+        if (first is None or first < ctx.minimum_context) and capacity >= ctx.minimum_context:
+            first = ctx.minimum_context  # fits, with less headroom than asked
+    if first is not None and first >= ctx.current.context_length:
+        first = context_at_most(ctx.current.context_length - 1)
+    steps = context_steps(ctx, first)
+    if not steps:
+        return permanent(
+            "KVCacheTooSmall",
+            f"{head}; no context >= context.minimum {ctx.minimum_context} fits "
+            f"({ctx.headroom:.0%} headroom): needs more GPU memory for KV (more GPUs, smaller weights, FP8 KV)",
+        )
+    candidates = [
+        (ctx.current.model_copy(update={"context_length": size}),
+         f"{head}; stepping down to {size} ({ctx.headroom:.0%} headroom)")
+        for size in steps
+    ]
+    return propose(ctx, "KVCacheTooSmall", candidates, head)
+
+
+def check_context_exceeds_model_limit(ctx: PolicyContext) -> Decision | None:
+    """ContextExceedsModelLimit: context -> the derived maximum M (or the ladder size below it)."""
+    if ctx.failure.kind is not FailureKind.CONTEXT_EXCEEDS_MODEL_LIMIT:
+        return None
+    limits = [v for v in (number_of(ctx, "derivedMaxContextLength"), number_of(ctx, "modelMaxLength")) if v]
+    requested = int(number_of(ctx, "requestedContextLength") or ctx.current.context_length)
+    if limits:
+        limit = int(min(limits))
+        head = f"{ctx.engine_name}: the model supports at most {limit} tokens, {requested} were asked"
+        sizes = [limit] if limit < ctx.current.context_length else []
+        sizes += context_steps(ctx, context_at_most(limit - 1))
+    else:
+        head = f"{ctx.engine_name}: {requested} tokens exceed the model's maximum"
+        sizes = context_steps(ctx, context_at_most(ctx.current.context_length - 1))
+    sizes = [s for s in sizes if s >= ctx.minimum_context]
+    if not sizes:
+        return permanent("ContextExceedsModelLimit",
+                         f"{head}; below context.minimum {ctx.minimum_context}: choose another model")
+    candidates = [(ctx.current.model_copy(update={"context_length": s}), f"{head}; using {s}") for s in sizes]
+    return propose(ctx, "ContextExceedsModelLimit", candidates, head)
+
+
+def _dtype_bytes(kv_cache_dtype: str) -> float:
+    try:
+        return float(kv_dtype_bytes(kv_cache_dtype))
+    except ValueError:
+        return 0.5 if "4" in kv_cache_dtype else 1.0  # nvfp4/int4 variants; else assume 1 byte (conservative)
+
+
+def check_kv_cache_dtype_unsupported(ctx: PolicyContext) -> Decision | None:
+    """KVCacheDtypeUnsupported: KV dtype -> auto (16-bit), context re-planned for the larger bytes/token."""
+    if ctx.failure.kind is not FailureKind.KV_CACHE_DTYPE_UNSUPPORTED:
+        return None
+    old = ctx.current.kv_cache_dtype
+    head = f"{ctx.engine_name} cannot run a {old} KV cache on this GPU"
+    if old in SIXTEEN_BIT:
+        return permanent("KVCacheDtypeUnsupported", f"{ctx.engine_name} rejects the KV cache dtype {old}, which "
+                         f"is already 16-bit: {ctx.failure.evidence[:160]}")
+    context = ctx.current.context_length
+    fit = replan_fit(ctx, kv_cache_dtype="auto", context_length=context)
+    if fit is not None:
+        if fit[0] < ctx.minimum_context:
+            return permanent("KVCacheDtypeUnsupported",
+                             f"{head}; with a 16-bit cache nothing >= context.minimum fits ({fit[1]})")
+        new_context = min(fit[0], context)
+        basis = f"re-planned: {fit[1]}"
+    else:
+        old_layout, new_layout = layout_for(ctx, old), layout_for(ctx, "auto")
+        if old_layout is not None and new_layout is not None:
+            ratio = new_layout.kv_bytes_per_token / old_layout.kv_bytes_per_token
+            basis = (f"{old_layout.kv_bytes_per_token:,} -> {new_layout.kv_bytes_per_token:,} B per token")
+        else:
+            ratio = 2.0 / _dtype_bytes(old)
+            basis = f"{ratio:g}x the bytes per token"
+        scaled = context_at_most(context / max(ratio, 1.0))
+        if scaled is None or scaled < ctx.minimum_context:
+            return permanent("KVCacheDtypeUnsupported",
+                             f"{head}; at 16 bits ({basis}) {context} tokens shrink below context.minimum "
+                             f"{ctx.minimum_context}")
+        new_context = min(scaled, context)
+    update: dict[str, object] = {"kv_cache_dtype": "auto", "context_length": new_context}
+    candidates = [(ctx.current.model_copy(update=update),
+                   f"{head}; using auto (16-bit) with context {new_context} ({basis})")]
+    return propose(ctx, "KVCacheDtypeUnsupported", candidates, head)

@@ -1,0 +1,165 @@
+"""Checks that move the engine's memory knobs: WeightsDoNotFit, NoKVCacheMemory, StaticMemoryTooSmall,
+GraphCaptureOOM, SamplerWarmupOOM, InsufficientFreeGPUMemory."""
+
+from __future__ import annotations
+
+import math
+
+from ctxfit.api import EffectiveConfig, GiB
+from ctxfit.recovery.kinds import FailureKind
+from ctxfit.recovery.policy import Decision, PolicyContext, permanent, propose
+
+from .common import (
+    FRACTION_CEILING,
+    FRACTION_FLOOR,
+    FRACTION_MARGIN,
+    GRAPH_BATCH_FLOOR,
+    MEMORY_STEP,
+    UTILIZATION_CEILING,
+    UTILIZATION_FLOOR,
+    context_at_most,
+    context_steps,
+    memory_knob,
+    number_of,
+    replan_fit,
+    round_fraction,
+    size_text,
+)
+
+
+def check_weights_do_not_fit(ctx: PolicyContext) -> Decision | None:
+    """WeightsDoNotFit: permanent (more GPUs / TP, or a smaller weight format)."""
+    if ctx.failure.kind is not FailureKind.WEIGHTS_DO_NOT_FIT:
+        return None
+    asked, free = number_of(ctx, "requestedBytes"), number_of(ctx, "freeBytes")
+    detail = f" (tried to allocate {size_text(asked)} with {size_text(free)} free)" if asked and free else ""
+    tp = ctx.spec.parallelism.tensor
+    return permanent(
+        "WeightsDoNotFit",
+        f"{ctx.engine_name} ran out of GPU memory loading the weights{detail}: needs more GPUs "
+        f"(tensor parallel above {tp}) or a smaller weight format",
+    )
+
+
+def check_no_kv_cache_memory(ctx: PolicyContext) -> Decision | None:
+    """NoKVCacheMemory: raise the memory fraction in steps while <= 0.95, else permanent."""
+    if ctx.failure.kind is not FailureKind.NO_KV_CACHE_MEMORY:
+        return None
+    field, flag, value = memory_knob(ctx)
+    ceiling = UTILIZATION_CEILING if field == "gpu_memory_utilization" else FRACTION_CEILING
+    head = f"{ctx.engine_name} found no memory for KV cache blocks at {flag} {value:g}"
+    if value >= ceiling - 1e-9:
+        return permanent("NoKVCacheMemory", f"{head} (ctxfit's ceiling is {ceiling}): weights and activations "
+                         "leave no KV memory: needs more GPUs or a smaller weight format")
+    steps = {round_fraction(min(value + step, ceiling)) for step in (MEMORY_STEP, 0.01, 0.03)}
+    raised = sorted(steps - {round_fraction(value)}, key=lambda v: abs(v - value - MEMORY_STEP))
+    candidates = [(ctx.current.model_copy(update={field: v}), f"{head}; raising it to {v:g}")
+                  for v in raised if v > value]
+    return propose(ctx, "NoKVCacheMemory", candidates, head)
+
+
+def check_static_memory_too_small(ctx: PolicyContext) -> Decision | None:
+    """StaticMemoryTooSmall: fraction just above SGLang's minimum (or +0.02); if that repeats a failed
+    configuration, lower the context at that fraction; above 0.95 or below the minimum context: permanent."""
+    if ctx.failure.kind is not FailureKind.STATIC_MEMORY_TOO_SMALL:
+        return None
+    field, flag, value = memory_knob(ctx)
+    minimum = number_of(ctx, "minimumMemFractionStatic")
+    if minimum:
+        target = math.ceil(round((minimum + FRACTION_MARGIN) * 100, 6)) / 100
+        head = f"{ctx.engine_name}: the loaded weights need {flag} above {minimum:g} (was {value:g})"
+    else:
+        target = value + MEMORY_STEP
+        head = f"{ctx.engine_name}: not enough memory for the KV pool at {flag} {value:g}"
+    target = round_fraction(max(target, value + 0.01))
+    if target > FRACTION_CEILING + 1e-9:
+        return permanent("StaticMemoryTooSmall", f"{head}; {target:g} is above ctxfit's ceiling {FRACTION_CEILING}: "
+                         "needs more GPUs or a smaller weight format")
+    at_target = ctx.current.model_copy(update={field: target})
+    candidates = [(at_target, f"{head}; raising it to {target:g}")]
+    if not minimum and round_fraction(value + 0.01) < target:
+        candidates.append((ctx.current.model_copy(update={field: round_fraction(value + 0.01)}),
+                           f"{head}; raising it to {round_fraction(value + 0.01):g}"))
+    candidates += [
+        (at_target.model_copy(update={"context_length": size}),
+         f"{head}; {flag} {target:g} already failed, so also lowering the context to {size}")
+        for size in context_steps(ctx, context_at_most(ctx.current.context_length - 1))
+    ]
+    return propose(ctx, "StaticMemoryTooSmall", candidates, head)
+
+
+def check_graph_capture_oom(ctx: PolicyContext) -> Decision | None:
+    """GraphCaptureOOM: SGLang halves cuda-graph-max-bs (down to 16), then lowers the fraction; vLLM lowers
+    gpu-memory-utilization by 0.02 (0.01, 0.03). The context is unchanged."""
+    if ctx.failure.kind is not FailureKind.GRAPH_CAPTURE_OOM:
+        return None
+    asked, free = number_of(ctx, "requestedBytes"), number_of(ctx, "freeBytes")
+    detail = f" (tried to allocate {size_text(asked)}, {size_text(free)} free)" if asked and free else ""
+    head = f"{ctx.engine_name} ran out of GPU memory capturing CUDA graphs{detail}"
+    field, flag, value = memory_knob(ctx)
+    floor = UTILIZATION_FLOOR if field == "gpu_memory_utilization" else FRACTION_FLOOR
+    lowered = [
+        (ctx.current.model_copy(update={field: round_fraction(value - step)}),
+         f"{head}; lowering {flag} from {value:g} to {round_fraction(value - step):g}")
+        for step in (MEMORY_STEP, 0.01, 0.03)
+        if round_fraction(value - step) >= floor
+    ]
+    batch = ctx.current.cuda_graph_max_batch_size
+    halved: list[tuple[EffectiveConfig, str]] = []
+    if batch > GRAPH_BATCH_FLOOR:
+        smaller = max(GRAPH_BATCH_FLOOR, batch // 2)
+        halved = [(ctx.current.model_copy(update={"cuda_graph_max_batch_size": smaller}),
+                   f"{head}; halving the CUDA-graph max batch size from {batch} to {smaller}")]
+    candidates = halved + lowered if field == "mem_fraction_static" else lowered + halved
+    return propose(ctx, "GraphCaptureOOM", candidates,
+                   f"{head}; {flag} is at its floor {floor} and the graph batch at {batch}")
+
+
+def check_sampler_warmup_oom(ctx: PolicyContext) -> Decision | None:
+    """SamplerWarmupOOM: halve max-num-seqs (from the warm-up's request count when smaller)."""
+    if ctx.failure.kind is not FailureKind.SAMPLER_WARMUP_OOM:
+        return None
+    seqs = ctx.current.max_num_seqs
+    dummy = number_of(ctx, "dummyRequests")
+    base = min(seqs, int(dummy)) if dummy else seqs
+    head = f"{ctx.engine_name} ran out of GPU memory warming up the sampler with {base} requests"
+    if base <= 1:
+        return permanent("SamplerWarmupOOM", f"{head}; max-num-seqs is already 1")
+    sizes: list[int] = []
+    size = base // 2
+    while size >= 1 and len(sizes) < 3:
+        sizes.append(size)
+        size //= 2
+    candidates = [(ctx.current.model_copy(update={"max_num_seqs": s}), f"{head}; max-num-seqs {seqs} -> {s}")
+                  for s in sizes]
+    return propose(ctx, "SamplerWarmupOOM", candidates, head)
+
+
+def check_insufficient_free_gpu_memory(ctx: PolicyContext) -> Decision | None:
+    """InsufficientFreeGPUMemory: utilization <= free/total if the plan still fits there, else permanent."""
+    if ctx.failure.kind is not FailureKind.INSUFFICIENT_FREE_GPU_MEMORY:
+        return None
+    free, total = number_of(ctx, "freeBytes"), number_of(ctx, "totalBytes")
+    util = ctx.current.gpu_memory_utilization
+    shown = f"{free / GiB:.2f}/{total / GiB:.2f} GiB" if free and total else "less than asked"
+    head = f"another process holds GPU memory: {shown} free"
+    if util is None:
+        return permanent("InsufficientFreeGPUMemory", f"{head}; free the GPU or schedule elsewhere")
+    target = math.floor(free / total * 100 + 1e-9) / 100 if free and total else util - 0.05
+    target = round_fraction(min(target, util - 0.01))
+    if target < UTILIZATION_FLOOR:
+        return permanent("InsufficientFreeGPUMemory",
+                         f"{head}; {target:g} is below ctxfit's floor {UTILIZATION_FLOOR}: free the GPU")
+    context = ctx.current.context_length
+    fit = replan_fit(ctx, gpu_memory_utilization=target, context_length=context)
+    note = ""
+    if fit is not None:
+        if fit[0] < ctx.minimum_context:
+            return permanent("InsufficientFreeGPUMemory",
+                             f"{head}; at gpu-memory-utilization {target:g} the plan no longer fits ({fit[1]})")
+        if fit[0] < context:
+            context, note = fit[0], f" and the context to {fit[0]}"
+    update: dict[str, object] = {"gpu_memory_utilization": target, "context_length": context}
+    candidates = [(ctx.current.model_copy(update=update),
+                   f"{head}; lowering gpu-memory-utilization from {util:g} to {target:g}{note}")]
+    return propose(ctx, "InsufficientFreeGPUMemory", candidates, head)
