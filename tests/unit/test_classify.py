@@ -82,6 +82,8 @@ CASES = [
     Case("kv-cut-only-estimate-left", K.KV_CACHE_TOO_SMALL, KV_033[KV_033.index("ble memory, the est"):],
          numbers={"estimatedMaxContextLength": 178752}),
     Case("kv-cut-at-end", K.KV_CACHE_TOO_SMALL, KV_033[:200], numbers={"requestedContextLength": 262144}),
+    Case("kv-cut-before-the-numbers", K.KV_CACHE_TOO_SMALL, KV_033[:KV_033.index("GiB KV cache")],
+         numbers={"requestedContextLength": 262144}),
     Case("kv-thousands-separators", K.KV_CACHE_TOO_SMALL,
          KV_033.replace("(262144)", "(262,144)").replace("is 178752", "is 178,752"),
          numbers={"requestedContextLength": 262144, "estimatedMaxContextLength": 178752}),
@@ -126,6 +128,9 @@ CASES = [
                          "--mem-fraction-static=0.88. Raise --mem-fraction-static above 0.911 (minimum viable = "
                          "1 - available/pre = 0.9113). If using speculative decoding, draft weights are now "
                          "counted.")), SGLANG, numbers={"minimumMemFractionStatic": 0.9113}),
+    Case("sglang-fraction-cut-before-marker", K.STATIC_MEMORY_TOO_SMALL,
+         "-static above 0.911 (minimum viable = 1 - available/pre = 0.9113). If using speculative decoding, draft "
+         "weights are now counted.", SGLANG, numbers={"minimumMemFractionStatic": 0.9113}),
     # --- GraphCaptureOOM
     Case("sglang-0523-capture-failed", K.GRAPH_CAPTURE_OOM,
          "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "

@@ -50,6 +50,8 @@ MAX_TEXT_CHARS = 1 << 20
 """Characters of log text analysed (the tail); the operator passes at most a few tens of KiB."""
 MAX_OCCURRENCES = 64
 """Occurrences of one marker examined for ``requires_any`` before giving up on that marker."""
+NUMBER_OCCURRENCES = 16
+"""Occurrences of the winning pattern examined for the most complete numbers (a cut copy comes first)."""
 EVIDENCE_MAX_CHARS = 512
 """Longest evidence line kept (centred on the marker)."""
 TRACEBACK_WINDOW = 16384
@@ -211,16 +213,47 @@ def _phase_before(text: str, position: int, markers: tuple[PhaseMarker, ...]) ->
     return last_phase
 
 
+def _occurrences(text: str, pattern: FailurePattern, limit: int) -> list[tuple[int, int]]:
+    """The first ``limit`` occurrences of the pattern's markers (that pass ``requires_any``), by position."""
+    found: list[tuple[int, int]] = []
+    for marker in pattern.markers:
+        if not marker:
+            continue
+        start = 0
+        for _ in range(limit):
+            pos = text.find(marker, start)
+            if pos < 0:
+                break
+            end = pos + len(marker)
+            start = pos + 1
+            if pattern.requires_any:
+                lo, hi = _window_bounds(text, pos, end, WINDOW_BEFORE, WINDOW_AFTER)
+                if not any(needle in text[lo:hi] for needle in pattern.requires_any):
+                    continue
+            found.append((pos, end))
+    return sorted(found)[:limit]
+
+
 def _failure_from_match(match: _Match, markers: tuple[PhaseMarker, ...]) -> Failure:
+    """The failure at ``match``. A pattern with numbers reads them at the occurrence that yields the most
+    (the first one may be cut); a CUDA OOM keeps its first occurrence, whose phase decides the kind."""
     text = match.text
-    lo, hi = _window_bounds(text, match.start, match.end, WINDOW_BEFORE, WINDOW_AFTER)
-    numbers = _extract(text[lo:hi], match.pattern.extractors)
-    kind = match.pattern.kind
-    if match.pattern.by_phase:
-        phase = _phase_before(text, match.start, markers)
+    pattern = match.pattern
+    start, end = match.start, match.end
+    lo, hi = _window_bounds(text, start, end, WINDOW_BEFORE, WINDOW_AFTER)
+    numbers = _extract(text[lo:hi], pattern.extractors)
+    if pattern.extractors and not pattern.by_phase and len(numbers) < len({e.name for e in pattern.extractors}):
+        for other_start, other_end in _occurrences(text, pattern, NUMBER_OCCURRENCES):
+            lo, hi = _window_bounds(text, other_start, other_end, WINDOW_BEFORE, WINDOW_AFTER)
+            other = _extract(text[lo:hi], pattern.extractors)
+            if len(other) > len(numbers):
+                numbers, start, end = other, other_start, other_end
+    kind = pattern.kind
+    if pattern.by_phase:
+        phase = _phase_before(text, start, markers)
         if phase is not None:
             kind = PHASE_KIND[phase]
-    return Failure(kind, numbers, _evidence(text, match.start, match.end))
+    return Failure(kind, numbers, _evidence(text, start, end))
 
 
 def _last_error_line(text: str) -> str:

@@ -37,7 +37,7 @@ from ctxfit.recovery.patterns import (
 FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
     FailurePattern(
         kind=FailureKind.STATIC_MEMORY_TOO_SMALL,
-        markers=("Loaded weights leave no GPU memory for the KV cache",),
+        markers=("Loaded weights leave no GPU memory for the KV cache", "(minimum viable = 1 - available/pre = "),
         rank=RANK_ROOT,
         source="SGLang 0.5.23 srt/mem_cache/kv_cache_configurator.py _profile_available_bytes",
         extractors=(

@@ -47,6 +47,7 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
     FailurePattern(
         kind=FailureKind.KV_CACHE_TOO_SMALL,
         markers=(
+            "To serve at least one request with the model",
             "KV cache is needed, which is larger than the available KV cache memory",
             "estimated maximum model length is ",
         ),
