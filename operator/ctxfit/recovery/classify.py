@@ -25,8 +25,10 @@ text.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from types import MappingProxyType
 from typing import assert_never
 
 from ctxfit.api import EngineKind
@@ -61,11 +63,11 @@ UNKNOWN_LINES = 80
 """Lines from the end searched for an error-looking line when nothing is recognized."""
 ERROR_WORDS = ("Error", "error", "Exception", "FAILED", "Killed", "Traceback")
 
-EXIT_SIGNALS: dict[int, tuple[FailureKind, str]] = {
+EXIT_SIGNALS: Mapping[int, tuple[FailureKind, str]] = MappingProxyType({
     137: (FailureKind.HOST_OOM_KILLED, "SIGKILL: the kernel OOM killer or the kubelet"),
     143: (FailureKind.STARTUP_PROBE_TIMEOUT, "SIGTERM: the kubelet stopped the container"),
     135: (FailureKind.SHARED_MEMORY_TOO_SMALL, "SIGBUS: usually a full /dev/shm"),
-}
+})
 """Exit codes 128 + signal (POSIX), used only when no text names the cause."""
 
 
@@ -327,7 +329,7 @@ def classify(observation: Observation, engine: EngineKind | None = None) -> Fail
         if failure.kind in (FailureKind.UNKNOWN, FailureKind.STARTUP_PROBE_TIMEOUT):
             failure = Failure(failure.kind, _with_exit(failure.numbers, observation), failure.evidence)
         candidates.append((text_match.rank, 1, failure))
-    if exit_code in EXIT_SIGNALS:
+    if exit_code is not None and exit_code in EXIT_SIGNALS:
         kind, meaning = EXIT_SIGNALS[exit_code]
         candidates.append((RANK_EXIT, 2, Failure(kind, {"exitCode": exit_code},
                                                  f"{_termination(observation)} ({meaning})")))

@@ -16,9 +16,11 @@ without an import cycle.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Literal
 
 from .kinds import FailureKind
@@ -34,7 +36,7 @@ NUM = r"(\d[\d,]{0,24}(?:\.\d{1,8})?)"
 SIZE = NUM + r" ?(bytes|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\b"
 """A printed size with its unit (torch ``format_size``: "136.00 MiB", "512 bytes"; SGLang "12.25 GB")."""
 
-UNIT_BYTES = {
+UNIT_BYTES: Mapping[str, int] = MappingProxyType({
     "bytes": 1,
     "B": 1,
     "KiB": KIB,
@@ -45,7 +47,7 @@ UNIT_BYTES = {
     "GB": GIB,
     "TiB": TIB,
     "TB": TIB,
-}
+})
 """Unit -> bytes. "GB"/"MB" are binary: vLLM and SGLang divide by 2^30 and print "GB" (field-notes.md,
 engine-memory.md B.2 "GB = 1024**3")."""
 
@@ -87,14 +89,14 @@ class Phase(StrEnum):
     SERVING = "serving"
 
 
-PHASE_KIND: dict[Phase, FailureKind] = {
+PHASE_KIND: Mapping[Phase, FailureKind] = MappingProxyType({
     Phase.LOADING: FailureKind.WEIGHTS_DO_NOT_FIT,
     Phase.PROFILING: FailureKind.UNKNOWN,
     Phase.KV_READY: FailureKind.GRAPH_CAPTURE_OOM,
     Phase.CAPTURE: FailureKind.GRAPH_CAPTURE_OOM,
     Phase.SAMPLER: FailureKind.SAMPLER_WARMUP_OOM,
     Phase.SERVING: FailureKind.UNKNOWN,
-}
+})
 """Kind of a CUDA OOM by phase. After the KV pool is allocated the engines capture CUDA graphs and
 warm up (vLLM ``compile_or_warm_up_model``, SGLang ``init_cuda_graphs``), so an OOM there is a
 capture OOM (issue 3: "during/after CUDA-graph capture"). A profile-run OOM (before the KV pool)
