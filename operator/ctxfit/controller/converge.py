@@ -94,11 +94,15 @@ class Outcome:
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
 
 
+HISTORY_NEUTRAL_FIELDS = ("replicas", "attempts", "pod")
+"""Spec fields whose change keeps the plan and the attempt history (they do not change what fits)."""
+
+
 def spec_key(spec: InferenceServerSpec) -> str:
-    """Digest of the spec fields the attempt history depends on (all but ``replicas`` and ``attempts``)."""
+    """Digest of the spec fields the plan and attempt history depend on (all but ``HISTORY_NEUTRAL_FIELDS``)."""
     wire = spec.to_wire()
-    wire.pop("replicas", None)
-    wire.pop("attempts", None)
+    for name in HISTORY_NEUTRAL_FIELDS:
+        wire.pop(name, None)
     return hashlib.sha256(json.dumps(wire, sort_keys=True).encode()).hexdigest()[:16]
 
 

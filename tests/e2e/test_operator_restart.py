@@ -1,0 +1,45 @@
+# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
+"""Scenario 8: the operator is killed in the middle of a step-down and restarted; it finishes the
+step-down from status without applying the same step twice."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+from .test_operator import kimi_262k
+from .test_operator_kit import OperatorProcess, ServerClient, api, crd  # noqa: F401 - fixtures
+
+
+def test_restart_mid_step_down(api: ServerClient, cluster: Any, namespace: str, tmp_path: Path) -> None:
+    """Kill -9 after attempt 2 is recorded (during its backoff), restart: one failure, one step, Ready."""
+    env = {"CTXFIT_BACKOFF_SECONDS": "4"}
+    first = OperatorProcess(Path(cluster.kubeconfig), namespace, tmp_path / "operator-1.log", **env).start()
+    try:
+        api.create(kimi_262k())
+        api.wait(lambda: len(api.get("kimi-k25")["status"]["attempts"]) == 2, "attempt 2 recorded")
+    finally:
+        first.stop(signal.SIGKILL)
+    recorded = api.get("kimi-k25")["status"]
+    assert recorded["phase"] == "SteppingDown"
+    assert recorded["attempts"][1]["effective"]["contextLength"] == 131072
+    deployment = api.deployment("kimi-k25")
+    assert deployment is not None and deployment["metadata"]["annotations"]["ctxfit.io/attempt"] == "1"
+
+    second = OperatorProcess(Path(cluster.kubeconfig), namespace, tmp_path / "operator-2.log", **env).start()
+    try:
+        server = api.wait_phase("kimi-k25", "Ready")
+        second.settle(2)
+        server = api.get("kimi-k25")
+    finally:
+        second.stop()
+    attempts = server["status"]["attempts"]
+    assert [(a["number"], a["outcome"]) for a in attempts] == [(1, "Failed"), (2, "Succeeded")]
+    assert server["status"]["contextLength"] == 131072
+    deployment = api.deployment("kimi-k25")
+    assert deployment is not None and deployment["metadata"]["annotations"]["ctxfit.io/attempt"] == "2"
+    failed = [e for e in api.events("kimi-k25") if e["reason"] == "AttemptFailed"]
+    assert len(failed) == 1, failed
+    print(f"--- first operator ---\n{first.log_path.read_text()[-3000:]}\n--- second ---\n"
+          f"{second.log_path.read_text()[-3000:]}")
