@@ -131,20 +131,20 @@ def _structural(node: dict[str, Any], defs: dict[str, Any], nullable: bool) -> d
     if "$ref" in node:
         name = node["$ref"].rsplit("/", 1)[-1]
         merged = {**defs[name], **{k: v for k, v in node.items() if k != "$ref"}}
-        out = _structural(merged, defs, nullable)
+        inlined = _structural(merged, defs, nullable)
         rules = CEL_RULES.get(name)
         if rules:
-            out["x-kubernetes-validations"] = [dict(r) for r in rules]
-        return out
+            inlined["x-kubernetes-validations"] = [dict(r) for r in rules]
+        return inlined
     any_of = node.get("anyOf")
     if any_of and not node.get("x-kubernetes-int-or-string"):
         non_null = [s for s in any_of if s.get("type") != "null"]
         if len(non_null) == 1 and len(any_of) == 2:
             rest = {k: v for k, v in node.items() if k != "anyOf"}
-            out = _structural({**non_null[0], **rest}, defs, nullable)
+            inner = _structural({**non_null[0], **rest}, defs, nullable)
             if nullable:
-                out["nullable"] = True
-            return out
+                inner["nullable"] = True
+            return inner
         raise ValueError(f"unsupported anyOf in CRD schema: {any_of}")
     out: dict[str, Any] = {}
     for key, value in node.items():

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from ctxfit.api import InferenceServerSpec
-from ctxfit.api.status import BudgetBytes, ConditionType, Phase, PlanStatus, Reason
+from ctxfit.api.status import BudgetBytes, ConditionStatus, ConditionType, Phase, PlanStatus, Reason
 from ctxfit.budget.planner import Plan
 
 from .observe import GPUNode
@@ -32,7 +32,7 @@ def mark_phase(out: Outcome, phase: Phase, reason: Reason, message: str, now: st
     """Set ``phase``, the Ready condition (True only in phase Ready) and the human ``message``."""
     st = out.status
     st.phase = phase
-    ready = "True" if phase is Phase.READY else "False"
+    ready: ConditionStatus = "True" if phase is Phase.READY else "False"
     st.set_condition(ConditionType.READY, ready, reason, message, now=now, generation=generation)
     st.message = message
     _degraded(out, now, generation)

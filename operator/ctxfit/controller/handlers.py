@@ -13,9 +13,9 @@ import asyncio
 import logging
 import os
 import socket
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -76,7 +76,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     state: State
 
     async def work(key: Hashable) -> float | None:
-        namespace, name = key  # type: ignore[misc]
+        namespace, name = cast(Key, key)
         if not state.leader.is_leader or state.indexes is None:
             return None
         pods_index, nodes_index = state.indexes
@@ -84,9 +84,9 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         nodes: tuple[GPUNode, ...] = tuple(nodes_index.get(None, ()))
         result = await asyncio.to_thread(reconcile, runtime, namespace, name, nodes, pods)
         if result.waiting_for_nodes:
-            state.waiting_for_nodes.add(key)
+            state.waiting_for_nodes.add((namespace, name))
         else:
-            state.waiting_for_nodes.discard(key)
+            state.waiting_for_nodes.discard((namespace, name))
         return result.requeue_after
 
     queue = WorkQueue(work, cfg.workers)
@@ -177,15 +177,21 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     return info
 
 
+def _handler(fn: Callable[..., Any]) -> Any:
+    """kopf's handler Protocols list every kwarg; ours take the few they need plus ``**_``."""
+    return fn
+
+
 def build_registry() -> kopf.OperatorRegistry:
     """A fresh kopf registry with ctxfit's handlers (``kopf.run(registry=...)``; tests build their own)."""
     registry = kopf.OperatorRegistry()
-    kopf.on.login(registry=registry)(login)
-    kopf.on.startup(registry=registry)(startup)
-    kopf.on.cleanup(registry=registry)(cleanup)
-    kopf.index("pods", labels={SERVER_LABEL: kopf.PRESENT}, registry=registry, id="pods_by_server")(index_pods)
-    kopf.index("nodes", registry=registry, id="gpu_nodes")(index_nodes)
-    kopf.on.event(API_GROUP, API_VERSION, PLURAL, registry=registry)(on_server)
-    kopf.on.event("pods", labels={SERVER_LABEL: kopf.PRESENT}, registry=registry)(on_pod)
-    kopf.on.event("nodes", registry=registry)(on_node)
+    kopf.on.login(registry=registry)(_handler(login))
+    kopf.on.startup(registry=registry)(_handler(startup))
+    kopf.on.cleanup(registry=registry)(_handler(cleanup))
+    engine_pods = {SERVER_LABEL: kopf.PRESENT}
+    kopf.index("pods", labels=engine_pods, registry=registry, id="pods_by_server")(_handler(index_pods))
+    kopf.index("nodes", registry=registry, id="gpu_nodes")(_handler(index_nodes))
+    kopf.on.event(API_GROUP, API_VERSION, PLURAL, registry=registry)(_handler(on_server))
+    kopf.on.event("pods", labels=engine_pods, registry=registry)(_handler(on_pod))
+    kopf.on.event("nodes", registry=registry)(_handler(on_node))
     return registry

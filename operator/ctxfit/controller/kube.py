@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from ctxfit.api import API_GROUP, API_VERSION, KIND, PLURAL
 
@@ -30,9 +30,9 @@ def load_api_client(pool_size: int = 32) -> client.ApiClient:
     """An ApiClient from the in-cluster config, else ``$KUBECONFIG``/~/.kube/config."""
     configuration = client.Configuration()
     try:
-        config.load_incluster_config(client_configuration=configuration)
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except config.ConfigException:
-        config.load_kube_config(client_configuration=configuration)
+        config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     configuration.connection_pool_maxsize = pool_size
     return client.ApiClient(configuration)
 
@@ -51,9 +51,8 @@ class Kube:
     def get_server(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The InferenceServer as a dict, None when gone."""
         try:
-            obj: dict[str, Any] = self.custom.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace,
-                                                                           PLURAL, name)
-            return obj
+            obj = self.custom.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, name)
+            return cast(dict[str, Any], obj)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -65,9 +64,9 @@ class Kube:
         new = {"apiVersion": body["apiVersion"], "kind": body["kind"], "metadata": meta,
                "spec": body.get("spec", {}), "status": status}
         try:
-            out: dict[str, Any] = self.custom.replace_namespaced_custom_object_status(
+            out = self.custom.replace_namespaced_custom_object_status(
                 API_GROUP, API_VERSION, meta["namespace"], PLURAL, meta["name"], new)
-            return out
+            return cast(dict[str, Any], out)
         except ApiException as exc:
             if exc.status == 409:
                 raise Conflict(f"{meta['namespace']}/{meta['name']} changed") from exc
@@ -81,8 +80,8 @@ class Kube:
             if exc.status == 404:
                 return None
             raise
-        out: dict[str, Any] = self.api_client.sanitize_for_serialization(obj)
-        return out
+        out = self.api_client.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
+        return cast(dict[str, Any], out)
 
     def service_exists(self, namespace: str, name: str) -> bool:
         """Whether Service ``name`` exists."""
@@ -97,7 +96,7 @@ class Kube:
     def apply(self, obj: dict[str, Any]) -> None:
         """Server-side apply (create or update) a Deployment or Service; ctxfit owns its fields."""
         meta = obj["metadata"]
-        kwargs = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": APPLY}
+        kwargs: dict[str, Any] = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": APPLY}
         if obj["kind"] == "Deployment":
             self.apps.patch_namespaced_deployment(meta["name"], meta["namespace"], obj, **kwargs)
         elif obj["kind"] == "Service":

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from .kube import Kube
 
@@ -52,7 +52,8 @@ class LeaderElector:
                 if create_exc.status == 409:
                     return False
                 raise
-        spec = lease.spec
+        spec = lease.spec or client.V1LeaseSpec()
+        lease.spec = spec
         holder = spec.holder_identity or ""
         renewed = spec.renew_time or spec.acquire_time
         expired = renewed is None or renewed + timedelta(seconds=spec.lease_duration_seconds or duration) < now
@@ -74,7 +75,7 @@ class LeaderElector:
         api = self.kube.coordination
         try:
             lease = api.read_namespaced_lease(self.name, self.namespace)
-            if lease.spec.holder_identity == self.identity:
+            if lease.spec is not None and lease.spec.holder_identity == self.identity:
                 lease.spec.holder_identity = ""
                 lease.spec.renew_time = None
                 api.replace_namespaced_lease(self.name, self.namespace, lease)

@@ -1,0 +1,155 @@
+"""The impure shell with fakes: ``reconcile`` write order and error handling, the work queue, pod filter."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+from ctxfit.controller.handlers import on_pod
+from ctxfit.controller.kube import Conflict
+from ctxfit.controller.metrics import Metrics
+from ctxfit.controller.observe import GPUNode
+from ctxfit.controller.reconcile import Runtime, reconcile
+from ctxfit.controller.settings import Settings
+from ctxfit.controller.workqueue import WorkQueue
+from kubernetes.client.rest import ApiException
+
+REPO = Path(__file__).resolve().parents[2]
+RTX = GPUNode("rtx-0", "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", 97887, 8, (12, 0), 1536 << 30, True)
+
+
+class FakeKube:
+    """Records calls in order; ``conflict`` makes the status write fail like a 409."""
+
+    def __init__(self, server: dict[str, Any] | None, *, conflict: bool = False, error: int | None = None) -> None:
+        self.server, self.conflict, self.error = server, conflict, error
+        self.calls: list[str] = []
+
+    def get_server(self, namespace: str, name: str) -> dict[str, Any] | None:
+        if self.error:
+            raise ApiException(status=self.error, reason="boom")
+        return self.server
+
+    def get_deployment(self, namespace: str, name: str) -> None:
+        return None
+
+    def service_exists(self, namespace: str, name: str) -> bool:
+        return False
+
+    def replace_status(self, body: dict[str, Any], status: dict[str, Any]) -> None:
+        if self.conflict:
+            raise Conflict("changed")
+        self.calls.append("status")
+
+    def post_event(self, server: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        self.calls.append(f"event:{reason}")
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        self.calls.append(f"apply:{obj['kind']}")
+
+    def scale_to_zero(self, namespace: str, name: str) -> None:
+        self.calls.append("scale0")
+
+
+def server() -> dict[str, Any]:
+    obj: dict[str, Any] = yaml.safe_load((REPO / "manifests" / "kimi-128k.yaml").read_text())
+    obj["metadata"].update(namespace="ns", uid="uid-1", generation=1, resourceVersion="7")
+    return obj
+
+
+def runtime(kube: FakeKube) -> Runtime:
+    return Runtime(settings=Settings(metrics_port=0, health_port=0), kube=kube, metrics=Metrics())  # type: ignore[arg-type]
+
+
+def test_status_is_written_before_anything_else() -> None:
+    kube = FakeKube(server())
+    result = reconcile(runtime(kube), "ns", "kimi-k25", (RTX,), ())
+    assert kube.calls == ["status", "event:Planned", "apply:Deployment", "apply:Service"]
+    assert result.requeue_after is not None
+
+
+def test_conflict_writes_nothing_else_and_retries_soon() -> None:
+    kube = FakeKube(server(), conflict=True)
+    result = reconcile(runtime(kube), "ns", "kimi-k25", (RTX,), ())
+    assert kube.calls == []
+    assert result.requeue_after is not None and result.requeue_after < 1
+
+
+def test_api_errors_are_counted_not_raised() -> None:
+    rt = runtime(FakeKube(server(), error=500))
+    result = reconcile(rt, "ns", "kimi-k25", (RTX,), ())
+    assert result.requeue_after is not None
+    assert rt.metrics.registry.get_sample_value("ctxfit_reconcile_errors_total", {"reason": "api_500"}) == 1
+
+
+def test_metrics_follow_status() -> None:
+    rt = runtime(FakeKube(server()))
+    reconcile(rt, "ns", "kimi-k25", (RTX,), ())
+    labels = {"namespace": "ns", "name": "kimi-k25", "engine": "vllm"}
+    sample = rt.metrics.registry.get_sample_value
+    assert sample("ctxfit_server_context_length_tokens", labels) == 131072
+    assert sample("ctxfit_server_target_context_length_tokens", labels) == 131072
+    assert sample("ctxfit_server_kv_bytes_per_token", labels) == 70272
+    assert sample("ctxfit_server_phase", {**labels, "phase": "Starting"}) == 1
+    assert sample("ctxfit_server_phase", {**labels, "phase": "Ready"}) == 0
+    assert sample("ctxfit_reconcile_duration_seconds_count", {}) == 1
+    rt.metrics.forget("ns", "kimi-k25")
+    assert sample("ctxfit_server_context_length_tokens", labels) is None
+
+
+def test_deleted_server_is_forgotten() -> None:
+    assert reconcile(runtime(FakeKube(None)), "ns", "gone", (RTX,), ()).requeue_after is None
+
+
+def test_work_queue_coalesces_and_serializes() -> None:
+    async def scenario() -> list[Hashable]:
+        seen: list[Hashable] = []
+        running: set[Hashable] = set()
+
+        async def worker(key: Hashable) -> float | None:
+            assert key not in running, "two reconciles of one key at once"
+            running.add(key)
+            seen.append(key)
+            await asyncio.sleep(0.02)
+            running.discard(key)
+            return None
+
+        queue = WorkQueue(worker, concurrency=2)
+        for _ in range(5):
+            queue.add("a")
+        queue.add("b")
+        await asyncio.sleep(0.2)
+        queue.add_after("c", 0.05)
+        queue.add_after("c", 10)  # a later request keeps the earlier timer
+        await asyncio.sleep(0.2)
+        await queue.close()
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert seen.count("a") == 2, "one run, plus one for everything that came in meanwhile"
+    assert seen.count("b") == 1 and seen.count("c") == 1
+
+
+@pytest.mark.parametrize("event_type", ["MODIFIED", "DELETED"])
+def test_unchanged_pods_enqueue_nothing(event_type: str) -> None:
+    added: list[Any] = []
+    state = SimpleNamespace(indexes=("pods", "nodes"), pod_views={}, queue=SimpleNamespace(add=added.append))
+    body = SimpleNamespace(metadata=SimpleNamespace(uid="u1"))
+    pod = {"metadata": {"name": "p", "namespace": "ns", "labels": {"ctxfit.io/server": "kimi"},
+                        "annotations": {"ctxfit.io/attempt": "1"}}, "status": {"phase": "Running"}}
+
+    class Body(dict[str, Any]):
+        metadata = body.metadata
+
+    async def call(kind: str) -> None:
+        await on_pod(event={"type": kind}, body=Body(pod), namespace="ns", labels={"ctxfit.io/server": "kimi"},
+                     memo=SimpleNamespace(state=state), pods_by_server=None, gpu_nodes=None)
+
+    asyncio.run(call("ADDED"))
+    asyncio.run(call(event_type))
+    assert added == [("ns", "kimi")] * (1 if event_type == "MODIFIED" else 2)
