@@ -9,6 +9,7 @@ from typing import Any, get_args
 import pytest
 import yaml
 from ctxfit.api import InferenceServerSpec
+from ctxfit.api.spec import MemorySpec
 from ctxfit.api.crd import CEL_RULES, QUANTITY_PATTERN, build_crd
 from ctxfit.cli import main
 from ctxfit.cli.crd import render_crd
@@ -75,8 +76,7 @@ def test_every_spec_field_is_in_the_schema() -> None:
 @pytest.mark.parametrize(("path", "expected"), [
     (".spec.gpu.count", {"minimum": 1, "maximum": 64}),
     (".spec.engine.kind", {"enum": ["vllm", "sglang"]}),
-    (".spec.memory.kvCacheDtype", {"enum": ["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2",
-                                            "fp8_ds_mla"]}),
+    (".spec.memory.kvCacheDtype", {"enum": list(get_args(MemorySpec.model_fields["kv_cache_dtype"].annotation))}),
     (".spec.context.headroom", {"minimum": 0.0, "maximum": 1.0, "exclusiveMaximum": True}),
     (".spec.memory.gpuMemoryUtilization", {"minimum": 0.0, "exclusiveMinimum": True, "maximum": 1.0}),
     (".spec.model.weightsPerGPU", {"x-kubernetes-int-or-string": True, "pattern": QUANTITY_PATTERN}),
