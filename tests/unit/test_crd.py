@@ -9,8 +9,8 @@ from typing import Any, get_args
 import pytest
 import yaml
 from ctxfit.api import InferenceServerSpec
-from ctxfit.api.spec import MemorySpec
 from ctxfit.api.crd import CEL_RULES, QUANTITY_PATTERN, build_crd
+from ctxfit.api.spec import MemorySpec
 from ctxfit.cli import main
 from ctxfit.cli.crd import render_crd
 
