@@ -44,10 +44,11 @@ KV_CACHE_DTYPES = (
     "fp8_e4m3",
     "fp8_e5m2",
     "fp8_ds_mla",
+    "nvfp4",
 )
 """KV cache dtypes the planner can size (vLLM ``CacheDType`` and SGLang ``--kv-cache-dtype`` subset)."""
 
-KVCacheDtype = Literal["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla"]
+KVCacheDtype = Literal["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla", "nvfp4"]
 
 LayerType = Literal["full_attention", "sliding_attention"]
 

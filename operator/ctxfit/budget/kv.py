@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 from ctxfit.api import Architecture, AttentionKind
 
@@ -28,17 +29,22 @@ FP8_DS_MLA_BYTES_PER_LAYER = 656
 
 FP8_KV_DTYPES = frozenset({"fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla"})
 
+NVFP4_BYTES_PER_ELEMENT = Fraction(9, 16)
+"""nvfp4 KV: 4-bit values plus one fp8 scale per 16 elements = 0.5625 B/element (NVFP4 block format)."""
 
-def kv_dtype_bytes(kv_cache_dtype: str) -> int:
-    """Bytes per KV element: 1 for fp8 variants, 2 for auto/bfloat16/float16 (16-bit models).
+
+def kv_dtype_bytes(kv_cache_dtype: str) -> Fraction:
+    """Bytes per KV element: 2 for auto/bfloat16/float16 (16-bit models), 1 for fp8 variants, 9/16 for nvfp4.
 
     Raises:
         ValueError: for a dtype the planner cannot size.
     """
     if kv_cache_dtype in FP8_KV_DTYPES:
-        return 1
+        return Fraction(1)
     if kv_cache_dtype in ("auto", "bfloat16", "float16", "bf16"):
-        return 2
+        return Fraction(2)
+    if kv_cache_dtype == "nvfp4":
+        return NVFP4_BYTES_PER_ELEMENT
     raise ValueError(f"memory.kvCacheDtype: cannot size KV cache dtype {kv_cache_dtype!r}")
 
 
@@ -116,7 +122,8 @@ def kv_layout(
         arch: a validated ``Architecture`` (numLayers and the attention fields, or kvBytesPerToken).
         tensor_parallel: TP size; divides GQA/MHA KV heads (replicating below one head), never MLA.
         pipeline_parallel: PP size; each stage holds ``ceil(layers / pp)`` layers.
-        kv_cache_dtype: ``auto``/16-bit (2 B), fp8 variants (1 B), ``fp8_ds_mla`` (656 B per MLA layer).
+        kv_cache_dtype: ``auto``/16-bit (2 B), fp8 variants (1 B), nvfp4 (9/16 B), ``fp8_ds_mla`` (656 B per
+            MLA layer).
 
     Raises:
         ValueError: unsized dtype, or fp8_ds_mla on a non-MLA model.
@@ -130,14 +137,14 @@ def kv_layout(
         if kv_cache_dtype == "fp8_ds_mla":
             per_layer = FP8_DS_MLA_BYTES_PER_LAYER
         else:
-            per_layer = (arch.kv_lora_rank + arch.qk_rope_head_dim) * dtype_bytes
+            per_layer = math.ceil((arch.kv_lora_rank + arch.qk_rope_head_dim) * dtype_bytes)
     else:
         if kv_cache_dtype == "fp8_ds_mla":
             raise ValueError("memory.kvCacheDtype: fp8_ds_mla applies only to MLA models")
         assert arch.num_kv_heads is not None and arch.head_dim is not None
         heads_per_rank = max(1, arch.num_kv_heads // tensor_parallel)
         v_dim = arch.v_head_dim if arch.v_head_dim else arch.head_dim
-        per_layer = heads_per_rank * (arch.head_dim + v_dim) * dtype_bytes
+        per_layer = math.ceil(heads_per_rank * (arch.head_dim + v_dim) * dtype_bytes)
     if arch.index_head_dim:
         per_layer += indexer_bytes_per_layer(arch.index_head_dim)
 

@@ -13,14 +13,10 @@ from typing import Any
 from ctxfit.api import EffectiveConfig, GiB, InferenceServerSpec
 from ctxfit.engines import BudgetTerms, Engine, get_engine
 
-from .context import choose_context
+from .context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT, choose_context
 from .inputs import PlanInputError, PlanInputs, resolve_inputs
 from .kv import KVLayout, kv_layout
 
-DEFAULT_HEADROOM = 0.25
-"""Fraction of the predicted pool kept free when stepping down (field-notes.md deployment 1)."""
-DEFAULT_MINIMUM_CONTEXT = 4096
-"""Smallest context worth serving when the spec gives no ``context.minimum``."""
 UTILIZATION_CEILING = 0.95
 """Highest gpu-memory-utilization ctxfit suggests (recovery raises in steps up to here)."""
 FRACTION_CEILING = 0.95

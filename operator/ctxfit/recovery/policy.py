@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
+from ctxfit.budget.context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT
 
 from .kinds import Failure, FailureKind
 
@@ -29,10 +30,6 @@ Replan = Callable[[InferenceServerSpec, dict[str, Any]], tuple[int, str]]
 target (``ctxfit.budget.planner.replan_context``). It may raise ``ValueError`` (e.g. an unknown model);
 the policy then falls back to its own arithmetic."""
 
-DEFAULT_HEADROOM = 0.25
-"""KV headroom when ``spec.context.headroom`` is unset (field-notes.md deployment 1: 25%)."""
-DEFAULT_MINIMUM_CONTEXT = 1024
-"""Context floor when ``spec.context.minimum`` is unset (issue 3 brief; the smallest ladder size)."""
 
 
 @dataclass(frozen=True)

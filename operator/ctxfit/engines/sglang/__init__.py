@@ -52,6 +52,8 @@ class SGLang:
         dtype = "fp8_e4m3" if requested in ("fp8", "fp8_ds_mla") else requested
         if dtype == "fp8_e4m3" and cc is not None and cc < (8, 9):
             return KVDtypeDecision("auto", f"FP8 e4m3 KV cache needs SM 8.9+; this GPU is SM {cc[0]}.{cc[1]}")
+        if dtype == "nvfp4" and cc is not None and cc < (10, 0):
+            return KVDtypeDecision("auto", f"nvfp4 KV cache needs SM100 or SM120; this GPU is SM {cc[0]}.{cc[1]}")
         if dtype.startswith("fp8") and arch.index_head_dim and cc is not None and cc[0] == 12:
             return KVDtypeDecision("auto", "SGLang runs DSA models on SM120 with a bf16 KV cache (TileLang backend)")
         if dtype != requested:

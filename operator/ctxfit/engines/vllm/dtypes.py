@@ -9,6 +9,7 @@ Rules, each from the wheels' attention backends:
 - Sparse MLA (DSA indexer) on SM 12.x in 0.33: FLASHINFER_MLA_SPARSE_SM120 forces ``fp8_ds_mla``.
 - DeepSeek-V3.2 style (indexer) models with an fp8 request use ``fp8_ds_mla`` (0.11 and 0.17 rewrite).
 - ``fp8_ds_mla`` applies only to MLA models with an indexer.
+- ``nvfp4`` needs Blackwell (SM 10.0+) [unverified for vLLM; SGLang 0.5.23 requires SM100/SM120].
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def resolve_kv_dtype(
                 "fp8_ds_mla", f"vLLM {'.'.join(map(str, version))} forces fp8_ds_mla for sparse MLA on SM120"
             )
         return KVDtypeDecision(requested)
+    if requested == "nvfp4" and cc is not None and cc < (10, 0):
+        return KVDtypeDecision("auto", f"nvfp4 KV cache needs Blackwell (SM 10.0+); this GPU is SM {cc[0]}.{cc[1]}")
     if requested in FP8_E4M3 or requested == "fp8_e5m2":
         if requested in FP8_E4M3 and cc is not None and cc < (8, 9):
             return KVDtypeDecision(
