@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from ctxfit.api import GiB, MiB
 from ctxfit.catalog import gpu_products, lookup_gpu, lookup_model, models
 

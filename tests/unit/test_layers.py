@@ -1,0 +1,38 @@
+"""The pure core touches the kubernetes package only for quantities (``kubernetes.utils``).
+
+import-linter (``make lint``) holds the internal layers and forbids kopf; this test holds the finer rule
+that import-linter cannot express for an external package's subpackages.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "operator" / "ctxfit"
+CORE = ["api", "catalog", "budget", "engines", "recovery", "render"]
+
+
+def core_files() -> list[Path]:
+    return sorted(p for layer in CORE for p in (PACKAGE / layer).rglob("*.py"))
+
+
+def imported_modules(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return names
+
+
+@pytest.mark.parametrize("path", core_files(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_core_imports_only_kubernetes_utils(path: Path) -> None:
+    for name in imported_modules(path):
+        if name == "kubernetes" or name.startswith("kubernetes."):
+            assert name.startswith("kubernetes.utils"), f"{path.name} imports {name}"
+        assert not (name == "kopf" or name.startswith("kopf.")), f"{path.name} imports {name}"
