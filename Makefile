@@ -35,7 +35,7 @@ test-e2e: bins
 	$(PYTEST) tests/e2e -q -m e2e
 
 # One pytest run for everything, so an empty collection or any failure fails the target.
-test: install bins lint
+test: install bins lint typecheck
 	$(PYTEST) tests -q; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
