@@ -286,17 +286,17 @@ def _rules(obj: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
 
 
 NAMESPACED_RULES = {
-    ("ctxfit.io", "inferenceservers"): {"get", "list", "watch", "patch", "update"},
-    ("ctxfit.io", "inferenceservers/status"): {"get", "patch", "update"},
-    ("apps", "deployments"): {"get", "list", "watch", "create", "patch", "update", "delete"},
-    ("apps", "deployments/scale"): {"patch", "update"},
-    ("", "services"): {"get", "list", "watch", "create", "patch", "update", "delete"},
-    ("", "pods"): {"get", "list", "watch"},
+    ("ctxfit.io", "inferenceservers"): {"get", "list", "watch"},
+    ("ctxfit.io", "inferenceservers/status"): {"update"},
+    ("apps", "deployments"): {"get", "list", "watch", "create", "patch"},
+    ("apps", "deployments/scale"): {"patch"},
+    ("", "services"): {"get", "list", "watch", "create", "patch"},
+    ("", "pods"): {"list", "watch"},
     ("", "pods/log"): {"get"},
     ("", "events"): {"create", "list"},
 }
 CLUSTER_RULES = {
-    ("", "nodes"): {"get", "list", "watch"},
+    ("", "nodes"): {"list", "watch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
 }
 NAMESPACES_RULE = {("", "namespaces"): {"list", "watch"}}
@@ -312,7 +312,7 @@ RBAC_CASES = {
                         {("ClusterRole", None, f"{RELEASE}-cluster"): CLUSTER_RULES,
                          ("ClusterRole", None, RELEASE): NAMESPACED_RULES,
                          ("Role", NAMESPACE, f"{RELEASE}-leader-election"): {
-                             ("coordination.k8s.io", "leases"): {"get", "update", "patch", "create"}}}),
+                             ("coordination.k8s.io", "leases"): {"get", "update", "create"}}}),
 }
 
 
@@ -334,7 +334,7 @@ def test_rbac_rules_per_scope(sets: dict[str, Any], expected: dict[tuple[str, st
 def test_leader_election_lease_is_named() -> None:
     role = one(render((), {"replicaCount": 2, "peering.name": "lead"}), "Role")
     by_verbs = {tuple(r["verbs"]): r.get("resourceNames") for r in role["rules"]}
-    assert by_verbs == {("get", "update", "patch"): ["lead"], ("create",): None}
+    assert by_verbs == {("get", "update"): ["lead"], ("create",): None}
 
 
 @pytest.mark.parametrize("case", ["default", "all-on", "replicas-2"], ids=["default", "all-on", "replicas-2"])

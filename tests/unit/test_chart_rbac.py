@@ -1,0 +1,146 @@
+"""The chart's RBAC equals what the operator's code asks the API server for: no less (a 403 waiting to
+happen), no more (least privilege). Read statically from operator/ctxfit/controller:
+
+- every `kubernetes` client call `<verb>_[namespaced_]<kind>[_<subresource>](...)`, with server-side
+  apply (a patch in a function that uses the apply content type) also needing `create`;
+- every kopf `index`/`on.event` resource (kopf lists and watches it), plus what kopf itself needs:
+  CRDs (list, watch) and, when limited to namespaces, namespaces (list, watch); Events it posts;
+- Leases (leader election) belong to the release namespace.
+
+tests/e2e/test_chart_e2e.py shows the same from the other side: the operator running as the chart's
+ServiceAccount, and the verbs it really used.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from chartkit import NAMESPACE, REPO, render  # noqa: E402
+
+CONTROLLER = REPO / "operator" / "ctxfit" / "controller"
+
+CLIENT_VERBS = {"read": "get", "get": "get", "list": "list", "create": "create", "replace": "update",
+                "patch": "patch", "delete": "delete"}
+# `kubernetes` client kind (snake case) -> (API group, resource); custom objects are InferenceServers.
+KINDS = {
+    "deployment": ("apps", "deployments"), "deployment_scale": ("apps", "deployments/scale"),
+    "service": ("", "services"), "pod": ("", "pods"), "pod_log": ("", "pods/log"), "event": ("", "events"),
+    "node": ("", "nodes"), "namespace": ("", "namespaces"), "lease": ("coordination.k8s.io", "leases"),
+    "custom_object": ("ctxfit.io", "inferenceservers"),
+    "custom_object_status": ("ctxfit.io", "inferenceservers/status"),
+}
+CLIENT_CALL = re.compile(r"^(read|get|list|create|replace|patch|delete)_(?:namespaced_|cluster_)?(\w+)$")
+# kopf's own needs (kopf 1.45 _core/reactor/observation.py, _core/engines/posting.py)
+KOPF = {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}}
+KOPF_NAMESPACED = {("", "namespaces"): {"list", "watch"}}
+CLUSTER_SCOPED = {"nodes", "namespaces", "customresourcedefinitions"}
+KOPF_RESOURCES = {"pods": "", "nodes": "", "services": "", "events": "", "namespaces": "", "deployments": "apps"}
+
+Needs = dict[tuple[str, str], set[str]]
+
+
+def _add(needs: Needs, key: tuple[str, str], *verbs: str) -> None:
+    needs.setdefault(key, set()).update(verbs)
+
+
+def code_needs() -> tuple[Needs, list[str]]:
+    """(group, resource) -> verbs the controller code uses, and a list of calls it could not map."""
+    needs: Needs = {}
+    unknown: list[str] = []
+    for path in sorted(CONTROLLER.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]:
+            applies = any(isinstance(n, ast.Name) and n.id == "APPLY" for n in ast.walk(func))
+            for call in [n for n in ast.walk(func) if isinstance(n, ast.Call)]:
+                if not isinstance(call.func, ast.Attribute):
+                    continue
+                match = CLIENT_CALL.match(call.func.attr)
+                receiver = ast.unparse(call.func.value)
+                if not match or not re.search(r"\b(core|apps|custom|coordination|api)$", receiver):
+                    continue
+                verb, kind = CLIENT_VERBS[match.group(1)], match.group(2)
+                if kind not in KINDS:
+                    unknown.append(f"{path.name}:{call.lineno} {call.func.attr}")
+                    continue
+                _add(needs, KINDS[kind], verb)
+                if verb == "patch" and applies:  # server-side apply creates missing objects
+                    _add(needs, KINDS[kind], "create")
+        for call in [n for n in ast.walk(tree) if isinstance(n, ast.Call)]:
+            name = ast.unparse(call.func)
+            if name in ("kopf.index", "kopf.on.event") and call.args:
+                first = call.args[0]
+                if isinstance(first, ast.Constant) and first.value in KOPF_RESOURCES and len(call.args) == 1:
+                    _add(needs, (KOPF_RESOURCES[first.value], first.value), "list", "watch")
+                elif ast.unparse(first) == "API_GROUP":
+                    _add(needs, ("ctxfit.io", "inferenceservers"), "list", "watch")
+                else:
+                    unknown.append(f"{path.name}:{call.lineno} {ast.unparse(call)}")
+    return needs, unknown
+
+
+def _granted(objs: list[dict[str, Any]]) -> dict[str, Needs]:
+    """Rules by scope: 'cluster' (ClusterRoles), or the Role's namespace."""
+    out: dict[str, Needs] = {}
+    for role in objs:
+        if role["kind"] not in ("Role", "ClusterRole"):
+            continue
+        scope = role["metadata"].get("namespace", "cluster")
+        for rule in role["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    _add(out.setdefault(scope, {}), (group, resource), *rule["verbs"])
+    return out
+
+
+def test_the_controller_calls_are_all_understood() -> None:
+    needs, unknown = code_needs()
+    assert not unknown, f"API calls this test cannot map to RBAC (extend KINDS): {unknown}"
+    assert ("apps", "deployments") in needs and ("ctxfit.io", "inferenceservers/status") in needs
+
+
+MODES = {
+    "cluster-wide": ({}, ["cluster"]),
+    "namespaced": ({"watchNamespaces": ["team-a", "team-b"]}, ["team-a", "team-b"]),
+    "leader-election": ({"replicaCount": 2}, ["cluster"]),
+}
+
+
+@pytest.mark.parametrize("sets,namespaced_scopes", list(MODES.values()), ids=list(MODES))
+def test_rbac_grants_exactly_what_the_code_uses(sets: dict[str, Any], namespaced_scopes: list[str]) -> None:
+    needs, _ = code_needs()
+    leases = {k: v for k, v in needs.items() if k[1] == "leases"}
+    cluster = {k: v for k, v in needs.items() if k[1] in CLUSTER_SCOPED} | KOPF
+    namespaced = {k: v for k, v in needs.items() if k not in cluster and k not in leases}
+    namespaced_mode = namespaced_scopes != ["cluster"]
+    if namespaced_mode:
+        cluster |= KOPF_NAMESPACED
+    expected: dict[str, Needs] = {}
+    for scope in namespaced_scopes:
+        for key, verbs in namespaced.items():
+            _add(expected.setdefault(scope, {}), key, *verbs)
+    for key, verbs in cluster.items():
+        _add(expected.setdefault("cluster", {}), key, *verbs)
+    if sets.get("replicaCount", 1) > 1:
+        for key, verbs in leases.items():
+            _add(expected.setdefault(NAMESPACE, {}), key, *verbs)
+    granted = _granted(render((), sets))
+    assert granted == expected, _diff(granted, expected)
+
+
+def _diff(granted: dict[str, Needs], expected: dict[str, Needs]) -> str:
+    lines = []
+    for scope in sorted(set(granted) | set(expected)):
+        for key in sorted(set(granted.get(scope, {})) | set(expected.get(scope, {}))):
+            have, want = granted.get(scope, {}).get(key, set()), expected.get(scope, {}).get(key, set())
+            if have - want:
+                lines.append(f"{scope} {key}: granted but unused {sorted(have - want)}")
+            if want - have:
+                lines.append(f"{scope} {key}: used but not granted {sorted(want - have)}")
+    return "chart RBAC differs from the controller's API calls:\n" + "\n".join(lines)
