@@ -219,6 +219,7 @@ ENV_CASES = {
                           {"CTXFIT_DEFAULT_HEADROOM": "0.2", "CTXFIT_VLLM_IMAGE": "v:1", "CTXFIT_SGLANG_IMAGE": "s:1",
                            "CTXFIT_MAX_ATTEMPTS": "3"}, []),
     "extra-env": ({"operator.extraEnv": [{"name": "X", "value": "1"}]}, {"X": "1"}, []),
+    "metrics-off": ({"metrics.enabled": False}, {"CTXFIT_METRICS_PORT": "0"}, []),
 }
 
 
