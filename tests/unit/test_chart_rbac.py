@@ -1,8 +1,8 @@
 """The chart's RBAC equals what the operator's code asks the API server for: no less (a 403 waiting to
 happen), no more (least privilege). Read statically from operator/ctxfit/controller:
 
-- every `kubernetes` client call `<verb>_[namespaced_]<kind>[_<subresource>](...)`, with server-side
-  apply (a patch in a function that uses the apply content type) also needing `create`;
+- every `kubernetes` client method `<verb>_[namespaced_]<kind>[_<subresource>]`, called or referenced,
+  with server-side apply (a patch in a function that uses the apply content type) also needing `create`;
 - every kopf `index`/`on.event` resource (kopf lists and watches it), plus what kopf itself needs:
   CRDs (list, watch) and, when limited to namespaces, namespaces (list, watch); Events it posts;
 - Leases (leader election) belong to the release namespace.
@@ -58,16 +58,15 @@ def code_needs() -> tuple[Needs, list[str]]:
         tree = ast.parse(path.read_text())
         for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]:
             applies = any(isinstance(n, ast.Name) and n.id == "APPLY" for n in ast.walk(func))
-            for call in [n for n in ast.walk(func) if isinstance(n, ast.Call)]:
-                if not isinstance(call.func, ast.Attribute):
-                    continue
-                match = CLIENT_CALL.match(call.func.attr)
-                receiver = ast.unparse(call.func.value)
+            # calls and bare references alike (`create = self.apps.create_namespaced_deployment`)
+            for attr in [n for n in ast.walk(func) if isinstance(n, ast.Attribute)]:
+                match = CLIENT_CALL.match(attr.attr)
+                receiver = ast.unparse(attr.value)
                 if not match or not re.search(r"\b(core|apps|custom|coordination|api)$", receiver):
                     continue
                 verb, kind = CLIENT_VERBS[match.group(1)], match.group(2)
                 if kind not in KINDS:
-                    unknown.append(f"{path.name}:{call.lineno} {call.func.attr}")
+                    unknown.append(f"{path.name}:{attr.lineno} {attr.attr}")
                     continue
                 _add(needs, KINDS[kind], verb)
                 if verb == "patch" and applies:  # server-side apply creates missing objects
