@@ -187,6 +187,9 @@ BAD_VALUES = {
     "port-out-of-range": ({"metrics.port": 70000}, "port"),
     "unknown-top-level-key": ({"replicas": 2}, "replicas"),
     "sa-name-required": ({"serviceAccount.create": False}, "serviceAccount.name is required"),
+    "headroom-not-a-fraction": ({"operator.defaultHeadroom": "25%"}, "defaultHeadroom"),
+    "headroom-one": ({"operator.defaultHeadroom": 1}, "defaultHeadroom"),
+    "too-many-attempts": ({"operator.maxAttempts": 50}, "maxAttempts"),
 }
 
 
