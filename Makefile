@@ -41,6 +41,7 @@ test: install bins lint typecheck
 
 crd:
 	$(PYTHON) -m ctxfit.cli crd > crds/inferenceservers.ctxfit.io.yaml
+	cp crds/inferenceservers.ctxfit.io.yaml charts/ctxfit/files/crds/inferenceservers.ctxfit.io.yaml
 
 bench:
 	$(PYTHON) bench/plan_bench.py
