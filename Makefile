@@ -3,7 +3,7 @@ PYTHON ?= python3
 PYTEST ?= $(PYTHON) -m pytest
 export PYTHONDONTWRITEBYTECODE = 1
 
-.PHONY: install bins demo test test-unit test-e2e lint typecheck crd crd-check bench help
+.PHONY: install bins demo test test-unit test-e2e lint typecheck crd bench help
 
 help:
 	@echo "make install   - pip install -e .[test]"

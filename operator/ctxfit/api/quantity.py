@@ -30,6 +30,8 @@ def quantity_to_bytes(value: str | int | float) -> int:
         parsed = parse_quantity(value)  # type: ignore[no-untyped-call]
     except (ValueError, InvalidOperation, TypeError) as exc:
         raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 80Gi, 512Mi, 37G)") from exc
+    if not Decimal(parsed).is_finite():
+        raise ValueError(f"{value!r} is not a finite quantity")
     return int(math.ceil(Decimal(parsed)))
 
 

@@ -176,8 +176,14 @@ def plan(
     model_max = inputs.model_max_context
     if model_max and target > model_max:
         reasons.append(f"context.target {target} exceeds the model's maximum {model_max}; capped at {model_max}")
+    capped_target = min(target, model_max) if model_max else target
+    fit_tokens = fit.max_context_length
+    if capped_target > fit_tokens and fit.pool_bytes >= fit.layout.request_bytes(
+        capped_target, block_size=fit.block_size, in_flight_tokens=fit.in_flight_tokens
+    ):
+        fit_tokens = capped_target  # the block-rounded maximum sits just below an unrounded target that fits
     choice = choose_context(
-        target=target, fit=fit.max_context_length, headroom=headroom, minimum=minimum, model_max=model_max
+        target=target, fit=fit_tokens, headroom=headroom, minimum=minimum, model_max=model_max
     )
     reasons.append(choice.reason)
     effective = effective.model_copy(update={"context_length": choice.context_length})

@@ -48,10 +48,14 @@ def load_manifest(path: str | Path) -> InferenceServer:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ManifestError(f"cannot read {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{path}: not UTF-8 text") from exc
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         raise ManifestError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+    except (UnicodeDecodeError, RecursionError) as exc:
+        raise ManifestError(f"{path}: not a readable YAML text ({type(exc).__name__})") from exc
     servers = [d for d in docs if isinstance(d, dict) and d.get("kind", "InferenceServer") == "InferenceServer"]
     if not servers:
         raise ManifestError(f"{path}: no InferenceServer document found")

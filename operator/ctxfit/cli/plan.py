@@ -7,6 +7,7 @@ import json
 import sys
 
 import yaml
+from pydantic import ValidationError
 
 from ctxfit.api import GiB
 from ctxfit.budget.hfconfig import fetch_hf_config, load_hf_config
@@ -14,7 +15,7 @@ from ctxfit.budget.inputs import PlanInputError
 from ctxfit.budget.planner import Plan, plan
 
 from . import EXIT_DOES_NOT_FIT, EXIT_OK, fail
-from .load import ManifestError, load_manifest
+from .load import ManifestError, load_manifest, validation_message
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,10 +36,11 @@ def render_table(result: Plan, name: str) -> None:
     """Print the plan as rich tables: per-GPU budget, context, command line, reasons."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console(width=120)
+    console = Console(width=120, markup=False, highlight=False)
     t = result.per_gpu
-    budget = Table(title=f"{name}: per-GPU memory budget", title_justify="left")
+    budget = Table(title=Text(f"{name}: per-GPU memory budget"), title_justify="left")
     budget.add_column("term")
     budget.add_column("GiB", justify="right")
     budget.add_column("source")
@@ -53,7 +55,7 @@ def render_table(result: Plan, name: str) -> None:
         ("KV pool", t.kv_cache_bytes, ""),
     ]
     for label, value, source in rows:
-        budget.add_row(label, _gib(value), source)
+        budget.add_row(label, _gib(value), Text(source))
     console.print(budget)
     summary = Table(show_header=False, title="context", title_justify="left")
     summary.add_row("KV bytes/token/GPU", f"{result.kv_bytes_per_token:,}")
@@ -61,7 +63,7 @@ def render_table(result: Plan, name: str) -> None:
     summary.add_row("chosen context", f"{result.context_length:,}" if result.fits else "does not fit")
     summary.add_row("concurrency at chosen", f"{result.concurrency:.2f}")
     eff = result.effective.to_wire()
-    summary.add_row("effective", ", ".join(f"{k}={v}" for k, v in eff.items() if v is not None))
+    summary.add_row("effective", Text(", ".join(f"{k}={v}" for k, v in eff.items() if v is not None)))
     console.print(summary)
     if result.fits:
         console.print("command: " + " ".join([*result.engine_command, *result.engine_args]), soft_wrap=True)
@@ -81,8 +83,10 @@ def run(args: argparse.Namespace) -> int:
         result = plan(server.spec, hf_config=hf_config)
     except (ManifestError, PlanInputError) as exc:
         return fail(str(exc))
-    except ValueError as exc:
-        return fail(str(exc))
+    except ValidationError as exc:  # e.g. a config.json whose fields break the Architecture rules
+        return fail("config.json: " + validation_message(exc))
+    except (ValueError, TypeError, ArithmeticError, RecursionError) as exc:
+        return fail(f"{type(exc).__name__}: {exc}".splitlines()[0])
     if args.output == "json":
         json.dump(result.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")

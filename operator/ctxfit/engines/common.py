@@ -33,4 +33,6 @@ def container_defaults(inputs: PlanInputs) -> tuple[int, int, int]:
 def format_fraction(value: float) -> str:
     """A fraction as the engines' flags want it: up to 3 decimals, no trailing zeros (0.95, 0.7, 0.913)."""
     text = f"{value:.3f}".rstrip("0").rstrip(".")
+    if text == "1" and value < 1:  # a fraction just below 1 must not round to 1 (SGLang wants (0, 1))
+        return "0.999"
     return text if text else "0"
