@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 from ctxfit.api.status import ConditionType, InferenceServerStatus
-from ctxfit.controller.converge import DeploymentView, Outcome, Snapshot, converge
-from ctxfit.controller.observe import GPUNode, PodView, Termination
+from ctxfit.controller.converge import Outcome, Snapshot, converge
+from ctxfit.controller.observe import DeploymentView, GPUNode, PodView, Termination
 from ctxfit.controller.settings import Settings
 from ctxfit.recovery import Failure, FailureKind
 
@@ -77,10 +77,13 @@ def test_plan_creates_attempt_one_deployment_and_service() -> None:
     assert [a.number for a in st.attempts] == [1]
     assert st.context_length == 131072 and st.plan is not None and st.plan.fits
     assert st.node_product == RTX.product
-    assert out.deployment is not None and out.service is not None
+    assert out.deployment is not None and out.service is None, "the Service follows on the next pass"
     assert out.deployment["spec"]["template"]["metadata"]["annotations"]["ctxfit.io/attempt"] == "1"
     assert [e.reason.value for e in out.events] == ["Planned"]
     assert st.observed_generation == 1
+    assert out.requeue_after is not None and out.requeue_after <= 1
+    again = converge(snapshot(spec(), st, deployment=applied(out)), SETTINGS, never)
+    assert again.service is not None and again.deployment is None
 
 
 def test_second_run_is_a_no_op() -> None:

@@ -41,10 +41,11 @@ class FakeKube:
     def service_exists(self, namespace: str, name: str) -> bool:
         return False
 
-    def replace_status(self, body: dict[str, Any], status: dict[str, Any]) -> None:
+    def replace_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         if self.conflict:
             raise Conflict("changed")
         self.calls.append("status")
+        return {**body, "status": status}
 
     def post_event(self, server: dict[str, Any], type_: str, reason: str, message: str) -> None:
         self.calls.append(f"event:{reason}")
@@ -69,15 +70,23 @@ def runtime(kube: FakeKube) -> Runtime:
 def test_status_is_written_before_anything_else() -> None:
     kube = FakeKube(server())
     result = reconcile(runtime(kube), "ns", "kimi-k25", (RTX,), ())
-    assert kube.calls == ["status", "event:Planned", "apply:Deployment", "apply:Service"]
+    assert kube.calls == ["apply:Deployment", "status", "event:Planned"], "a fresh plan applies first"
     assert result.requeue_after is not None
 
 
 def test_conflict_writes_nothing_else_and_retries_soon() -> None:
-    kube = FakeKube(server(), conflict=True)
+    """With attempts in status, the status write comes first: on a conflict nothing else is written."""
+    first = reconcile(runtime(FakeKube(server())), "ns", "kimi-k25", (RTX,), ())
+    assert first.stored is not None
+    changed = {**first.stored, "spec": {**first.stored["spec"], "context": {"target": 65536}}}
+    changed["metadata"] = {**changed["metadata"], "generation": 2}
+    kube = FakeKube(changed, conflict=True)
     result = reconcile(runtime(kube), "ns", "kimi-k25", (RTX,), ())
     assert kube.calls == []
-    assert result.requeue_after is not None and result.requeue_after < 1
+    assert result.conflict and result.requeue_after is not None and result.requeue_after < 1
+    ok = FakeKube(changed)
+    reconcile(runtime(ok), "ns", "kimi-k25", (RTX,), ())
+    assert ok.calls[0] == "status" and "apply:Deployment" in ok.calls
 
 
 def test_api_errors_are_counted_not_raised() -> None:

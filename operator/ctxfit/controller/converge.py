@@ -40,20 +40,15 @@ from ctxfit.recovery.kinds import Failure
 from ctxfit.render import RenderInput, endpoint_url, render_deployment, render_service
 
 from .conditions import EventNote, mark_failed_spec, mark_no_node, mark_phase, plan_status
-from .observe import GPUNode, PodView, describe_nodes, eligible_nodes
+from .observe import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes
 from .settings import Settings
 from .stepping import record_failure
 
+SERVICE_DELAY_SECONDS = 1.0
+"""A new server's Service is created on the pass after its Deployment (the engine starts first)."""
+
 Diagnose = Callable[[PodView, int], Failure]
 """``diagnose(pod, restarts_seen) -> Failure``: read the pod's termination, log tail and Events, classify."""
-
-
-@dataclass(frozen=True)
-class DeploymentView:
-    """What matters of the existing Deployment: its template hash annotation and replicas."""
-
-    template_hash: str | None
-    replicas: int | None
 
 
 @dataclass(frozen=True)
@@ -251,7 +246,10 @@ def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: 
         if not (have is None and st.phase is Phase.FAILED):
             out.deployment = deployment
     if not snap.service_exists and st.phase is not Phase.FAILED:
-        out.service = render_service(inp)
+        if have is None:  # Service after the Deployment: a ClusterIP allocation is the slowest write
+            out.requeue(SERVICE_DELAY_SECONDS)
+        else:
+            out.service = render_service(inp)
     st.endpoint = endpoint_url(snap.name, snap.namespace, spec.serving.port)
 
 

@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -21,11 +22,12 @@ import kopf
 
 from ctxfit.api import API_GROUP, API_VERSION, PLURAL
 from ctxfit.render import SERVER_LABEL
+from ctxfit.render.labels import MANAGED_BY
 
 from .kube import Kube, load_api_client
 from .leader import LeaderElector
 from .metrics import Metrics
-from .observe import GPUNode, PodView, gpu_node, pod_view
+from .observe import DeploymentView, GPUNode, PodView, deployment_view, gpu_node, pod_view
 from .reconcile import Runtime, reconcile
 from .settings import Settings
 from .workqueue import WorkQueue
@@ -46,7 +48,12 @@ class State:
         known: servers seen (re-enqueued on becoming leader).
         waiting_for_nodes: servers re-checked on any node change.
         pod_views: last ``PodView`` per pod uid (unchanged pods enqueue nothing).
-        indexes: kopf's (pods_by_server, gpu_nodes) indexes, captured from the first handler call.
+        bodies: the newest InferenceServer seen per key (saves a GET; dropped after a conflict).
+        written: resourceVersion of our own last status write per key (its watch echo is skipped).
+        events_seen: watch events per key; a reconcile's stored body replaces the cached one only if no
+            event arrived meanwhile (the event's body is at least as new).
+        indexes: kopf's (pods_by_server, gpu_nodes, deployments_by_server, services_by_server) indexes,
+            captured from the first handler call.
     """
 
     runtime: Runtime
@@ -56,7 +63,10 @@ class State:
     known: set[Key] = field(default_factory=set)
     waiting_for_nodes: set[Key] = field(default_factory=set)
     pod_views: dict[str, PodView] = field(default_factory=dict)
-    indexes: tuple[Any, Any] | None = None
+    bodies: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    written: dict[Key, str] = field(default_factory=dict)
+    events_seen: dict[Key, int] = field(default_factory=dict)
+    indexes: tuple[Any, Any, Any, Any] | None = None
 
 
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
@@ -67,6 +77,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="ctxfit.io")
     settings.watching.server_timeout = 300
     settings.execution.max_workers = cfg.workers + 4
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(max_workers=cfg.workers + 2, thread_name_prefix="ctxfit"))
     api_client = await asyncio.to_thread(load_api_client, cfg.workers * 2 + 4)
     identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}-{os.getpid()}"
     kube = Kube(api_client, instance=identity)
@@ -79,10 +91,21 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         namespace, name = cast(Key, key)
         if not state.leader.is_leader or state.indexes is None:
             return None
-        pods_index, nodes_index = state.indexes
+        seen = state.events_seen.get((namespace, name), 0)
+        pods_index, nodes_index, deployments_index, services_index = state.indexes
         pods: tuple[PodView, ...] = tuple(pods_index.get(key, ()))
         nodes: tuple[GPUNode, ...] = tuple(nodes_index.get(None, ()))
-        result = await asyncio.to_thread(reconcile, runtime, namespace, name, nodes, pods)
+        deployments: list[DeploymentView] = list(deployments_index.get(key, ()))
+        result = await asyncio.to_thread(
+            reconcile, runtime, namespace, name, nodes, pods, body=state.bodies.get((namespace, name)),
+            deployment=deployments[0] if deployments else None,
+            service_exists=bool(list(services_index.get(key, ()))))
+        if result.stored is not None:
+            state.written[(namespace, name)] = str(result.stored["metadata"].get("resourceVersion"))
+            if state.events_seen.get((namespace, name), 0) == seen:  # else the event's body is newer
+                state.bodies[(namespace, name)] = result.stored
+        if result.conflict:
+            state.bodies.pop((namespace, name), None)
         if result.waiting_for_nodes:
             state.waiting_for_nodes.add((namespace, name))
         else:
@@ -123,35 +146,50 @@ def index_nodes(body: kopf.Body, **_: Any) -> dict[None, GPUNode]:
     return {None: gpu_node(body)}
 
 
-def _remember(memo: kopf.Memo, pods_by_server: kopf.Index[Key, PodView],
-              gpu_nodes: kopf.Index[None, GPUNode]) -> State:
+def index_deployments(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Key, DeploymentView | None]:
+    """Index: (namespace, name) -> the engine Deployment's ``DeploymentView`` (named like its server)."""
+    return {(namespace, name): deployment_view(body)}
+
+
+def index_services(namespace: str, name: str, **_: Any) -> dict[Key, bool]:
+    """Index: (namespace, name) -> True for each engine Service (named like its server)."""
+    return {(namespace, name): True}
+
+
+def _remember(memo: kopf.Memo, indexes: dict[str, Any]) -> State:
     state: State = memo.state
     if state.indexes is None:
-        state.indexes = (pods_by_server, gpu_nodes)
+        state.indexes = (indexes["pods_by_server"], indexes["gpu_nodes"], indexes["deployments_by_server"],
+                         indexes["services_by_server"])
     return state
 
 
 async def on_server(event: kopf.RawEvent, body: kopf.Body, name: str, namespace: str, memo: kopf.Memo,
-                    pods_by_server: kopf.Index[Key, PodView], gpu_nodes: kopf.Index[None, GPUNode],
-                    **_: Any) -> None:
-    """Any change of an InferenceServer (incl. the initial listing) -> reconcile it."""
-    state = _remember(memo, pods_by_server, gpu_nodes)
+                    **indexes: Any) -> None:
+    """Any change of an InferenceServer (incl. the initial listing) -> reconcile it, except our own echo."""
+    state = _remember(memo, indexes)
     key = (namespace, name)
     if event.get("type") == "DELETED":
         state.known.discard(key)
         state.waiting_for_nodes.discard(key)
+        state.bodies.pop(key, None)
+        state.written.pop(key, None)
+        state.events_seen.pop(key, None)
         state.queue.forget(key)
         state.runtime.metrics.forget(namespace, name)
         return
     state.known.add(key)
+    if state.written.get(key) == body.metadata.get("resourceVersion"):
+        return
+    state.bodies[key] = dict(event["object"])
+    state.events_seen[key] = state.events_seen.get(key, 0) + 1
     state.queue.add(key)
 
 
 async def on_pod(event: kopf.RawEvent, body: kopf.Body, namespace: str, labels: kopf.Labels, memo: kopf.Memo,
-                 pods_by_server: kopf.Index[Key, PodView], gpu_nodes: kopf.Index[None, GPUNode],
-                 **_: Any) -> None:
+                 **indexes: Any) -> None:
     """An engine pod changed in a way that matters (readiness, termination, restarts) -> reconcile its server."""
-    state = _remember(memo, pods_by_server, gpu_nodes)
+    state = _remember(memo, indexes)
     uid = str(body.metadata.uid)
     view = pod_view(body)
     if event.get("type") == "DELETED":
@@ -163,10 +201,9 @@ async def on_pod(event: kopf.RawEvent, body: kopf.Body, namespace: str, labels: 
     state.queue.add((namespace, labels[SERVER_LABEL]))
 
 
-async def on_node(memo: kopf.Memo, pods_by_server: kopf.Index[Key, PodView],
-                  gpu_nodes: kopf.Index[None, GPUNode], **_: Any) -> None:
+async def on_node(memo: kopf.Memo, **indexes: Any) -> None:
     """A node changed: servers waiting for an eligible node look again."""
-    state = _remember(memo, pods_by_server, gpu_nodes)
+    state = _remember(memo, indexes)
     for key in list(state.waiting_for_nodes):
         state.queue.add(key)
 
@@ -188,9 +225,13 @@ def build_registry() -> kopf.OperatorRegistry:
     kopf.on.login(registry=registry)(_handler(login))
     kopf.on.startup(registry=registry)(_handler(startup))
     kopf.on.cleanup(registry=registry)(_handler(cleanup))
-    engine_pods = {SERVER_LABEL: kopf.PRESENT}
+    engine_pods: dict[str, Any] = {SERVER_LABEL: kopf.PRESENT}
     kopf.index("pods", labels=engine_pods, registry=registry, id="pods_by_server")(_handler(index_pods))
     kopf.index("nodes", registry=registry, id="gpu_nodes")(_handler(index_nodes))
+    owned: dict[str, Any] = {"app.kubernetes.io/managed-by": MANAGED_BY, SERVER_LABEL: kopf.PRESENT}
+    kopf.index("deployments", labels=owned, registry=registry, id="deployments_by_server")(
+        _handler(index_deployments))
+    kopf.index("services", labels=owned, registry=registry, id="services_by_server")(_handler(index_services))
     kopf.on.event(API_GROUP, API_VERSION, PLURAL, registry=registry)(_handler(on_server))
     kopf.on.event("pods", labels=engine_pods, registry=registry)(_handler(on_pod))
     kopf.on.event("nodes", registry=registry)(_handler(on_node))

@@ -8,6 +8,7 @@ Deployment, a failed pod's Events and previous log tail. The operator never read
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -20,6 +21,11 @@ from ctxfit.api import API_GROUP, API_VERSION, KIND, PLURAL
 FIELD_MANAGER = "ctxfit"
 APPLY = "application/apply-patch+yaml"
 COMPONENT = "ctxfit-operator"
+
+
+def _json(response: Any) -> dict[str, Any]:
+    """The JSON body of a raw (``_preload_content=False``) response: no model (de)serialization."""
+    return cast(dict[str, Any], json.loads(response.data))
 
 
 class Conflict(Exception):
@@ -51,12 +57,13 @@ class Kube:
     def get_server(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The InferenceServer as a dict, None when gone."""
         try:
-            obj = self.custom.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, name)
-            return cast(dict[str, Any], obj)
+            rsp = self.custom.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, name,
+                                                           _preload_content=False)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
+        return _json(rsp)
 
     def replace_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         """PUT status with the read ``resourceVersion`` (compare-and-swap). Raises ``Conflict`` on 409."""
@@ -64,29 +71,28 @@ class Kube:
         new = {"apiVersion": body["apiVersion"], "kind": body["kind"], "metadata": meta,
                "spec": body.get("spec", {}), "status": status}
         try:
-            out = self.custom.replace_namespaced_custom_object_status(
-                API_GROUP, API_VERSION, meta["namespace"], PLURAL, meta["name"], new)
-            return cast(dict[str, Any], out)
+            rsp = self.custom.replace_namespaced_custom_object_status(
+                API_GROUP, API_VERSION, meta["namespace"], PLURAL, meta["name"], new, _preload_content=False)
         except ApiException as exc:
             if exc.status == 409:
                 raise Conflict(f"{meta['namespace']}/{meta['name']} changed") from exc
             raise
+        return _json(rsp)
 
     def get_deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The Deployment as a plain dict (camelCase), None when absent."""
         try:
-            obj = self.apps.read_namespaced_deployment(name, namespace)
+            rsp = self.apps.read_namespaced_deployment(name, namespace, _preload_content=False)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
-        out = self.api_client.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
-        return cast(dict[str, Any], out)
+        return _json(rsp)
 
     def service_exists(self, namespace: str, name: str) -> bool:
         """Whether Service ``name`` exists."""
         try:
-            self.core.read_namespaced_service(name, namespace)
+            self.core.read_namespaced_service(name, namespace, _preload_content=False)
             return True
         except ApiException as exc:
             if exc.status == 404:
@@ -94,20 +100,24 @@ class Kube:
             raise
 
     def apply(self, obj: dict[str, Any]) -> None:
-        """Server-side apply (create or update) a Deployment or Service; ctxfit owns its fields."""
+        """Server-side apply (create or update) a Deployment or Service; ctxfit owns its fields.
+
+        Always apply, never a plain create: fields set by a create are owned by an "Update" manager, and
+        a later apply would not remove them (e.g. a pod label the user dropped from ``spec.pod``).
+        """
         meta = obj["metadata"]
-        kwargs: dict[str, Any] = {"field_manager": FIELD_MANAGER, "force": True, "_content_type": APPLY}
-        if obj["kind"] == "Deployment":
-            self.apps.patch_namespaced_deployment(meta["name"], meta["namespace"], obj, **kwargs)
-        elif obj["kind"] == "Service":
-            self.core.patch_namespaced_service(meta["name"], meta["namespace"], obj, **kwargs)
-        else:
-            raise ValueError(f"cannot apply kind {obj['kind']}")
+        kind = obj["kind"]
+        if kind not in ("Deployment", "Service"):
+            raise ValueError(f"cannot apply kind {kind}")
+        patch = self.apps.patch_namespaced_deployment if kind == "Deployment" else self.core.patch_namespaced_service
+        patch(meta["name"], meta["namespace"], obj, field_manager=FIELD_MANAGER, force=True, _content_type=APPLY,
+              _preload_content=False)
 
     def scale_to_zero(self, namespace: str, name: str) -> None:
         """Set the Deployment's replicas to 0 (GPUs released); absent Deployment is fine."""
         try:
-            self.apps.patch_namespaced_deployment_scale(name, namespace, {"spec": {"replicas": 0}})
+            self.apps.patch_namespaced_deployment_scale(name, namespace, {"spec": {"replicas": 0}},
+                                                        _preload_content=False)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -146,6 +156,6 @@ class Kube:
             reporting_component=COMPONENT, reporting_instance=self.instance,
         )
         try:
-            self.core.create_namespaced_event(meta["namespace"], body)
+            self.core.create_namespaced_event(meta["namespace"], body, _preload_content=False)
         except ApiException:
             pass

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxfit.api import InferenceServerSpec, quantity_to_bytes
-from ctxfit.render import ATTEMPT_ANNOTATION, SERVER_LABEL
+from ctxfit.render import ATTEMPT_ANNOTATION, SERVER_LABEL, TEMPLATE_HASH_ANNOTATION
 from ctxfit.render.deployment import CONTAINER_NAME, GPU_PRODUCT_LABEL, GPU_RESOURCE
 
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
@@ -115,6 +115,23 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         node=(pod.get("spec") or {}).get("nodeName"),
         phase=status.get("phase"),
     )
+
+
+@dataclass(frozen=True)
+class DeploymentView:
+    """What matters of the existing Deployment: its pod-template hash annotation and replicas."""
+
+    template_hash: str | None
+    replicas: int | None
+
+
+def deployment_view(deployment: Mapping[str, Any] | None) -> DeploymentView | None:
+    """Fold a Deployment (dict) into a ``DeploymentView``; None stays None."""
+    if deployment is None:
+        return None
+    meta = deployment.get("metadata") or {}
+    return DeploymentView(template_hash=(meta.get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION),
+                          replicas=(deployment.get("spec") or {}).get("replicas"))
 
 
 @dataclass(frozen=True)

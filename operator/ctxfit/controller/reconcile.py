@@ -2,15 +2,17 @@
 
 Runs in a worker thread (the API client is synchronous). Order of writes: status first (compare-and-
 swap; a conflict means someone else moved first, so nothing else is written and the key is requeued),
-then its Events, then the Deployment/Service, then metrics. Errors never escape: they are logged, counted
+then its Events, then the Deployment/Service, then metrics (a fresh plan applies the Deployment first,
+see ``_write``). Errors never escape: they are logged, counted
 in ``ctxfit_reconcile_errors_total{reason}`` and the key is retried later.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,13 +21,12 @@ from kubernetes.client.exceptions import ApiException
 from ctxfit.api import EngineKind
 from ctxfit.api.status import InferenceServerStatus
 from ctxfit.recovery import Failure, Observation, classify
-from ctxfit.render import TEMPLATE_HASH_ANNOTATION
 from ctxfit.render.deployment import CONTAINER_NAME
 
-from .converge import DeploymentView, Outcome, Snapshot, converge
+from .converge import Outcome, Snapshot, converge
 from .kube import Conflict, Kube
 from .metrics import Metrics
-from .observe import GPUNode, PodView
+from .observe import DeploymentView, GPUNode, PodView, deployment_view
 from .settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -38,19 +39,30 @@ ERROR_RETRY_SECONDS = 5.0
 
 @dataclass
 class Runtime:
-    """What reconciles share (kept on kopf's ``memo``): settings, API wrapper, metrics."""
+    """What reconciles share (kept on kopf's ``memo``): settings, API wrapper, metrics, and a bound on
+    concurrent Service creations (so they cannot hold every worker while Deployments wait)."""
 
     settings: Settings
     kube: Kube
     metrics: Metrics
+    service_writes: threading.BoundedSemaphore = field(default_factory=lambda: threading.BoundedSemaphore(4))
 
 
 @dataclass(frozen=True)
 class Result:
-    """``requeue_after`` seconds (None: no need), and whether the server waits for an eligible node."""
+    """What the caller keeps from one reconcile.
+
+    Attributes:
+        requeue_after: seconds until another look is needed (None: only on changes).
+        waiting_for_nodes: the server waits for an eligible node (re-check on node changes).
+        stored: the InferenceServer as stored after our status write (None: not written).
+        conflict: the caller's view may be stale (conflict or error): read from the API next time.
+    """
 
     requeue_after: float | None
     waiting_for_nodes: bool = False
+    stored: dict[str, Any] | None = None
+    conflict: bool = False
 
 
 def diagnose(rt: Runtime, namespace: str, pod: PodView, engine: EngineKind) -> Failure:
@@ -67,64 +79,93 @@ def diagnose(rt: Runtime, namespace: str, pod: PodView, engine: EngineKind) -> F
     return classify(observation, engine)
 
 
-def _deployment_view(deployment: dict[str, Any] | None) -> DeploymentView | None:
-    if deployment is None:
-        return None
-    meta = deployment.get("metadata") or {}
-    return DeploymentView(template_hash=(meta.get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION),
-                          replicas=(deployment.get("spec") or {}).get("replicas"))
-
-
-def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: Outcome) -> None:
-    kube = rt.kube
-    new_wire = out.status.to_wire()
-    if new_wire != old.to_wire():
-        kube.replace_status(body, new_wire)
-    for note in out.events:
-        kube.post_event(body, note.type, note.reason.value, note.message)
+def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
     if out.deployment is not None:
-        kube.apply(out.deployment)
+        rt.kube.apply(out.deployment)
     if out.scale_to_zero:
         meta = body["metadata"]
-        kube.scale_to_zero(meta["namespace"], meta["name"])
+        rt.kube.scale_to_zero(meta["namespace"], meta["name"])
+
+
+def _apply_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
     if out.service is not None:
-        kube.apply(out.service)
+        with rt.service_writes:  # ClusterIP allocation is slow and serialized in the API server
+            rt.kube.apply(out.service)
 
 
-def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...],
-              pods: tuple[PodView, ...]) -> Result:
-    """Reconcile ``namespace/name`` once; never raises (see the module docstring)."""
+def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: Outcome,
+           snap: Snapshot) -> dict[str, Any] | None:
+    """Apply ``out``; returns the InferenceServer as stored after the status write (None: not written).
+
+    A step (a new attempt after a failure) is recorded in status *before* the Deployment changes. Only a
+    fresh plan (no attempt in status yet) applies the Deployment first: it re-derives identically from
+    the spec, so a crash or conflict in between is harmless, and the engine starts one round-trip sooner.
+    """
+    fresh_plan = not old.attempts
+    if fresh_plan:
+        _apply_objects(rt, body, out, snap)
+    stored: dict[str, Any] | None = None
+    new_wire = out.status.to_wire()
+    if new_wire != old.to_wire():
+        stored = rt.kube.replace_status(body, new_wire)
+    for note in out.events:
+        rt.kube.post_event(body, note.type, note.reason.value, note.message)
+    if not fresh_plan:
+        _apply_objects(rt, body, out, snap)
+    _apply_service(rt, out, snap)
+    return stored
+
+
+class _Unknown:
+    """Marker: the caller has no view of this object; read it from the API."""
+
+
+UNKNOWN = _Unknown()
+
+
+def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...], pods: tuple[PodView, ...], *,
+              body: dict[str, Any] | None = None, deployment: DeploymentView | None | _Unknown = UNKNOWN,
+              service_exists: bool | None = None) -> Result:
+    """Reconcile ``namespace/name`` once; never raises (see the module docstring).
+
+    ``body``, ``deployment``, ``service_exists``: what the caller's watches already show (kopf indexes);
+    omitted ones are read from the API. A stale ``body`` only costs a conflict and a retry with a fresh read.
+    """
     started = time.monotonic()
     try:
-        body = rt.kube.get_server(namespace, name)
+        if body is None:
+            body = rt.kube.get_server(namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
             rt.metrics.forget(namespace, name)
             return Result(None)
+        if isinstance(deployment, _Unknown):
+            deployment = deployment_view(rt.kube.get_deployment(namespace, name))
+        if service_exists is None:
+            service_exists = rt.kube.service_exists(namespace, name)
         meta = body["metadata"]
         old = InferenceServerStatus.from_body(body.get("status"))
         snap = Snapshot(
             name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
-            spec=body.get("spec") or {}, status=old, nodes=nodes, pods=pods,
-            deployment=_deployment_view(rt.kube.get_deployment(namespace, name)),
-            service_exists=rt.kube.service_exists(namespace, name), now=datetime.now(UTC),
+            spec=body.get("spec") or {}, status=old, nodes=nodes, pods=pods, deployment=deployment,
+            service_exists=service_exists, now=datetime.now(UTC),
         )
         engine_text = str((snap.spec.get("engine") or {}).get("kind", ""))
         engine = EngineKind(engine_text) if engine_text in EngineKind.__members__.values() else EngineKind.VLLM
         out = converge(snap, rt.settings, lambda pod, _restarts: diagnose(rt, namespace, pod, engine))
-        _write(rt, body, old, out)
+        stored = _write(rt, body, old, out, snap)
         target = out.spec.context.target if out.spec else None
         rt.metrics.observe_status(namespace, name, engine_text, out.status, target)
         rt.metrics.observe_attempts(namespace, name, engine_text, out.finished, out.step_down_reasons)
-        return Result(out.requeue_after, out.waiting_for_nodes)
+        return Result(out.requeue_after, out.waiting_for_nodes, stored)
     except Conflict:
-        return Result(CONFLICT_RETRY_SECONDS)
+        return Result(CONFLICT_RETRY_SECONDS, conflict=True)
     except ApiException as exc:
         rt.metrics.reconcile_errors.labels(f"api_{exc.status}").inc()
         logger.warning("reconcile %s/%s: API error %s %s", namespace, name, exc.status, exc.reason)
-        return Result(ERROR_RETRY_SECONDS)
+        return Result(ERROR_RETRY_SECONDS, conflict=True)
     except Exception as exc:  # noqa: BLE001 - an operator must not crash-loop on one bad object
         rt.metrics.reconcile_errors.labels(type(exc).__name__).inc()
         logger.exception("reconcile %s/%s failed", namespace, name)
-        return Result(ERROR_RETRY_SECONDS * 2)
+        return Result(ERROR_RETRY_SECONDS * 2, conflict=True)
     finally:
         rt.metrics.reconcile_duration.observe(time.monotonic() - started)

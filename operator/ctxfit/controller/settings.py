@@ -17,7 +17,7 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.settings`` (no modu
 | ``CTXFIT_RESYNC_SECONDS`` | 300 | periodic re-reconcile of every server |
 | ``CTXFIT_NODE_RECHECK_SECONDS`` | 30 | re-check of servers waiting for an eligible node |
 | ``CTXFIT_STARTUP_GRACE_SECONDS`` | 120 | a pod not Ready this long after ``startupTimeoutSeconds`` failed |
-| ``CTXFIT_WORKERS`` | 8 | concurrent reconciles |
+| ``CTXFIT_WORKERS`` | 16 | concurrent reconciles (threads; mostly waiting on the API server) |
 | ``CTXFIT_LOG_TAIL_LINES`` | 200 | previous-log lines read when the termination message is cut |
 """
 
@@ -49,7 +49,7 @@ class Settings(BaseSettings):
     resync_seconds: Annotated[float, Field(gt=0)] = 300.0
     node_recheck_seconds: Annotated[float, Field(gt=0)] = 30.0
     startup_grace_seconds: Annotated[float, Field(ge=0)] = 120.0
-    workers: Annotated[int, Field(ge=1, le=256)] = 8
+    workers: Annotated[int, Field(ge=1, le=256)] = 16
     log_tail_lines: Annotated[int, Field(ge=0, le=10000)] = 200
     lease_seconds: Annotated[float, Field(ge=2)] = 15.0
 
