@@ -1,96 +1,177 @@
-"""`make demo`: the main job end to end on a local control plane.
+#!/usr/bin/env python3
+"""``make demo``: a local control plane, the CRD, the operator, and manifests/kimi-128k.yaml.
 
-1. starts the local control plane (hack/ctxfit_cluster.py: etcd, kube-apiserver, controller-manager,
-   scheduler, kwok GPU nodes; binaries from hack/k8s-bins.sh, built on first use),
-2. installs the CRD (crds/inferenceservers.ctxfit.io.yaml),
-3. runs the operator (`python -m ctxfit.controller`) against it,
-4. applies manifests/kimi-128k.yaml and waits for the InferenceServer to become Ready,
-5. prints `kubectl get infsrv`, the plan (`ctxfit plan`), and keeps running until Ctrl-C,
-6. on Ctrl-C (or any error) stops the operator and tears the control plane down.
+    python3 hack/demo.py [--dir DIR] [--manifest manifests/kimi-128k.yaml] [--once]
+
+1. builds the Kubernetes binaries on first use (hack/k8s-bins.sh, with progress; cached afterwards);
+2. starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok GPU nodes
+   (hack/ctxfit_cluster.py) in DIR (default ~/.cache/ctxfit/cluster/demo);
+3. installs crds/inferenceservers.ctxfit.io.yaml, runs the operator (``python -m ctxfit.controller``,
+   log in DIR/logs/operator.log), applies the manifest and waits until it is Ready (or Failed);
+4. prints ``kubectl get infsrv``, the server's conditions and ``ctxfit plan -f MANIFEST``;
+5. keeps running (so you can ``export KUBECONFIG=DIR/kubeconfig`` and look around) until Ctrl-C, then
+   stops the operator and the cluster (exactly the processes it started) and removes the data.
+
+``--once`` tears down right after printing (CI smoke test).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "hack"))
+import yaml
+
+HACK = Path(__file__).resolve().parent
+ROOT = HACK.parent
+sys.path.insert(0, str(HACK))
 
 import ctxfit_cluster as cc  # noqa: E402
 
-WORK_DIR = Path(os.environ.get("CTXFIT_DEMO_DIR", "~/.cache/ctxfit/cluster/demo")).expanduser()
-MANIFEST = ROOT / "manifests" / "kimi-128k.yaml"
-READY_TIMEOUT = float(os.environ.get("CTXFIT_DEMO_TIMEOUT", "180"))
+CRD = ROOT / "crds" / "inferenceservers.ctxfit.io.yaml"
 
 
-def main() -> int:
-    """Run the demo; returns the exit code (0 after Ctrl-C with everything torn down)."""
-    cluster = cc.Cluster(WORK_DIR)
-    if cluster.is_up():
-        cluster.stop()
-    operator: subprocess.Popen[bytes] | None = None
-    stop = False
+def say(text: str) -> None:
+    print(f"\033[1m==> {text}\033[0m" if sys.stdout.isatty() else f"==> {text}", flush=True)
+
+
+def free_port() -> int:
+    return cc.free_ports(1)[0]
+
+
+class Operator:
+    """The operator as a child process in its own process group (stopped by its pid only)."""
+
+    def __init__(self, kubeconfig: Path, log_path: Path) -> None:
+        self.health_port, self.metrics_port = free_port(), free_port()
+        env = {**os.environ, "KUBECONFIG": str(kubeconfig), "CTXFIT_HEALTH_PORT": str(self.health_port),
+               "CTXFIT_METRICS_PORT": str(self.metrics_port), "CTXFIT_BACKOFF_SECONDS": "2"}
+        self.log_path = log_path
+        with log_path.open("ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "ctxfit.controller"], env=env, cwd=ROOT,
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_healthy(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the operator exited ({self.proc.returncode}); see {self.log_path}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/healthz", timeout=2) as rsp:
+                    if rsp.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.3)
+        raise RuntimeError(f"the operator did not become healthy in {timeout:.0f} s; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)
+
+
+def wait_settled(cluster: cc.Cluster, name: str, timeout: float) -> str:
+    """Wait until the server's phase is Ready or Failed; returns the phase (or the last one seen)."""
+    deadline = time.monotonic() + timeout
+    phase = ""
+    while time.monotonic() < deadline:
+        proc = cluster.kubectl_proc("get", "infsrv", name, "-o", "jsonpath={.status.phase}")
+        phase = proc.stdout.strip()
+        if phase in ("Ready", "Failed"):
+            return phase
+        time.sleep(0.5)
+    return phase or "unknown"
+
+
+def show(cluster: cc.Cluster, manifest: Path, name: str) -> None:
+    say("kubectl get infsrv")
+    print(cluster.kubectl("get", "infsrv", "-o", "wide"), end="")
+    server = json.loads(cluster.kubectl("get", "infsrv", name, "-o", "json"))
+    status = server.get("status", {})
+    for cond in status.get("conditions", []):
+        print(f"  {cond['type']:<11} {cond['status']:<7} {cond['reason']}: {cond.get('message', '')}")
+    if status.get("endpoint"):
+        print(f"  endpoint: {status['endpoint']}")
+    say("kubectl get deploy,pods -l ctxfit.io/server=" + name)
+    print(cluster.kubectl("get", "deploy,pods", "-l", f"ctxfit.io/server={name}", "-o", "wide"), end="")
+    say(f"ctxfit plan -f {manifest.relative_to(ROOT) if manifest.is_relative_to(ROOT) else manifest}")
+    subprocess.run([sys.executable, "-m", "ctxfit.cli", "plan", "-f", str(manifest)], cwd=ROOT, check=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", default=str(Path.home() / ".cache" / "ctxfit" / "cluster" / "demo"))
+    parser.add_argument("--manifest", default=str(ROOT / "manifests" / "kimi-128k.yaml"))
+    parser.add_argument("--once", action="store_true", help="tear down after printing (no waiting for Ctrl-C)")
+    parser.add_argument("--timeout", type=float, default=120, help="seconds to wait for Ready")
+    args = parser.parse_args(argv)
+    manifest = Path(args.manifest).resolve()
+    name = str(yaml.safe_load(manifest.read_text())["metadata"]["name"])
+
+    stopping = False
 
     def on_signal(signum: int, _frame: object) -> None:
-        nonlocal stop
-        stop = True
+        nonlocal stopping
+        stopping = True
+        raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    say("Kubernetes binaries (first run builds them from the Go module proxy: ~10 min, with progress)")
+    bin_dir = cc.find_bin_dir()
+    cluster = cc.Cluster(args.dir, bin_dir=bin_dir)
+    operator: Operator | None = None
     try:
-        print("== starting the local control plane (first run builds the binaries: ~9 min)", flush=True)
-        seconds = cluster.start(die_with_parent=True)
-        print(f"   up in {seconds:.1f} s; KUBECONFIG={cluster.kubeconfig}", flush=True)
-        env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
-        cluster.kubectl("apply", "-f", str(ROOT / "crds" / "inferenceservers.ctxfit.io.yaml"))
+        if cluster.state.get("processes"):
+            say(f"stopping a demo cluster left running in {cluster.work_dir}")
+            cluster.stop()
+        say(f"starting the local control plane in {cluster.work_dir}")
+        secs = cluster.start(die_with_parent=True)
+        print(f"  up in {secs:.1f} s")
+        print(cluster.kubectl("get", "nodes", "-L", "nvidia.com/gpu.product,nvidia.com/gpu.count"), end="")
+        say("installing the InferenceServer CRD")
+        cluster.kubectl("apply", "-f", str(CRD))
         cluster.kubectl("wait", "--for=condition=Established", "crd/inferenceservers.ctxfit.io", "--timeout=60s")
-        print("== nodes", flush=True)
-        print(cluster.kubectl("get", "nodes", "-L", "nvidia.com/gpu.product,nvidia.com/gpu.count"), flush=True)
-        print("== starting the operator (python -m ctxfit.controller); log: operator.log", flush=True)
-        log = open(WORK_DIR / "operator.log", "wb")  # noqa: SIM115 - closed in finally via the process
-        operator = subprocess.Popen(
-            [sys.executable, "-m", "ctxfit.controller"], env=env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        print(f"== kubectl apply -f {MANIFEST.relative_to(ROOT)}", flush=True)
-        print(cluster.kubectl("apply", "-f", str(MANIFEST)), flush=True)
-        deadline = time.monotonic() + READY_TIMEOUT
-        phase = ""
-        while time.monotonic() < deadline and not stop:
-            phase = cluster.kubectl("get", "infsrv", "kimi-k25", "-o", "jsonpath={.status.phase}", check=False)
-            if phase in ("Ready", "Failed"):
-                break
-            if operator.poll() is not None:
-                raise RuntimeError(f"the operator exited with {operator.returncode}; see {WORK_DIR / 'operator.log'}")
-            time.sleep(1)
-        print("== kubectl get infsrv", flush=True)
-        print(cluster.kubectl("get", "infsrv", "-o", "wide"), flush=True)
-        print("== kubectl get deploy,pods", flush=True)
-        print(cluster.kubectl("get", "deploy,pods", "-o", "wide"), flush=True)
-        print(f"== ctxfit plan -f {MANIFEST.relative_to(ROOT)}", flush=True)
-        subprocess.run([sys.executable, "-m", "ctxfit.cli", "plan", "-f", str(MANIFEST)], check=False)
-        if phase != "Ready":
-            print(f"!! InferenceServer phase is {phase!r} after {READY_TIMEOUT:.0f} s", flush=True)
-            return 1
-        print(f"== running; KUBECONFIG={cluster.kubeconfig}. Ctrl-C to tear down.", flush=True)
-        while not stop:
-            time.sleep(0.5)
+        say("running the operator (python -m ctxfit.controller)")
+        operator = Operator(cluster.kubeconfig, cluster.logs_dir / "operator.log")
+        operator.wait_healthy()
+        say(f"kubectl apply -f {manifest.name}")
+        print(cluster.kubectl("apply", "-f", str(manifest)), end="")
+        phase = wait_settled(cluster, name, args.timeout)
+        print(f"  {name}: {phase}")
+        show(cluster, manifest, name)
+        if args.once:
+            return 0 if phase == "Ready" else 1
+        say("running; in another shell:")
+        print(f"  export KUBECONFIG={cluster.kubeconfig}\n  {bin_dir / 'kubectl'} get infsrv -w\n"
+              f"  operator log: {operator.log_path}\n  metrics: http://127.0.0.1:{operator.metrics_port}/metrics\n"
+              "Ctrl-C stops the operator and the cluster.")
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print()
         return 0
     finally:
-        print("== tearing down", flush=True)
-        if operator is not None and operator.poll() is None:
-            os.killpg(operator.pid, signal.SIGTERM)
-            try:
-                operator.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(operator.pid, signal.SIGKILL)
+        say("tearing down")
+        if operator is not None:
+            operator.stop()
+            print("  operator stopped")
         cluster.stop()
-        print("   stopped the operator and the control plane", flush=True)
+        print(f"  cluster stopped, data removed (logs kept in {cluster.logs_dir})")
+        if stopping:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 if __name__ == "__main__":
