@@ -162,3 +162,16 @@ def test_unchanged_pods_enqueue_nothing(event_type: str) -> None:
     asyncio.run(call("ADDED"))
     asyncio.run(call(event_type))
     assert added == [("ns", "kimi")] * (1 if event_type == "MODIFIED" else 2)
+
+
+def test_deferred_first_pass_starts_the_engine_first() -> None:
+    """With ``defer_status_after_create`` a new server's first pass only creates the Deployment."""
+    kube = FakeKube(server())
+    rt = runtime(kube)
+    rt.defer_status_after_create = True
+    first = reconcile(rt, "ns", "kimi-k25", (RTX,), (), deployment=None, service_exists=False)
+    assert kube.calls == ["apply:Deployment"]
+    assert first.applied is not None and first.requeue_after == 0
+    second = reconcile(rt, "ns", "kimi-k25", (RTX,), (), deployment=first.applied, service_exists=False)
+    assert kube.calls == ["apply:Deployment", "status", "event:Planned", "apply:Service"], "no second Deployment write"
+    assert second.stored is not None and second.applied is None

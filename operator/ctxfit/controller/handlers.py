@@ -13,6 +13,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from .settings import Settings
 from .workqueue import WorkQueue
 
 logger = logging.getLogger("ctxfit.controller")
+APPLIED_MEMORY_SECONDS = 10.0
 Key = tuple[str, str]
 
 
@@ -50,6 +52,8 @@ class State:
         pod_views: last ``PodView`` per pod uid (unchanged pods enqueue nothing).
         bodies: the newest InferenceServer seen per key (saves a GET; dropped after a conflict).
         written: resourceVersion of our own last status write per key (its watch echo is skipped).
+        applied: the Deployment a deferred first pass just wrote (with when), for the next pass in case
+            the index has not caught up.
         events_seen: watch events per key; a reconcile's stored body replaces the cached one only if no
             event arrived meanwhile (the event's body is at least as new).
         indexes: kopf's (pods_by_server, gpu_nodes, deployments_by_server, services_by_server) indexes,
@@ -66,6 +70,7 @@ class State:
     bodies: dict[Key, dict[str, Any]] = field(default_factory=dict)
     written: dict[Key, str] = field(default_factory=dict)
     events_seen: dict[Key, int] = field(default_factory=dict)
+    applied: dict[Key, tuple[DeploymentView, float]] = field(default_factory=dict)
     indexes: tuple[Any, Any, Any, Any] | None = None
 
 
@@ -84,7 +89,9 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     kube = Kube(api_client, instance=identity)
     metrics = Metrics()
     metrics.serve(cfg.metrics_port)
-    runtime = Runtime(settings=cfg, kube=kube, metrics=metrics)
+    runtime = Runtime(settings=cfg, kube=kube, metrics=metrics,
+                      event_pool=ThreadPoolExecutor(max_workers=2, thread_name_prefix="ctxfit-events"),
+                      defer_status_after_create=True)
     state: State
 
     async def work(key: Hashable) -> float | None:
@@ -95,11 +102,16 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         pods_index, nodes_index, deployments_index, services_index = state.indexes
         pods: tuple[PodView, ...] = tuple(pods_index.get(key, ()))
         nodes: tuple[GPUNode, ...] = tuple(nodes_index.get(None, ()))
-        deployments: list[DeploymentView] = list(deployments_index.get(key, ()))
+        deployments: list[DeploymentView | None] = list(deployments_index.get(key, ()))
+        deployment = deployments[0] if deployments else None
+        recent = state.applied.pop((namespace, name), None)
+        if deployment is None and recent is not None and time.monotonic() - recent[1] < APPLIED_MEMORY_SECONDS:
+            deployment = recent[0]  # our own write, not yet in the index
         result = await asyncio.to_thread(
             reconcile, runtime, namespace, name, nodes, pods, body=state.bodies.get((namespace, name)),
-            deployment=deployments[0] if deployments else None,
-            service_exists=bool(list(services_index.get(key, ()))))
+            deployment=deployment, service_exists=bool(list(services_index.get(key, ()))))
+        if result.applied is not None:
+            state.applied[(namespace, name)] = (result.applied, time.monotonic())
         if result.stored is not None:
             state.written[(namespace, name)] = str(result.stored["metadata"].get("resourceVersion"))
             if state.events_seen.get((namespace, name), 0) == seen:  # else the event's body is newer
@@ -134,6 +146,8 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     await state.leader.stop()
     state.leader_task.cancel()
     state.runtime.metrics.close()
+    if state.runtime.event_pool is not None:
+        state.runtime.event_pool.shutdown(wait=True, cancel_futures=False)
 
 
 def index_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[Key, PodView]:

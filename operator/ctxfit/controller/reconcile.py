@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -39,13 +40,21 @@ ERROR_RETRY_SECONDS = 5.0
 
 @dataclass
 class Runtime:
-    """What reconciles share (kept on kopf's ``memo``): settings, API wrapper, metrics, and a bound on
-    concurrent Service creations (so they cannot hold every worker while Deployments wait)."""
+    """What reconciles share (kept on kopf's ``memo``): settings, API wrapper, metrics, a bound on
+    concurrent Service creations (so they cannot hold every worker while Deployments wait), and an
+    optional pool that posts Events off the reconcile path (None: post inline).
+
+    ``defer_status_after_create``: a fresh plan's pass only creates the Deployment and requeues; the
+    status and Events follow on the next pass (behind other servers' first passes), so a burst of new
+    servers gets its engines started first. Safe because a fresh plan re-derives identically.
+    """
 
     settings: Settings
     kube: Kube
     metrics: Metrics
     service_writes: threading.BoundedSemaphore = field(default_factory=lambda: threading.BoundedSemaphore(4))
+    event_pool: Executor | None = None
+    defer_status_after_create: bool = False
 
 
 @dataclass(frozen=True)
@@ -54,12 +63,14 @@ class Result:
 
     Attributes:
         requeue_after: seconds until another look is needed (None: only on changes).
+        applied: the Deployment this pass applied when it deferred the rest (see ``defer_status_after_create``).
         waiting_for_nodes: the server waits for an eligible node (re-check on node changes).
         stored: the InferenceServer as stored after our status write (None: not written).
         conflict: the caller's view may be stale (conflict or error): read from the API next time.
     """
 
     requeue_after: float | None
+    applied: DeploymentView | None = None
     waiting_for_nodes: bool = False
     stored: dict[str, Any] | None = None
     conflict: bool = False
@@ -79,6 +90,13 @@ def diagnose(rt: Runtime, namespace: str, pod: PodView, engine: EngineKind) -> F
     return classify(observation, engine)
 
 
+class _Deferred:
+    """Marker: the pass applied a fresh plan's Deployment and left the rest to the next pass."""
+
+
+DEFERRED = _Deferred()
+
+
 def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
     if out.deployment is not None:
         rt.kube.apply(out.deployment)
@@ -94,7 +112,7 @@ def _apply_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
 
 
 def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: Outcome,
-           snap: Snapshot) -> dict[str, Any] | None:
+           snap: Snapshot) -> dict[str, Any] | None | _Deferred:
     """Apply ``out``; returns the InferenceServer as stored after the status write (None: not written).
 
     A step (a new attempt after a failure) is recorded in status *before* the Deployment changes. Only a
@@ -104,12 +122,17 @@ def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: O
     fresh_plan = not old.attempts
     if fresh_plan:
         _apply_objects(rt, body, out, snap)
+        if out.deployment is not None and rt.defer_status_after_create:
+            return DEFERRED
     stored: dict[str, Any] | None = None
     new_wire = out.status.to_wire()
     if new_wire != old.to_wire():
         stored = rt.kube.replace_status(body, new_wire)
     for note in out.events:
-        rt.kube.post_event(body, note.type, note.reason.value, note.message)
+        if rt.event_pool is not None:
+            rt.event_pool.submit(rt.kube.post_event, body, note.type, note.reason.value, note.message)
+        else:
+            rt.kube.post_event(body, note.type, note.reason.value, note.message)
     if not fresh_plan:
         _apply_objects(rt, body, out, snap)
     _apply_service(rt, out, snap)
@@ -153,10 +176,13 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         engine = EngineKind(engine_text) if engine_text in EngineKind.__members__.values() else EngineKind.VLLM
         out = converge(snap, rt.settings, lambda pod, _restarts: diagnose(rt, namespace, pod, engine))
         stored = _write(rt, body, old, out, snap)
+        if isinstance(stored, _Deferred):
+            assert out.deployment is not None
+            return Result(0.0, applied=deployment_view(out.deployment))
         target = out.spec.context.target if out.spec else None
         rt.metrics.observe_status(namespace, name, engine_text, out.status, target)
         rt.metrics.observe_attempts(namespace, name, engine_text, out.finished, out.step_down_reasons)
-        return Result(out.requeue_after, out.waiting_for_nodes, stored)
+        return Result(out.requeue_after, waiting_for_nodes=out.waiting_for_nodes, stored=stored)
     except Conflict:
         return Result(CONFLICT_RETRY_SECONDS, conflict=True)
     except ApiException as exc:
