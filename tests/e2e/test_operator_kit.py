@@ -212,6 +212,9 @@ class ServerClient:
         out: dict[str, Any] = self.core.api_client.sanitize_for_serialization(self.core.read_node(name))
         return out
 
+    def lease(self, namespace: str, name: str) -> Any:
+        return client.CoordinationV1Api(self.core.api_client).read_namespaced_lease(name, namespace)
+
     def events(self, name: str) -> list[dict[str, Any]]:
         items = self.core.list_namespaced_event(
             self.namespace, field_selector=f"involvedObject.kind=InferenceServer,involvedObject.name={name}").items

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .test_operator import kimi_262k
-from .test_operator_kit import OperatorProcess, ServerClient, api, crd  # noqa: F401 - fixtures
+from .test_operator_kit import OperatorProcess, ServerClient, api, crd, manifest  # noqa: F401 - fixtures
 
 
 def test_restart_mid_step_down(api: ServerClient, cluster: Any, namespace: str, tmp_path: Path) -> None:
@@ -43,3 +43,28 @@ def test_restart_mid_step_down(api: ServerClient, cluster: Any, namespace: str, 
     assert len(failed) == 1, failed
     print(f"--- first operator ---\n{first.log_path.read_text()[-3000:]}\n--- second ---\n"
           f"{second.log_path.read_text()[-3000:]}")
+
+
+def test_two_replicas_one_leader(api: ServerClient, cluster: Any, namespace: str, tmp_path: Path) -> None:
+    """CTXFIT_PEERING: two operators, one Lease; only the holder acts, the other takes over when it dies."""
+    env = {"CTXFIT_PEERING": "ctxfit-e2e", "CTXFIT_PEERING_NAMESPACE": namespace, "CTXFIT_LEASE_SECONDS": "3"}
+    one = OperatorProcess(Path(cluster.kubeconfig), namespace, tmp_path / "one.log", **env).start()
+    two = OperatorProcess(Path(cluster.kubeconfig), namespace, tmp_path / "two.log", **env).start()
+    try:
+        api.create(manifest("kimi-128k.yaml"))
+        api.wait_phase("kimi-k25", "Ready")
+        lease = api.lease(namespace, "ctxfit-e2e")
+        holder = lease.spec.holder_identity
+        leader, standby = (one, two) if str(one.proc.pid if one.proc else "") in holder else (two, one)
+        assert str(leader.proc.pid if leader.proc else "") in holder
+        planned = [e for e in api.events("kimi-k25") if e["reason"] == "Planned"]
+        assert len(planned) == 1, planned
+        leader.stop(signal.SIGKILL)
+        second = manifest("kimi-128k.yaml")
+        second["metadata"]["name"] = "kimi-two"
+        api.create(second)
+        api.wait_phase("kimi-two", "Ready", timeout=30)
+        assert str(standby.proc.pid if standby.proc else "") in api.lease(namespace, "ctxfit-e2e").spec.holder_identity
+    finally:
+        one.stop()
+        two.stop()

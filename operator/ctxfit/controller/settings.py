@@ -9,6 +9,7 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.settings`` (no modu
 | ``CTXFIT_HEALTH_PORT`` | 8080 | kopf liveness endpoint ``/healthz`` (0 disables) |
 | ``CTXFIT_PEERING`` | empty = standalone | leader-election Lease name: only the holder reconciles |
 | ``CTXFIT_PEERING_NAMESPACE`` | ``POD_NAMESPACE`` or ``default`` | namespace of that Lease |
+| ``CTXFIT_LEASE_SECONDS`` | 15 | Lease duration: a standby takes over this long after the leader stops renewing |
 | ``CTXFIT_DEFAULT_HEADROOM`` | 0.25 | KV headroom when ``spec.context.headroom`` is unset |
 | ``CTXFIT_VLLM_IMAGE`` / ``CTXFIT_SGLANG_IMAGE`` | engine's official image | default images |
 | ``CTXFIT_MAX_ATTEMPTS`` | 5 | cap on attempts per spec (``spec.attempts`` may be lower) |
