@@ -19,6 +19,7 @@ def test_restart_mid_step_down(api: ServerClient, cluster: Any, namespace: str, 
     try:
         api.create(kimi_262k())
         api.wait(lambda: len(api.get("kimi-k25")["status"]["attempts"]) == 2, "attempt 2 recorded")
+        api.wait(lambda: any(e["reason"] == "AttemptFailed" for e in api.events("kimi-k25")), "its Event")
     finally:
         first.stop(signal.SIGKILL)
     recorded = api.get("kimi-k25")["status"]

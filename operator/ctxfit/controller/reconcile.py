@@ -42,7 +42,8 @@ ERROR_RETRY_SECONDS = 5.0
 class Runtime:
     """What reconciles share (kept on kopf's ``memo``): settings, API wrapper, metrics, a bound on
     concurrent Service creations (so they cannot hold every worker while Deployments wait), and an
-    optional pool that posts Events off the reconcile path (None: post inline).
+    optional pool that posts Normal Events off the reconcile path (None: inline; Warnings are always
+    posted inline, right after the status write that records them).
 
     ``defer_status_after_create``: a fresh plan's pass only creates the Deployment and requeues; the
     status and Events follow on the next pass (behind other servers' first passes), so a burst of new
@@ -129,7 +130,7 @@ def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: O
     if new_wire != old.to_wire():
         stored = rt.kube.replace_status(body, new_wire)
     for note in out.events:
-        if rt.event_pool is not None:
+        if rt.event_pool is not None and note.type == "Normal":  # Warnings (failures) are posted inline
             rt.event_pool.submit(rt.kube.post_event, body, note.type, note.reason.value, note.message)
         else:
             rt.kube.post_event(body, note.type, note.reason.value, note.message)
