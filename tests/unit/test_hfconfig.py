@@ -63,7 +63,8 @@ def test_glm5_indexer() -> None:
 
 def test_sliding_layers() -> None:
     a = architecture_from_hf_config(GPT_OSS)
-    assert (a.sliding_window, a.num_sliding_layers, a.head_dim) == (128, 2, 64)
+    assert (a.sliding_window, a.head_dim) == (128, 64)
+    assert a.layer_types is not None and a.layer_types.count("sliding_attention") == 2
     assert a.max_position_embeddings == 131072  # yarn is treated as already scaled
 
 
@@ -91,3 +92,55 @@ def test_derived_max(config: dict[str, object], expected: int | None) -> None:
 def test_missing_layers_raises() -> None:
     with pytest.raises(ValueError, match="num_hidden_layers"):
         architecture_from_hf_config({"hidden_size": 1})
+
+
+def test_mistral_style_window_applies_to_every_layer() -> None:
+    a = architecture_from_hf_config(
+        {
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "sliding_window": 4096,
+        }
+    )
+    assert (a.sliding_window, a.num_sliding_layers) == (4096, 32)
+
+
+def test_qwen_style_disabled_window_is_ignored() -> None:
+    a = architecture_from_hf_config(
+        {
+            "num_hidden_layers": 4,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 2,
+            "head_dim": 64,
+            "sliding_window": 4096,
+            "use_sliding_window": False,
+        }
+    )
+    assert a.sliding_window is None
+
+
+@pytest.mark.parametrize(
+    ("config", "needle"),
+    [
+        ({"num_hidden_layers": True, "num_attention_heads": 8, "head_dim": 64}, "num_hidden_layers"),
+        ({"num_hidden_layers": 2, "num_attention_heads": 8, "head_dim": 128.5}, "head_dim"),
+        ({"num_hidden_layers": 2, "kv_lora_rank": 512}, "qk_rope_head_dim"),
+        ({"num_hidden_layers": 2, "num_attention_heads": 0, "hidden_size": 4096}, "head_dim"),
+        (
+            {
+                "num_hidden_layers": 2,
+                "num_attention_heads": 8,
+                "head_dim": 64,
+                "layer_types": ["full_attention"],
+                "sliding_window": 8,
+            },
+            "layerTypes",
+        ),
+    ],
+    ids=["bool-layers", "fractional-head-dim", "mla-without-rope", "zero-heads", "layer-types-mismatch"],
+)
+def test_bad_configs_raise_naming_the_field(config: dict[str, object], needle: str) -> None:
+    with pytest.raises(ValueError, match=needle):
+        architecture_from_hf_config(config)

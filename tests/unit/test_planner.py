@@ -73,7 +73,7 @@ def test_glm5_200k_does_not_fit_with_gguf_weights(utilization: float) -> None:
     assert result.kv_bytes_per_token == 100_152
     text = " ".join(result.reasons)
     assert "200000 tokens need 18.65 GiB" in text
-    assert "twice the GPUs" in text
+    assert "twice the GPUs (TP 16)" in text and "weight format half the size" in text
 
 
 def test_glm5_200k_fits_with_51gi() -> None:
@@ -109,6 +109,7 @@ def test_budget_identity_vllm() -> None:
 
 def test_sglang_slack_warning_when_fraction_too_high() -> None:
     result = plan(with_changes(manifest("dsv4-flash-512k.yaml"), memory__memFractionStatic=0.97))
+    assert not result.fits
     assert any("leaves" in r and "req_to_token" in r for r in result.reasons)
 
 

@@ -50,6 +50,8 @@ def _canonical_quantity(value: object) -> object:
     if isinstance(value, bool):
         raise ValueError("a quantity must be a string such as 80Gi or a number of bytes")
     if isinstance(value, int | float):
+        if not value > 0 or value == float("inf"):
+            raise ValueError(f"must be a positive, finite quantity, got {value!r}")
         return str(value)
     if isinstance(value, str):
         stripped = value.strip()

@@ -112,7 +112,7 @@ class ModelSpec(WireModel):
     @field_validator("weights_per_gpu")
     @classmethod
     def _weights_bounds(cls, value: str | None) -> str | None:
-        return check_quantity_bounds(value, upper_bytes=2 * TiB)
+        return check_quantity_bounds(value, upper_bytes=2 * TiB, lower_bytes=1 << 20)
 
 
 class EnvVar(WireModel):

@@ -36,7 +36,13 @@ PRESCALED_ROPE_TYPES = frozenset({"su", "longrope", "llama3", "yarn", "deepseek_
 
 def derived_max_model_len(config: dict[str, Any]) -> int | None:
     """The context limit vLLM derives from a (text) config, or None when no length field exists."""
-    lengths = [int(config[key]) for key in LENGTH_FIELDS if isinstance(config.get(key), int | float)]
+    lengths = [
+        int(config[key])
+        for key in LENGTH_FIELDS
+        if isinstance(config.get(key), int | float)
+        and not isinstance(config.get(key), bool)
+        and 0 < config[key] < float("inf")
+    ]
     if not lengths:
         return None
     derived = min(lengths)
@@ -44,7 +50,8 @@ def derived_max_model_len(config: dict[str, Any]) -> int | None:
     if isinstance(rope, dict):
         rope_type = str(rope.get("rope_type") or rope.get("type") or "")
         factor = rope.get("factor")
-        if rope_type not in PRESCALED_ROPE_TYPES and rope_type != "default" and isinstance(factor, int | float):
+        scalable = isinstance(factor, int | float) and 0 < factor < float("inf")
+        if rope_type not in PRESCALED_ROPE_TYPES and rope_type != "default" and scalable:
             derived = int(derived * factor)
     return derived
 
@@ -57,35 +64,63 @@ def architecture_from_hf_config(config: dict[str, Any]) -> Architecture:
     """
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     assert isinstance(text, dict)
-    layers = text.get("num_hidden_layers")
-    if not isinstance(layers, int):
-        raise ValueError("num_hidden_layers is missing")
+    layers = _int_field(text, "num_hidden_layers", required=True)
     fields: dict[str, Any] = {"numLayers": layers, "maxPositionEmbeddings": derived_max_model_len(text)}
-    if text.get("kv_lora_rank"):
+    if text.get("kv_lora_rank") is not None:
         fields.update(
-            attention="mla", kvLoraRank=int(text["kv_lora_rank"]), qkRopeHeadDim=int(text.get("qk_rope_head_dim", 0))
+            attention="mla",
+            kvLoraRank=_int_field(text, "kv_lora_rank", required=True),
+            qkRopeHeadDim=_int_field(text, "qk_rope_head_dim", required=True),
         )
     else:
-        heads = text.get("num_attention_heads")
-        kv_heads = text.get("num_key_value_heads") or heads
-        head_dim = text.get("head_dim")
+        heads = _int_field(text, "num_attention_heads")
+        kv_heads = _int_field(text, "num_key_value_heads") or heads
+        head_dim = _int_field(text, "head_dim")
         if head_dim is None:
-            hidden = text.get("hidden_size")
-            if not isinstance(hidden, int) or not isinstance(heads, int):
+            hidden = _int_field(text, "hidden_size")
+            if hidden is None or not heads:
                 raise ValueError("head_dim (or hidden_size and num_attention_heads) is missing")
             head_dim = hidden // heads
-        if not isinstance(kv_heads, int):
+        if not kv_heads:
             raise ValueError("num_key_value_heads (or num_attention_heads) is missing")
-        fields.update(
-            attention="gqa" if heads and kv_heads < heads else "mha", numKVHeads=kv_heads, headDim=int(head_dim)
-        )
-    if text.get("index_head_dim") and text.get("index_topk"):
-        fields["indexHeadDim"] = int(text["index_head_dim"])
+        fields.update(attention="gqa" if heads and kv_heads < heads else "mha", numKVHeads=kv_heads, headDim=head_dim)
+    index_head_dim = _int_field(text, "index_head_dim")
+    if index_head_dim and text.get("index_topk"):
+        fields["indexHeadDim"] = index_head_dim
+    window = _int_field(text, "sliding_window")
     layer_types = text.get("layer_types")
-    if isinstance(layer_types, list) and text.get("sliding_window"):
-        fields["slidingWindow"] = int(text["sliding_window"])
-        fields["numSlidingLayers"] = sum(1 for t in layer_types if t == "sliding_attention")
+    if window and text.get("use_sliding_window") is not False:
+        fields["slidingWindow"] = window
+        if isinstance(layer_types, list):
+            fields["layerTypes"] = [
+                t if t in ("full_attention", "sliding_attention") else "full_attention" for t in layer_types
+            ]
+        else:  # Mistral-style: one window for every layer
+            fields["numSlidingLayers"] = layers
     return Architecture.model_validate(fields)
+
+
+def _int_field(config: dict[str, Any], key: str, *, required: bool = False) -> int | None:
+    """An integer config field; floats with a fraction, booleans and strings are errors, not truncations.
+
+    Raises:
+        ValueError: naming ``key``.
+    """
+    value = config.get(key)
+    if value is None:
+        if required:
+            raise ValueError(f"{key} is missing")
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or value != value
+        or value in (float("inf"), float("-inf"))
+    ):
+        raise ValueError(f"{key} must be an integer, got {value!r}")
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError(f"{key} must be an integer, got {value!r}")
+    return int(value)
 
 
 def load_hf_config(path: str | Path) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 from ctxfit.api import EffectiveConfig, GiB, InferenceServerSpec
 from ctxfit.engines import BudgetTerms, Engine, get_engine
 
-from .context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT, choose_context
+from .context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT, ContextChoice, choose_context, step_down_context
 from .inputs import PlanInputError, PlanInputs, resolve_inputs
 from .kv import KVLayout, kv_layout
 
@@ -160,6 +160,8 @@ def plan(
     )
     engine = get_engine(spec.engine.kind)
     reasons: list[str] = []
+    if inputs.compute_capability is None:
+        reasons.append("GPU compute capability unknown (product not in the catalog): KV dtype support not checked")
     requested_dtype = str((pin or {}).get("kv_cache_dtype") or spec.memory.kv_cache_dtype)
     decision = engine.resolve_kv_dtype(inputs, requested_dtype)
     if decision.reason:
@@ -167,100 +169,205 @@ def plan(
     effective = engine.default_effective(inputs, kv_cache_dtype=decision.kv_cache_dtype)
     effective = _apply_pin(effective, pin)
     effective = effective.model_copy(update={"kv_cache_dtype": decision.kv_cache_dtype})
-    terms = engine.budget(inputs, effective)
-    fit = _fit(inputs, engine, terms, effective.kv_cache_dtype)
 
     headroom = spec.context.headroom if spec.context.headroom is not None else default_headroom
     target = _target(inputs, pin)
-    minimum = spec.context.minimum or min(DEFAULT_MINIMUM_CONTEXT, target)
     model_max = inputs.model_max_context
+    minimum = spec.context.minimum or min(DEFAULT_MINIMUM_CONTEXT, target)
+    if model_max and minimum > model_max:
+        raise PlanInputError("spec.context.minimum", f"{minimum} is above the model's maximum context {model_max}")
     if model_max and target > model_max:
         reasons.append(f"context.target {target} exceeds the model's maximum {model_max}; capped at {model_max}")
-    capped_target = min(target, model_max) if model_max else target
+    goal = _Goal(target=target, minimum=minimum, headroom=headroom, model_max=model_max)
+
+    step = _plan_step(inputs, engine, effective, goal)
+    fraction_pinned = spec.memory.mem_fraction_static is not None or bool(pin and pin.get("mem_fraction_static"))
+    if step.blocking and step.effective.mem_fraction_static is not None and not fraction_pinned:
+        step = _lower_fraction_until_slack_holds(inputs, engine, step, goal, reasons)
+    reasons.append(step.choice.reason)
+    fits = step.choice.fits
+    if fits and step.blocking:
+        fits = False  # the engine would run out of memory outside the KV pool: say so before starting
+        reasons.extend(step.blocking)
+        reasons.append("lower mem-fraction-static (or leave it unset and ctxfit picks one that leaves room)")
+    elif fits:
+        reasons.extend(step.rest)
+    if fits:
+        reasons.extend(_warnings(inputs, step, engine))
+    elif suggest:
+        reasons.extend(_suggestions(inputs, engine, step.effective, goal, step.terms))
+    return Plan(
+        fits=fits,
+        context_length=step.choice.context_length if fits else 0,
+        max_context_length=step.fit.max_context_length,
+        kv_bytes_per_token=step.fit.layout.kv_bytes_per_token,
+        per_gpu=step.terms,
+        kv_pool_bytes=step.fit.pool_bytes,
+        concurrency=step.concurrency,
+        effective=step.effective,
+        engine_command=tuple(engine.command),
+        engine_args=engine.engine_args(spec, step.effective) if fits else [],
+        reasons=reasons,
+        model_max_context=model_max,
+    )
+
+
+@dataclass(frozen=True)
+class _Goal:
+    target: int
+    minimum: int
+    headroom: float
+    model_max: int | None
+
+
+@dataclass(frozen=True)
+class _Step:
+    choice: ContextChoice
+    fit: Fit
+    effective: EffectiveConfig
+    terms: BudgetTerms
+    rest: list[str]
+    blocking: list[str]
+    concurrency: float
+
+
+def _plan_step(inputs: PlanInputs, engine: Engine, effective: EffectiveConfig, goal: _Goal) -> _Step:
+    """Budget, fit and context choice for one effective configuration."""
+    terms = engine.budget(inputs, effective)
+    fit = _fit(inputs, engine, terms, effective.kv_cache_dtype)
+    capped_target = min(goal.target, goal.model_max) if goal.model_max else goal.target
     fit_tokens = fit.max_context_length
     if capped_target > fit_tokens and fit.pool_bytes >= fit.layout.request_bytes(
         capped_target, block_size=fit.block_size, in_flight_tokens=fit.in_flight_tokens
     ):
         fit_tokens = capped_target  # the block-rounded maximum sits just below an unrounded target that fits
     choice = choose_context(
-        target=target, fit=fit_tokens, headroom=headroom, minimum=minimum, model_max=model_max
+        target=goal.target, fit=fit_tokens, headroom=goal.headroom, minimum=goal.minimum, model_max=goal.model_max
     )
-    reasons.append(choice.reason)
-    effective = effective.model_copy(update={"context_length": choice.context_length})
-    pool_tokens = fit.pool_bytes // max(1, fit.layout.kv_bytes_per_token)
-    effective = engine.finalize(inputs, effective, max(0, pool_tokens))
-    terms = engine.budget(inputs, effective)
-    fits = choice.fits
-    if fits:
-        reasons.extend(engine.check_rest(inputs, effective, terms))
-    elif suggest:
-        reasons.extend(_suggestions(inputs, engine, effective, target, terms))
+    chosen = effective.model_copy(update={"context_length": choice.context_length})
+    pool_tokens = max(0, fit.pool_bytes // max(1, fit.layout.kv_bytes_per_token))
+    chosen = engine.finalize(inputs, chosen, pool_tokens)
+    terms = engine.budget(inputs, chosen)
+    rest = engine.check_rest(inputs, chosen, terms) if choice.fits else []
+    blocking = engine.rest_blocking(inputs, chosen, terms) if choice.fits else []
     concurrency = 0.0
     if choice.context_length > 0 and fit.pool_bytes > 0:
         one = fit.layout.request_bytes(
             choice.context_length, block_size=fit.block_size, in_flight_tokens=fit.in_flight_tokens
         )
-        concurrency = fit.pool_bytes / one
-    return Plan(
-        fits=fits,
-        context_length=choice.context_length,
-        max_context_length=fit.max_context_length,
-        kv_bytes_per_token=fit.layout.kv_bytes_per_token,
-        per_gpu=terms,
-        kv_pool_bytes=fit.pool_bytes,
-        concurrency=concurrency,
-        effective=effective,
-        engine_command=tuple(engine.command),
-        engine_args=engine.engine_args(spec, effective) if fits else [],
-        reasons=reasons,
-        model_max_context=model_max,
+        concurrency = min(fit.pool_bytes / one, float(chosen.max_num_seqs))
+    return _Step(choice, fit, chosen, terms, rest, blocking, concurrency)
+
+
+FRACTION_STEP = 0.01
+FRACTION_FLOOR = 0.5
+"""ctxfit lowers an unset SGLang mem-fraction-static in 0.01 steps, not below 0.5, until the slack holds."""
+
+
+def _lower_fraction_until_slack_holds(
+    inputs: PlanInputs, engine: Engine, step: _Step, goal: _Goal, reasons: list[str]
+) -> _Step:
+    """SGLang with the default fraction: trade KV pool for slack until activations, graphs and req_to_token fit."""
+    assert step.effective.mem_fraction_static is not None
+    start = step.effective.mem_fraction_static
+    fraction = start
+    while step.blocking and fraction - FRACTION_STEP >= FRACTION_FLOOR:
+        fraction = round(fraction - FRACTION_STEP, 3)
+        step = _plan_step(inputs, engine, step.effective.model_copy(update={"mem_fraction_static": fraction}), goal)
+    if fraction != start:
+        reasons.append(
+            f"lowered mem-fraction-static from {start} to {fraction} so the 1 - fraction slack holds CUDA graphs, "
+            "buffers and req_to_token"
+        )
+    return step
+
+
+NEAR_MAX_FRACTION = 0.9
+"""A chosen context above this share of the predicted maximum is within the calibration spread."""
+
+
+def _warnings(inputs: PlanInputs, step: _Step, engine: Engine) -> list[str]:
+    """Warnings on a plan that fits: near the predicted maximum, user args overriding managed flags."""
+    out: list[str] = []
+    if step.choice.context_length > NEAR_MAX_FRACTION * step.fit.max_context_length:
+        out.append(
+            f"context {step.choice.context_length} is within {1 - NEAR_MAX_FRACTION:.0%} of the predicted maximum "
+            f"{step.fit.max_context_length}: the engine may find less (calibration spread, bench/overhead_fit.py); "
+            "ctxfit steps down if it does"
+        )
+    managed = set(
+        engine.engine_args(
+            inputs.spec.model_copy(update={"engine": inputs.spec.engine.model_copy(update={"args": []})}),
+            step.effective,
+        )
     )
+    overridden = sorted({a for a in inputs.spec.engine.args if a.startswith("--") and a.split("=")[0] in managed})
+    if overridden:
+        out.append(
+            f"engine.args sets {', '.join(overridden)}, which ctxfit manages; the engine takes the last value, so "
+            "the plan may not describe what runs"
+        )
+    return out
+
+
+def _verdict(tokens: int, goal: _Goal) -> str:
+    """'fits' when ``tokens`` covers the target, else the ladder size it would allow, else 'is not enough'."""
+    capped = min(goal.target, goal.model_max) if goal.model_max else goal.target
+    if tokens >= capped:
+        return "fits"
+    stepped = step_down_context(tokens, goal.headroom, model_max=goal.model_max)
+    if stepped is not None and stepped >= goal.minimum:
+        return f"not the target, but {stepped} would fit"
+    return "is not enough"
 
 
 def _suggestions(
-    inputs: PlanInputs, engine: Engine, effective: EffectiveConfig, target: int, terms: BudgetTerms
+    inputs: PlanInputs, engine: Engine, effective: EffectiveConfig, goal: _Goal, terms: BudgetTerms
 ) -> list[str]:
-    """What would make ``target`` fit: FP8 KV, a higher utilization/fraction, more GPUs, smaller weights."""
+    """What would make the target fit: FP8 KV, a higher utilization/fraction, twice the GPUs, smaller weights."""
     out: list[str] = []
+    target = goal.target
     per_token = kv_layout(
         inputs.architecture,
         tensor_parallel=inputs.tp,
         pipeline_parallel=inputs.pp,
         kv_cache_dtype=engine.sizing_dtype(inputs, effective.kv_cache_dtype),
     ).kv_bytes_per_token
-    need = target * per_token
     out.append(
-        f"{target} tokens need {need / GiB:.2f} GiB of KV per GPU ({per_token:,} B/token); the predicted pool is "
-        f"{max(terms.kv_cache_bytes, 0) / GiB:.2f} GiB (weights {terms.weights_bytes / GiB:.2f} GiB of "
-        f"{terms.total_bytes / GiB:.2f} GiB)"
+        f"{target} tokens need {target * per_token / GiB:.2f} GiB of KV per GPU ({per_token:,} B/token); the "
+        f"predicted pool is {max(terms.kv_cache_bytes, 0) / GiB:.2f} GiB (weights {terms.weights_bytes / GiB:.2f} "
+        f"GiB of {terms.total_bytes / GiB:.2f} GiB)"
     )
     if effective.kv_cache_dtype in ("auto", "bfloat16", "float16"):
         fp8 = engine.resolve_kv_dtype(inputs, "fp8")
         if fp8.kv_cache_dtype == "auto":
             out.append(f"FP8 KV cache is not an option here: {fp8.reason}")
         else:
-            fit = _fit(inputs, engine, terms, fp8.kv_cache_dtype)
-            verdict = "fits" if fit.max_context_length >= target else "is not enough"
-            out.append(f"FP8 KV cache ({fp8.kv_cache_dtype}) would hold {fit.max_context_length} tokens: {verdict}")
+            tokens = _fit(inputs, engine, terms, fp8.kv_cache_dtype).max_context_length
+            out.append(f"FP8 KV cache ({fp8.kv_cache_dtype}) would hold {tokens} tokens: {_verdict(tokens, goal)}")
     if effective.gpu_memory_utilization is not None and effective.gpu_memory_utilization < UTILIZATION_CEILING:
         raised = effective.model_copy(update={"gpu_memory_utilization": UTILIZATION_CEILING})
-        fit = _fit(inputs, engine, engine.budget(inputs, raised), effective.kv_cache_dtype)
-        verdict = "fits" if fit.max_context_length >= target else "is not enough"
-        out.append(
-            f"gpu-memory-utilization {UTILIZATION_CEILING} would hold {fit.max_context_length} tokens: {verdict}"
-        )
+        tokens = _fit(inputs, engine, engine.budget(inputs, raised), effective.kv_cache_dtype).max_context_length
+        out.append(f"gpu-memory-utilization {UTILIZATION_CEILING} would hold {tokens} tokens: {_verdict(tokens, goal)}")
     if effective.mem_fraction_static is not None and effective.mem_fraction_static < FRACTION_CEILING:
         raised = effective.model_copy(update={"mem_fraction_static": FRACTION_CEILING})
-        fit = _fit(inputs, engine, engine.budget(inputs, raised), effective.kv_cache_dtype)
-        verdict = "fits" if fit.max_context_length >= target else "is not enough"
-        out.append(f"mem-fraction-static {FRACTION_CEILING} would hold {fit.max_context_length} tokens: {verdict}")
-    doubled = dataclasses.replace(inputs, weights_per_gpu_bytes=inputs.weights_per_gpu_bytes // 2)
-    fit = _fit(doubled, engine, engine.budget(doubled, effective), effective.kv_cache_dtype)
-    verdict = "fits" if fit.max_context_length >= target else "is not enough"
+        tokens = _fit(inputs, engine, engine.budget(inputs, raised), effective.kv_cache_dtype).max_context_length
+        out.append(f"mem-fraction-static {FRACTION_CEILING} would hold {tokens} tokens: {_verdict(tokens, goal)}")
+    spec = inputs.spec
+    doubled_spec = spec.model_copy(
+        update={
+            "gpu": spec.gpu.model_copy(update={"count": spec.gpu.count * 2}),
+            "parallelism": spec.parallelism.model_copy(update={"tensor": spec.parallelism.tensor * 2}),
+        }
+    )
+    doubled = dataclasses.replace(inputs, spec=doubled_spec, weights_per_gpu_bytes=inputs.weights_per_gpu_bytes // 2)
+    tokens = _fit(doubled, engine, engine.budget(doubled, effective), effective.kv_cache_dtype).max_context_length
+    out.append(f"twice the GPUs (TP {inputs.tp * 2}) would hold {tokens} tokens: {_verdict(tokens, goal)}")
+    halved = dataclasses.replace(inputs, weights_per_gpu_bytes=inputs.weights_per_gpu_bytes // 2)
+    tokens = _fit(halved, engine, engine.budget(halved, effective), effective.kv_cache_dtype).max_context_length
     out.append(
-        f"twice the GPUs (TP {inputs.tp * 2}) or a weight format half the size "
-        f"({inputs.weights_per_gpu_bytes / 2 / GiB:.1f} GiB per GPU) would hold {fit.max_context_length} tokens: "
-        f"{verdict}"
+        f"a weight format half the size ({inputs.weights_per_gpu_bytes / 2 / GiB:.1f} GiB per GPU, e.g. FP8 or "
+        f"NVFP4 instead of BF16 or FP8) would hold {tokens} tokens: {_verdict(tokens, goal)}"
     )
     return out
 

@@ -56,9 +56,13 @@ def load_manifest(path: str | Path) -> InferenceServer:
         raise ManifestError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
     except (UnicodeDecodeError, RecursionError) as exc:
         raise ManifestError(f"{path}: not a readable YAML text ({type(exc).__name__})") from exc
-    servers = [d for d in docs if isinstance(d, dict) and d.get("kind", "InferenceServer") == "InferenceServer"]
+    servers = [d for d in docs if isinstance(d, dict) and d.get("kind") == "InferenceServer"]
+    if not servers:  # a single kind-less mapping is taken as the InferenceServer
+        servers = [d for d in docs if isinstance(d, dict) and "kind" not in d][:1] if len(docs) == 1 else []
     if not servers:
         raise ManifestError(f"{path}: no InferenceServer document found")
+    if len(servers) > 1:
+        raise ManifestError(f"{path}: {len(servers)} InferenceServer documents; plan one at a time")
     doc = servers[0]
     if "spec" not in doc:
         raise ManifestError("spec: required")

@@ -103,6 +103,10 @@ class Engine(Protocol):
         """Problems outside the KV pool (e.g. SGLang's (1 - fraction) slack too small); empty if none."""
         ...
 
+    def rest_blocking(self, inputs: PlanInputs, effective: EffectiveConfig, terms: BudgetTerms) -> list[str]:
+        """Problems outside the KV pool that would make the start fail (the plan then does not fit)."""
+        ...
+
     def engine_args(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> list[str]:
         """The engine's command line (program and flags, each flag and value a separate item)."""
         ...

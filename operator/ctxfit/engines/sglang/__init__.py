@@ -121,14 +121,29 @@ class SGLang:
         return memory.budget(inputs, effective, chunked_prefill=self._chunked_prefill(inputs))
 
     def check_rest(self, inputs: PlanInputs, effective: EffectiveConfig, terms: BudgetTerms) -> list[str]:
-        """The ``1 - fraction`` slack must hold activations, CUDA graphs, req_to_token and buffers."""
+        """Advisory: the ``1 - fraction`` slack is below SGLang's own reservation heuristic plus req_to_token."""
         assert effective.mem_fraction_static is not None
         slack = memory.pre_free_bytes(inputs) - terms.usable_bytes
         if terms.outside_bytes > slack:
             return [
                 f"mem-fraction-static {effective.mem_fraction_static} leaves {slack / 2**30:.2f} GiB for "
                 f"activations, CUDA graphs (bs {effective.cuda_graph_max_batch_size}) and req_to_token at "
-                f"context {effective.context_length}, which need ~{terms.outside_bytes / 2**30:.2f} GiB"
+                f"context {effective.context_length}; SGLang's reservation heuristic asks ~"
+                f"{terms.outside_bytes / 2**30:.2f} GiB"
+            ]
+        return []
+
+    def rest_blocking(self, inputs: PlanInputs, effective: EffectiveConfig, terms: BudgetTerms) -> list[str]:
+        """Blocking: the slack cannot hold even the floor (CUDA graphs, buffers, req_to_token, a minimal
+        activation reserve ``memory.MIN_ACTIVATION_RESERVE_MIB``): the engine would run out of memory."""
+        assert effective.mem_fraction_static is not None
+        slack = memory.pre_free_bytes(inputs) - terms.usable_bytes
+        floor = terms.outside_bytes - terms.activation_bytes + memory.MIN_ACTIVATION_RESERVE_MIB * MiB
+        if floor > slack:
+            return [
+                f"mem-fraction-static {effective.mem_fraction_static} leaves {slack / 2**30:.2f} GiB, less than the "
+                f"{floor / 2**30:.2f} GiB that CUDA graphs, buffers and req_to_token at context "
+                f"{effective.context_length} need at the least"
             ]
         return []
 

@@ -32,6 +32,9 @@ ACTIVATION_PER_CHUNK_TOKEN_MIB = 1.5
 GRAPH_PER_BS_MIB = 2
 COMM_PER_8_RANKS_MIB = 1024
 BIG_GPU_MIN_RESERVE_MIB = 10240
+MIN_ACTIVATION_RESERVE_MIB = 1536
+"""Activation floor for the blocking check: SGLang's base 512 MiB + a 2048-token chunk at 0.5 MiB/token
+(a third of the heuristic's 1.5 MiB/token, which is an upper bound) [heuristic]."""
 BIG_GPU_MIB = 60 * 1024
 
 

@@ -121,6 +121,10 @@ class VLLM:
             ]
         return []
 
+    def rest_blocking(self, inputs: PlanInputs, effective: EffectiveConfig, terms: BudgetTerms) -> list[str]:
+        """vLLM checks its own budget at start-up; nothing outside it blocks a plan."""
+        return []
+
     def engine_args(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> list[str]:
         """``vllm serve`` arguments (after the program), user ``engine.args`` last."""
         from ctxfit.engines.version import parse_version
