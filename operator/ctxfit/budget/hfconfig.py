@@ -50,8 +50,12 @@ def derived_max_model_len(config: dict[str, Any]) -> int | None:
     if isinstance(rope, dict):
         rope_type = str(rope.get("rope_type") or rope.get("type") or "")
         factor = rope.get("factor")
-        scalable = isinstance(factor, int | float) and 0 < factor < float("inf")
-        if rope_type not in PRESCALED_ROPE_TYPES and rope_type != "default" and scalable:
+        if (
+            isinstance(factor, int | float)
+            and 0 < factor < float("inf")
+            and rope_type not in PRESCALED_ROPE_TYPES
+            and rope_type != "default"
+        ):
             derived = int(derived * factor)
     return derived
 
