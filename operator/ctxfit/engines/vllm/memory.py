@@ -10,10 +10,12 @@ Fitted constants (data: tests/fixtures/startups/, the vLLM 0.19.0 H100 sweep):
   granite 0.46).
 - ``NON_TORCH_TP_BASE = 2.0 GiB`` + ``NON_TORCH_PER_RANK = 0.05 GiB`` x TP: TP > 1 adds NCCL/custom
   all-reduce buffers (sweep: TP2 2.06-2.10, TP4 2.13-2.21).
-- ``DISTRIBUTED_INIT_BEFORE_SNAPSHOT = 1.5 GiB``: vLLM < 0.12 takes its baseline snapshot before
-  ``init_worker_distributed_environment`` [unverified: 0.11 ``gpu_worker.init_device`` order], so the
-  NCCL communicators land in the non-torch term; sweep ``init_non_torch_memory_gib`` minus TP1's 0.51:
-  TP2 1.00-1.48, TP4 1.02-1.54.
+- ``DISTRIBUTED_INIT_BEFORE_SNAPSHOT = 1.5 GiB``: older ``gpu_worker.init_device`` takes the baseline
+  ``MemorySnapshot()`` before ``init_worker_distributed_environment``; newer code initializes "the
+  distributed environment BEFORE taking memory snapshot. This ensures NCCL buffers are allocated before we
+  measure available memory" (both orders seen in public copies of v1/worker/gpu_worker.py; the 0.12
+  boundary is [unverified]). With the old order the NCCL communicators land in the non-torch term; size
+  from the sweep's ``init_non_torch_memory_gib`` minus TP1's 0.51: TP2 1.00-1.48, TP4 1.02-1.54.
 - CUDA-graph estimate ``CUDA_GRAPH_BASE = 0.2 GiB + CUDA_GRAPH_PER_LAYER = 0.02 GiB`` per layer on the
   stage (x1.5 for MoE), scaled by the capture size over 512 (sweep ``cuda_graph_estimated_gib``:
   Llama-8B 0.84, 70B TP2 1.82, Qwen3-30B-A3B 1.24).
