@@ -180,3 +180,16 @@ def test_hf_config_file(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["kvBytesPerToken"] == 131072 and result["contextLength"] == 131072
+
+
+def test_readme_shows_the_real_plan_output() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    marker = "$ ctxfit plan -f manifests/kimi-128k.yaml\n"
+    shown = readme.split(marker, 1)[1].split("```", 1)[0]
+    out = run_cli("plan", "-f", "manifests/kimi-128k.yaml")
+    assert out.returncode == 0
+
+    def norm(text: str) -> list[str]:
+        return [line.rstrip() for line in text.strip().splitlines()]
+
+    assert norm(shown) == norm(out.stdout)
