@@ -334,3 +334,23 @@ def test_failure_wire_shape() -> None:
     wire = classify(Observation(message=KV_011), VLLM).to_wire()
     assert set(wire) == {"kind", "numbers", "evidence"}
     assert wire["kind"] == "KVCacheTooSmall"
+
+
+@pytest.mark.parametrize(
+    ("message", "kept", "dropped"),
+    [
+        ("ValueError: The model's max seq len (1048576) is larger than the maximum number of tokens that can be "
+         "stored in KV cache (NaN).", {"requestedContextLength": 1048576}, ()),
+        (KV_011.replace("(131072)", "(73786976294838206464)").replace("79456", "98386976294838206464")
+         .replace("16.00 GiB", "99999999999999999999 GiB"),
+         {"availableBytes": int(9.70 * GiB)},
+         ("requestedContextLength", "estimatedMaxContextLength", "neededBytes")),
+    ],
+    ids=["nan-capacity", "absurd-numbers"],
+)
+def test_garbled_numbers_are_treated_as_missing(message: str, kept: dict[str, Any], dropped: tuple[str, ...]) -> None:
+    failure = classify(Observation(message=message), VLLM)
+    assert failure.kind is K.KV_CACHE_TOO_SMALL
+    assert failure.numbers == kept
+    for name in dropped:
+        assert name not in failure.numbers

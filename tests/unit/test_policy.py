@@ -70,7 +70,7 @@ ROWS = [
         "neededBytes": int(17.16 * GiB), "availableBytes": int(11.70 * GiB)}, {"context_length": 262144},
         {"contextLength": 131072}, says=("11.70 GiB", "17.16 GiB", "178752", "131072", "25% headroom")),
     Row("kv-no-headroom", K.KV_CACHE_TOO_SMALL, {"estimatedMaxContextLength": 200000}, {"context_length": 262144},
-        {"contextLength": 196608}, spec={"context": {"target": 262144, "headroom": 0.0}}),
+        {"contextLength": 196608}, model="moonshotai/Kimi-K2.5", spec={"context": {"target": 262144, "headroom": 0.0}}),
     Row("kv-derived-from-catalog-architecture", K.KV_CACHE_TOO_SMALL,
         {"requestedContextLength": 131072, "availableBytes": int(9.70 * GiB), "neededBytes": 16 * GiB},
         next={"contextLength": 49152}, says=("131,072 B per token",)),
@@ -186,6 +186,40 @@ ROWS = [
         {"shmSize": "4Gi"}),
     Row("shm-failed", K.SHARED_MEMORY_TOO_SMALL, current={"shm_bytes": 64 * MiB}, next={"shmSize": "2Gi"},
         history=(({"shm_bytes": GiB}, K.SHARED_MEMORY_TOO_SMALL),)),
+    # Regression: a zero or huge limit never gives a wrong permanent verdict or an absurd size
+    Row("host-zero-limit", K.HOST_OOM_KILLED, current={"memory_limit_bytes": 0}, next={"memoryLimit": "64Gi"}),
+    Row("host-zero-limit-node-cap", K.HOST_OOM_KILLED, current={"memory_limit_bytes": 0}, cap=32 * GiB,
+        next={"memoryLimit": "32Gi"}),
+    Row("host-zero-node-cap-ignored", K.HOST_OOM_KILLED, current={"memory_limit_bytes": 500 * GiB}, cap=0,
+        next={"memoryLimit": "750Gi"}),
+    Row("host-at-node-cap-says-node", K.HOST_OOM_KILLED, current={"memory_limit_bytes": 64 * GiB}, cap=64 * GiB,
+        says=("the node allocates at most 64Gi",)),
+    Row("host-near-ctxfit-max", K.HOST_OOM_KILLED, current={"memory_limit_bytes": 50 * 1024 * GiB},
+        next={"memoryLimit": "64Ti"}),
+    Row("host-at-ctxfit-max", K.HOST_OOM_KILLED, current={"memory_limit_bytes": 64 * 1024 * GiB},
+        says=("ctxfit's maximum is 64Ti",)),
+    Row("shm-absurd-request-ignored", K.SHARED_MEMORY_TOO_SMALL, {"requestedBytes": 10**30},
+        {"shm_bytes": 64 * MiB}, next={"shmSize": "1Gi"}),
+    Row("shm-at-ctxfit-max", K.SHARED_MEMORY_TOO_SMALL, current={"shm_bytes": 64 * 1024 * GiB}, says=("64Ti",)),
+    # Regression: the next context never exceeds min(model maximum, context.target)
+    Row("ceiling-kv-no-capacity", K.KV_CACHE_TOO_SMALL, {"requestedContextLength": 1048576},
+        {"context_length": 1048576}, next={"contextLength": 131072}, says=("the model's maximum 131072",),
+        spec={"context": {"target": 262144}}),
+    Row("ceiling-kv-absurd-numbers", K.KV_CACHE_TOO_SMALL,
+        {"requestedContextLength": 73786976294838206464, "estimatedMaxContextLength": 98386976294838206464},
+        next={"contextLength": 98304}),
+    Row("ceiling-kv-target-below-model", K.KV_CACHE_TOO_SMALL, {"requestedContextLength": 1048576},
+        {"context_length": 1048576}, next={"contextLength": 65536}, spec={"context": {"target": 65536}},
+        says=("context.target 65536",)),
+    Row("ceiling-derived-above-model", K.CONTEXT_EXCEEDS_MODEL_LIMIT, {"derivedMaxContextLength": 200000},
+        {"context_length": 262144}, next={"contextLength": 131072}),
+    Row("ceiling-graph-oom-caps-context", K.GRAPH_CAPTURE_OOM, current={"context_length": 262144},
+        next={"contextLength": 131072, "gpuMemoryUtilization": 0.88}, says=("capped",)),
+    Row("ceiling-unknown-caps-context", K.UNKNOWN, current={"context_length": 262144},
+        next={"contextLength": 131072}),
+    Row("ceiling-below-minimum", K.KV_CACHE_TOO_SMALL, {"estimatedMaxContextLength": 178752},
+        spec={"context": {"target": 262144, "minimum": 200000}}, check="ContextCeiling",
+        says=("the model's maximum 131072 is below context.minimum 200000",)),
     # KVCacheDtypeUnsupported
     Row("dtype-replan", K.KV_CACHE_DTYPE_UNSUPPORTED, current={"kv_cache_dtype": "fp8"},
         next={"kvCacheDtype": "auto", "contextLength": 98304}, replan=fake_replan((98304, "chose 98304"))),
@@ -310,7 +344,7 @@ def test_attempt_from_wire() -> None:
         Attempt.from_wire({"failure": "Nope"}, defaults=VLLM_BASE)
     with pytest.raises(ValueError, match="contextLength: required"):
         Attempt.from_wire({"failure": "Unknown"})
-    with pytest.raises(ValueError, match="not a Kubernetes quantity"):
+    with pytest.raises(ValueError, match="memoryLimit: must be a finite quantity"):
         Attempt.from_wire({"memoryLimit": "lots", "failure": "Unknown"}, defaults=VLLM_BASE)
 
 

@@ -3,7 +3,8 @@
 - the policy never returns a configuration in the history;
 - every non-permanent step (Unknown excepted: it retries unchanged) changes at least one knob, and
   every knob it changes moves in the safe direction for that failure;
-- the context never rises (in particular after a memory failure);
+- the context never rises (in particular after a memory failure), and never exceeds the ceiling
+  min(the model's maximum, context.target); a current context above it is capped there;
 - an operator loop that keeps failing ends in a permanent verdict within ``spec.attempts`` starts.
 """
 
@@ -13,6 +14,7 @@ from typing import Any
 
 from ctxfit.api import EffectiveConfig, GiB, InferenceServerSpec, MiB
 from ctxfit.recovery import MEMORY_KINDS, Attempt, Decision, Failure, FailureKind, decide
+from ctxfit.recovery.limits import context_ceiling
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -104,11 +106,11 @@ def replans() -> st.SearchStrategy[Any]:
     return st.one_of(st.none(), st.one_of(st.none(), st.integers(0, 1 << 21)).map(make))
 
 
-def assert_safe(kind: FailureKind, before: EffectiveConfig, after: EffectiveConfig) -> None:
+def assert_safe(kind: FailureKind, before: EffectiveConfig, after: EffectiveConfig, *, above_ceiling: bool) -> None:
     a, b = before.model_dump(), after.model_dump()
     changed = [k for k in a if a[k] != b[k]]
     assert changed, f"{kind}: a non-permanent step must change a knob"
-    allowed = SAFE[kind]
+    allowed = {**SAFE[kind], "context_length": "down"} if above_ceiling else SAFE[kind]
     for knob in changed:
         assert knob in allowed, f"{kind} changed {knob}: {a[knob]} -> {b[knob]}"
         direction = allowed[knob]
@@ -131,10 +133,15 @@ def check_decision(spec: InferenceServerSpec, current: EffectiveConfig, failure:
     assert decision.next.context_length <= current.context_length, "context rose"
     if failure.kind in MEMORY_KINDS:
         assert decision.next.context_length <= current.context_length
+    ceiling = context_ceiling(spec)
+    above = ceiling is not None and current.context_length > ceiling[0]
+    if ceiling is not None:
+        assert decision.next.context_length <= ceiling[0], ("above the ceiling", ceiling, decision.explanation)
     if failure.kind is K.UNKNOWN:
-        assert decision.next == current
+        capped = current.model_copy(update={"context_length": ceiling[0]}) if ceiling and above else current
+        assert decision.next == capped
     else:
-        assert_safe(failure.kind, current, decision.next)
+        assert_safe(failure.kind, current, decision.next, above_ceiling=above)
 
 
 @settings(max_examples=400, deadline=None)

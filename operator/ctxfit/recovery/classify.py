@@ -20,7 +20,8 @@ engines', then the earliest occurrence):
 Cost: every marker is a literal found with ``str.find`` (a bounded number of occurrences each), and
 numbers are read by small bounded regexes in a window of <= 2 KiB around one marker, so the work is
 linear in the text. Texts longer than ``MAX_TEXT_CHARS`` are cut to their tail. Never raises on any
-text.
+text. Numbers outside physical bounds (``limits.plausible_number``: a 20-digit token count) are
+dropped, as if the message had not carried them.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ctxfit.api import EngineKind
 
 from .generic import EVENT_PATTERNS, GENERIC_PATTERNS, GENERIC_PHASE_MARKERS
 from .kinds import Failure, FailureKind, Number
+from .limits import plausible_number
 from .patterns import (
     PHASE_KIND,
     RANK_EXIT,
@@ -186,7 +188,7 @@ def _extract(window: str, extractors: tuple[Extractor, ...]) -> dict[str, Number
         if found is None:
             continue
         value = to_number(found.groups(), ex.value)
-        if value is not None:
+        if value is not None and plausible_number(ex.name, value):
             numbers[ex.name] = value
     return numbers
 

@@ -23,6 +23,7 @@ from ctxfit.catalog import lookup_model
 from ctxfit.engines.version import parse_version
 
 from .kinds import Failure, FailureKind
+from .limits import MAX_CONTEXT_TOKENS
 
 VLLM_UTILIZATION_OLD = 0.90
 VLLM_UTILIZATION_NEW = 0.92
@@ -102,7 +103,7 @@ def observed_effective(current: EffectiveConfig, failure: Failure, spec: Inferen
     """``current`` corrected by what the failure shows actually ran.
 
     - ``requestedContextLength`` (vLLM "max seq len (N)", "max_model_len (N)", SGLang "context_length (N)")
-      is the context that ran.
+      is the context that ran (when within the spec's bounds, 16 .. 2^27; a garbled number is ignored).
     - ``gpuMemoryUtilization`` (vLLM free-memory check) and ``memFractionStatic`` (SGLang) are the
       fractions that ran.
     - KVCacheDtypeUnsupported while ``current`` says 16-bit: the spec's (non-16-bit) dtype ran.
@@ -110,7 +111,7 @@ def observed_effective(current: EffectiveConfig, failure: Failure, spec: Inferen
     update: dict[str, object] = {}
     numbers = failure.numbers
     requested = numbers.get("requestedContextLength")
-    if isinstance(requested, int) and requested > 0:
+    if isinstance(requested, int) and 16 <= requested <= MAX_CONTEXT_TOKENS:
         update["context_length"] = requested
     utilization = numbers.get("gpuMemoryUtilization")
     if current.gpu_memory_utilization is not None and isinstance(utilization, float) and 0 < utilization <= 1:

@@ -5,7 +5,9 @@ small checks (``ctxfit.recovery.checks.POLICY_CHAIN``, cert-manager policy-chain
 check that applies decides. The driver then enforces the rules every decision obeys:
 
 - never return a configuration already in ``history`` (only Unknown retries ``current`` once);
-- the context never rises (no rule raises it; after a memory failure it can only fall);
+- the context never rises (no rule raises it; after a memory failure it can only fall), and never
+  exceeds ``min(the model's maxPositionEmbeddings, spec.context.target)`` (``limits.context_ceiling``):
+  a proposal above it is capped there;
 - attempts are bounded: after ``spec.attempts`` failed starts (default 5) the verdict is permanent;
 - every decision carries a one-line explanation with the numbers.
 
@@ -16,12 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
 from ctxfit.budget.context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT
 
 from .kinds import Failure, FailureKind
+from .limits import context_ceiling
+from .wire import FieldError, effective_from_wire, shown_value
 
 Replan = Callable[[InferenceServerSpec, dict[str, Any]], tuple[int, str]]
 """``replan(spec, pin) -> (context length that fits with ``pin`` held, or 0; one-line explanation)``.
@@ -40,23 +45,25 @@ class Attempt:
     failure: FailureKind
 
     @classmethod
-    def from_wire(cls, data: Mapping[str, Any], *, defaults: EffectiveConfig | None = None) -> Attempt:
+    def from_wire(cls, data: Mapping[Any, Any], *, defaults: EffectiveConfig | None = None,
+                  engine: EngineKind | None = None) -> Attempt:
         """Read ``{<EffectiveConfig wire fields>..., failure: <kind>}``; missing fields come from ``defaults``.
 
+        Fields are checked with the spec's bounds (``ctxfit.recovery.wire``); ``engine`` also checks that
+        the engine's memory fraction is set and the other engine's is not.
+
         Raises:
-            ValueError: unknown failure kind, bad quantity, or a missing field without ``defaults``.
+            FieldError (a ValueError, message ``<field>: <problem>``): no or unknown failure kind, an
+            unknown field, a bad value, or a missing field without ``defaults``.
         """
-        fields = dict(defaults.to_wire()) if defaults is not None else {}
-        fields.update({k: v for k, v in data.items() if k != "failure"})
+        if data.get("failure") is None:
+            raise FieldError("failure", "required (the failure kind of this attempt)")
         try:
-            kind = FailureKind(str(data.get("failure", "")))
+            kind = FailureKind(str(data["failure"]))
         except ValueError:
             allowed = ", ".join(k.value for k in FailureKind)
-            raise ValueError(f"failure: {data.get('failure')!r} is not one of {allowed}") from None
-        try:
-            config = EffectiveConfig.from_wire(fields)
-        except KeyError as exc:
-            raise ValueError(f"{exc.args[0]}: required") from None
+            raise FieldError("failure", f"{shown_value(data['failure'])} is not one of {allowed}") from None
+        config = effective_from_wire(data, defaults=defaults, engine=engine, extra=("failure",))
         return cls(config, kind)
 
 
@@ -113,6 +120,19 @@ class PolicyContext:
             return self.spec.context.minimum
         return min(DEFAULT_MINIMUM_CONTEXT, self.current.context_length)
 
+    @cached_property
+    def context_ceiling(self) -> tuple[int, str] | None:
+        """``(tokens, what)``: the highest context any proposal may carry (``limits.context_ceiling``)."""
+        return context_ceiling(self.spec)
+
+    def capped(self, config: EffectiveConfig) -> tuple[EffectiveConfig, str]:
+        """``config`` with its context lowered to the ceiling when above it, and a note saying so."""
+        ceiling = self.context_ceiling
+        if ceiling is None or config.context_length <= ceiling[0]:
+            return config, ""
+        return (config.model_copy(update={"context_length": ceiling[0]}),
+                f"; context capped at {ceiling[1]}")
+
     @property
     def failed_attempts(self) -> int:
         """Failed starts so far, ``current`` included."""
@@ -124,12 +144,13 @@ class PolicyContext:
 
     def first_untried(self, candidates: Iterable[tuple[EffectiveConfig, str]]) -> tuple[EffectiveConfig, str] | None:
         """The first candidate that differs from ``current``, is not in history and keeps the context."""
-        for config, why in candidates:
+        for proposed, why in candidates:
+            config, note = self.capped(proposed)
             if config == self.current or self.tried(config):
                 continue
             if config.context_length > self.current.context_length:
                 continue
-            return config, why
+            return config, why + note
         return None
 
 
@@ -165,10 +186,12 @@ def _guard(ctx: PolicyContext, decision: Decision) -> Decision:
     nxt = decision.next
     if decision.permanent or nxt is None:
         return Decision(None, True, decision.explanation, decision.check)
-    if ctx.tried(nxt):
-        return permanent(decision.check, f"{decision.explanation}; but that configuration already failed")
     if nxt.context_length > ctx.current.context_length:
         return permanent(decision.check, f"{decision.explanation}; but the context may not rise after a failure")
+    nxt, note = ctx.capped(nxt)
+    decision = replace(decision, next=nxt, explanation=decision.explanation + note)
+    if ctx.tried(nxt):
+        return permanent(decision.check, f"{decision.explanation}; but that configuration already failed")
     return decision
 
 

@@ -18,7 +18,12 @@ from .container import (
     check_startup_probe_timeout,
     check_unknown,
 )
-from .context import check_context_exceeds_model_limit, check_kv_cache_dtype_unsupported, check_kv_cache_too_small
+from .context import (
+    check_context_ceiling,
+    check_context_exceeds_model_limit,
+    check_kv_cache_dtype_unsupported,
+    check_kv_cache_too_small,
+)
 from .memory import (
     check_graph_capture_oom,
     check_insufficient_free_gpu_memory,
@@ -31,6 +36,7 @@ from .memory import (
 POLICY_CHAIN: tuple[tuple[str, Check], ...] = (
     ("WeightsDoNotFit", check_weights_do_not_fit),
     ("AttemptsExhausted", check_attempts_exhausted),
+    ("ContextCeiling", check_context_ceiling),
     ("KVCacheTooSmall", check_kv_cache_too_small),
     ("ContextExceedsModelLimit", check_context_exceeds_model_limit),
     ("NoKVCacheMemory", check_no_kv_cache_memory),
@@ -44,6 +50,7 @@ POLICY_CHAIN: tuple[tuple[str, Check], ...] = (
     ("KVCacheDtypeUnsupported", check_kv_cache_dtype_unsupported),
     ("Unknown", check_unknown),
 )
-"""The chain, in order: the permanent kind, the attempt bound, then one check per kind, Unknown last."""
+"""The chain, in order: the permanent kind, the attempt bound, a model maximum below the minimum, then one
+check per kind, Unknown last."""
 
 __all__ = ["FRACTION_CEILING", "POLICY_CHAIN", "UTILIZATION_CEILING"]

@@ -21,6 +21,7 @@ from ctxfit.api.spec import Architecture
 from ctxfit.budget.context import ladder_floor
 from ctxfit.budget.kv import KVLayout, kv_layout
 from ctxfit.catalog import lookup_model
+from ctxfit.recovery.limits import plausible_number
 from ctxfit.recovery.policy import PolicyContext
 
 UTILIZATION_CEILING = 0.95
@@ -57,9 +58,11 @@ def round_fraction(value: float) -> float:
 
 
 def number_of(ctx: PolicyContext, name: str) -> float | None:
-    """A positive number the failure carries, else None."""
+    """A positive, plausible number the failure carries, else None (absurd values count as missing)."""
     value = ctx.failure.numbers.get(name)
-    return float(value) if isinstance(value, int | float) and value > 0 else None
+    if not plausible_number(name, value) or not isinstance(value, int | float) or value <= 0:
+        return None
+    return float(value)
 
 
 def architecture(ctx: PolicyContext) -> Architecture | None:

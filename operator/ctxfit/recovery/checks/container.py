@@ -4,7 +4,9 @@ SharedMemoryTooSmall, Unknown (the catch-all)."""
 from __future__ import annotations
 
 from ctxfit.api import bytes_to_quantity
+from ctxfit.recovery.current import MEMORY_LIMIT_BYTES
 from ctxfit.recovery.kinds import FailureKind
+from ctxfit.recovery.limits import MAX_HOST_BYTES, MIN_HOST_BYTES
 from ctxfit.recovery.policy import Decision, PolicyContext, permanent, propose
 
 from .common import (
@@ -30,22 +32,29 @@ def check_attempts_exhausted(ctx: PolicyContext) -> Decision | None:
 
 
 def check_host_oom_killed(ctx: PolicyContext) -> Decision | None:
-    """HostOOMKilled: memory limit x1.5 (bounded by the node's allocatable); never the context."""
+    """HostOOMKilled: memory limit x1.5 (then x2), bounded by the node's allocatable and 64 TiB; never the
+    context. A limit below 1 MiB is not a real limit: the fallback (64 GiB) is proposed instead."""
     if ctx.failure.kind is not FailureKind.HOST_OOM_KILLED:
         return None
     limit = ctx.current.memory_limit_bytes
-    cap = ctx.memory_cap_bytes
-    head = f"the container was OOM-killed at its memory limit {bytes_to_quantity(limit)} (host RAM, not GPU)"
-    sizes: list[int] = []
-    for growth in (HOST_MEMORY_GROWTH, 2.0):
-        size = round_up_size(int(limit * growth))
-        if cap is not None:
-            size = min(size, cap)
+    node = ctx.memory_cap_bytes if ctx.memory_cap_bytes is not None and ctx.memory_cap_bytes > 0 else None
+    cap = min(node, MAX_HOST_BYTES) if node is not None else MAX_HOST_BYTES
+    head = f"the container was OOM-killed at its memory limit {bytes_to_quantity(max(limit, 0))} (host RAM, not GPU)"
+    if limit < MIN_HOST_BYTES:
+        growths: tuple[float, ...] = ()
+        sizes = [min(MEMORY_LIMIT_BYTES, cap)]
+    else:
+        growths = (HOST_MEMORY_GROWTH, 2.0)
+        sizes = []
+    for growth in growths:
+        size = min(round_up_size(int(limit * growth)), cap)
         if size > limit and size not in sizes:
             sizes.append(size)
+    sizes = [s for s in sizes if s > limit]
     if not sizes:
-        return permanent("HostOOMKilled", f"{head}; the node allocates at most {bytes_to_quantity(cap or limit)}: "
-                         "use a node with more memory")
+        where = (f"the node allocates at most {bytes_to_quantity(cap)}" if node is not None and node <= MAX_HOST_BYTES
+                 else f"ctxfit's maximum is {bytes_to_quantity(MAX_HOST_BYTES)}")
+        return permanent("HostOOMKilled", f"{head}; {where}: use a node with more memory")
     candidates = [(ctx.current.model_copy(update={"memory_limit_bytes": s}),
                    f"{head}; raising it to {bytes_to_quantity(s)}") for s in sizes]
     return propose(ctx, "HostOOMKilled", candidates, head)
@@ -74,9 +83,13 @@ def check_shared_memory_too_small(ctx: PolicyContext) -> Decision | None:
     request = int(number_of(ctx, "requestedBytes") or 0)
     asked = f" (a {request:,}-byte segment failed)" if request else ""
     head = f"/dev/shm of {bytes_to_quantity(current)} is too small{asked}"
-    size = max(SHM_MINIMUM, 2 * current, round_up_size(request) if request else 0)
+    size = min(max(SHM_MINIMUM, 2 * current, round_up_size(request) if request else 0), MAX_HOST_BYTES)
+    sizes = sorted({s for s in (size, min(2 * size, MAX_HOST_BYTES)) if s > current})
+    if not sizes:
+        return permanent("SharedMemoryTooSmall", f"{head}; already at ctxfit's maximum "
+                         f"{bytes_to_quantity(MAX_HOST_BYTES)}")
     candidates = [(ctx.current.model_copy(update={"shm_bytes": s}), f"{head}; raising it to {bytes_to_quantity(s)}")
-                  for s in (size, 2 * size)]
+                  for s in sizes]
     return propose(ctx, "SharedMemoryTooSmall", candidates, head)
 
 

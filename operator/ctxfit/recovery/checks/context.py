@@ -63,6 +63,10 @@ def check_kv_cache_too_small(ctx: PolicyContext) -> Decision | None:
             first = ctx.minimum_context  # fits, with less headroom than asked
     if first is not None and first >= ctx.current.context_length:
         first = context_at_most(ctx.current.context_length - 1)
+    ceiling = ctx.context_ceiling
+    reason = f"{ctx.headroom:.0%} headroom"
+    if first is not None and ceiling is not None and first > ceiling[0]:
+        first, reason = ceiling[0], ceiling[1]
     steps = context_steps(ctx, first)
     if not steps:
         return permanent(
@@ -72,10 +76,20 @@ def check_kv_cache_too_small(ctx: PolicyContext) -> Decision | None:
         )
     candidates = [
         (ctx.current.model_copy(update={"context_length": size}),
-         f"{head}; stepping down to {size} ({ctx.headroom:.0%} headroom)")
+         f"{head}; stepping down to {size} ({reason if size == first else f'{ctx.headroom:.0%} headroom'})")
         for size in steps
     ]
     return propose(ctx, "KVCacheTooSmall", candidates, head)
+
+
+def check_context_ceiling(ctx: PolicyContext) -> Decision | None:
+    """ContextCeiling: permanent when the model's maximum context is below ``spec.context.minimum``
+    (every proposal is capped at the ceiling, so none could reach the minimum)."""
+    ceiling, minimum = ctx.context_ceiling, ctx.spec.context.minimum
+    if ceiling is None or minimum is None or ceiling[0] >= minimum:
+        return None
+    return permanent("ContextCeiling", f"{ctx.failure.kind.value}: {ceiling[1]} is below context.minimum "
+                     f"{minimum}: lower context.minimum or choose another model")
 
 
 def check_context_exceeds_model_limit(ctx: PolicyContext) -> Decision | None:
@@ -84,9 +98,13 @@ def check_context_exceeds_model_limit(ctx: PolicyContext) -> Decision | None:
         return None
     limits = [v for v in (number_of(ctx, "derivedMaxContextLength"), number_of(ctx, "modelMaxLength")) if v]
     requested = int(number_of(ctx, "requestedContextLength") or ctx.current.context_length)
+    ceiling = ctx.context_ceiling
     if limits:
         limit = int(min(limits))
         head = f"{ctx.engine_name}: the model supports at most {limit} tokens, {requested} were asked"
+        if ceiling is not None and ceiling[0] < limit:
+            limit = ceiling[0]
+            head = f"{head}; {ceiling[1]}"
         sizes = [limit] if limit < ctx.current.context_length else []
         sizes += context_steps(ctx, context_at_most(limit - 1))
     else:
