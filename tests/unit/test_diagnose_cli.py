@@ -193,3 +193,150 @@ def test_console_script_module(files: dict[str, Path]) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["next"]["contextLength"] == 131072
+
+
+# Regression: the reviewer's reproducers (bad values, non-finite numbers, markup, closed pipes, no cap).
+
+NAN_MESSAGE = ("ValueError: The model's max seq len (1048576) is larger than the maximum number of tokens that can "
+               "be stored in KV cache (NaN).\n")
+ABSURD_MESSAGE = (
+    "ValueError: To serve at least one request with the models's max seq len (73786976294838206464), "
+    "(99999999999999999999 GiB KV cache is needed, which is larger than the available KV cache memory (11.70 GiB). "
+    "Based on the available memory, the estimated maximum model length is 98386976294838206464.\n"
+)
+
+
+def _one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ctxfit: error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("flag", "data", "expected"),
+    [
+        ("--history", "- {contextLength: .inf, failure: KVCacheTooSmall}\n",
+         "--history[0].contextLength: must be a whole number"),
+        ("--history", "- {memoryLimit: inf, failure: HostOOMKilled}\n", "--history[0].memoryLimit: must be a finite"),
+        ("--history", "- {memoryLimit: .nan, failure: HostOOMKilled}\n", "--history[0].memoryLimit: must be a finite"),
+        ("--current", "{contextLength: .inf}\n", "--current.contextLength: must be a whole number"),
+        ("--current", "{memoryLimit: '-1Gi'}\n", "--current.memoryLimit: must be between 1Mi and 64Ti"),
+        ("--current", "{gpuMemoryUtilization: abc}\n", "--current.gpuMemoryUtilization: must be a number"),
+        ("--history", "- {gpuMemoryUtilization: abc, failure: Unknown}\n",
+         "--history[0].gpuMemoryUtilization: must be a number"),
+        ("--history", "- {contextLength: abc, failure: Unknown}\n", "--history[0].contextLength: must be a whole"),
+        ("--current", "{gpuMemoryUtilization: 7}\n", "--current.gpuMemoryUtilization: must be in (0, 1]"),
+        ("--current", "{gpuMemoryUtilization: .nan}\n", "--current.gpuMemoryUtilization: must be a number"),
+        ("--current", "{kvCacheDtype: int3}\n", "--current.kvCacheDtype: must be one of auto"),
+        ("--current", "{maxNumSeqs: 0}\n", "--current.maxNumSeqs: must be between 1 and 65536"),
+        ("--current", "{cudaGraphMaxBatchSize: -4}\n", "--current.cudaGraphMaxBatchSize: must be between 1 and 4096"),
+        ("--current", "{contextLength: 0}\n", "--current.contextLength: must be between 16 and 134217728"),
+        ("--current", "{contextLength: -8}\n", "--current.contextLength: must be between 16"),
+        ("--current", "{contextLength: 1.5}\n", "--current.contextLength: must be a whole number"),
+        ("--current", "{contextLength: true}\n", "--current.contextLength: must be a whole number"),
+        ("--current", "{memoryLimit: 0}\n", "--current.memoryLimit: must be between 1Mi and 64Ti"),
+        ("--current", "{shmSize: 1Ei}\n", "--current.shmSize: must be between 1Mi and 64Ti"),
+        ("--current", "{startupTimeoutSeconds: 5}\n", "--current.startupTimeoutSeconds: must be between 30"),
+        ("--current", "{contextLenght: 4096}\n", "--current.contextLenght: unknown field; did you mean contextLength?"),
+        ("--history", "- {failure: Unknown, bogus: 1}\n", "--history[0].bogus: unknown field"),
+        ("--current", "{memFractionStatic: 0.8}\n", "--current.memFractionStatic: is not a vLLM setting"),
+        ("--current", "{gpuMemoryUtilization: null}\n", "--current.gpuMemoryUtilization: required for vLLM"),
+        ("--history", "- {contextLength: 4096}\n", "--history[0].failure: required"),
+        ("--current", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\n",
+         "--current:"),
+    ],
+    ids=lambda v: v if isinstance(v, str) and len(v) < 40 and not v.startswith("-") else None,
+)
+def test_bad_fields_exit_2_naming_the_field(files: dict[str, Path], capsys: pytest.CaptureFixture[str], flag: str,
+                                            data: str, expected: str) -> None:
+    path = _write(files["dir"] / "input.yaml", data)
+    code, out, err = diagnose(capsys, "-f", str(files["server"]), "--message-file", str(files["message"]),
+                              flag, str(path), "-o", "json")
+    assert code == 2 and out == ""
+    assert expected in _one_error_line(err)
+
+
+@pytest.mark.parametrize("which", ["--history", "--current", "-f"])
+def test_non_utf8_files_are_named(files: dict[str, Path], capsys: pytest.CaptureFixture[str], which: str) -> None:
+    bad = files["dir"] / "latin1.yaml"
+    bad.write_bytes(b"\xff\xfe- {failure: Unknown}\n")
+    server = str(bad) if which == "-f" else str(files["server"])
+    extra = [which, str(bad)] if which != "-f" else []
+    code, out, err = diagnose(capsys, "-f", server, "--message-file", str(files["message"]), *extra)
+    line = _one_error_line(err)
+    assert code == 2 and out == ""
+    assert "latin1.yaml" in line and "UTF-8" in line
+
+
+def test_non_utf8_message_is_read(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    message = files["dir"] / "message.bin"
+    message.write_bytes(b"\xff\xfe" + KIMI_MESSAGE.encode())
+    code, out, _ = diagnose(capsys, "-f", str(files["server"]), "--message-file", str(message), "-o", "json")
+    assert code == 0 and json.loads(out)["next"]["contextLength"] == 131072
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("abc", "--exit-code: must be a whole number, got 'abc'"),
+    ("1.5", "--exit-code: must be a whole number"),
+    ("99999999999999999999", "--exit-code: must be an int32"),
+])
+def test_exit_code_errors_are_one_line(files: dict[str, Path], capsys: pytest.CaptureFixture[str], value: str,
+                                       expected: str) -> None:
+    code, out, err = diagnose(capsys, "-f", str(files["server"]), "--message-file", str(files["message"]),
+                              "--exit-code", value)
+    assert code == 2 and out == ""
+    assert expected in _one_error_line(err)
+
+
+def test_markup_in_user_text_is_printed_literally(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    server = _write(files["dir"] / "markup.yaml", {"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer",
+                                                   "metadata": {"name": "x[/]"}, "spec": KIMI_SPEC})
+    message = _write(files["dir"] / "markup.txt", "RuntimeError: [bold]boom[/] :smile: [/]\n")
+    code, out, err = diagnose(capsys, "-f", str(server), "--message-file", str(message), "--reason", "[red]x[/]")
+    assert code == 0, err
+    assert "x[/]: diagnosis" in out and "[bold]boom[/] :smile: [/]" in out
+
+
+def test_closed_stdout_ends_quietly(files: dict[str, Path]) -> None:
+    for output in ("json", "table"):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ctxfit.cli", "diagnose", "-f", str(files["server"]), "--message-file",
+             str(files["message"]), "-o", output],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # the reader goes away before the first write (like `| head -0`)
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 1, err
+        assert err == "", err
+
+
+def test_next_context_is_capped_at_the_model_maximum(files: dict[str, Path],
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    message = _write(files["dir"] / "nan.txt", NAN_MESSAGE)
+    code, out, _ = diagnose(capsys, "-f", str(files["server"]), "--message-file", str(message), "-o", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["failure"]["kind"] == "KVCacheTooSmall" and not doc["permanent"]
+    assert "estimatedMaxContextLength" not in doc["failure"]["numbers"]  # "(NaN)" is not a number
+    assert doc["next"]["contextLength"] == 262144  # Kimi-K2.5's maximum and the target; 1048576 failed
+    assert "262144" in doc["explanation"]
+
+
+def test_absurd_numbers_are_ignored(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    message = _write(files["dir"] / "absurd.txt", ABSURD_MESSAGE)
+    code, out, _ = diagnose(capsys, "-f", str(files["server"]), "--message-file", str(message), "-o", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["failure"]["kind"] == "KVCacheTooSmall"
+    assert set(doc["failure"]["numbers"]) == {"availableBytes"}
+    assert 16 <= doc["next"]["contextLength"] <= 131072
+    assert "73786976294838206464" not in doc["explanation"]
+
+
+def test_current_above_the_target_is_capped(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    current = _write(files["dir"] / "current.yaml", {"contextLength": 1048576})
+    code, out, _ = diagnose(capsys, "-f", str(files["server"]), "--message-file", str(files["message"]),
+                            "--reason", "OOMKilled", "--current", str(current), "-o", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["failure"]["kind"] == "HostOOMKilled"
+    assert doc["next"]["contextLength"] == 262144 and "capped" in doc["explanation"]

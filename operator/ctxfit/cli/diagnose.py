@@ -5,19 +5,23 @@ about the failed container, and prints the failure, the verdict and the next con
 
 ``-o json`` keys are stable: ``{"failure": {"kind", "numbers", "evidence"}, "permanent", "next":
 EffectiveConfig.to_wire() or null, "explanation"}``.
+
+Bad input (manifest, ``--message-file``, ``--history``, ``--current``, ``--exit-code``) prints one line
+naming the file or field on stderr and exits 2. A closed stdout (``-o json | head``) ends quietly (exit 1).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ctxfit.api import EffectiveConfig, InferenceServerSpec
+from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
 from ctxfit.recovery import (
     Attempt,
     Decision,
@@ -30,9 +34,13 @@ from ctxfit.recovery import (
     initial_effective,
     observed_effective,
 )
+from ctxfit.recovery.wire import FieldError, effective_from_wire
 
-from . import EXIT_OK, fail
+from . import EXIT_ERROR, EXIT_OK, fail
 from .load import ManifestError, load_manifest
+
+EXIT_CODE_RANGE = (-(1 << 31), (1 << 31) - 1)
+"""``lastState.terminated.exitCode`` is an int32 in the Kubernetes API."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--message-file", required=True,
                         help="the container's termination message or log tail ('-' for stdin)")
     parser.add_argument("--reason", help="lastState.terminated.reason (e.g. Error, OOMKilled)")
-    parser.add_argument("--exit-code", type=int, help="lastState.terminated.exitCode")
+    parser.add_argument("--exit-code", metavar="N", help="lastState.terminated.exitCode (an integer)")
     parser.add_argument("--event", action="append", default=[], metavar="TEXT",
                         help="a pod Event message (repeatable), e.g. 'Startup probe failed: ...'")
     parser.add_argument("--history", metavar="FILE",
@@ -51,45 +59,78 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
 
 
-def _read_text(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
+def parse_exit_code(text: str | None) -> int | None:
+    """``--exit-code`` as an int32, None when not given.
+
+    Raises:
+        ValueError: not a whole number in the int32 range.
+    """
+    if text is None:
+        return None
     try:
-        return Path(path).read_bytes().decode("utf-8", errors="replace")
+        code = int(text.strip())
+    except ValueError:
+        raise ValueError(f"--exit-code: must be a whole number, got {text[:40]!r}") from None
+    if not EXIT_CODE_RANGE[0] <= code <= EXIT_CODE_RANGE[1]:
+        raise ValueError(f"--exit-code: must be an int32 (a container exit code), got {code}")
+    return code
+
+
+def _clean_arg(text: str | None) -> str | None:
+    """Command-line text with undecodable bytes (surrogate escapes) replaced, so it prints anywhere."""
+    if text is None:
+        return None
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _read_text(path: str) -> str:
+    try:
+        raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as exc:
         raise ValueError(f"--message-file: cannot read {path}: {exc.strerror}") from exc
+    except AttributeError:  # a text-only stdin (tests): already decoded
+        return sys.stdin.read()
+    return raw.decode("utf-8", errors="replace")
 
 
 def _read_yaml(path: str, flag: str) -> Any:
     try:
-        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ValueError(f"{flag}: cannot read {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError:
+        raise ValueError(f"{flag}: {path} is not UTF-8 text") from None
+    try:
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ValueError(f"{flag}: {path} is not valid YAML ({str(exc).splitlines()[0]})") from exc
+    except RecursionError:
+        raise ValueError(f"{flag}: {path} is nested too deeply") from None
 
 
-def read_current(path: str, defaults: EffectiveConfig) -> EffectiveConfig:
-    """The ``--current`` mapping over ``defaults``.
+def read_current(path: str, defaults: EffectiveConfig, engine: EngineKind | None = None) -> EffectiveConfig:
+    """The ``--current`` mapping over ``defaults``, each field checked with the spec's bounds.
 
     Raises:
-        ValueError: not a mapping, or a bad field.
+        ValueError: not a mapping, an unknown field or a bad value (``--current.<field>: <problem>``).
     """
     data = _read_yaml(path, "--current")
+    if data is None:
+        return defaults
     if not isinstance(data, dict):
         raise ValueError("--current: expected a mapping of effective fields (contextLength, ...)")
-    merged = {**defaults.to_wire(), **data}
     try:
-        return EffectiveConfig.from_wire(merged)
-    except (KeyError, ValueError, TypeError) as exc:
-        raise ValueError(f"--current: {exc}") from None
+        return effective_from_wire(data, defaults=defaults, engine=engine)
+    except FieldError as exc:
+        raise ValueError(f"--current.{exc}") from None
 
 
-def read_history(path: str, defaults: EffectiveConfig) -> list[Attempt]:
+def read_history(path: str, defaults: EffectiveConfig, engine: EngineKind | None = None) -> list[Attempt]:
     """Earlier attempts from ``--history`` (fields missing from an entry come from ``defaults``).
 
     Raises:
-        ValueError: not a list of mappings, unknown failure kind, bad field (message names the entry).
+        ValueError: not a list of mappings, unknown failure kind, unknown field or bad value
+            (``--history[i].<field>: <problem>``).
     """
     data = _read_yaml(path, "--history")
     if data is None:
@@ -101,8 +142,8 @@ def read_history(path: str, defaults: EffectiveConfig) -> list[Attempt]:
         if not isinstance(item, dict):
             raise ValueError(f"--history[{index}]: expected a mapping with effective fields and failure")
         try:
-            attempts.append(Attempt.from_wire(item, defaults=defaults))
-        except (ValueError, TypeError) as exc:
+            attempts.append(Attempt.from_wire(item, defaults=defaults, engine=engine))
+        except FieldError as exc:
             raise ValueError(f"--history[{index}].{exc}") from None
     return attempts
 
@@ -123,16 +164,24 @@ def diagnose(spec: InferenceServerSpec, observation: Observation, *, history_pat
     Raises:
         ValueError: bad ``--history`` / ``--current`` or a spec whose context cannot be known.
     """
-    failure = classify(observation, spec.engine.kind)
+    engine = spec.engine.kind
+    failure = classify(observation, engine)
     planned = initial_effective(spec)
-    current = read_current(current_path, planned) if current_path else observed_effective(planned, failure, spec)
-    history = read_history(history_path, current) if history_path else []
+    if current_path:
+        current = read_current(current_path, planned, engine)
+    else:
+        current = observed_effective(planned, failure, spec)
+    history = read_history(history_path, current, engine) if history_path else []
     decision = decide(spec, current, failure, history, replan=planner_replan())
     return failure, current, decision
 
 
 def to_json(failure: Failure, decision: Decision) -> dict[str, Any]:
-    """The stable ``-o json`` document."""
+    """The stable ``-o json`` document.
+
+    Raises:
+        ValueError: a configuration that cannot be written (a negative size: a policy bug).
+    """
     return {
         "failure": failure.to_wire(),
         "permanent": decision.permanent,
@@ -142,22 +191,22 @@ def to_json(failure: Failure, decision: Decision) -> dict[str, Any]:
 
 
 def render_table(name: str, failure: Failure, current: EffectiveConfig, decision: Decision) -> None:
-    """Failure, verdict and a current -> next table of the knobs (rich)."""
+    """Failure, verdict and a current -> next table of the knobs (rich; user text is never markup)."""
     from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console(width=120)
-    head = Table(show_header=False, title=f"{name}: diagnosis", title_justify="left")
-    head.add_row("failure", failure.kind.value)
-    head.add_row("evidence", escape(failure.evidence))
+    console = Console(width=120, markup=False, highlight=False, emoji=False)
+    head = Table(show_header=False, title=Text(f"{name}: diagnosis"), title_justify="left")
+    head.add_row("failure", Text(failure.kind.value))
+    head.add_row("evidence", Text(failure.evidence))
     for key, value in failure.numbers.items():
-        head.add_row(key, f"{value:,}" if isinstance(value, int) else f"{value:g}")
+        head.add_row(Text(key), f"{value:,}" if isinstance(value, int) else f"{value:g}")
     verdict = "permanent" if decision.permanent else "retry"
     if decision.retry_after_seconds:
         verdict += f" in {decision.retry_after_seconds} s"
     head.add_row("verdict", verdict)
-    head.add_row("explanation", escape(decision.explanation))
+    head.add_row("explanation", Text(decision.explanation))
     console.print(head)
     if decision.next is None:
         return
@@ -169,24 +218,41 @@ def render_table(name: str, failure: Failure, current: EffectiveConfig, decision
     before, after = current.to_wire(), decision.next.to_wire()
     for key in before:
         mark = " *" if key in changed else ""
-        knobs.add_row(key + mark, str(before[key]), str(after[key]))
+        knobs.add_row(key + mark, Text(str(before[key])), Text(str(after[key])))
     console.print(knobs)
 
 
+def _quiet_stdout() -> None:
+    """After a closed pipe: point stdout at /dev/null so the interpreter's final flush stays silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (captured output)
+        pass
+
+
 def run(args: argparse.Namespace) -> int:
-    """Diagnose and print. Returns 0 (diagnosed, permanent or not) or 2 (invalid input)."""
+    """Diagnose and print. Returns 0 (diagnosed, permanent or not), 2 (invalid input), 1 (stdout closed)."""
     try:
         server = load_manifest(args.filename)
         message = _read_text(args.message_file)
-        observation = Observation(reason=args.reason, exit_code=args.exit_code, message=message,
-                                  events=tuple(args.event))
+        observation = Observation(reason=_clean_arg(args.reason), exit_code=parse_exit_code(args.exit_code),
+                                  message=message, events=tuple(_clean_arg(e) or "" for e in args.event))
         failure, current, decision = diagnose(server.spec, observation, history_path=args.history,
                                               current_path=args.current)
+        document = to_json(failure, decision)
+        current.to_wire()
     except (ManifestError, ValueError) as exc:
-        return fail(str(exc))
-    if args.output == "json":
-        json.dump(to_json(failure, decision), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        render_table(server.metadata.name, failure, current, decision)
+        return fail(" ".join(str(exc).split()) or type(exc).__name__)
+    try:
+        if args.output == "json":
+            json.dump(document, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        else:
+            render_table(server.metadata.name, failure, current, decision)
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_ERROR
     return EXIT_OK
