@@ -340,3 +340,19 @@ def test_current_above_the_target_is_capped(files: dict[str, Path], capsys: pyte
     doc = json.loads(out)
     assert code == 0 and doc["failure"]["kind"] == "HostOOMKilled"
     assert doc["next"]["contextLength"] == 262144 and "capped" in doc["explanation"]
+
+
+@pytest.mark.parametrize("which", ["--current", "-f"])
+def test_yaml_constructor_limits_name_the_file(files: dict[str, Path], capsys: pytest.CaptureFixture[str],
+                                               which: str) -> None:
+    digits = "9" * 6000  # PyYAML's int() hits Python's 4300-digit limit: a ValueError, not a YAMLError
+    if which == "-f":
+        text = files["server"].read_text(encoding="utf-8").replace("count: 8", f"count: {digits}")
+        path = _write(files["dir"] / "huge.yaml", text)
+        args = ["-f", str(path), "--message-file", str(files["message"])]
+    else:
+        path = _write(files["dir"] / "huge.yaml", f"{{contextLength: {digits}}}\n")
+        args = ["-f", str(files["server"]), "--message-file", str(files["message"]), "--current", str(path)]
+    code, out, err = diagnose(capsys, *args)
+    assert code == 2 and out == ""
+    assert "huge.yaml" in _one_error_line(err)

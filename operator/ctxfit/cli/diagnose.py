@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
+from ctxfit.api import EffectiveConfig, EngineKind, InferenceServer, InferenceServerSpec
 from ctxfit.recovery import (
     Attempt,
     Decision,
@@ -106,6 +106,8 @@ def _read_yaml(path: str, flag: str) -> Any:
         raise ValueError(f"{flag}: {path} is not valid YAML ({str(exc).splitlines()[0]})") from exc
     except RecursionError:
         raise ValueError(f"{flag}: {path} is nested too deeply") from None
+    except ValueError as exc:  # the YAML constructor's own limits, e.g. an integer of > 4300 digits
+        raise ValueError(f"{flag}: {path} is not readable YAML ({str(exc).splitlines()[0][:80]})") from None
 
 
 def read_current(path: str, defaults: EffectiveConfig, engine: EngineKind | None = None) -> EffectiveConfig:
@@ -222,6 +224,21 @@ def render_table(name: str, failure: Failure, current: EffectiveConfig, decision
     console.print(knobs)
 
 
+def _load_server(path: str) -> InferenceServer:
+    """``load_manifest``, with the YAML constructor's own ValueErrors (an integer of > 4300 digits) naming
+    the file too.
+
+    Raises:
+        ManifestError: as ``load_manifest``. ValueError: the file and the problem, one line.
+    """
+    try:
+        return load_manifest(path)
+    except ManifestError:
+        raise
+    except ValueError as exc:
+        raise ValueError(f"{path}: not readable YAML ({str(exc).splitlines()[0][:80]})") from None
+
+
 def _quiet_stdout() -> None:
     """After a closed pipe: point stdout at /dev/null so the interpreter's final flush stays silent."""
     try:
@@ -234,7 +251,7 @@ def _quiet_stdout() -> None:
 def run(args: argparse.Namespace) -> int:
     """Diagnose and print. Returns 0 (diagnosed, permanent or not), 2 (invalid input), 1 (stdout closed)."""
     try:
-        server = load_manifest(args.filename)
+        server = _load_server(args.filename)
         message = _read_text(args.message_file)
         observation = Observation(reason=_clean_arg(args.reason), exit_code=parse_exit_code(args.exit_code),
                                   message=message, events=tuple(_clean_arg(e) or "" for e in args.event))
