@@ -90,7 +90,8 @@ def test_adversarial_fragments_never_raise(parts: list[str], engine: EngineKind 
 @given(unit=st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=3).map("".join), engine=ENGINES)
 def test_huge_repeated_fragments_are_fast(unit: str, engine: EngineKind | None) -> None:
     text = (unit * (SIZE // len(unit) + 1))[:SIZE]
-    failure, seconds = _timed(_observation(text), engine)
+    # best of 3: a catastrophic regex is slow every time; a busy CI machine is slow only sometimes
+    failure, seconds = min((_timed(_observation(text), engine) for _ in range(3)), key=lambda r: r[1])
     _check(failure)
     assert seconds < BUDGET_SECONDS, f"{seconds * 1000:.1f} ms on 64 KiB of {unit[:40]!r}"
 

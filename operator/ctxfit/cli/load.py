@@ -54,7 +54,7 @@ def load_manifest(path: str | Path) -> InferenceServer:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
         raise ManifestError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
-    except (UnicodeDecodeError, RecursionError) as exc:
+    except (UnicodeDecodeError, RecursionError, ValueError) as exc:  # ValueError: e.g. a 5000-digit integer
         raise ManifestError(f"{path}: not a readable YAML text ({type(exc).__name__})") from exc
     servers = [d for d in docs if isinstance(d, dict) and d.get("kind") == "InferenceServer"]
     if not servers:  # a single kind-less mapping is taken as the InferenceServer
