@@ -112,12 +112,17 @@ def run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float) -> int
     done = threading.Event()
 
     def watch_deployments() -> None:
-        stream = watch.Watch()
-        for event in stream.stream(apps.list_namespaced_deployment, namespace, timeout_seconds=int(timeout) + 30):
-            name = event["object"].metadata.name
-            written.setdefault(name, time.monotonic())
-            if len(written) >= count or done.is_set():
-                stream.stop()
+        """Record when each Deployment first appears; a broken watch is restarted (a new watch replays
+        existing objects as ADDED, so a missed one is counted late, never lost)."""
+        while len(written) < count and not done.is_set():
+            stream = watch.Watch()
+            try:
+                for event in stream.stream(apps.list_namespaced_deployment, namespace, timeout_seconds=30):
+                    written.setdefault(event["object"].metadata.name, time.monotonic())
+                    if len(written) >= count or done.is_set():
+                        stream.stop()
+            except Exception as exc:  # noqa: BLE001 - e.g. 410 Gone or a dropped connection under load
+                print(f"deployment watch restarted: {exc}", file=sys.stderr)
 
     watcher = threading.Thread(target=watch_deployments, daemon=True)
     watcher.start()
