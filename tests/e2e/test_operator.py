@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 from ctxfit.api import quantity_to_bytes
+from ctxfit_cluster import NodeSpec
 
 from .test_operator_kit import (  # noqa: F401 - api, crd, op are fixtures
     GPU_PRODUCT_LABEL,
@@ -209,3 +210,21 @@ def test_crd_file_is_what_the_cluster_serves(api: ServerClient) -> None:
     assert crd["spec"]["names"]["shortNames"] == ["infsrv"]
     columns = [c["name"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
     assert columns == ["Model", "Engine", "GPUs", "Context", "Target", "Phase", "Ready", "Age"]
+
+
+def test_no_eligible_node_waits_for_one(api: ServerClient, op: OperatorProcess, cluster: Any, namespace: str) -> None:
+    """No node with the GPU product: Planning + condition + Event, no Deployment; a new node unblocks it."""
+    obj = manifest("kimi-128k.yaml")
+    obj["spec"]["gpu"]["product"] = "NVIDIA-B200"
+    obj["spec"]["gpu"].pop("memory")
+    api.create(obj)
+    server = api.wait_phase("kimi-k25", "Planning")
+    fits = condition(server, "BudgetFits")
+    assert (fits["status"], fits["reason"]) == ("Unknown", "NoEligibleNode")
+    assert "NVIDIA-B200" in fits["message"]
+    assert any(e["reason"] == "NoEligibleNode" for e in api.events("kimi-k25"))
+    assert api.deployment("kimi-k25", missing_ok=True) is None
+    cluster.add_node(NodeSpec(name=f"b200-{namespace}", product="NVIDIA-B200", gpu_memory_mib=183359, gpu_count=8,
+                              compute=(10, 0)))
+    server = api.wait_phase("kimi-k25", "Ready")
+    assert condition(server, "BudgetFits")["status"] == "True"
