@@ -221,10 +221,12 @@ class ServerClient:
         return [{"reason": e.reason, "message": e.message, "type": e.type} for e in items]
 
     def delete_all(self) -> None:
+        """Delete the servers and, directly, their Deployments: the garbage collector notices a new CRD's
+        owners only at its next discovery resync (~30 s), and the next test needs the GPUs back."""
         for item in self.custom.list_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL)["items"]:
             self.custom.delete_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL,
-                                                        item["metadata"]["name"],
-                                                        body={"propagationPolicy": "Foreground"})
+                                                        item["metadata"]["name"])
+        self.apps.delete_collection_namespaced_deployment(self.namespace, propagation_policy="Foreground")
 
 
 @pytest.fixture(scope="session")
