@@ -1,9 +1,10 @@
 """The operator's Kubernetes I/O: a small wrapper over the official client (sync; run in worker threads).
 
 Every write the operator does goes through here: the InferenceServer status (replace on the status
-subresource with ``resourceVersion``, i.e. compare-and-swap), server-side apply of the Deployment and
-Service (field manager ``ctxfit``), scaling to zero, Events. Reads: the InferenceServer, its
-Deployment, a failed pod's Events and previous log tail. The operator never reads Secrets.
+subresource with ``resourceVersion``, i.e. compare-and-swap), create/replace of the Deployment and
+create of the Service (field manager ``ctxfit``), scaling to zero, Events. Reads: the InferenceServer,
+its Deployment, a failed pod's Events and previous log tail. Responses are read as raw JSON
+(``_preload_content=False``): no model (de)serialization on the hot path. Never reads Secrets.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from kubernetes.client.exceptions import ApiException
 from ctxfit.api import API_GROUP, API_VERSION, KIND, PLURAL
 
 FIELD_MANAGER = "ctxfit"
-APPLY = "application/apply-patch+yaml"
 COMPONENT = "ctxfit-operator"
 
 
@@ -99,19 +99,40 @@ class Kube:
                 return False
             raise
 
-    def apply(self, obj: dict[str, Any]) -> None:
-        """Server-side apply (create or update) a Deployment or Service; ctxfit owns its fields.
+    def apply(self, obj: dict[str, Any], *, exists: bool) -> None:
+        """Create or replace a Deployment, or create a Service, as rendered (ctxfit owns these objects).
 
-        Always apply, never a plain create: fields set by a create are owned by an "Update" manager, and
-        a later apply would not remove them (e.g. a pod label the user dropped from ``spec.pod``).
+        A Deployment is created (POST) when absent and replaced (PUT, whole object, no resourceVersion)
+        otherwise, so a field dropped from the rendering (e.g. a pod label removed from ``spec.pod``)
+        disappears; both cost the API server about a third of a server-side apply. A Service is only
+        created (its spec never changes; a PUT would have to carry the allocated clusterIP). A stale
+        ``exists`` is corrected by the 409/404 answer.
         """
         meta = obj["metadata"]
-        kind = obj["kind"]
-        if kind not in ("Deployment", "Service"):
+        name, namespace, kind = meta["name"], meta["namespace"], obj["kind"]
+        raw: dict[str, Any] = {"field_manager": FIELD_MANAGER, "_preload_content": False}
+        if kind == "Service":
+            try:
+                self.core.create_namespaced_service(namespace, cast(Any, obj), **raw)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+            return
+        if kind != "Deployment":
             raise ValueError(f"cannot apply kind {kind}")
-        patch = self.apps.patch_namespaced_deployment if kind == "Deployment" else self.core.patch_namespaced_service
-        patch(meta["name"], meta["namespace"], obj, field_manager=FIELD_MANAGER, force=True, _content_type=APPLY,
-              _preload_content=False)
+        if not exists:
+            try:
+                self.apps.create_namespaced_deployment(namespace, cast(Any, obj), **raw)
+                return
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+        try:
+            self.apps.replace_namespaced_deployment(name, namespace, cast(Any, obj), **raw)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            self.apps.create_namespaced_deployment(namespace, cast(Any, obj), **raw)
 
     def scale_to_zero(self, namespace: str, name: str) -> None:
         """Set the Deployment's replicas to 0 (GPUs released); absent Deployment is fine."""
