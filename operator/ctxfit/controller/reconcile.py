@@ -100,7 +100,7 @@ DEFERRED = _Deferred()
 
 def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
     if out.deployment is not None:
-        rt.kube.apply(out.deployment)
+        rt.kube.apply(out.deployment, exists=snap.deployment is not None)
     if out.scale_to_zero:
         meta = body["metadata"]
         rt.kube.scale_to_zero(meta["namespace"], meta["name"])
@@ -109,7 +109,7 @@ def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
 def _apply_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
     if out.service is not None:
         with rt.service_writes:  # ClusterIP allocation is slow and serialized in the API server
-            rt.kube.apply(out.service)
+            rt.kube.apply(out.service, exists=snap.service_exists)
 
 
 def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: Outcome,
