@@ -36,10 +36,10 @@ def spec(name: str = "kimi-128k.yaml", **context: Any) -> dict[str, Any]:
 
 def snapshot(spec_body: dict[str, Any], status: InferenceServerStatus | None = None, *, pods: tuple[PodView, ...] = (),
              nodes: tuple[GPUNode, ...] = (RTX, H100), deployment: DeploymentView | None = None,
-             now: datetime = NOW, generation: int = 1) -> Snapshot:
+             now: datetime = NOW, generation: int = 1, service_port: int | None = None) -> Snapshot:
     return Snapshot(name="kimi", namespace="ns", uid="uid-1", generation=generation, spec=spec_body,
                     status=status or InferenceServerStatus(), nodes=nodes, pods=pods, deployment=deployment,
-                    service_exists=False, now=now)
+                    service_port=service_port, now=now)
 
 
 def pod(attempt: int, *, ready: bool = False, terminated: str | None = None, name: str | None = None,
@@ -226,3 +226,15 @@ def test_pod_metadata_change_keeps_history() -> None:
     body["pod"] = {"labels": {"team": "search"}}
     again = converge(snapshot(body, out.status, generation=2), SETTINGS, never)
     assert len(again.status.attempts) == 2 and not again.events
+
+
+def test_service_follows_the_serving_port() -> None:
+    start = converge(snapshot(spec()), SETTINGS, never)
+    same = converge(snapshot(spec(), start.status, deployment=applied(start), service_port=8000), SETTINGS, never)
+    assert same.service is None
+    body = spec()
+    body["serving"] = {"port": 9000}
+    moved = converge(snapshot(body, start.status, deployment=applied(start), service_port=8000, generation=2),
+                     SETTINGS, never)
+    assert moved.service is not None and moved.service["spec"]["ports"][0]["port"] == 9000
+    assert moved.status.endpoint is not None and moved.status.endpoint.endswith(":9000")

@@ -38,8 +38,8 @@ class FakeKube:
     def get_deployment(self, namespace: str, name: str) -> None:
         return None
 
-    def service_exists(self, namespace: str, name: str) -> bool:
-        return False
+    def service_port(self, namespace: str, name: str) -> int | None:
+        return None
 
     def replace_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         if self.conflict:
@@ -169,9 +169,9 @@ def test_deferred_first_pass_starts_the_engine_first() -> None:
     kube = FakeKube(server())
     rt = runtime(kube)
     rt.defer_status_after_create = True
-    first = reconcile(rt, "ns", "kimi-k25", (RTX,), (), deployment=None, service_exists=False)
+    first = reconcile(rt, "ns", "kimi-k25", (RTX,), (), deployment=None, service_port=None)
     assert kube.calls == ["apply:Deployment"]
     assert first.applied is not None and first.requeue_after == 0
-    second = reconcile(rt, "ns", "kimi-k25", (RTX,), (), deployment=first.applied, service_exists=False)
+    second = reconcile(rt, "ns", "kimi-k25", (RTX,), (), deployment=first.applied, service_port=None)
     assert kube.calls == ["apply:Deployment", "status", "event:Planned", "apply:Service"], "no second Deployment write"
     assert second.stored is not None and second.applied is None

@@ -53,7 +53,10 @@ Diagnose = Callable[[PodView, int], Failure]
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One InferenceServer and what the operator knows around it, at ``now``."""
+    """One InferenceServer and what the operator knows around it, at ``now``.
+
+    ``service_port``: the port of its Service (None: no Service yet).
+    """
 
     name: str
     namespace: str
@@ -64,7 +67,7 @@ class Snapshot:
     nodes: tuple[GPUNode, ...]
     pods: tuple[PodView, ...]
     deployment: DeploymentView | None
-    service_exists: bool
+    service_port: int | None
     now: datetime
 
 
@@ -245,7 +248,7 @@ def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: 
     if have is None or have.template_hash != want_hash or have.replicas != deployment["spec"]["replicas"]:
         if not (have is None and st.phase is Phase.FAILED):
             out.deployment = deployment
-    if not snap.service_exists and st.phase is not Phase.FAILED:
+    if snap.service_port != spec.serving.port and st.phase is not Phase.FAILED:
         if have is None:  # Service after the Deployment: a ClusterIP allocation is the slowest write
             out.requeue(SERVICE_DELAY_SECONDS)
         else:

@@ -25,7 +25,7 @@ from ctxfit.api import API_GROUP, API_VERSION, PLURAL
 from ctxfit.render import SERVER_LABEL
 from ctxfit.render.labels import MANAGED_BY
 
-from .kube import Kube, load_api_client
+from .kube import Kube, load_api_client, service_port
 from .leader import LeaderElector
 from .metrics import Metrics
 from .observe import DeploymentView, GPUNode, PodView, deployment_view, gpu_node, pod_view
@@ -109,7 +109,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
             deployment = recent[0]  # our own write, not yet in the index
         result = await asyncio.to_thread(
             reconcile, runtime, namespace, name, nodes, pods, body=state.bodies.get((namespace, name)),
-            deployment=deployment, service_exists=bool(list(services_index.get(key, ()))))
+            deployment=deployment, service_port=next(iter(services_index.get(key, ())), None))
         if result.applied is not None:
             state.applied[(namespace, name)] = (result.applied, time.monotonic())
         if result.stored is not None:
@@ -165,9 +165,9 @@ def index_deployments(namespace: str, name: str, body: kopf.Body, **_: Any) -> d
     return {(namespace, name): deployment_view(body)}
 
 
-def index_services(namespace: str, name: str, **_: Any) -> dict[Key, bool]:
-    """Index: (namespace, name) -> True for each engine Service (named like its server)."""
-    return {(namespace, name): True}
+def index_services(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Key, int | None]:
+    """Index: (namespace, name) -> the engine Service's port (the Service is named like its server)."""
+    return {(namespace, name): service_port(dict(body))}
 
 
 def _remember(memo: kopf.Memo, indexes: dict[str, Any]) -> State:

@@ -21,6 +21,13 @@ from ctxfit.api import API_GROUP, API_VERSION, KIND, PLURAL
 
 FIELD_MANAGER = "ctxfit"
 COMPONENT = "ctxfit-operator"
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def service_port(service: dict[str, Any]) -> int | None:
+    """The first port of a Service (dict), None when it has none."""
+    ports = (service.get("spec") or {}).get("ports") or []
+    return int(ports[0]["port"]) if ports and "port" in ports[0] else None
 
 
 def _json(response: Any) -> dict[str, Any]:
@@ -89,34 +96,38 @@ class Kube:
             raise
         return _json(rsp)
 
-    def service_exists(self, namespace: str, name: str) -> bool:
-        """Whether Service ``name`` exists."""
+    def service_port(self, namespace: str, name: str) -> int | None:
+        """The first port of Service ``name``, None when it does not exist."""
         try:
-            self.core.read_namespaced_service(name, namespace, _preload_content=False)
-            return True
+            service = _json(self.core.read_namespaced_service(name, namespace, _preload_content=False))
         except ApiException as exc:
             if exc.status == 404:
-                return False
+                return None
             raise
+        return service_port(service)
 
     def apply(self, obj: dict[str, Any], *, exists: bool) -> None:
         """Create or replace a Deployment, or create a Service, as rendered (ctxfit owns these objects).
 
         A Deployment is created (POST) when absent and replaced (PUT, whole object, no resourceVersion)
         otherwise, so a field dropped from the rendering (e.g. a pod label removed from ``spec.pod``)
-        disappears; both cost the API server about a third of a server-side apply. A Service is only
-        created (its spec never changes; a PUT would have to carry the allocated clusterIP). A stale
-        ``exists`` is corrected by the 409/404 answer.
+        disappears; both cost the API server about a third of a server-side apply. A Service is created,
+        or its ports replaced by a JSON merge patch (a PUT would have to carry the allocated clusterIP).
+        A stale ``exists`` is corrected by the 409/404 answer.
         """
         meta = obj["metadata"]
         name, namespace, kind = meta["name"], meta["namespace"], obj["kind"]
         raw: dict[str, Any] = {"field_manager": FIELD_MANAGER, "_preload_content": False}
         if kind == "Service":
-            try:
-                self.core.create_namespaced_service(namespace, cast(Any, obj), **raw)
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
+            if not exists:
+                try:
+                    self.core.create_namespaced_service(namespace, cast(Any, obj), **raw)
+                    return
+                except ApiException as exc:
+                    if exc.status != 409:
+                        raise
+            patch = {"metadata": {"labels": meta.get("labels", {})}, "spec": {"ports": obj["spec"]["ports"]}}
+            self.core.patch_namespaced_service(name, namespace, patch, _content_type=MERGE_PATCH, **raw)
             return
         if kind != "Deployment":
             raise ValueError(f"cannot apply kind {kind}")

@@ -109,7 +109,7 @@ def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
 def _apply_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
     if out.service is not None:
         with rt.service_writes:  # ClusterIP allocation is slow and serialized in the API server
-            rt.kube.apply(out.service, exists=snap.service_exists)
+            rt.kube.apply(out.service, exists=snap.service_port is not None)
 
 
 def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: Outcome,
@@ -149,10 +149,10 @@ UNKNOWN = _Unknown()
 
 def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...], pods: tuple[PodView, ...], *,
               body: dict[str, Any] | None = None, deployment: DeploymentView | None | _Unknown = UNKNOWN,
-              service_exists: bool | None = None) -> Result:
+              service_port: int | None | _Unknown = UNKNOWN) -> Result:
     """Reconcile ``namespace/name`` once; never raises (see the module docstring).
 
-    ``body``, ``deployment``, ``service_exists``: what the caller's watches already show (kopf indexes);
+    ``body``, ``deployment``, ``service_port``: what the caller's watches already show (kopf indexes);
     omitted ones are read from the API. A stale ``body`` only costs a conflict and a retry with a fresh read.
     """
     started = time.monotonic()
@@ -164,14 +164,14 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             return Result(None)
         if isinstance(deployment, _Unknown):
             deployment = deployment_view(rt.kube.get_deployment(namespace, name))
-        if service_exists is None:
-            service_exists = rt.kube.service_exists(namespace, name)
+        if isinstance(service_port, _Unknown):
+            service_port = rt.kube.service_port(namespace, name)
         meta = body["metadata"]
         old = InferenceServerStatus.from_body(body.get("status"))
         snap = Snapshot(
             name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
             spec=body.get("spec") or {}, status=old, nodes=nodes, pods=pods, deployment=deployment,
-            service_exists=service_exists, now=datetime.now(UTC),
+            service_port=service_port, now=datetime.now(UTC),
         )
         engine_text = str((snap.spec.get("engine") or {}).get("kind", ""))
         engine = EngineKind(engine_text) if engine_text in EngineKind.__members__.values() else EngineKind.VLLM
