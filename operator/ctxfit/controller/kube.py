@@ -24,6 +24,20 @@ COMPONENT = "ctxfit-operator"
 MERGE_PATCH = "application/merge-patch+json"
 
 
+def _pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _replace_ops(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """RFC 6902 ops: replace ``/spec`` whole; add each of ctxfit's metadata labels and annotations."""
+    meta = obj["metadata"]
+    ops: list[dict[str, Any]] = [{"op": "replace", "path": "/spec", "value": obj["spec"]}]
+    for field in ("labels", "annotations"):
+        for key, value in meta.get(field, {}).items():
+            ops.append({"op": "add", "path": f"/metadata/{field}/{_pointer(key)}", "value": value})
+    return ops
+
+
 def service_port(service: dict[str, Any]) -> int | None:
     """The first port of a Service (dict), None when it has none."""
     ports = (service.get("spec") or {}).get("ports") or []
@@ -109,10 +123,11 @@ class Kube:
     def apply(self, obj: dict[str, Any], *, exists: bool) -> None:
         """Create or replace a Deployment, or create a Service, as rendered (ctxfit owns these objects).
 
-        A Deployment is created (POST) when absent and replaced (PUT, whole object, no resourceVersion)
-        otherwise, so a field dropped from the rendering (e.g. a pod label removed from ``spec.pod``)
-        disappears; both cost the API server about a third of a server-side apply. A Service is created,
-        or its ports replaced by a JSON merge patch (a PUT would have to carry the allocated clusterIP).
+        A Deployment is created (POST) when absent; otherwise a JSON patch replaces its whole ``spec`` and
+        sets ctxfit's labels/annotations, so a field dropped from the rendering (e.g. a pod label removed
+        from ``spec.pod``) disappears; both cost the API server about a third of a server-side apply. A
+        Service is created, or its ports replaced by a JSON merge patch (a PUT would have to carry the
+        allocated clusterIP).
         A stale ``exists`` is corrected by the 409/404 answer.
         """
         meta = obj["metadata"]
@@ -139,7 +154,7 @@ class Kube:
                 if exc.status != 409:
                     raise
         try:
-            self.apps.replace_namespaced_deployment(name, namespace, cast(Any, obj), **raw)
+            self.apps.patch_namespaced_deployment(name, namespace, cast(Any, _replace_ops(obj)), **raw)
         except ApiException as exc:
             if exc.status != 404:
                 raise
