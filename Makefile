@@ -3,13 +3,14 @@ PYTHON ?= python3
 PYTEST ?= $(PYTHON) -m pytest
 export PYTHONDONTWRITEBYTECODE = 1
 
-.PHONY: install bins demo test test-unit test-e2e lint typecheck crd bench help
+.PHONY: install bins demo test test-unit test-e2e lint typecheck crd bench bench-operator help
 
 help:
 	@echo "make install   - pip install -e .[test]"
 	@echo "make demo      - local control plane + operator + manifests/kimi-128k.yaml (Ctrl-C tears down)"
 	@echo "make test      - lint, unit tests, e2e tests against the local control plane"
 	@echo "make bench     - planner and calibration benchmarks (bench/)"
+	@echo "make bench-operator - reconcile 200 servers on the local control plane"
 
 install:
 	$(PYTHON) -m pip install -q -e ".[test]"
@@ -46,3 +47,7 @@ crd:
 bench:
 	$(PYTHON) bench/plan_bench.py
 	$(PYTHON) bench/overhead_fit.py
+
+# 200 InferenceServers against the local control plane: create -> Deployment p50/p95/max, operator RSS
+bench-operator: bins
+	$(PYTHON) bench/reconcile_bench.py
