@@ -468,6 +468,60 @@ def test_conditional_failure_both_ways(cluster: cc.Cluster, namespace: str, watc
     assert not [n for n in crashed if watcher.ever_ready(n)]
 
 
+def test_conditional_failure_below_both_ways(
+    cluster: cc.Cluster, namespace: str, watcher: PodWatcher
+) -> None:
+    """fail-if-below: fails while annotation K is < M (alone, or with fail-if-above: either bound)."""
+    key = "ctxfit.io/memory-limit-bytes"
+    below = {
+        "sim.ctxfit.io/fail-if-annotation": key,
+        "sim.ctxfit.io/fail-if-below": "644245094400",  # 600Gi
+        "sim.ctxfit.io/restart-delay-ms": "500",
+    }
+    band = {**below, "sim.ctxfit.io/fail-if-above": "858993459200"}  # fail outside [600Gi, 800Gi]
+    oom = {"sim.ctxfit.io/behavior": "oomkilled"}
+    crash = {"sim.ctxfit.io/behavior": "crash"}
+    never = {"sim.ctxfit.io/behavior": "never-ready"}
+    cluster.apply(
+        [
+            pod("oom-low", labels=oom, annotations={**below, key: "536870912000"}),  # 500Gi
+            pod("oom-high", labels=oom, annotations={**below, key: "805306368000"}),  # 750Gi
+            pod("oom-at", labels=oom, annotations={**below, key: "644245094400"}),  # == M: not below
+            pod("oom-nan", labels=oom, annotations={**below, key: "lots"}),
+            pod("crash-low", labels=crash, annotations={**below, key: "1"}),
+            pod("stuck-low", labels=never, annotations={**below, key: "1"}),
+            pod("stuck-high", labels=never, annotations={**below, key: "1000000000000"}),
+            pod("band-low", labels=crash, annotations={**band, key: "536870912000"}),
+            pod("band-in", labels=crash, annotations={**band, key: "751619276800"}),  # 700Gi
+            pod("band-high", labels=crash, annotations={**band, key: "966367641600"}),  # 900Gi
+        ],
+        namespace=namespace,
+    )
+    for name in ("oom-high", "oom-at", "oom-nan", "stuck-high", "band-in"):
+        wait_for(
+            lambda n=name: condition(get_pod(cluster, namespace, n), "Ready") == "True", 30, f"{name} Ready"
+        )
+    for name in ("oom-low", "crash-low", "band-low", "band-high"):
+        wait_for(
+            lambda n=name: engine_status(get_pod(cluster, namespace, n)).get("restartCount", 0) >= 1,
+            30,
+            f"{name} failing",
+        )
+    s = engine_status(get_pod(cluster, namespace, "oom-low"))
+    assert (s["lastState"]["terminated"]["reason"], s["lastState"]["terminated"]["exitCode"]) == ("OOMKilled", 137)
+    assert s["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    wait_for(
+        lambda: [e for e in events_for(cluster, namespace, "stuck-low") if e["reason"] == "Unhealthy"],
+        30,
+        "stuck-low Unhealthy event",
+    )
+    time.sleep(1)
+    for name in ("oom-low", "crash-low", "stuck-low", "band-low", "band-high"):
+        assert condition(get_pod(cluster, namespace, name), "Ready") != "True", name
+        assert not watcher.ever_ready(name), name
+    assert condition(get_pod(cluster, namespace, "stuck-low"), "Ready") == "False"
+
+
 def test_never_ready_has_unhealthy_event(cluster: cc.Cluster, namespace: str, watcher: PodWatcher) -> None:
     cluster.apply(pod("stuck", labels={"sim.ctxfit.io/behavior": "never-ready"}), namespace=namespace)
 

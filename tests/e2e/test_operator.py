@@ -103,26 +103,35 @@ def test_kimi_262k_steps_down_once(op: OperatorProcess, api: ServerClient) -> No
 def test_oomkilled_raises_memory_limit(api: ServerClient, cluster: Any, namespace: str, tmp_path: Path) -> None:
     """Scenario 3: OOMKilled at 500Gi -> the memory limit rises, the context does not.
 
-    The simulated engine can fail only *above* a number, so the test plays the part of "enough host
-    memory now": once the operator has recorded the OOM and chosen the next limit (during a 3 s backoff),
-    it removes the simulated fate from ``spec.pod.labels`` (pod metadata keeps the history).
+    The simulated engine is OOMKilled while the pod's ``ctxfit.io/memory-limit-bytes`` is below 600Gi
+    (between the first limit and the operator's x1.5 step), so the operator's own step makes it Ready.
     """
+    obj = with_sim(manifest("kimi-128k.yaml"), "oomkilled")
+    obj["spec"]["pod"]["annotations"].update({
+        "sim.ctxfit.io/fail-if-annotation": "ctxfit.io/memory-limit-bytes",
+        "sim.ctxfit.io/fail-if-below": str(quantity_to_bytes("600Gi")),
+    })
     op = OperatorProcess(Path(cluster.kubeconfig), namespace, tmp_path / "operator.log",
                          CTXFIT_BACKOFF_SECONDS="3").start()
     try:
-        api.create(with_sim(manifest("kimi-128k.yaml"), "oomkilled"))
-        api.wait(lambda: len(api.get("kimi-k25")["status"]["attempts"]) == 2, "the OOM recorded")
-        api.patch_spec("kimi-k25", {"pod": {"labels": {"sim.ctxfit.io/behavior": None}}})
+        api.create(obj)
         server = api.wait_phase("kimi-k25", "Ready")
     finally:
         op.stop()
     first, second = server["status"]["attempts"]
+    assert (first["outcome"], second["outcome"]) == ("Failed", "Succeeded")
     assert first["failureKind"] == "HostOOMKilled"
     assert first["effective"]["memoryLimit"] == "500Gi"
-    assert quantity_to_bytes(second["effective"]["memoryLimit"]) > quantity_to_bytes("500Gi")
+    limit = quantity_to_bytes(second["effective"]["memoryLimit"])
+    assert limit > quantity_to_bytes("500Gi") and limit >= quantity_to_bytes("600Gi")
     assert second["effective"]["contextLength"] == first["effective"]["contextLength"] == 131072
+    assert server["status"]["contextLength"] == 131072
+    assert api.get("kimi-k25")["spec"]["pod"]["labels"]["sim.ctxfit.io/behavior"] == "oomkilled"
     limits = api.deployment("kimi-k25")["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits["memory"] == second["effective"]["memoryLimit"]
+    ready = [p for p in api.pods("kimi-k25")
+             if any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions") or [])]
+    assert ready and all(int(p["metadata"]["annotations"]["ctxfit.io/memory-limit-bytes"]) == limit for p in ready)
 
 
 def test_glm5_does_not_fit(api: ServerClient, op: OperatorProcess) -> None:
