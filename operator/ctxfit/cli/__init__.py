@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 SUBCOMMANDS = {
@@ -39,7 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(chosen if chosen in SUBCOMMANDS else "__none__")
     args = parser.parse_args(argv)
-    code: int = args._run(args)
+    try:
+        code: int = args._run(args)
+    except BrokenPipeError:  # `ctxfit plan -o json | head`: the reader left; end quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     return code
 
 
