@@ -45,8 +45,22 @@ def service_port(service: dict[str, Any]) -> int | None:
 
 
 def _json(response: Any) -> dict[str, Any]:
-    """The JSON body of a raw (``_preload_content=False``) response: no model (de)serialization."""
-    return cast(dict[str, Any], json.loads(response.data))
+    """The JSON body of a raw (``_preload_content=False``) response: no model (de)serialization.
+    The connection goes back to the pool (see ``_release``)."""
+    try:
+        return cast(dict[str, Any], json.loads(response.data))
+    finally:
+        response.release_conn()
+
+
+def _release(response: Any) -> None:
+    """Drain a raw response and return its connection to urllib3's pool. With ``_preload_content=False``
+    urllib3 does not release the connection by itself, so every later request would open a new one and pay
+    a TLS handshake (the largest CPU cost of a burst in bench/reconcile_bench.py before this)."""
+    try:
+        response.data  # noqa: B018 - reading the body drains it
+    finally:
+        response.release_conn()
 
 
 class Conflict(Exception):
@@ -136,35 +150,35 @@ class Kube:
         if kind == "Service":
             if not exists:
                 try:
-                    self.core.create_namespaced_service(namespace, cast(Any, obj), **raw)
+                    _release(self.core.create_namespaced_service(namespace, cast(Any, obj), **raw))
                     return
                 except ApiException as exc:
                     if exc.status != 409:
                         raise
             patch = {"metadata": {"labels": meta.get("labels", {})}, "spec": {"ports": obj["spec"]["ports"]}}
-            self.core.patch_namespaced_service(name, namespace, patch, _content_type=MERGE_PATCH, **raw)
+            _release(self.core.patch_namespaced_service(name, namespace, patch, _content_type=MERGE_PATCH, **raw))
             return
         if kind != "Deployment":
             raise ValueError(f"cannot apply kind {kind}")
         if not exists:
             try:
-                self.apps.create_namespaced_deployment(namespace, cast(Any, obj), **raw)
+                _release(self.apps.create_namespaced_deployment(namespace, cast(Any, obj), **raw))
                 return
             except ApiException as exc:
                 if exc.status != 409:
                     raise
         try:
-            self.apps.patch_namespaced_deployment(name, namespace, cast(Any, _replace_ops(obj)), **raw)
+            _release(self.apps.patch_namespaced_deployment(name, namespace, cast(Any, _replace_ops(obj)), **raw))
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            self.apps.create_namespaced_deployment(namespace, cast(Any, obj), **raw)
+            _release(self.apps.create_namespaced_deployment(namespace, cast(Any, obj), **raw))
 
     def scale_to_zero(self, namespace: str, name: str) -> None:
         """Set the Deployment's replicas to 0 (GPUs released); absent Deployment is fine."""
         try:
-            self.apps.patch_namespaced_deployment_scale(name, namespace, {"spec": {"replicas": 0}},
-                                                        _preload_content=False)
+            _release(self.apps.patch_namespaced_deployment_scale(name, namespace, {"spec": {"replicas": 0}},
+                                                                 _preload_content=False))
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -203,6 +217,6 @@ class Kube:
             reporting_component=COMPONENT, reporting_instance=self.instance,
         )
         try:
-            self.core.create_namespaced_event(meta["namespace"], body, _preload_content=False)
+            _release(self.core.create_namespaced_event(meta["namespace"], body, _preload_content=False))
         except ApiException:
             pass
