@@ -36,3 +36,4 @@ def test_core_imports_only_kubernetes_utils(path: Path) -> None:
         if name == "kubernetes" or name.startswith("kubernetes."):
             assert name.startswith("kubernetes.utils"), f"{path.name} imports {name}"
         assert not (name == "kopf" or name.startswith("kopf.")), f"{path.name} imports {name}"
+        assert not name.startswith("huggingface_hub"), f"{path.name} fetches from a hub: that I/O is the CLI's"

@@ -187,7 +187,7 @@ ROWS = [
     Row("shm-failed", K.SHARED_MEMORY_TOO_SMALL, current={"shm_bytes": 64 * MiB}, next={"shmSize": "2Gi"},
         history=(({"shm_bytes": GiB}, K.SHARED_MEMORY_TOO_SMALL),)),
     # Regression: a zero or huge limit never gives a wrong permanent verdict or an absurd size
-    Row("host-zero-limit", K.HOST_OOM_KILLED, current={"memory_limit_bytes": 0}, next={"memoryLimit": "64Gi"}),
+    Row("host-zero-limit", K.HOST_OOM_KILLED, current={"memory_limit_bytes": 0}, next={"memoryLimit": "48Gi"}),
     Row("host-zero-limit-node-cap", K.HOST_OOM_KILLED, current={"memory_limit_bytes": 0}, cap=32 * GiB,
         next={"memoryLimit": "32Gi"}),
     Row("host-zero-node-cap-ignored", K.HOST_OOM_KILLED, current={"memory_limit_bytes": 500 * GiB}, cap=0,

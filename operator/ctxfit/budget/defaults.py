@@ -15,6 +15,8 @@ from ctxfit.api import GiB
 
 STARTUP_BASE_SECONDS = 600
 LOAD_BYTES_PER_SECOND = 500_000_000
+STARTUP_UNKNOWN_WEIGHTS_SECONDS = 1200
+"""Startup budget when the weight size is unknown (no weightsPerGPU, model not in the catalog): 20 min."""
 HOST_MEMORY_BASE = 32 * GiB
 HOST_MEMORY_PER_GPU = 16 * GiB
 SHM_SINGLE_GPU = 2 * GiB

@@ -1,4 +1,5 @@
-"""Map a Hugging Face ``config.json`` to an ``Architecture`` (and fetch one with huggingface_hub).
+"""Map a Hugging Face ``config.json`` to an ``Architecture`` (pure; reading or fetching the file is the
+CLI's job: ``ctxfit.cli.hfconfig``).
 
 Field mapping (engine-memory.md sections A.2, A.3, D; vLLM ``config/model.py``):
 num_hidden_layers -> numLayers; num_key_value_heads (else num_attention_heads) -> numKVHeads;
@@ -11,8 +12,6 @@ Multimodal configs keep the language model under ``text_config``.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from ctxfit.api import Architecture
@@ -125,33 +124,3 @@ def _int_field(config: dict[str, Any], key: str, *, required: bool = False) -> i
     if isinstance(value, float) and not value.is_integer():
         raise ValueError(f"{key} must be an integer, got {value!r}")
     return int(value)
-
-
-def load_hf_config(path: str | Path) -> dict[str, Any]:
-    """Read a config.json file.
-
-    Raises:
-        ValueError: unreadable file or not a JSON object.
-    """
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"cannot read config.json {path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ValueError(f"{path} is not a JSON object")
-    return data
-
-
-def fetch_hf_config(repo_id: str, *, revision: str | None = None) -> dict[str, Any]:
-    """Download ``config.json`` of ``repo_id`` with huggingface_hub (needs network; HF_TOKEN for gated repos).
-
-    Raises:
-        ValueError: when the download fails (offline, gated, missing).
-    """
-    try:
-        from huggingface_hub import hf_hub_download
-
-        path = hf_hub_download(repo_id=repo_id, filename="config.json", revision=revision)
-    except Exception as exc:  # huggingface_hub raises many types (offline, 401, 404)
-        raise ValueError(f"cannot fetch config.json of {repo_id}: {exc}") from exc
-    return load_hf_config(path)

@@ -10,11 +10,11 @@ import yaml
 from pydantic import ValidationError
 
 from ctxfit.api import GiB
-from ctxfit.budget.hfconfig import fetch_hf_config, load_hf_config
 from ctxfit.budget.inputs import PlanInputError
 from ctxfit.budget.planner import Plan, plan
 
 from . import EXIT_DOES_NOT_FIT, EXIT_OK, fail
+from .hfconfig import fetch_hf_config, load_hf_config
 from .load import ManifestError, load_manifest, validation_message
 
 

@@ -8,33 +8,39 @@ numbers beat our assumptions).
 
 Fallback defaults and their sources:
 - context: ``spec.context.target``, else the model's ``maxPositionEmbeddings`` (spec or catalog).
-- vLLM ``--gpu-memory-utilization``: 0.90 up to 0.19.x, 0.92 from 0.20.0 (``CacheConfig``,
-  engine-memory.md A.1); unknown version: 0.92 (newest).
+- vLLM ``--gpu-memory-utilization``: the vLLM engine module's default by version (0.90 up to 0.19.x,
+  0.92 from 0.20.0); unknown version: 0.92 (newest).
 - SGLang ``--mem-fraction-static``: 0.85 (a typical value of SGLang's heuristic on 80 GB GPUs, B.1).
 - ``maxNumSeqs`` 256 (vLLM's tier for < 70 GiB GPUs, A.1); CUDA-graph max batch 512 (vLLM
   ``max_cudagraph_capture_size`` default) / 256 (SGLang H100-class ``cuda_graph_max_bs``, B.1).
-- memory limit 64 GiB, /dev/shm 16 GiB, startup timeout 1200 s: the issue 3 brief's fallbacks.
+- memory limit, /dev/shm and startup timeout: the planner's container defaults (``ctxfit.budget.defaults``),
+  so a server that cannot be planned gets the same container as one that can.
 """
 
 from __future__ import annotations
 
-from ctxfit.api import EffectiveConfig, EngineKind, GiB, InferenceServerSpec, quantity_to_bytes
+from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec, quantity_to_bytes
+from ctxfit.budget.defaults import (
+    STARTUP_UNKNOWN_WEIGHTS_SECONDS,
+    default_memory_limit_bytes,
+    default_shm_bytes,
+    default_startup_timeout_seconds,
+)
 from ctxfit.catalog import lookup_model
 from ctxfit.engines.version import parse_version
+from ctxfit.engines.vllm import (
+    DEFAULT_CUDA_GRAPH_CAPTURE,
+    DEFAULT_UTILIZATION_NEW,
+    DEFAULT_UTILIZATION_OLD,
+    UTILIZATION_092_SINCE,
+)
 
 from .kinds import Failure, FailureKind
 from .limits import MAX_CONTEXT_TOKENS
 
-VLLM_UTILIZATION_OLD = 0.90
-VLLM_UTILIZATION_NEW = 0.92
-VLLM_UTILIZATION_092_SINCE = (0, 20, 0)
 SGLANG_MEM_FRACTION_STATIC = 0.85
 MAX_NUM_SEQS = 256
-CUDA_GRAPH_MAX_BATCH_VLLM = 512
 CUDA_GRAPH_MAX_BATCH_SGLANG = 256
-MEMORY_LIMIT_BYTES = 64 * GiB
-SHM_BYTES = 16 * GiB
-STARTUP_TIMEOUT_SECONDS = 1200
 NEWEST = (99, 0, 0)
 SIXTEEN_BIT = ("auto", "bfloat16", "float16")
 
@@ -59,12 +65,19 @@ def fallback_effective(spec: InferenceServerSpec) -> EffectiveConfig:
     fraction: float | None = None
     if vllm:
         version = parse_version(spec.engine.version, default=NEWEST)
-        default = VLLM_UTILIZATION_NEW if version >= VLLM_UTILIZATION_092_SINCE else VLLM_UTILIZATION_OLD
+        default = DEFAULT_UTILIZATION_NEW if version >= UTILIZATION_092_SINCE else DEFAULT_UTILIZATION_OLD
         utilization = spec.memory.gpu_memory_utilization or default
     else:
         fraction = spec.memory.mem_fraction_static or SGLANG_MEM_FRACTION_STATIC
-    graph_default = CUDA_GRAPH_MAX_BATCH_VLLM if vllm else CUDA_GRAPH_MAX_BATCH_SGLANG
+    graph_default = DEFAULT_CUDA_GRAPH_CAPTURE if vllm else CUDA_GRAPH_MAX_BATCH_SGLANG
     res = spec.resources
+    gpus = spec.gpu.count
+    if spec.startup.timeout_seconds:
+        startup = spec.startup.timeout_seconds
+    elif spec.model.weights_per_gpu:
+        startup = default_startup_timeout_seconds(quantity_to_bytes(spec.model.weights_per_gpu) * gpus)
+    else:
+        startup = STARTUP_UNKNOWN_WEIGHTS_SECONDS
     return EffectiveConfig(
         context_length=context,
         gpu_memory_utilization=utilization,
@@ -72,9 +85,9 @@ def fallback_effective(spec: InferenceServerSpec) -> EffectiveConfig:
         kv_cache_dtype=spec.memory.kv_cache_dtype,
         max_num_seqs=spec.batching.max_num_seqs or MAX_NUM_SEQS,
         cuda_graph_max_batch_size=spec.batching.cuda_graph_max_batch_size or graph_default,
-        memory_limit_bytes=quantity_to_bytes(res.memory) if res.memory else MEMORY_LIMIT_BYTES,
-        shm_bytes=quantity_to_bytes(res.shm) if res.shm else SHM_BYTES,
-        startup_timeout_seconds=spec.startup.timeout_seconds or STARTUP_TIMEOUT_SECONDS,
+        memory_limit_bytes=quantity_to_bytes(res.memory) if res.memory else default_memory_limit_bytes(gpus),
+        shm_bytes=quantity_to_bytes(res.shm) if res.shm else default_shm_bytes(gpus),
+        startup_timeout_seconds=startup,
     )
 
 

@@ -4,7 +4,7 @@ SharedMemoryTooSmall, Unknown (the catch-all)."""
 from __future__ import annotations
 
 from ctxfit.api import bytes_to_quantity
-from ctxfit.recovery.current import MEMORY_LIMIT_BYTES
+from ctxfit.budget.defaults import default_memory_limit_bytes
 from ctxfit.recovery.kinds import FailureKind
 from ctxfit.recovery.limits import MAX_HOST_BYTES, MIN_HOST_BYTES
 from ctxfit.recovery.policy import Decision, PolicyContext, permanent, propose
@@ -42,7 +42,7 @@ def check_host_oom_killed(ctx: PolicyContext) -> Decision | None:
     head = f"the container was OOM-killed at its memory limit {bytes_to_quantity(max(limit, 0))} (host RAM, not GPU)"
     if limit < MIN_HOST_BYTES:
         growths: tuple[float, ...] = ()
-        sizes = [min(MEMORY_LIMIT_BYTES, cap)]
+        sizes = [min(default_memory_limit_bytes(ctx.spec.gpu.count), cap)]
     else:
         growths = (HOST_MEMORY_GROWTH, 2.0)
         sizes = []

@@ -1,0 +1,40 @@
+"""Reading a Hugging Face ``config.json`` for ``ctxfit plan``: a local file, or huggingface_hub's download.
+
+The mapping to an ``Architecture`` is pure and lives in ``ctxfit.budget.hfconfig``; this module does the I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def load_hf_config(path: str | Path) -> dict[str, Any]:
+    """Read a config.json file.
+
+    Raises:
+        ValueError: unreadable file or not a JSON object.
+    """
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"cannot read config.json {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not a JSON object")
+    return data
+
+
+def fetch_hf_config(repo_id: str, *, revision: str | None = None) -> dict[str, Any]:
+    """Download ``config.json`` of ``repo_id`` with huggingface_hub (needs network; HF_TOKEN for gated repos).
+
+    Raises:
+        ValueError: when the download fails (offline, gated, missing).
+    """
+    try:
+        from huggingface_hub import hf_hub_download
+
+        path = hf_hub_download(repo_id=repo_id, filename="config.json", revision=revision)
+    except Exception as exc:  # huggingface_hub raises many types (offline, 401, 404)
+        raise ValueError(f"cannot fetch config.json of {repo_id}: {exc}") from exc
+    return load_hf_config(path)
