@@ -18,9 +18,9 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(ROOT / "operator"))
 
 from ctxfit.api import EngineKind, InferenceServerSpec  # noqa: E402
-from ctxfit.budget.inputs import PlanInputError  # noqa: E402
 from ctxfit.budget.planner import plan  # noqa: E402
 from ctxfit.catalog import gpu_products, models  # noqa: E402
+from ctxfit.vocab.inputs import PlanInputError  # noqa: E402
 
 
 def matrix() -> list[InferenceServerSpec]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from ctxfit.api import AttentionKind
-from ctxfit.budget.hfconfig import architecture_from_hf_config, derived_max_model_len
-from ctxfit.budget.inputs import moe_from_hf_config
+from ctxfit.vocab.hfconfig import architecture_from_hf_config, derived_max_model_len
+from ctxfit.vocab.inputs import moe_from_hf_config
 
 KIMI_K25 = {
     "model_type": "kimi_k25",

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 from ctxfit.api import GiB, InferenceServer, InferenceServerSpec
-from ctxfit.budget.inputs import PlanInputError
 from ctxfit.budget.planner import initial_effective, plan, replan_context
+from ctxfit.vocab.inputs import PlanInputError
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -42,7 +42,7 @@ def test_fallback_engine_defaults(engine: dict[str, Any], expected: dict[str, An
         assert getattr(config, key) == value, key
     assert config.context_length == 32768
     assert config.max_num_seqs == 256
-    assert config.memory_limit_bytes == 48 * GiB  # ctxfit.budget.defaults: 32 GiB + 16 GiB per GPU
+    assert config.memory_limit_bytes == 48 * GiB  # ctxfit.vocab.defaults: 32 GiB + 16 GiB per GPU
     assert config.shm_bytes == 2 * GiB  # one GPU
     assert config.startup_timeout_seconds == 1200  # weights unknown
     assert config.kv_cache_dtype == "auto"

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxfit.api import GiB, InferenceServerSpec
-from ctxfit.budget.inputs import resolve_inputs
 from ctxfit.engines import get_engine
+from ctxfit.vocab.inputs import resolve_inputs
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from typing import Any
 
 from ctxfit.api import EffectiveConfig, GiB, InferenceServerSpec
 from ctxfit.engines import BudgetTerms, Engine, get_engine
+from ctxfit.vocab.inputs import PlanInputError, PlanInputs, resolve_inputs
 
 from .context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT, ContextChoice, choose_context, step_down_context
-from .inputs import PlanInputError, PlanInputs, resolve_inputs
 from .kv import KVLayout, kv_layout
 
 UTILIZATION_CEILING = 0.95

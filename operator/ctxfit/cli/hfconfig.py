@@ -1,6 +1,6 @@
 """Reading a Hugging Face ``config.json`` for ``ctxfit plan``: a local file, or huggingface_hub's download.
 
-The mapping to an ``Architecture`` is pure and lives in ``ctxfit.budget.hfconfig``; this module does the I/O.
+The mapping to an ``Architecture`` is pure and lives in ``ctxfit.vocab.hfconfig``; this module does the I/O.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ import yaml
 from pydantic import ValidationError
 
 from ctxfit.api import GiB
-from ctxfit.budget.inputs import PlanInputError
 from ctxfit.budget.planner import Plan, plan
+from ctxfit.vocab.inputs import PlanInputError
 
 from . import EXIT_DOES_NOT_FIT, EXIT_OK, fail
 from .hfconfig import fetch_hf_config, load_hf_config

@@ -34,10 +34,10 @@ from ctxfit.api.status import (
     now_rfc3339,
     parse_rfc3339,
 )
-from ctxfit.budget.inputs import PlanInputError
 from ctxfit.budget.planner import Plan, plan
-from ctxfit.recovery.kinds import Failure
 from ctxfit.render import RenderInput, endpoint_url, render_deployment, render_service
+from ctxfit.vocab.inputs import PlanInputError
+from ctxfit.vocab.kinds import Failure
 
 from .conditions import EventNote, mark_failed_spec, mark_no_node, mark_phase, plan_status
 from .observe import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
 
 if TYPE_CHECKING:
-    from ctxfit.budget.inputs import PlanInputs
+    from ctxfit.vocab.inputs import PlanInputs
 
 
 @dataclass(frozen=True)

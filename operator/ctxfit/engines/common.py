@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctxfit.api import quantity_to_bytes
-from ctxfit.budget.defaults import (
+from ctxfit.vocab.defaults import (
     default_memory_limit_bytes,
     default_shm_bytes,
     default_startup_timeout_seconds,
 )
 
 if TYPE_CHECKING:
-    from ctxfit.budget.inputs import PlanInputs
+    from ctxfit.vocab.inputs import PlanInputs
 
 
 def container_defaults(inputs: PlanInputs) -> tuple[int, int, int]:

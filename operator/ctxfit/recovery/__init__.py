@@ -8,9 +8,10 @@ Pure: imports neither kopf nor the Kubernetes API client. The operator calls:
 - ``decide(spec, current, failure, history, replan=..., memory_cap_bytes=...) -> Decision``.
 """
 
+from ctxfit.vocab.kinds import MEMORY_KINDS, Failure, FailureKind
+
 from .classify import Observation, classify
 from .current import fallback_effective, initial_effective, observed_effective
-from .kinds import MEMORY_KINDS, Failure, FailureKind
 from .policy import Attempt, Decision, PolicyContext, Replan, changed_knobs, decide
 
 __all__ = [

@@ -33,11 +33,8 @@ from types import MappingProxyType
 from typing import assert_never
 
 from ctxfit.api import EngineKind
-
-from .generic import EVENT_PATTERNS, GENERIC_PATTERNS, GENERIC_PHASE_MARKERS
-from .kinds import Failure, FailureKind, Number
-from .limits import plausible_number
-from .patterns import (
+from ctxfit.vocab.kinds import Failure, FailureKind, Number
+from ctxfit.vocab.patterns import (
     PHASE_KIND,
     RANK_EXIT,
     TRACEBACK_PHASE_ORDER,
@@ -49,6 +46,9 @@ from .patterns import (
     PhaseMarker,
     to_number,
 )
+
+from .generic import EVENT_PATTERNS, GENERIC_PATTERNS, GENERIC_PHASE_MARKERS
+from .limits import plausible_number
 
 MAX_TEXT_CHARS = 1 << 20
 """Characters of log text analysed (the tail); the operator passes at most a few tens of KiB."""

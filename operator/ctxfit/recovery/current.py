@@ -13,29 +13,29 @@ Fallback defaults and their sources:
 - SGLang ``--mem-fraction-static``: 0.85 (a typical value of SGLang's heuristic on 80 GB GPUs, B.1).
 - ``maxNumSeqs`` 256 (vLLM's tier for < 70 GiB GPUs, A.1); CUDA-graph max batch 512 (vLLM
   ``max_cudagraph_capture_size`` default) / 256 (SGLang H100-class ``cuda_graph_max_bs``, B.1).
-- memory limit, /dev/shm and startup timeout: the planner's container defaults (``ctxfit.budget.defaults``),
+- memory limit, /dev/shm and startup timeout: the planner's container defaults (``ctxfit.vocab.defaults``),
   so a server that cannot be planned gets the same container as one that can.
 """
 
 from __future__ import annotations
 
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec, quantity_to_bytes
-from ctxfit.budget.defaults import (
-    STARTUP_UNKNOWN_WEIGHTS_SECONDS,
-    default_memory_limit_bytes,
-    default_shm_bytes,
-    default_startup_timeout_seconds,
-)
 from ctxfit.catalog import lookup_model
-from ctxfit.engines.version import parse_version
 from ctxfit.engines.vllm import (
     DEFAULT_CUDA_GRAPH_CAPTURE,
     DEFAULT_UTILIZATION_NEW,
     DEFAULT_UTILIZATION_OLD,
     UTILIZATION_092_SINCE,
 )
+from ctxfit.vocab.defaults import (
+    STARTUP_UNKNOWN_WEIGHTS_SECONDS,
+    default_memory_limit_bytes,
+    default_shm_bytes,
+    default_startup_timeout_seconds,
+)
+from ctxfit.vocab.kinds import Failure, FailureKind
+from ctxfit.vocab.version import parse_version
 
-from .kinds import Failure, FailureKind
 from .limits import MAX_CONTEXT_TOKENS
 
 SGLANG_MEM_FRACTION_STATIC = 0.85

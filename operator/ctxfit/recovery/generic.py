@@ -20,8 +20,8 @@ Sources:
 
 from __future__ import annotations
 
-from .kinds import FailureKind
-from .patterns import (
+from ctxfit.vocab.kinds import FailureKind
+from ctxfit.vocab.patterns import (
     NUM,
     RANK_HINT,
     RANK_OOM,

@@ -23,8 +23,8 @@ from typing import Any
 
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
 from ctxfit.budget.context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT
+from ctxfit.vocab.kinds import Failure, FailureKind
 
-from .kinds import Failure, FailureKind
 from .limits import context_ceiling
 from .wire import FieldError, effective_from_wire, shown_value
 

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 from ctxfit.api import AttentionKind, EffectiveConfig, EngineKind, InferenceServerSpec, MiB
 from ctxfit.engines.base import BudgetTerms, KVDtypeDecision
 from ctxfit.engines.common import container_defaults, format_fraction
-from ctxfit.engines.version import parse_version
+from ctxfit.vocab.version import parse_version
 
 from . import memory
 
 if TYPE_CHECKING:
-    from ctxfit.budget.inputs import PlanInputs
+    from ctxfit.vocab.inputs import PlanInputs
 
 DEFAULT_VERSION = "0.5.23"
 IMAGE_REPOSITORY = "lmsysorg/sglang"

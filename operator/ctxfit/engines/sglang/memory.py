@@ -23,7 +23,7 @@ from ctxfit.api import EffectiveConfig, GiB, MiB
 from ctxfit.engines.base import BudgetTerms
 
 if TYPE_CHECKING:
-    from ctxfit.budget.inputs import PlanInputs
+    from ctxfit.vocab.inputs import PlanInputs
 
 PRE_LOAD_USED_TP1 = int(0.6 * GiB)
 PRE_LOAD_USED_TPN = int(1.8 * GiB)

@@ -20,7 +20,7 @@ from . import memory
 from .dtypes import resolve_kv_dtype
 
 if TYPE_CHECKING:
-    from ctxfit.budget.inputs import PlanInputs
+    from ctxfit.vocab.inputs import PlanInputs
 
 DEFAULT_VERSION = "0.20.0"
 IMAGE_REPOSITORY = "vllm/vllm-openai"
@@ -127,7 +127,7 @@ class VLLM:
 
     def engine_args(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> list[str]:
         """``vllm serve`` arguments (after the program), user ``engine.args`` last."""
-        from ctxfit.engines.version import parse_version
+        from ctxfit.vocab.version import parse_version
 
         version = parse_version(spec.engine.version, default=(0, 20, 0))
         p = spec.parallelism

@@ -29,8 +29,8 @@ classifier imports it lazily.
 
 from __future__ import annotations
 
-from ctxfit.recovery.kinds import FailureKind
-from ctxfit.recovery.patterns import (
+from ctxfit.vocab.kinds import FailureKind
+from ctxfit.vocab.patterns import (
     NUM,
     RANK_HINT,
     RANK_ROOT,

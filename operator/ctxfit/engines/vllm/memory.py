@@ -31,7 +31,7 @@ from ctxfit.engines.base import BudgetTerms
 from ctxfit.engines.overhead import activation_peak_bytes
 
 if TYPE_CHECKING:
-    from ctxfit.budget.inputs import PlanInputs
+    from ctxfit.vocab.inputs import PlanInputs
 
 NON_TORCH_TP1 = int(0.25 * GiB)
 NON_TORCH_TP_BASE = int(2.0 * GiB)

@@ -4,10 +4,10 @@ SharedMemoryTooSmall, Unknown (the catch-all)."""
 from __future__ import annotations
 
 from ctxfit.api import bytes_to_quantity
-from ctxfit.budget.defaults import default_memory_limit_bytes
-from ctxfit.recovery.kinds import FailureKind
 from ctxfit.recovery.limits import MAX_HOST_BYTES, MIN_HOST_BYTES
 from ctxfit.recovery.policy import Decision, PolicyContext, permanent, propose
+from ctxfit.vocab.defaults import default_memory_limit_bytes
+from ctxfit.vocab.kinds import FailureKind
 
 from .common import (
     HOST_MEMORY_GROWTH,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ctxfit.budget.context import step_down_context
 from ctxfit.budget.kv import kv_dtype_bytes
-from ctxfit.recovery.kinds import FailureKind
 from ctxfit.recovery.policy import Decision, PolicyContext, permanent, propose
+from ctxfit.vocab.kinds import FailureKind
 
 from .common import (
     BLOCK_SIZE,

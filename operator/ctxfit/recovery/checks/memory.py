@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 from ctxfit.api import EffectiveConfig, GiB
-from ctxfit.recovery.kinds import FailureKind
 from ctxfit.recovery.policy import Decision, PolicyContext, permanent, propose
+from ctxfit.vocab.kinds import FailureKind
 
 from .common import (
     FRACTION_CEILING,

@@ -12,7 +12,7 @@ from typing import Any
 
 from ctxfit.api import Architecture, InferenceServerSpec, MiB, quantity_to_bytes
 from ctxfit.catalog import GPUProduct, ModelEntry, MoE, lookup_gpu, lookup_model
-from ctxfit.engines.version import parse_version
+from ctxfit.vocab.version import parse_version
 
 from .hfconfig import architecture_from_hf_config
 
