@@ -253,7 +253,7 @@ CASES = [
          numbers={"requestedBytes": int(1.02 * GiB)}),
     Case("unknown-oom-while-serving", K.UNKNOWN,
          "INFO:     Application startup complete.\nINFO POST /v1/chat/completions\n" + TORCH_OOM),
-    Case("unknown-oom-no-phase", K.UNKNOWN, TORCH_OOM),
+    Case("bare-oom-no-phase", K.GPU_OUT_OF_MEMORY, TORCH_OOM, numbers={"requestedBytes": int(1.02 * GiB)}),
     Case("unknown-last-error-line", K.UNKNOWN, "INFO a\nValueError: something new\nINFO shutting down",
          evidence="ValueError: something new"),
     Case("unknown-nothing", K.UNKNOWN, "", reason=None, exit_code=None, evidence="terminated"),

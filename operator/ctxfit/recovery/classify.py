@@ -14,8 +14,12 @@ engines', then the earliest occurrence):
 4. ``RANK_HINT`` weak hints (V0 FlashAttention FP8 note, "Bus error", ENOSPC on /dev/shm).
 5. ``RANK_PROBE`` startup-probe Events, or the SIGTERM trace "KeyboardInterrupt: terminated".
 6. ``RANK_EXIT`` the exit code alone: 137 HostOOMKilled, 143 StartupProbeTimeout, 135 /dev/shm.
-7. ``RANK_WRAPPER`` wrappers ("Engine core initialization failed", NCCL error) -> Unknown with that line.
-8. Unknown with the last error-looking line.
+7. ``RANK_WRAPPER`` wrappers ("Engine core initialization failed", NCCL error) -> Unknown, quoting the
+   line that carries the error (``evidence.error_line``), else the wrapper's line.
+8. Unknown with the line that carries the error (``evidence.error_line``).
+
+A CUDA OOM without a phase line is ``GPUOutOfMemory`` with its numbers (the policy decides from them).
+Kinds that belong to the node (``NODE_KINDS``: CUDADriverTooOld) carry ``Observation.node``.
 
 Cost: every marker is a literal found with ``str.find`` (a bounded number of occurrences each), and
 numbers are read by small bounded regexes in a window of <= 2 KiB around one marker, so the work is
@@ -33,10 +37,11 @@ from types import MappingProxyType
 from typing import assert_never
 
 from ctxfit.api import EngineKind
-from ctxfit.vocab.kinds import Failure, FailureKind, Number
+from ctxfit.vocab.kinds import NODE_KINDS, Failure, FailureKind, Number
 from ctxfit.vocab.patterns import (
     PHASE_KIND,
     RANK_EXIT,
+    RANK_WRAPPER,
     TRACEBACK_PHASE_ORDER,
     WINDOW_AFTER,
     WINDOW_BEFORE,
@@ -47,6 +52,7 @@ from ctxfit.vocab.patterns import (
     to_number,
 )
 
+from .evidence import EVIDENCE_MAX_CHARS, error_line, marker_evidence
 from .generic import EVENT_PATTERNS, GENERIC_PATTERNS, GENERIC_PHASE_MARKERS
 from .limits import plausible_number
 
@@ -56,14 +62,9 @@ MAX_OCCURRENCES = 64
 """Occurrences of one marker examined for ``requires_any`` before giving up on that marker."""
 NUMBER_OCCURRENCES = 16
 """Occurrences of the winning pattern examined for the most complete numbers (a cut copy comes first)."""
-EVIDENCE_MAX_CHARS = 512
-"""Longest evidence line kept (centred on the marker)."""
 TRACEBACK_WINDOW = 16384
 """How far before an OOM line a "Traceback (most recent call last)" header is looked for."""
 TRACEBACK_HEADER = "Traceback (most recent call last)"
-UNKNOWN_LINES = 80
-"""Lines from the end searched for an error-looking line when nothing is recognized."""
-ERROR_WORDS = ("Error", "error", "Exception", "FAILED", "Killed", "Traceback")
 
 EXIT_SIGNALS: Mapping[int, tuple[FailureKind, str]] = MappingProxyType({
     137: (FailureKind.HOST_OOM_KILLED, "SIGKILL: the kernel OOM killer or the kubelet"),
@@ -83,6 +84,7 @@ class Observation:
         message: ``lastState.terminated.message`` (log tail, <= 2048 bytes, may start mid-line).
         log_tail: the previous container's log tail (``kubectl logs --previous``), may be empty.
         events: the pod's Event messages (e.g. "Startup probe failed: ...").
+        node: the node the pod ran on (``spec.nodeName``), None when unknown.
     """
 
     reason: str | None = None
@@ -90,6 +92,7 @@ class Observation:
     message: str = ""
     log_tail: str = ""
     events: tuple[str, ...] = ()
+    node: str | None = None
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,17 @@ def _window_bounds(text: str, start: int, end: int, before: int, after: int) -> 
     return lo, hi
 
 
+def _pattern_window(text: str, start: int, end: int, pattern: FailurePattern) -> tuple[int, int]:
+    """The marker's line widened by ``pattern.context_lines`` lines each way (each side still bounded)."""
+    lo, hi = _window_bounds(text, start, end, WINDOW_BEFORE, WINDOW_AFTER)
+    for _ in range(pattern.context_lines):
+        if lo > 0:
+            lo, _hi = _window_bounds(text, lo - 1, lo - 1, WINDOW_BEFORE, 0)
+        if hi < len(text):
+            _lo, hi = _window_bounds(text, hi + 1, hi + 1, 0, WINDOW_AFTER)
+    return lo, hi
+
+
 def _first_occurrence(text: str, pattern: FailurePattern) -> tuple[int, int] | None:
     best: tuple[int, int] | None = None
     for marker in pattern.markers:
@@ -156,7 +170,7 @@ def _first_occurrence(text: str, pattern: FailurePattern) -> tuple[int, int] | N
                 break
             end = pos + len(marker)
             if pattern.requires_any:
-                lo, hi = _window_bounds(text, pos, end, WINDOW_BEFORE, WINDOW_AFTER)
+                lo, hi = _pattern_window(text, pos, end, pattern)
                 window = text[lo:hi]
                 if not any(needle in window for needle in pattern.requires_any):
                     start = pos + 1
@@ -193,12 +207,6 @@ def _extract(window: str, extractors: tuple[Extractor, ...]) -> dict[str, Number
     return numbers
 
 
-def _evidence(text: str, start: int, end: int) -> str:
-    half = EVIDENCE_MAX_CHARS // 2
-    lo, hi = _window_bounds(text, start, end, half, max(0, EVIDENCE_MAX_CHARS - half - (end - start)))
-    return text[lo:hi].strip()
-
-
 def _phase_before(text: str, position: int, markers: tuple[PhaseMarker, ...]) -> Phase | None:
     """The start-up phase at ``position``: the enclosing traceback's most specific frame, else the last
     phase line logged before it."""
@@ -231,7 +239,7 @@ def _occurrences(text: str, pattern: FailurePattern, limit: int) -> list[tuple[i
             end = pos + len(marker)
             start = pos + 1
             if pattern.requires_any:
-                lo, hi = _window_bounds(text, pos, end, WINDOW_BEFORE, WINDOW_AFTER)
+                lo, hi = _pattern_window(text, pos, end, pattern)
                 if not any(needle in text[lo:hi] for needle in pattern.requires_any):
                     continue
             found.append((pos, end))
@@ -244,11 +252,11 @@ def _failure_from_match(match: _Match, markers: tuple[PhaseMarker, ...]) -> Fail
     text = match.text
     pattern = match.pattern
     start, end = match.start, match.end
-    lo, hi = _window_bounds(text, start, end, WINDOW_BEFORE, WINDOW_AFTER)
+    lo, hi = _pattern_window(text, start, end, pattern)
     numbers = _extract(text[lo:hi], pattern.extractors)
     if pattern.extractors and not pattern.by_phase and len(numbers) < len({e.name for e in pattern.extractors}):
         for other_start, other_end in _occurrences(text, pattern, NUMBER_OCCURRENCES):
-            lo, hi = _window_bounds(text, other_start, other_end, WINDOW_BEFORE, WINDOW_AFTER)
+            lo, hi = _pattern_window(text, other_start, other_end, pattern)
             other = _extract(text[lo:hi], pattern.extractors)
             if len(other) > len(numbers):
                 numbers, start, end = other, other_start, other_end
@@ -257,16 +265,22 @@ def _failure_from_match(match: _Match, markers: tuple[PhaseMarker, ...]) -> Fail
         phase = _phase_before(text, start, markers)
         if phase is not None:
             kind = PHASE_KIND[phase]
-    return Failure(kind, numbers, _evidence(text, start, end))
+    evidence = marker_evidence(text, start, end, EVIDENCE_MAX_CHARS)
+    if kind is FailureKind.UNKNOWN and pattern.rank >= RANK_WRAPPER:
+        evidence = error_line(text, _wrapper_markers()) or evidence
+    return Failure(kind, numbers, evidence)
 
 
-def _last_error_line(text: str) -> str:
-    lines = [line.strip() for line in text[-(UNKNOWN_LINES * 512):].split("\n")[-UNKNOWN_LINES:]]
-    lines = [line for line in lines if line]
-    for line in reversed(lines):
-        if any(word in line for word in ERROR_WORDS):
-            return line[-EVIDENCE_MAX_CHARS:]
-    return lines[-1][-EVIDENCE_MAX_CHARS:] if lines else ""
+@cache
+def _wrapper_markers() -> tuple[str, ...]:
+    """Markers of every wrapper pattern (engines and generic): lines that only point at the cause."""
+    found: list[str] = []
+    sets = [GENERIC_PATTERNS] + [engine_patterns(k)[0] for k in EngineKind]
+    for patterns in sets:
+        for pattern in patterns:
+            if pattern.rank >= RANK_WRAPPER:
+                found.extend(pattern.markers)
+    return tuple(found) + ("See root cause above",)
 
 
 def _termination(observation: Observation) -> str:
@@ -336,6 +350,14 @@ def classify(observation: Observation, engine: EngineKind | None = None) -> Fail
         candidates.append((RANK_EXIT, 2, Failure(kind, {"exitCode": exit_code},
                                                  f"{_termination(observation)} ({meaning})")))
     if candidates:
-        return min(candidates, key=lambda c: (c[0], c[1]))[2]
-    evidence = _last_error_line(text) or _termination(observation)
+        return _on_node(min(candidates, key=lambda c: (c[0], c[1]))[2], observation)
+    evidence = error_line(text, _wrapper_markers()) or _termination(observation)
     return Failure(FailureKind.UNKNOWN, _with_exit({}, observation), evidence)
+
+
+def _on_node(failure: Failure, observation: Observation) -> Failure:
+    """``failure`` with the pod's node when its kind belongs to the node (``NODE_KINDS``)."""
+    node = _as_text(observation.node).strip()[:253] if observation.node else ""
+    if failure.kind in NODE_KINDS and node:
+        return Failure(failure.kind, failure.numbers, failure.evidence, node)
+    return failure

@@ -16,6 +16,23 @@ Sources:
 - vLLM's SIGTERM handler raises ``KeyboardInterrupt("terminated")`` (shared/cases
   gemma3-1b-startup-probe): the kubelet stopped the container, i.e. a failed startup probe.
 - NCCL "NCCL error" / ``ncclSystemError`` without a /dev/shm line: a wrapper (Unknown).
+- CUDA driver too old (CUDADriverTooOld, permanent for the node): PyTorch ``c10/cuda/CUDAFunctions.cpp``
+  "The NVIDIA driver on your system is too old (found version 12040)" (torch 1.x - 2.x; also as the
+  UserWarning "CUDA initialization: ..."); CUDA runtime ``cudaErrorInsufficientDriver`` (35) "CUDA driver
+  version is insufficient for CUDA runtime version"; ``cudaErrorCompatNotSupportedOnDevice`` (804)
+  "forward compatibility was attempted on non supported HW" (through torch "Error 804: ..."; the driver
+  API name ``CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE``); ``cudaErrorSystemDriverMismatch`` (803)
+  "system has unsupported display driver / cuda driver combination"; nvidia-container-cli (an Event
+  when the container cannot be created) "requirement error: unsatisfied condition: cuda>=12.8, please
+  update your driver to a newer version".
+- Invalid parallel layout (InvalidParallelism, permanent): the stable part of every engine's wording is
+  "divisible by" next to a parallel size ("tensor parallel size (3)", "tp_size=3", "TP=3", "pipeline
+  parallel size", "ep_size"); vLLM's "Tensor parallel size 16 is greater than the number of experts 8".
+- Hugging Face Hub access (ModelAccessDenied, permanent): huggingface_hub ``utils/_http.py``
+  ``hf_raise_for_status`` "Cannot access gated repo for url ...", "Access to model X is restricted and
+  you are not in the authorized list" / "is restricted. You must have access to it and be authenticated",
+  ``GatedRepoError``, "401 Client Error", "Repository Not Found for url" (a private repo without a
+  token); transformers "You are trying to access a gated repo."
 """
 
 from __future__ import annotations
@@ -24,20 +41,28 @@ from ctxfit.vocab.kinds import FailureKind
 from ctxfit.vocab.patterns import (
     NUM,
     RANK_HINT,
+    RANK_ROOT,
     RANK_OOM,
     RANK_PROBE,
     RANK_SPECIFIC,
     RANK_WRAPPER,
     TORCH_OOM_EXTRACTORS,
+    PARALLELISM_EXTRACTORS,
     FailurePattern,
     Phase,
     PhaseMarker,
     extractor,
 )
 
+PARALLEL_WORDS = (
+    "tensor parallel", "tensor_parallel", "tp_size", "tp size", "TP size", "TP=", "tp=", "pipeline parallel",
+    "pipeline_parallel", "pp_size", "PP=", "pp=", "ep_size", "expert parallel", "world_size", "attention_tp_size",
+)
+"""Words that put a "divisible by" next to a parallel layout (and not, e.g., a block size)."""
+
 GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
     FailurePattern(
-        kind=FailureKind.UNKNOWN,
+        kind=FailureKind.GPU_OUT_OF_MEMORY,
         markers=(
             "CUDA out of memory",
             "CUDA error: out of memory",
@@ -50,6 +75,54 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
         source="PyTorch c10/cuda/CUDACachingAllocator.cpp (torch 1.x-2.14); CUDA runtime; cuBLAS; NCCL",
         extractors=TORCH_OOM_EXTRACTORS,
         by_phase=True,
+        covers=(("torch 1.8", "torch 2.14"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.CUDA_DRIVER_TOO_OLD,
+        markers=(
+            "driver on your system is too old",
+            "CUDA driver version is insufficient",
+            "cudaErrorInsufficientDriver",
+            "forward compatibility was attempted on non supported HW",
+            "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+            "cudaErrorCompatNotSupportedOnDevice",
+            "system has unsupported display driver / cuda driver combination",
+            "please update your driver to a newer version",
+        ),
+        rank=RANK_SPECIFIC,
+        source="PyTorch c10/cuda/CUDAFunctions.cpp; CUDA runtime errors 35/803/804; nvidia-container-cli",
+        extractors=(
+            extractor("driverCudaVersion", r"found version " + NUM),
+            extractor("requiredCudaVersion", r"cuda>=" + NUM, "float"),
+        ),
+        covers=(("torch 1.8", "torch 2.14"), ("CUDA 11.0", "CUDA 13.0"), ("nvidia-container-toolkit 1.0", "1.17")),
+    ),
+    FailurePattern(
+        kind=FailureKind.INVALID_PARALLELISM,
+        markers=("divisible by", "is greater than the number of experts"),
+        rank=RANK_ROOT,
+        source="vLLM config verify_with_parallel_config / model files; SGLang model_config and model files; "
+        "Megatron-style asserts",
+        extractors=PARALLELISM_EXTRACTORS,
+        requires_any=PARALLEL_WORDS,
+        covers=(("vLLM 0.1.0", "vLLM 0.33.x"), ("SGLang 0.3.0", "SGLang 0.5.23")),
+    ),
+    FailurePattern(
+        kind=FailureKind.MODEL_ACCESS_DENIED,
+        markers=(
+            "Cannot access gated repo",
+            "trying to access a gated repo",
+            "GatedRepoError",
+            "you are not in the authorized list",
+            "You must have access to it and be authenticated",
+            "401 Client Error",
+            "Repository Not Found for url",
+            "RepositoryNotFoundError",
+            "Invalid credentials in Authorization header",
+        ),
+        rank=RANK_SPECIFIC,
+        source="huggingface_hub utils/_http.py hf_raise_for_status / errors.py; transformers hub.py",
+        covers=(("huggingface_hub 0.14", "huggingface_hub 1.x"), ("transformers 4.30", "transformers 5.x")),
     ),
     FailurePattern(
         kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
@@ -60,12 +133,14 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
             extractor("requestedBytes", r"\(size " + NUM + r"\)"),
             extractor("requestedBytes", r"The request is for " + NUM + r" bytes"),
         ),
+        covers=(("NCCL 2.7", "NCCL 2.27"),),
     ),
     FailurePattern(
         kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
         markers=("fp8e4nv not supported", "fp8e4nv data type is not supported"),
         rank=RANK_SPECIFIC,
         source="Triton 3.x (fp8e4nv needs SM 8.9+), raised through vLLM/SGLang attention kernels",
+        covers=(("Triton 2.1", "Triton 3.5"),),
     ),
     FailurePattern(
         kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
@@ -73,18 +148,21 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
         rank=RANK_HINT,
         source="PyTorch DataLoader worker; ENOSPC / SIGBUS on a full /dev/shm",
         requires_any=("shm", "shared memory", "Bus error"),
+        covers=(("torch 1.8", "torch 2.14"),),
     ),
     FailurePattern(
         kind=FailureKind.STARTUP_PROBE_TIMEOUT,
         markers=("KeyboardInterrupt: terminated",),
         rank=RANK_PROBE,
         source="vLLM entrypoints signal handler (SIGTERM -> KeyboardInterrupt('terminated'))",
+        covers=(("vLLM 0.4.0", "vLLM 0.33.x"),),
     ),
     FailurePattern(
         kind=FailureKind.UNKNOWN,
         markers=("NCCL error", "ncclSystemError", "ncclInternalError", "ncclUnhandledCudaError"),
         rank=RANK_WRAPPER,
         source="torch.distributed DistBackendError / NCCL (cause not named)",
+        covers=(("NCCL 2.7", "NCCL 2.27"),),
     ),
 )
 """Engine-independent failure texts."""
@@ -96,6 +174,15 @@ EVENT_PATTERNS: tuple[FailurePattern, ...] = (
         rank=RANK_PROBE,
         source="kubelet prober events (pkg/kubelet/prober: 'Startup probe failed: ...'; "
         "kuberuntime: 'Container X failed startup probe, will be restarted')",
+        covers=(("Kubernetes 1.20", "Kubernetes 1.34"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.CUDA_DRIVER_TOO_OLD,
+        markers=("please update your driver to a newer version", "unsatisfied condition: cuda>="),
+        rank=RANK_SPECIFIC,
+        source="nvidia-container-cli requirement check (containerd/CRI-O 'failed to create containerd task' Event)",
+        extractors=(extractor("requiredCudaVersion", r"cuda>=" + NUM, "float"),),
+        covers=(("nvidia-container-toolkit 1.0", "1.17"),),
     ),
 )
 """Patterns run over the pod's Event messages."""

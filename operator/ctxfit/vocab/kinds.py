@@ -26,6 +26,11 @@ class FailureKind(StrEnum):
     SHARED_MEMORY_TOO_SMALL = "SharedMemoryTooSmall"
     KV_CACHE_DTYPE_UNSUPPORTED = "KVCacheDtypeUnsupported"
     CONTEXT_EXCEEDS_MODEL_LIMIT = "ContextExceedsModelLimit"
+    GPU_OUT_OF_MEMORY = "GPUOutOfMemory"
+    MAMBA_CACHE_TOO_SMALL = "MambaCacheTooSmall"
+    INVALID_PARALLELISM = "InvalidParallelism"
+    CUDA_DRIVER_TOO_OLD = "CUDADriverTooOld"
+    MODEL_ACCESS_DENIED = "ModelAccessDenied"
     UNKNOWN = "Unknown"
 
 
@@ -41,10 +46,26 @@ MEMORY_KINDS = frozenset(
         FailureKind.HOST_OOM_KILLED,
         FailureKind.SHARED_MEMORY_TOO_SMALL,
         FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
+        FailureKind.GPU_OUT_OF_MEMORY,
+        FailureKind.MAMBA_CACHE_TOO_SMALL,
     }
 )
 """Kinds caused by running out of some memory (GPU, host or /dev/shm): after one of them the policy never
 raises the context length."""
+
+PERMANENT_KINDS = frozenset(
+    {
+        FailureKind.WEIGHTS_DO_NOT_FIT,
+        FailureKind.INVALID_PARALLELISM,
+        FailureKind.CUDA_DRIVER_TOO_OLD,
+        FailureKind.MODEL_ACCESS_DENIED,
+    }
+)
+"""Kinds no configuration knob of ctxfit can fix: the policy stops at once (issue 9: configuration errors are
+permanent at once; a driver too old is permanent for that node; credentials are the user's)."""
+
+NODE_KINDS = frozenset({FailureKind.CUDA_DRIVER_TOO_OLD})
+"""Kinds that belong to the node the pod ran on: the failure carries the node's name."""
 
 Number = int | float
 """A value read from a message: ``int`` for bytes, tokens and counts; ``float`` for fractions."""
@@ -61,14 +82,19 @@ class Failure:
             ``totalBytes`` / ``requestedBytes`` (bytes, int; the engines print GiB = 2^30 even as "GB"),
             ``minimumMemFractionStatic`` / ``memFractionStatic`` / ``gpuMemoryUtilization`` (fractions),
             ``dummyRequests``, ``derivedMaxContextLength``, ``exitCode``.
-        evidence: the matched line (trimmed to ``EVIDENCE_MAX_CHARS``), or a description of the
-            Kubernetes signal (``terminated: reason=OOMKilled exitCode=137``).
+        evidence: the matched line (trimmed to ``EVIDENCE_MAX_CHARS`` at a word boundary), or a
+            description of the Kubernetes signal (``terminated: reason=OOMKilled exitCode=137``).
+        node: the node the pod ran on, for kinds that belong to the node (``NODE_KINDS``), else None.
     """
 
     kind: FailureKind
     numbers: dict[str, Number] = field(default_factory=dict)
     evidence: str = ""
+    node: str | None = None
 
     def to_wire(self) -> dict[str, object]:
-        """``{"kind", "numbers", "evidence"}`` as in ``ctxfit diagnose -o json``."""
-        return {"kind": self.kind.value, "numbers": dict(self.numbers), "evidence": self.evidence}
+        """``{"kind", "numbers", "evidence"}`` (+ ``"node"`` when known) as in ``ctxfit diagnose -o json``."""
+        wire: dict[str, object] = {"kind": self.kind.value, "numbers": dict(self.numbers), "evidence": self.evidence}
+        if self.node is not None:
+            wire["node"] = self.node
+        return wire

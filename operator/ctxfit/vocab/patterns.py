@@ -139,7 +139,13 @@ class FailurePattern:
         source: where the text comes from (engine file and versions).
         extractors: numbers to read in the window around the marker; the first match per name wins.
         requires_any: when non-empty, one of these literals must occur in the same window.
-        by_phase: a CUDA OOM whose kind depends on the start-up phase (``PHASE_KIND``).
+        by_phase: a CUDA OOM whose kind depends on the start-up phase (``PHASE_KIND``); without a phase
+            line its kind is ``kind`` (``GPUOutOfMemory``: the policy decides from the numbers).
+        covers: the engine (or library) versions whose source wording this pattern was checked against, as
+            ``(first, last)`` ranges ("0.8.0", "0.33.x"; "main@2026-08" for unreleased code). The table is
+            data: ``ctxfit.engines.<engine>.failures.WORDING_COVERAGE`` lists it per engine.
+        context_lines: lines before and after the marker's line that also belong to its window (a message
+            whose numbers are printed on the next line; a traceback frame that names the cause).
     """
 
     kind: FailureKind
@@ -149,6 +155,8 @@ class FailurePattern:
     extractors: tuple[Extractor, ...] = ()
     requires_any: tuple[str, ...] = ()
     by_phase: bool = False
+    covers: tuple[tuple[str, str], ...] = ()
+    context_lines: int = 0
 
 
 @dataclass(frozen=True)
@@ -173,10 +181,61 @@ TORCH_OOM_EXTRACTORS = (
     extractor("totalBytes", SIZE + r" total capacity", "size"),
     extractor("freeBytes", r"of which " + SIZE + r" is free", "size"),
     extractor("freeBytes", SIZE + r" free;", "size"),
+    extractor("inUseBytes", r"this process has " + SIZE + r" memory in use", "size"),
+    extractor("inUseBytes", r"Process \d{1,10} has " + SIZE + r" memory in use", "size"),
+    extractor("inUseBytes", SIZE + r" already allocated", "size"),
+    extractor("allocatedBytes", r"Of the allocated memory " + SIZE + r" is allocated by PyTorch", "size"),
+    extractor("allocatedBytes", SIZE + r" already allocated", "size"),
+    extractor("reservedBytes", SIZE + r" reserved in total by PyTorch", "size"),
+    extractor("reservedBytes", SIZE + r" is reserved by PyTorch", "size"),
 )
 """Numbers of PyTorch's CUDA OOM (c10 ``CUDACachingAllocator.cpp``, engine-memory.md C): torch >= 2.1
-"Tried to allocate X. GPU N has a total capacity of T of which F is free."; torch 1.x
-"Tried to allocate X (GPU N; T total capacity; A already allocated; F free; R reserved ...)"."""
+"Tried to allocate X. GPU N has a total capacity of T of which F is free. Including non-PyTorch memory,
+this process has U memory in use. Of the allocated memory A is allocated by PyTorch, and R is reserved by
+PyTorch but unallocated."; torch 2.0 "(GPU N; T total capacity; A already allocated; F free; R reserved
+in total by PyTorch)"; torch 1.x the same without "Process P has U memory in use". ``inUseBytes`` is what
+the process holds on the GPU (torch 1.x/2.0: only PyTorch's allocations are printed)."""
+
+
+PARALLELISM_EXTRACTORS = (
+    extractor("attentionHeads", r"attention heads \(" + NUM + r"\)"),
+    extractor("attentionHeads", r"num_attention_heads[= ]{1,3}" + NUM),
+    extractor("attentionHeads", r"num_heads[= ]{1,3}" + NUM),
+    extractor("kvHeads", r"key.value heads \(" + NUM + r"\)"),
+    extractor("kvHeads", r"num_key_value_heads[= ]{1,3}" + NUM),
+    extractor("kvHeads", r"num_kv_heads[= ]{1,3}" + NUM),
+    extractor("layers", r"hidden layers \(" + NUM + r"\)"),
+    extractor("layers", r"num_hidden_layers[= ]{1,3}" + NUM),
+    extractor("experts", r"number of experts \(?" + NUM),
+    extractor("experts", r"num_experts[= ]{1,3}" + NUM),
+    extractor("vocabSize", r"vocab_size[= ]{1,3}" + NUM),
+    extractor("vocabSize", r"vocabulary size \(" + NUM + r"\)"),
+    extractor("tensorParallelSize", r"tensor parallel size \(?" + NUM),
+    extractor("tensorParallelSize", r"[Tt]ensor_parallel_size[= ]{1,3}\(?" + NUM),
+    extractor("tensorParallelSize", r"tp_size[= ]{1,3}\(?" + NUM),
+    extractor("tensorParallelSize", r"TP[= ]{1,3}" + NUM),
+    extractor("tensorParallelSize", r"Tensor parallel size " + NUM),
+    extractor("pipelineParallelSize", r"pipeline parallel size \(?" + NUM),
+    extractor("pipelineParallelSize", r"pp_size[= ]{1,3}\(?" + NUM),
+    extractor("expertParallelSize", r"ep_size[= ]{1,3}\(?" + NUM),
+)
+"""Numbers of a parallel-layout error: what had to divide (heads, KV heads, layers, experts, vocabulary) and
+the sizes (TP, PP, EP). First match per name wins."""
+
+
+@dataclass(frozen=True)
+class WordingCoverage:
+    """One row of an engine's wording table: a pattern's kind, its first marker and the versions checked."""
+
+    kind: FailureKind
+    marker: str
+    covers: tuple[tuple[str, str], ...]
+    source: str
+
+
+def coverage_table(patterns: tuple[FailurePattern, ...]) -> tuple[WordingCoverage, ...]:
+    """The wording table of ``patterns`` (``FailurePattern.covers``), in pattern order."""
+    return tuple(WordingCoverage(p.kind, p.markers[0] if p.markers else "", p.covers, p.source) for p in patterns)
 
 
 def parse_decimal(text: str) -> Decimal | None:

@@ -15,6 +15,18 @@ Sources (engine-memory.md B.1, B.2, E; read in the 0.5.4, 0.5.10 and 0.5.23 whee
 - 0.5.23 ``arg_groups/attention_hook.py``: "TRTLLM FMHAv2 prefill on SM120 does not support fp8_e4m3
   KV cache or skip-softmax."
 - ``managers/scheduler.py``: "Scheduler hit an exception" (a wrapper; the traceback follows).
+- ``managers/scheduler.py`` / ``utils.validate_input_length`` 0.4 - 0.5.23: "Input length (N tokens) exceeds
+  the maximum allowed length (M tokens). Use a shorter input or enable --allow-auto-truncate." (0.3:
+  "Input length (N) exceeds the maximum allowed length (M)"). SGLang does not check the context length
+  against the KV pool at start; M is ``max_req_input_len`` = min(context, pool) - 1, so a server that dies
+  right after it has a context above its pool: the SGLang form of KVCacheTooSmall (a hint: the line is
+  also logged for a single over-long request).
+- Parallel layout: model files assert heads / KV heads / experts divisible by ``tp_size`` / ``ep_size``
+  (generic "divisible by" pattern in ``ctxfit.recovery.generic``); ``model_config.py`` "Total number of
+  attention heads (H) must be divisible by tensor parallel size (T)" (same sentence as vLLM).
+
+``WORDING_COVERAGE`` at the end is the table of which SGLang versions each pattern's wording was checked
+against (data; ``FailurePattern.covers``).
 
 This module must not import ``ctxfit.engines.sglang`` (the package) or anything heavy: the recovery
 classifier imports it lazily.
@@ -25,12 +37,16 @@ from __future__ import annotations
 from ctxfit.vocab.kinds import FailureKind
 from ctxfit.vocab.patterns import (
     NUM,
+    PARALLELISM_EXTRACTORS,
+    RANK_HINT,
     RANK_ROOT,
     RANK_WRAPPER,
     TORCH_OOM_EXTRACTORS,
     FailurePattern,
     Phase,
     PhaseMarker,
+    WordingCoverage,
+    coverage_table,
     extractor,
 )
 
@@ -40,6 +56,7 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         markers=("Loaded weights leave no GPU memory for the KV cache", "(minimum viable = 1 - available/pre = "),
         rank=RANK_ROOT,
         source="SGLang 0.5.23 srt/mem_cache/kv_cache_configurator.py _profile_available_bytes",
+        covers=(("0.5.23", "0.5.23"),),
         extractors=(
             extractor("memFractionStatic", r"under --mem-fraction-static=" + NUM, "float"),
             extractor("minimumMemFractionStatic", r"minimum viable = 1 - available/pre = " + NUM, "float"),
@@ -52,6 +69,7 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         rank=RANK_ROOT,
         source="SGLang 0.4-0.5.4 model_runner.py profile_max_num_token; 0.5.10 model_runner_kv_cache_mixin.py; "
         "0.5.23 MemoryPoolConfig.__post_init__",
+        covers=(("0.4.0", "0.5.23"),),
         extractors=(extractor("memFractionStatic", r"mem_fraction_static=" + NUM, "float"),),
     ),
     FailurePattern(
@@ -59,6 +77,7 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         markers=("Capture cuda graph failed",),
         rank=RANK_ROOT,
         source="SGLang 0.4-0.5.10 model_executor/cuda_graph_runner.py; 0.5.23 decode_cuda_graph_runner.py",
+        covers=(("0.4.0", "0.5.23"),),
         extractors=TORCH_OOM_EXTRACTORS,
     ),
     FailurePattern(
@@ -66,6 +85,7 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         markers=("is greater than the derived context_length",),
         rank=RANK_ROOT,
         source="SGLang 0.4-0.5.23 srt/configs/model_config.py",
+        covers=(("0.4.0", "0.5.23"),),
         extractors=(
             extractor("requestedContextLength", r"context_length \(" + NUM + r"\) is greater"),
             extractor("derivedMaxContextLength", r"derived context_length \(" + NUM + r"\)"),
@@ -76,12 +96,30 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         markers=("does not support fp8_e4m3 KV cache",),
         rank=RANK_ROOT,
         source="SGLang 0.5.23 srt/arg_groups/attention_hook.py (TRTLLM FMHAv2 prefill on SM120)",
+        covers=(("0.5.23", "0.5.23"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.KV_CACHE_TOO_SMALL,
+        markers=("exceeds the maximum allowed length",),
+        rank=RANK_HINT,
+        source="SGLang 0.3-0.5.23 managers/scheduler.py / utils validate_input_length (max_req_input_len)",
+        extractors=(extractor("estimatedMaxContextLength", r"maximum allowed length \(" + NUM),),
+        covers=(("0.3.0", "0.5.23"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.INVALID_PARALLELISM,
+        markers=("must be divisible by tensor parallel size", "must be divisible by pipeline parallel size"),
+        rank=RANK_ROOT,
+        source="SGLang 0.4-0.5.23 srt/configs/model_config.py (same check as vLLM)",
+        extractors=PARALLELISM_EXTRACTORS,
+        covers=(("0.4.0", "0.5.23"),),
     ),
     FailurePattern(
         kind=FailureKind.UNKNOWN,
         markers=("Scheduler hit an exception",),
         rank=RANK_WRAPPER,
         source="SGLang 0.4-0.5.23 srt/managers/scheduler.py run_scheduler_process (wrapper)",
+        covers=(("0.4.0", "0.5.23"),),
     ),
 )
 """SGLang's failure texts, 0.4 - 0.5.23."""
@@ -99,3 +137,6 @@ PHASE_MARKERS: tuple[PhaseMarker, ...] = (
     PhaseMarker(Phase.SERVING, "The server is fired up and ready to roll!", "SGLang entrypoints/http_server.py"),
 )
 """Where SGLang is in its start-up, for CUDA OOMs without their own message."""
+
+WORDING_COVERAGE: tuple[WordingCoverage, ...] = coverage_table(FAILURE_PATTERNS)
+"""Which SGLang versions each pattern's wording was checked against: (kind, first marker, version ranges)."""

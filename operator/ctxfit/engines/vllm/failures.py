@@ -22,6 +22,27 @@ Sources (engine-memory.md A.1, A.3, A.4, E; read in the published wheels unless 
   backend"; V0 selector "Cannot use FlashAttention-2 backend for FP8 KV cache." (an INFO line in V0,
   followed by a fallback backend: only a hint).
 - ``v1/engine/utils.py``: "Engine core initialization failed. See root cause above." (a wrapper).
+- Hybrid (Mamba / Gated-DeltaNet) models, 0.2x - 0.33 (``config/compilation.py``, later
+  ``v1/worker/gpu_model_runner.py``): "max_num_seqs (N) exceeds available Mamba cache blocks (M). Each
+  decode sequence requires one Mamba cache block, so CUDA graph capture cannot proceed. Please lower
+  max_num_seqs to at most M or increase gpu_memory_utilization." Earlier releases shrank the CUDA-graph
+  sizes silently (``adjust_cudagraph_sizes_for_mamba_cache``) and printed nothing.
+- /dev/shm, 0.28 - main: "Insufficient space in /dev/shm: N MiB required, M MiB free" (0.28 KV offload
+  region, one number) and, after vLLM PR 50358, "Insufficient space in /dev/shm:\nA/B MiB required, C
+  MiB free" (B: the whole region, A: what is still missing). Before that check, the KV-offload shared
+  region (``kv_offload/cpu/shared_offload_region.py``) failed with ``OSError: [Errno 14] Bad address``
+  when /dev/shm could not back its pre-faulted pages.
+- Per-backend KV dtype checks, 0.18+ (``v1/attention/backends/*``): "FP8 KV cache is not supported by the
+  Triton MLA backend on {dev} (compute capability {cc}); native FP8 (fp8e4nv) requires SM89+"; the same
+  sentence with "... by the {name} attention backend"; V1 0.8 - 0.10 ``flash_attn.py`` "FlashAttention
+  does not support fp8 kv-cache on this device".
+- Parallel layout, 0.1 - 0.33 ``config.py`` (0.10+ ``config/model.py``) ``verify_with_parallel_config``:
+  "Total number of attention heads (H) must be divisible by tensor parallel size (T)." (0.10+ wrapped by
+  pydantic as "Value error, ..."); 0.1 - 0.5 "Total number of hidden layers (L) must be divisible by
+  pipeline parallel size (P)." (uneven PP partitions replaced it in 0.6).
+
+``WORDING_COVERAGE`` at the end is the table of which vLLM versions each pattern's wording was checked
+against (data; ``FailurePattern.covers``).
 
 This module must not import ``ctxfit.engines.vllm`` (the package) or anything heavy: the recovery
 classifier imports it lazily.
@@ -32,12 +53,16 @@ from __future__ import annotations
 from ctxfit.vocab.kinds import FailureKind
 from ctxfit.vocab.patterns import (
     NUM,
+    PARALLELISM_EXTRACTORS,
     RANK_HINT,
     RANK_ROOT,
+    RANK_SPECIFIC,
     RANK_WRAPPER,
+    WordingCoverage,
     FailurePattern,
     Phase,
     PhaseMarker,
+    coverage_table,
     extractor,
 )
 
@@ -53,6 +78,7 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         ),
         rank=RANK_ROOT,
         source=_KV_V1,
+        covers=(("0.8.0", "0.33.x"),),
         extractors=(
             extractor("requestedContextLength", r"max seq len \(" + NUM + r"\)"),
             extractor("neededBytes", r"\(" + NUM + r" ?GiB KV cache is needed", "gib"),
@@ -65,6 +91,7 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         markers=("is larger than the maximum number of tokens that can be stored in KV cache",),
         rank=RANK_ROOT,
         source="vLLM V0 0.4-0.6 worker/worker.py raise_if_cache_size_invalid [3rd-party copy]",
+        covers=(("0.4.0", "0.6.x"),),
         extractors=(
             extractor("requestedContextLength", r"max seq len \(" + NUM + r"\) is larger"),
             extractor("estimatedMaxContextLength", r"stored in KV cache \(" + NUM + r"\)"),
@@ -78,6 +105,7 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         ),
         rank=RANK_ROOT,
         source="vLLM V0 worker.py / V1 0.11-0.33 kv_cache_utils.py; 0.17+ _auto_fit_max_model_len",
+        covers=(("0.4.0", "0.33.x"),),
     ),
     FailurePattern(
         kind=FailureKind.INSUFFICIENT_FREE_GPU_MEMORY,
@@ -87,6 +115,7 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         ),
         rank=RANK_ROOT,
         source="vLLM 0.9-0.33 v1/worker/gpu_worker.py init_device (0.33 v1/worker/utils.py request_memory)",
+        covers=(("0.9.0", "0.33.x"),),
         extractors=(
             extractor("freeBytes", r"\(" + NUM + r"/" + NUM + r" ?GiB\)", "gib"),
             extractor("totalBytes", r"\(\d[\d,.]{0,24}/" + NUM + r" ?GiB\)", "gib"),
@@ -99,6 +128,7 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         markers=("occurred when warming up sampler with",),
         rank=RANK_ROOT,
         source="vLLM V1 0.8-0.33 v1/worker/gpu_model_runner.py _dummy_sampler_run",
+        covers=(("0.8.0", "0.33.x"),),
         extractors=(extractor("dummyRequests", r"warming up sampler with " + NUM + r" dummy requests"),),
     ),
     FailurePattern(
@@ -106,12 +136,14 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         markers=("Failed to load model - not enough GPU memory",),
         rank=RANK_ROOT,
         source="vLLM 0.30-0.33 v1/worker/gpu_model_runner.py load_model",
+        covers=(("0.30.0", "0.33.x"),),
     ),
     FailurePattern(
         kind=FailureKind.CONTEXT_EXCEEDS_MODEL_LIMIT,
         markers=("is greater than the derived max_model_len",),
         rank=RANK_ROOT,
         source="vLLM 0.4-0.33 config (0.33 config/model.py _get_and_verify_max_len)",
+        covers=(("0.4.0", "0.33.x"),),
         extractors=(
             extractor("requestedContextLength", r"max_model_len \(" + NUM + r"\) is greater"),
             extractor("derivedMaxContextLength", r"derived max_model_len \([A-Za-z_]{1,40}=" + NUM),
@@ -129,18 +161,92 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         rank=RANK_ROOT,
         source="vLLM 0.11-0.17 v1/attention/backends/mla/triton_mla.py; 0.17 attention selector; "
         "0.33 triton_mla.py capability check",
+        covers=(("0.11.0", "0.17.x"), ("0.33.0", "0.33.x")),
+    ),
+    FailurePattern(
+        kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
+        markers=("KV cache is not supported by the", "does not support fp8 kv-cache", "does not support FP8 KV cache"),
+        rank=RANK_ROOT,
+        source="vLLM 0.18+ per-backend KV dtype checks ('FP8 KV cache is not supported by the X [attention] backend "
+        "... requires SM89+'); V1 0.8-0.10 v1/attention/backends/flash_attn.py",
+        covers=(("0.8.0", "0.10.x"), ("0.18.0", "0.33.x")),
+    ),
+    FailurePattern(
+        kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
+        markers=("not supported by the", "requires SM89", "requires SM 8.9", "not valid for this configuration"),
+        rank=RANK_SPECIFIC,
+        source="vLLM attention selector / backends: any backend refusing the KV cache dtype",
+        requires_any=("KV cache", "kv cache", "kv-cache", "kv_cache_dtype", "KV dtype"),
+        covers=(("0.17.0", "0.33.x"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.MAMBA_CACHE_TOO_SMALL,
+        markers=("exceeds available Mamba cache blocks", "Mamba cache blocks"),
+        rank=RANK_ROOT,
+        source="vLLM 0.2x-0.33 config/compilation.py / v1/worker/gpu_model_runner.py (hybrid models)",
+        requires_any=("max_num_seqs", "max-num-seqs", "decode sequence"),
+        extractors=(
+            extractor("maxNumSeqs", r"max_num_seqs \(" + NUM + r"\)"),
+            extractor("availableMambaBlocks", r"Mamba cache blocks \(" + NUM + r"\)"),
+            extractor("availableMambaBlocks", r"max_num_seqs to at most " + NUM),
+        ),
+        covers=(("0.25.0", "0.33.x"), ("main@2026-08", "main@2026-08")),
+    ),
+    FailurePattern(
+        kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
+        markers=("Insufficient space in /dev/shm",),
+        rank=RANK_SPECIFIC,
+        source="vLLM 0.28+ KV offload / shared-memory message queue /dev/shm capacity check (PR 50358 form "
+        "'A/B MiB required, C MiB free' on the next line)",
+        context_lines=1,
+        extractors=(
+            extractor("requestedBytes", r"/" + NUM + r" ?(MiB|GiB|KiB|B) required", "size"),
+            extractor("requestedBytes", NUM + r" ?(MiB|GiB|KiB|B) required", "size"),
+            extractor("freeBytes", NUM + r" ?(MiB|GiB|KiB|B) free", "size"),
+        ),
+        covers=(("0.28.0", "0.33.x"), ("main@2026-08", "main@2026-08")),
+    ),
+    FailurePattern(
+        kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
+        markers=("[Errno 14] Bad address",),
+        rank=RANK_SPECIFIC,
+        source="vLLM 0.2x kv_offload/cpu/shared_offload_region.py (EFAULT pre-faulting the /dev/shm region)",
+        requires_any=("offload", "/dev/shm", "shared_offload_region", "mmap", "MADV_POPULATE"),
+        context_lines=16,
+        covers=(("0.26.0", "0.28.x"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
+        markers=("[Errno 14] Bad address",),
+        rank=RANK_HINT,
+        source="vLLM KV offload region on /dev/shm (the bare EFAULT line, the traceback cut away)",
+        covers=(("0.26.0", "0.28.x"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.INVALID_PARALLELISM,
+        markers=(
+            "must be divisible by tensor parallel size",
+            "must be divisible by pipeline parallel size",
+            "is greater than the number of experts",
+        ),
+        rank=RANK_ROOT,
+        source="vLLM 0.1-0.33 config.py / config/model.py verify_with_parallel_config; model files (experts)",
+        extractors=PARALLELISM_EXTRACTORS,
+        covers=(("0.1.0", "0.33.x"),),
     ),
     FailurePattern(
         kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
         markers=("Cannot use FlashAttention-2 backend for FP8 KV cache",),
         rank=RANK_HINT,
         source="vLLM V0 0.4-0.6 attention/selector.py (INFO line before falling back to XFormers)",
+        covers=(("0.4.0", "0.6.x"),),
     ),
     FailurePattern(
         kind=FailureKind.UNKNOWN,
         markers=("Engine core initialization failed", "EngineCore failed to start"),
         rank=RANK_WRAPPER,
         source="vLLM V1 0.8-0.33 v1/engine/utils.py / v1/engine/core.py (wrapper; the cause is logged above)",
+        covers=(("0.8.0", "0.33.x"),),
     ),
 )
 """vLLM's failure texts, V0 (0.4-0.6) and V1 (0.8-0.33)."""
@@ -175,3 +281,6 @@ PHASE_MARKERS: tuple[PhaseMarker, ...] = (
     PhaseMarker(Phase.SERVING, "Starting vLLM API server", "vLLM entrypoints/openai/api_server.py"),
 )
 """Where vLLM is in its start-up, for CUDA OOMs without their own message."""
+
+WORDING_COVERAGE: tuple[WordingCoverage, ...] = coverage_table(FAILURE_PATTERNS)
+"""Which vLLM versions each pattern's wording was checked against: (kind, first marker, version ranges)."""
