@@ -98,25 +98,32 @@ ROWS = [
         spec={"context": {"target": 131072, "minimum": 4096}}),
     Row("ctx-no-numbers", K.CONTEXT_EXCEEDS_MODEL_LIMIT, next={"contextLength": 98304}),
     # NoKVCacheMemory
-    Row("nokv-raise", K.NO_KV_CACHE_MEMORY, next={"gpuMemoryUtilization": 0.92}, says=("0.9", "0.92")),
+    Row("nokv-raise-by-kv-bytes-capped", K.NO_KV_CACHE_MEMORY, next={"gpuMemoryUtilization": 0.95},
+        says=("0.9", "131072 tokens x 131,072 B per token = 16.00 GiB", "capped at ctxfit's ceiling 0.95")),
+    Row("nokv-raise-by-kv-bytes", K.NO_KV_CACHE_MEMORY, current={"context_length": 8192},
+        next={"gpuMemoryUtilization": 0.93}, says=("8192 tokens x 131,072 B per token = 1.00 GiB", "0.9 + 0.0222")),
     Row("nokv-to-ceiling", K.NO_KV_CACHE_MEMORY, current={"gpu_memory_utilization": 0.94},
         next={"gpuMemoryUtilization": 0.95}),
     Row("nokv-at-ceiling", K.NO_KV_CACHE_MEMORY, current={"gpu_memory_utilization": 0.95}),
     Row("nokv-step-failed", K.NO_KV_CACHE_MEMORY, next={"gpuMemoryUtilization": 0.91},
         history=(({"gpu_memory_utilization": 0.92}, K.GRAPH_CAPTURE_OOM),)),
-    Row("nokv-sglang-fraction", K.NO_KV_CACHE_MEMORY, engine="sglang", next={"memFractionStatic": 0.87}),
+    Row("nokv-sglang-fraction", K.NO_KV_CACHE_MEMORY, engine="sglang", next={"memFractionStatic": 0.95}),
+    Row("nokv-unknown-model-fixed-step", K.NO_KV_CACHE_MEMORY, model="acme/unknown-8b",
+        next={"gpuMemoryUtilization": 0.92}, says=("unknown",)),
     # StaticMemoryTooSmall
     Row("static-minimum", K.STATIC_MEMORY_TOO_SMALL, {"minimumMemFractionStatic": 0.9113, "memFractionStatic": 0.88},
-        {"mem_fraction_static": 0.88}, {"memFractionStatic": 0.92, "contextLength": 131072}, engine="sglang",
-        says=("0.9113", "0.92")),
-    Row("static-step", K.STATIC_MEMORY_TOO_SMALL, engine="sglang", next={"memFractionStatic": 0.87}),
+        {"mem_fraction_static": 0.88, "context_length": 4096}, {"memFractionStatic": 0.93, "contextLength": 4096},
+        engine="sglang", says=("0.9113", "4096 tokens x 131,072 B per token", "0.93")),
+    Row("static-step", K.STATIC_MEMORY_TOO_SMALL, engine="sglang", next={"memFractionStatic": 0.95}),
     Row("static-above-ceiling", K.STATIC_MEMORY_TOO_SMALL, {"minimumMemFractionStatic": 0.96}, engine="sglang",
         says=("0.95",)),
-    Row("static-repeat-lowers-context", K.STATIC_MEMORY_TOO_SMALL, {"minimumMemFractionStatic": 0.9113},
-        {"mem_fraction_static": 0.88}, {"memFractionStatic": 0.92, "contextLength": 98304}, engine="sglang",
-        history=(({"mem_fraction_static": 0.92}, K.GRAPH_CAPTURE_OOM),)),
-    Row("static-step-repeat", K.STATIC_MEMORY_TOO_SMALL, engine="sglang", next={"memFractionStatic": 0.86},
-        history=(({"mem_fraction_static": 0.87}, K.STATIC_MEMORY_TOO_SMALL),)),
+    Row("static-bracketed-halves-graph", K.STATIC_MEMORY_TOO_SMALL, {"minimumMemFractionStatic": 0.9113},
+        {"mem_fraction_static": 0.88}, {"cudaGraphMaxBatchSize": 128, "contextLength": 131072}, engine="sglang",
+        history=(({"mem_fraction_static": 0.92}, K.GRAPH_CAPTURE_OOM),),
+        says=("mem-fraction-static 0.88 failed with StaticMemoryTooSmall (too low)",
+              "mem-fraction-static 0.92 failed with GraphCaptureOOM (too high)", "halving")),
+    Row("static-step-below-failed-bound", K.STATIC_MEMORY_TOO_SMALL, engine="sglang", next={"memFractionStatic": 0.94},
+        history=(({"mem_fraction_static": 0.95}, K.GRAPH_CAPTURE_OOM),)),
     # GraphCaptureOOM
     Row("graph-sglang-halve", K.GRAPH_CAPTURE_OOM, {"requestedBytes": 448 * MiB, "freeBytes": 302 * MiB},
         engine="sglang", next={"cudaGraphMaxBatchSize": 128, "memFractionStatic": 0.85, "contextLength": 131072},
@@ -135,7 +142,9 @@ ROWS = [
         next={"gpuMemoryUtilization": 0.5}),
     Row("graph-vllm-floor-halves-graphs", K.GRAPH_CAPTURE_OOM, current={"gpu_memory_utilization": 0.5},
         next={"cudaGraphMaxBatchSize": 256}),
-    Row("graph-vllm-nothing-left", K.GRAPH_CAPTURE_OOM,
+    Row("graph-vllm-nothing-left-lowers-context", K.GRAPH_CAPTURE_OOM,
+        current={"gpu_memory_utilization": 0.5, "cuda_graph_max_batch_size": 16}, next={"contextLength": 98304}),
+    Row("graph-vllm-nothing-left", K.GRAPH_CAPTURE_OOM, spec={"context": {"target": 131072, "minimum": 131072}},
         current={"gpu_memory_utilization": 0.5, "cuda_graph_max_batch_size": 16}),
     # SamplerWarmupOOM
     Row("sampler-halve", K.SAMPLER_WARMUP_OOM, {"dummyRequests": 1024}, {"max_num_seqs": 1024},
@@ -311,7 +320,8 @@ def test_each_check_applies_only_to_its_kind(name: str) -> None:
 
 def test_chain_order_and_catch_all() -> None:
     names = [name for name, _ in POLICY_CHAIN]
-    assert names[:2] == ["WeightsDoNotFit", "AttemptsExhausted"]
+    assert names[:5] == ["WeightsDoNotFit", "InvalidParallelism", "CUDADriverTooOld", "ModelAccessDenied",
+                         "AttemptsExhausted"]
     assert names[-1] == "Unknown"
     assert set(names) >= {k.value for k in FailureKind}
 

@@ -20,25 +20,34 @@ from hypothesis import strategies as st
 
 K = FailureKind
 SIXTEEN_BIT = ("auto", "bfloat16", "float16")
+ESCAPE = {"cuda_graph_max_batch_size": "down", "context_length": "down", "kv_cache_dtype": "8-bit"}
+"""Other knobs a GPU-memory check may move when history brackets its fraction (checks.escape)."""
 SAFE: dict[FailureKind, dict[str, str]] = {
     K.KV_CACHE_TOO_SMALL: {"context_length": "down"},
     K.CONTEXT_EXCEEDS_MODEL_LIMIT: {"context_length": "down"},
-    K.NO_KV_CACHE_MEMORY: {"gpu_memory_utilization": "up", "mem_fraction_static": "up"},
-    K.STATIC_MEMORY_TOO_SMALL: {"mem_fraction_static": "up", "gpu_memory_utilization": "up", "context_length": "down"},
-    K.GRAPH_CAPTURE_OOM: {"gpu_memory_utilization": "down", "mem_fraction_static": "down",
-                          "cuda_graph_max_batch_size": "down"},
+    K.NO_KV_CACHE_MEMORY: {"gpu_memory_utilization": "up", "mem_fraction_static": "up", **ESCAPE},
+    K.STATIC_MEMORY_TOO_SMALL: {"mem_fraction_static": "up", "gpu_memory_utilization": "up", **ESCAPE},
+    K.GRAPH_CAPTURE_OOM: {"gpu_memory_utilization": "down", "mem_fraction_static": "down", **ESCAPE},
+    K.GPU_OUT_OF_MEMORY: {"gpu_memory_utilization": "down", "mem_fraction_static": "down", **ESCAPE},
     K.SAMPLER_WARMUP_OOM: {"max_num_seqs": "down"},
-    K.INSUFFICIENT_FREE_GPU_MEMORY: {"gpu_memory_utilization": "down", "context_length": "down"},
+    K.MAMBA_CACHE_TOO_SMALL: {"max_num_seqs": "down"},
+    K.INSUFFICIENT_FREE_GPU_MEMORY: {"gpu_memory_utilization": "down", **ESCAPE},
     K.HOST_OOM_KILLED: {"memory_limit_bytes": "up"},
     K.STARTUP_PROBE_TIMEOUT: {"startup_timeout_seconds": "up"},
     K.SHARED_MEMORY_TOO_SMALL: {"shm_bytes": "up"},
     K.KV_CACHE_DTYPE_UNSUPPORTED: {"kv_cache_dtype": "16-bit", "context_length": "down"},
     K.WEIGHTS_DO_NOT_FIT: {},
+    K.INVALID_PARALLELISM: {},
+    K.CUDA_DRIVER_TOO_OLD: {},
+    K.MODEL_ACCESS_DENIED: {},
     K.UNKNOWN: {},
 }
+RETRY_UNCHANGED = (K.UNKNOWN, K.GPU_OUT_OF_MEMORY)
+"""Kinds that may retry the same configuration once (GPUOutOfMemory: when its numbers are missing)."""
 NUMBER_NAMES = ("requestedContextLength", "estimatedMaxContextLength", "neededBytes", "availableBytes",
                 "freeBytes", "totalBytes", "requestedBytes", "minimumMemFractionStatic", "memFractionStatic",
-                "dummyRequests", "derivedMaxContextLength", "modelMaxLength", "gpuMemoryUtilization")
+                "dummyRequests", "derivedMaxContextLength", "modelMaxLength", "gpuMemoryUtilization", "inUseBytes",
+                "maxNumSeqs", "availableMambaBlocks", "attentionHeads", "tensorParallelSize")
 MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "moonshotai/Kimi-K2.5", "deepseek-ai/DeepSeek-V3.2-Exp", "acme/x")
 
 fractions = st.integers(30, 100).map(lambda n: n / 100)
@@ -118,6 +127,8 @@ def assert_safe(kind: FailureKind, before: EffectiveConfig, after: EffectiveConf
             assert b[knob] > a[knob], (kind, knob, a[knob], b[knob])
         elif direction == "down":
             assert b[knob] < a[knob], (kind, knob, a[knob], b[knob])
+        elif direction == "8-bit":
+            assert a[knob] in SIXTEEN_BIT and b[knob] == "fp8", (kind, knob, a[knob], b[knob])
         else:
             assert b[knob] in SIXTEEN_BIT, (kind, knob, b[knob])
 
@@ -137,9 +148,11 @@ def check_decision(spec: InferenceServerSpec, current: EffectiveConfig, failure:
     above = ceiling is not None and current.context_length > ceiling[0]
     if ceiling is not None:
         assert decision.next.context_length <= ceiling[0], ("above the ceiling", ceiling, decision.explanation)
+    capped = current.model_copy(update={"context_length": ceiling[0]}) if ceiling and above else current
     if failure.kind is K.UNKNOWN:
-        capped = current.model_copy(update={"context_length": ceiling[0]}) if ceiling and above else current
         assert decision.next == capped
+    elif failure.kind in RETRY_UNCHANGED and decision.next == capped:
+        pass
     else:
         assert_safe(failure.kind, current, decision.next, above_ceiling=above)
 

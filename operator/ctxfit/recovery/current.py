@@ -40,6 +40,8 @@ from .limits import MAX_CONTEXT_TOKENS
 
 SGLANG_MEM_FRACTION_STATIC = 0.85
 MAX_NUM_SEQS = 256
+MAX_NUM_SEQS_BOUND = 65536
+"""``spec.batching.maxNumSeqs`` upper bound (``ctxfit.recovery.wire``)."""
 CUDA_GRAPH_MAX_BATCH_SGLANG = 256
 NEWEST = (99, 0, 0)
 SIXTEEN_BIT = ("auto", "bfloat16", "float16")
@@ -119,6 +121,8 @@ def observed_effective(current: EffectiveConfig, failure: Failure, spec: Inferen
       is the context that ran (when within the spec's bounds, 16 .. 2^27; a garbled number is ignored).
     - ``gpuMemoryUtilization`` (vLLM free-memory check) and ``memFractionStatic`` (SGLang) are the
       fractions that ran.
+    - ``maxNumSeqs`` (vLLM "max_num_seqs (N) exceeds available Mamba cache blocks") is the max-num-seqs
+      that ran (when within the spec's bounds, 1 .. 65536).
     - KVCacheDtypeUnsupported while ``current`` says 16-bit: the spec's (non-16-bit) dtype ran.
     """
     update: dict[str, object] = {}
@@ -129,6 +133,9 @@ def observed_effective(current: EffectiveConfig, failure: Failure, spec: Inferen
     utilization = numbers.get("gpuMemoryUtilization")
     if current.gpu_memory_utilization is not None and isinstance(utilization, float) and 0 < utilization <= 1:
         update["gpu_memory_utilization"] = utilization
+    seqs = numbers.get("maxNumSeqs")
+    if isinstance(seqs, int) and 1 <= seqs <= MAX_NUM_SEQS_BOUND:
+        update["max_num_seqs"] = seqs
     fraction = numbers.get("memFractionStatic")
     if current.mem_fraction_static is not None and isinstance(fraction, float) and 0 < fraction < 1:
         update["mem_fraction_static"] = fraction

@@ -40,14 +40,14 @@ from __future__ import annotations
 from ctxfit.vocab.kinds import FailureKind
 from ctxfit.vocab.patterns import (
     NUM,
+    PARALLELISM_EXTRACTORS,
     RANK_HINT,
-    RANK_ROOT,
     RANK_OOM,
     RANK_PROBE,
+    RANK_ROOT,
     RANK_SPECIFIC,
     RANK_WRAPPER,
     TORCH_OOM_EXTRACTORS,
-    PARALLELISM_EXTRACTORS,
     FailurePattern,
     Phase,
     PhaseMarker,

@@ -5,6 +5,10 @@ small checks (``ctxfit.recovery.checks.POLICY_CHAIN``, cert-manager policy-chain
 check that applies decides. The driver then enforces the rules every decision obeys:
 
 - never return a configuration already in ``history`` (only Unknown retries ``current`` once);
+- never return a configuration an earlier failure (``history`` or ``current``) rules out: a value that
+  failed in one direction bounds that knob for every later proposal (``ctxfit.recovery.bounds``); when
+  every candidate of a check is ruled out, another knob moves (``checks.escape``: graph batch, context,
+  KV dtype) or the verdict is permanent with the bracketing numbers;
 - the context never rises (no rule raises it; after a memory failure it can only fall), and never
   exceeds ``min(the model's maxPositionEmbeddings, spec.context.target)`` (``limits.context_ceiling``):
   a proposal above it is capped there;
@@ -25,6 +29,7 @@ from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
 from ctxfit.budget.context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT
 from ctxfit.vocab.kinds import Failure, FailureKind
 
+from .bounds import Failed, first_ruling
 from .limits import context_ceiling
 from .wire import FieldError, effective_from_wire, shown_value
 
@@ -142,11 +147,20 @@ class PolicyContext:
         """Whether ``config`` already failed (is in ``history``)."""
         return any(a.config == config for a in self.history)
 
+    @cached_property
+    def failed(self) -> tuple[Failed, ...]:
+        """Every failed start so far as bounds, ``current`` included (``ctxfit.recovery.bounds``)."""
+        return tuple(Failed(a.config, a.failure) for a in self.history) + (Failed(self.current, self.failure.kind),)
+
+    def ruled_out(self, config: EffectiveConfig) -> Failed | None:
+        """The earlier failure that rules ``config`` out (at or beyond it on all its kind's knobs), else None."""
+        return first_ruling(config, self.failed)
+
     def first_untried(self, candidates: Iterable[tuple[EffectiveConfig, str]]) -> tuple[EffectiveConfig, str] | None:
         """The first candidate that differs from ``current``, is not in history and keeps the context."""
         for proposed, why in candidates:
             config, note = self.capped(proposed)
-            if config == self.current or self.tried(config):
+            if config == self.current or self.tried(config) or self.ruled_out(config) is not None:
                 continue
             if config.context_length > self.current.context_length:
                 continue
@@ -164,6 +178,10 @@ def propose(ctx: PolicyContext, check: str, candidates: Sequence[tuple[Effective
     chosen = ctx.first_untried(candidates)
     if chosen is not None:
         return Decision(chosen[0], False, chosen[1], check)
+    from .checks.escape import ESCAPE_KINDS, escape
+
+    if ctx.failure.kind in ESCAPE_KINDS:
+        return escape(ctx, check, candidates, exhausted)
     if candidates:
         return Decision(None, True, f"{exhausted}; every next step already failed ({candidates[0][1]})", check)
     return Decision(None, True, exhausted, check)
@@ -192,6 +210,10 @@ def _guard(ctx: PolicyContext, decision: Decision) -> Decision:
     decision = replace(decision, next=nxt, explanation=decision.explanation + note)
     if ctx.tried(nxt):
         return permanent(decision.check, f"{decision.explanation}; but that configuration already failed")
+    ruling = ctx.ruled_out(nxt) if nxt != ctx.current else None
+    if ruling is not None:
+        return permanent(decision.check, f"{decision.explanation}; but an earlier {ruling.kind.value} rules that "
+                         "configuration out")
     return decision
 
 

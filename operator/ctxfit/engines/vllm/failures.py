@@ -58,10 +58,10 @@ from ctxfit.vocab.patterns import (
     RANK_ROOT,
     RANK_SPECIFIC,
     RANK_WRAPPER,
-    WordingCoverage,
     FailurePattern,
     Phase,
     PhaseMarker,
+    WordingCoverage,
     coverage_table,
     extractor,
 )

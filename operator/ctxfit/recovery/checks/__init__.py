@@ -24,6 +24,7 @@ from .context import (
     check_kv_cache_dtype_unsupported,
     check_kv_cache_too_small,
 )
+from .gpu import check_gpu_out_of_memory, check_mamba_cache_too_small
 from .memory import (
     check_graph_capture_oom,
     check_insufficient_free_gpu_memory,
@@ -32,9 +33,13 @@ from .memory import (
     check_static_memory_too_small,
     check_weights_do_not_fit,
 )
+from .permanent import check_cuda_driver_too_old, check_invalid_parallelism, check_model_access_denied
 
 POLICY_CHAIN: tuple[tuple[str, Check], ...] = (
     ("WeightsDoNotFit", check_weights_do_not_fit),
+    ("InvalidParallelism", check_invalid_parallelism),
+    ("CUDADriverTooOld", check_cuda_driver_too_old),
+    ("ModelAccessDenied", check_model_access_denied),
     ("AttemptsExhausted", check_attempts_exhausted),
     ("ContextCeiling", check_context_ceiling),
     ("KVCacheTooSmall", check_kv_cache_too_small),
@@ -43,6 +48,8 @@ POLICY_CHAIN: tuple[tuple[str, Check], ...] = (
     ("StaticMemoryTooSmall", check_static_memory_too_small),
     ("GraphCaptureOOM", check_graph_capture_oom),
     ("SamplerWarmupOOM", check_sampler_warmup_oom),
+    ("MambaCacheTooSmall", check_mamba_cache_too_small),
+    ("GPUOutOfMemory", check_gpu_out_of_memory),
     ("InsufficientFreeGPUMemory", check_insufficient_free_gpu_memory),
     ("HostOOMKilled", check_host_oom_killed),
     ("StartupProbeTimeout", check_startup_probe_timeout),
@@ -50,7 +57,8 @@ POLICY_CHAIN: tuple[tuple[str, Check], ...] = (
     ("KVCacheDtypeUnsupported", check_kv_cache_dtype_unsupported),
     ("Unknown", check_unknown),
 )
-"""The chain, in order: the permanent kind, the attempt bound, a model maximum below the minimum, then one
+"""The chain, in order: the permanent kinds (no knob fixes them, so they come before the attempt bound),
+the attempt bound, a model maximum below the minimum, then one
 check per kind, Unknown last."""
 
 __all__ = ["FRACTION_CEILING", "POLICY_CHAIN", "UTILIZATION_CEILING"]

@@ -10,17 +10,24 @@
   (cuda_graph_runner.py ``CUDA_GRAPH_CAPTURE_FAILED_MSG``).
 - ``HOST_MEMORY_GROWTH`` 1.5, ``SHM_MINIMUM`` 1 GiB, startup x2: issue 3 table.
 - ``MAX_STARTUP_SECONDS`` 7 days: the ``spec.startup.timeoutSeconds`` bound.
+- ``KV_ALLOCATED_SHARE`` 0.9: a bare CUDA OOM with the process holding at least 90% of fraction x total
+  happened after the KV pool was allocated (vLLM sizes the pool so that weights + activations + KV =
+  utilization x total, ``gpu_worker.determine_available_memory``; SGLang's pool is fraction x total minus
+  weights, ``model_runner.profile_max_num_token``); the 10% leaves room for allocator fragmentation and
+  CUDA-graph pools. Below it the process had not yet allocated the pool: loading or profiling.
 - ``BLOCK_SIZE`` 16 tokens: vLLM ``CacheConfig.DEFAULT_BLOCK_SIZE`` (engine-memory.md A.2), used when
   deriving the capacity from the available KV bytes.
 """
 
 from __future__ import annotations
 
-from ctxfit.api import GiB, MiB
+import math
+
+from ctxfit.api import GiB, MiB, quantity_to_bytes
 from ctxfit.api.spec import Architecture
 from ctxfit.budget.context import ladder_floor
 from ctxfit.budget.kv import KVLayout, kv_layout
-from ctxfit.catalog import lookup_model
+from ctxfit.catalog import lookup_gpu, lookup_model
 from ctxfit.recovery.limits import plausible_number
 from ctxfit.recovery.policy import PolicyContext
 
@@ -37,6 +44,7 @@ MAX_STARTUP_SECONDS = 7 * 24 * 3600
 BLOCK_SIZE = 16
 CONTEXT_CANDIDATES = 4
 """Ladder sizes offered below the preferred one when the preferred one already failed."""
+KV_ALLOCATED_SHARE = 0.9
 UNKNOWN_BACKOFF_SECONDS = 30
 UNKNOWN_BACKOFF_MAX_SECONDS = 600
 SIXTEEN_BIT = ("auto", "bfloat16", "float16", "bf16", "half")
@@ -131,3 +139,25 @@ def round_up_size(n_bytes: int) -> int:
     return -(-n_bytes // unit) * unit
 
 
+
+
+def gpu_total_bytes(ctx: PolicyContext) -> int | None:
+    """Memory of one GPU in bytes: the failure's "total capacity" (cudaMemGetInfo), else ``spec.gpu.memory``,
+    else the catalog's product (NVML), else None."""
+    total = number_of(ctx, "totalBytes")
+    if total:
+        return int(total)
+    if ctx.spec.gpu.memory:
+        return quantity_to_bytes(ctx.spec.gpu.memory)
+    product = lookup_gpu(ctx.spec.gpu.product)
+    return product.total_bytes if product is not None else None
+
+
+def ceil_fraction(value: float) -> float:
+    """``value`` rounded up to the next 0.01 (flags carry two decimals of a fraction step)."""
+    return math.ceil(round(value * 100, 6)) / 100
+
+
+def floor_fraction(value: float) -> float:
+    """``value`` rounded down to 0.01."""
+    return math.floor(round(value * 100, 6)) / 100

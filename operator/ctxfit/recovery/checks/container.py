@@ -4,6 +4,7 @@ SharedMemoryTooSmall, Unknown (the catch-all)."""
 from __future__ import annotations
 
 from ctxfit.api import bytes_to_quantity
+from ctxfit.recovery.evidence import trim_words
 from ctxfit.recovery.limits import MAX_HOST_BYTES, MIN_HOST_BYTES
 from ctxfit.recovery.policy import Decision, PolicyContext, permanent, propose
 from ctxfit.vocab.defaults import default_memory_limit_bytes
@@ -19,6 +20,9 @@ from .common import (
     round_up_size,
 )
 
+EVIDENCE_CHARS = 240
+"""Characters of the evidence line quoted in an explanation (whole words)."""
+
 
 def check_attempts_exhausted(ctx: PolicyContext) -> Decision | None:
     """Bounded attempts: permanent once ``spec.attempts`` starts have failed."""
@@ -27,7 +31,7 @@ def check_attempts_exhausted(ctx: PolicyContext) -> Decision | None:
     return permanent(
         "AttemptsExhausted",
         f"{ctx.failed_attempts} failed starts reach spec.attempts ({ctx.spec.attempts}); last failure "
-        f"{ctx.failure.kind.value}: {ctx.failure.evidence[:160]}",
+        f"{ctx.failure.kind.value}: {trim_words(ctx.failure.evidence, EVIDENCE_CHARS)}",
     )
 
 
@@ -93,11 +97,17 @@ def check_shared_memory_too_small(ctx: PolicyContext) -> Decision | None:
     return propose(ctx, "SharedMemoryTooSmall", candidates, head)
 
 
-def check_unknown(ctx: PolicyContext) -> Decision:
-    """Unknown (catch-all): retry the same configuration once, with backoff; then permanent."""
-    evidence = ctx.failure.evidence[:200] or "no message"
+def retry_unchanged_once(ctx: PolicyContext, check: str, what: str) -> Decision:
+    """Retry ``current`` unchanged once, with backoff (30 s doubling per failed start, at most 600 s); when it
+    already failed once: permanent. Both explanations quote the evidence line (cut at a word boundary)."""
+    evidence = trim_words(ctx.failure.evidence, EVIDENCE_CHARS) or "no message"
     if ctx.tried(ctx.current):
-        return permanent("Unknown", f"the same configuration already failed; unrecognized failure: {evidence}")
+        return permanent(check, f"the same configuration already failed before; {what}: {evidence}")
     delay = min(UNKNOWN_BACKOFF_MAX_SECONDS, UNKNOWN_BACKOFF_SECONDS * 2 ** (ctx.failed_attempts - 1))
-    return Decision(ctx.current, False, f"unrecognized failure: {evidence}; retrying the same configuration "
-                    f"in {delay} s", "Unknown", retry_after_seconds=delay)
+    return Decision(ctx.current, False, f"{what}: {evidence}; retrying the same configuration once in {delay} s",
+                    check, retry_after_seconds=delay)
+
+
+def check_unknown(ctx: PolicyContext) -> Decision:
+    """Unknown (catch-all): retry the same configuration once, with backoff; then permanent with the line."""
+    return retry_unchanged_once(ctx, "Unknown", "unrecognized failure")

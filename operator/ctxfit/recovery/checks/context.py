@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ctxfit.budget.context import step_down_context
 from ctxfit.budget.kv import kv_dtype_bytes
+from ctxfit.recovery.evidence import trim_words
 from ctxfit.recovery.policy import Decision, PolicyContext, permanent, propose
 from ctxfit.vocab.kinds import FailureKind
 
@@ -133,7 +134,7 @@ def check_kv_cache_dtype_unsupported(ctx: PolicyContext) -> Decision | None:
     head = f"{ctx.engine_name} cannot run a {old} KV cache on this GPU"
     if old in SIXTEEN_BIT:
         return permanent("KVCacheDtypeUnsupported", f"{ctx.engine_name} rejects the KV cache dtype {old}, which "
-                         f"is already 16-bit: {ctx.failure.evidence[:160]}")
+                         f"is already 16-bit: {trim_words(ctx.failure.evidence, 200)}")
     context = ctx.current.context_length
     fit = replan_fit(ctx, kv_cache_dtype="auto", context_length=context)
     if fit is not None:

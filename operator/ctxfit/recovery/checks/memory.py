@@ -1,5 +1,12 @@
 """Checks that move the engine's memory knobs: WeightsDoNotFit, NoKVCacheMemory, StaticMemoryTooSmall,
-GraphCaptureOOM, SamplerWarmupOOM, InsufficientFreeGPUMemory."""
+GraphCaptureOOM, SamplerWarmupOOM, InsufficientFreeGPUMemory.
+
+Steps sized in bytes (issue 9, item 7): when the engine finds no KV memory although the plan predicted
+room (NoKVCacheMemory, StaticMemoryTooSmall), the next fraction adds at least the KV the target context
+needs, KV bytes per token (``ctxfit.budget.kv.kv_layout``, per GPU) x context tokens / GPU bytes, beyond
+the failing point (the fraction that failed, or SGLang's "minimum viable" fraction when printed), rounded
+up to 0.01 and capped by the ceiling (0.95). Without a KV layout or the GPU's size: fixed steps (0.02).
+Lower steps down to failing point + 0.01 follow as fallbacks, for when history rules the higher ones out."""
 
 from __future__ import annotations
 
@@ -17,8 +24,10 @@ from .common import (
     MEMORY_STEP,
     UTILIZATION_CEILING,
     UTILIZATION_FLOOR,
-    context_at_most,
-    context_steps,
+    ceil_fraction,
+    gib_text,
+    gpu_total_bytes,
+    layout_for,
     memory_knob,
     number_of,
     replan_fit,
@@ -41,8 +50,38 @@ def check_weights_do_not_fit(ctx: PolicyContext) -> Decision | None:
     )
 
 
+MAX_FRACTION_CANDIDATES = 12
+"""Fractions offered from the sized target down to the failing point + 0.01."""
+
+
+def sized_raise(ctx: PolicyContext, failing: float, ceiling: float) -> tuple[list[float], str]:
+    """Fractions to try above ``failing`` (best first) and the arithmetic behind the first one (see module doc)."""
+    layout = layout_for(ctx, ctx.current.kv_cache_dtype)
+    total = gpu_total_bytes(ctx)
+    tokens = ctx.current.context_length
+    if layout is not None and total:
+        kv = layout.kv_bytes_per_token * tokens
+        needed = failing + kv / total
+        target = max(ceil_fraction(needed), round_fraction(failing + 0.01))
+        arithmetic = (f"{tokens} tokens x {layout.kv_bytes_per_token:,} B per token = {gib_text(kv)} of KV = "
+                      f"{kv / total:.4f} of {gib_text(total)}; {failing:g} + {kv / total:.4f} = {needed:.4f}")
+    else:
+        target = ceil_fraction(failing + MEMORY_STEP)
+        arithmetic = f"KV bytes per token or GPU size unknown: {failing:g} + {MEMORY_STEP}"
+    if target > ceiling + 1e-9:
+        target = ceiling
+        arithmetic += f", capped at ctxfit's ceiling {ceiling}"
+    values: list[float] = []
+    value = round_fraction(target)
+    while value > failing + 1e-9 and len(values) < MAX_FRACTION_CANDIDATES:
+        values.append(value)
+        value = round_fraction(value - 0.01)
+    return values, arithmetic
+
+
 def check_no_kv_cache_memory(ctx: PolicyContext) -> Decision | None:
-    """NoKVCacheMemory: raise the memory fraction in steps while <= 0.95, else permanent."""
+    """NoKVCacheMemory: raise the memory fraction by the target context's KV bytes (capped at 0.95), else
+    permanent."""
     if ctx.failure.kind is not FailureKind.NO_KV_CACHE_MEMORY:
         return None
     field, flag, value = memory_knob(ctx)
@@ -51,40 +90,36 @@ def check_no_kv_cache_memory(ctx: PolicyContext) -> Decision | None:
     if value >= ceiling - 1e-9:
         return permanent("NoKVCacheMemory", f"{head} (ctxfit's ceiling is {ceiling}): weights and activations "
                          "leave no KV memory: needs more GPUs or a smaller weight format")
-    steps = {round_fraction(min(value + step, ceiling)) for step in (MEMORY_STEP, 0.01, 0.03)}
-    raised = sorted(steps - {round_fraction(value)}, key=lambda v: abs(v - value - MEMORY_STEP))
-    candidates = [(ctx.current.model_copy(update={field: v}), f"{head}; raising it to {v:g}")
-                  for v in raised if v > value]
+    raised, arithmetic = sized_raise(ctx, value, ceiling)
+    candidates = [(ctx.current.model_copy(update={field: v}),
+                   f"{head}; raising it to {v:g} ({arithmetic})" if i == 0 else f"{head}; raising it to {v:g} "
+                   f"(the sized step {raised[0]:g} is ruled out by an earlier failure)")
+                  for i, v in enumerate(raised)]
     return propose(ctx, "NoKVCacheMemory", candidates, head)
 
 
 def check_static_memory_too_small(ctx: PolicyContext) -> Decision | None:
-    """StaticMemoryTooSmall: fraction just above SGLang's minimum (or +0.02); if that repeats a failed
-    configuration, lower the context at that fraction; above 0.95 or below the minimum context: permanent."""
+    """StaticMemoryTooSmall: the fraction beyond SGLang's minimum viable one (else the fraction that failed) by
+    the target context's KV bytes, capped at 0.95; a minimum at or above the ceiling: permanent. When history
+    rules every fraction out, another knob moves (``checks.escape``)."""
     if ctx.failure.kind is not FailureKind.STATIC_MEMORY_TOO_SMALL:
         return None
     field, flag, value = memory_knob(ctx)
     minimum = number_of(ctx, "minimumMemFractionStatic")
     if minimum:
-        target = math.ceil(round((minimum + FRACTION_MARGIN) * 100, 6)) / 100
+        failing = max(value, minimum + FRACTION_MARGIN)
         head = f"{ctx.engine_name}: the loaded weights need {flag} above {minimum:g} (was {value:g})"
     else:
-        target = value + MEMORY_STEP
+        failing = value
         head = f"{ctx.engine_name}: not enough memory for the KV pool at {flag} {value:g}"
-    target = round_fraction(max(target, value + 0.01))
-    if target > FRACTION_CEILING + 1e-9:
-        return permanent("StaticMemoryTooSmall", f"{head}; {target:g} is above ctxfit's ceiling {FRACTION_CEILING}: "
-                         "needs more GPUs or a smaller weight format")
-    at_target = ctx.current.model_copy(update={field: target})
-    candidates = [(at_target, f"{head}; raising it to {target:g}")]
-    if not minimum and round_fraction(value + 0.01) < target:
-        candidates.append((ctx.current.model_copy(update={field: round_fraction(value + 0.01)}),
-                           f"{head}; raising it to {round_fraction(value + 0.01):g}"))
-    candidates += [
-        (at_target.model_copy(update={"context_length": size}),
-         f"{head}; {flag} {target:g} already failed, so also lowering the context to {size}")
-        for size in context_steps(ctx, context_at_most(ctx.current.context_length - 1))
-    ]
+    if round_fraction(failing + 0.01) > FRACTION_CEILING + 1e-9:
+        return permanent("StaticMemoryTooSmall", f"{head}; {round_fraction(failing + 0.01):g} is above ctxfit's "
+                         f"ceiling {FRACTION_CEILING}: needs more GPUs or a smaller weight format")
+    raised, arithmetic = sized_raise(ctx, failing, FRACTION_CEILING)
+    candidates = [(ctx.current.model_copy(update={field: v}),
+                   f"{head}; raising it to {v:g} ({arithmetic})" if i == 0 else f"{head}; raising it to {v:g} "
+                   f"(the sized step {raised[0]:g} is ruled out by an earlier failure)")
+                  for i, v in enumerate(raised)]
     return propose(ctx, "StaticMemoryTooSmall", candidates, head)
 
 

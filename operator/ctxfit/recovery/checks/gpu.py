@@ -1,0 +1,104 @@
+"""Checks for GPU-memory kinds added in issue 9: MambaCacheTooSmall and the bare CUDA OOM (GPUOutOfMemory).
+
+MambaCacheTooSmall (vLLM "max_num_seqs (N) exceeds available Mamba cache blocks (M)"): a hybrid model
+keeps one Mamba/linear-attention state block per running sequence (vLLM ``gpu_model_runner``: "Each decode
+sequence requires one Mamba cache block"), so max-num-seqs must be at most M. The context is unchanged.
+
+GPUOutOfMemory (a CUDA OOM with no phase line, often all that survives in the termination message): the
+numbers decide (issue 9, item 4). ``in use`` is PyTorch's "this process has U memory in use" (torch 1.x:
+"A already allocated"), else total - free. With in-use >= ``KV_ALLOCATED_SHARE`` x fraction x total the
+engine had already allocated its KV pool (the pool fills the fraction): lower the fraction by at least
+the failed allocation (rounded up to 0.01, at least ``MEMORY_STEP``). Far below it the OOM came while
+loading weights or profiling activations, before the pool: no fraction helps; permanent, saying so.
+Without the numbers: retried unchanged once (like Unknown), quoting the line.
+"""
+
+from __future__ import annotations
+
+from ctxfit.api import EffectiveConfig
+from ctxfit.recovery.policy import Decision, PolicyContext, permanent, propose
+from ctxfit.vocab.kinds import FailureKind
+
+from .common import (
+    FRACTION_FLOOR,
+    KV_ALLOCATED_SHARE,
+    MEMORY_STEP,
+    UTILIZATION_FLOOR,
+    ceil_fraction,
+    gib_text,
+    memory_knob,
+    number_of,
+    round_fraction,
+    size_text,
+)
+from .container import retry_unchanged_once
+
+SEQS_CANDIDATES = 3
+
+
+def check_mamba_cache_too_small(ctx: PolicyContext) -> Decision | None:
+    """MambaCacheTooSmall: max-num-seqs -> at most the engine's Mamba block count M (then M/2, M/4)."""
+    if ctx.failure.kind is not FailureKind.MAMBA_CACHE_TOO_SMALL:
+        return None
+    seqs = ctx.current.max_num_seqs
+    asked = int(number_of(ctx, "maxNumSeqs") or seqs)
+    blocks = number_of(ctx, "availableMambaBlocks")
+    if blocks is not None:
+        top = min(int(blocks), seqs - 1)
+        head = (f"{ctx.engine_name} has {int(blocks)} Mamba cache blocks for max-num-seqs {asked} (one state block "
+                "per running sequence)")
+    else:
+        top = seqs // 2
+        head = f"{ctx.engine_name} has fewer Mamba cache blocks than max-num-seqs {asked}"
+    if top < 1:
+        return permanent("MambaCacheTooSmall", f"{head}; not even one sequence fits: needs more GPU memory for the "
+                         "state cache (more GPUs, smaller weights)")
+    sizes: list[int] = []
+    size = top
+    while size >= 1 and len(sizes) < SEQS_CANDIDATES:
+        sizes.append(size)
+        size //= 2
+    candidates = [(ctx.current.model_copy(update={"max_num_seqs": s}),
+                   f"{head}; max-num-seqs {seqs} -> {s}, context unchanged") for s in sizes]
+    return propose(ctx, "MambaCacheTooSmall", candidates, head)
+
+
+def _in_use(ctx: PolicyContext) -> tuple[float | None, float | None, str]:
+    total = number_of(ctx, "totalBytes")
+    used = number_of(ctx, "inUseBytes")
+    if used is not None:
+        return used, total, "in use by the process"
+    free = number_of(ctx, "freeBytes")
+    if total and free is not None:
+        return total - free, total, "in use (total - free)"
+    return None, total, ""
+
+
+def check_gpu_out_of_memory(ctx: PolicyContext) -> Decision | None:
+    """GPUOutOfMemory: lower the memory fraction when the KV pool was already allocated; else permanent
+    (loading / profiling); without numbers retry once unchanged (see the module doc)."""
+    if ctx.failure.kind is not FailureKind.GPU_OUT_OF_MEMORY:
+        return None
+    used, total, how = _in_use(ctx)
+    field, flag, value = memory_knob(ctx)
+    if used is None or not total:
+        return retry_unchanged_once(ctx, "GPUOutOfMemory", "CUDA out of memory without the numbers to place it")
+    asked = number_of(ctx, "requestedBytes") or 0.0
+    pool_line = value * total
+    facts = (f"CUDA out of memory allocating {size_text(asked)} with {gib_text(used)} {how} of {gib_text(total)}; "
+             f"{flag} {value:g} x {gib_text(total)} = {gib_text(pool_line)}")
+    if used < KV_ALLOCATED_SHARE * pool_line:
+        return permanent("GPUOutOfMemory", f"{facts}: far below it, so the KV pool was not allocated yet and the "
+                         "memory went to loading the weights or profiling activations; lowering "
+                         f"{flag} cannot help: needs more GPUs (tensor parallel) or a smaller weight format")
+    floor = UTILIZATION_FLOOR if field == "gpu_memory_utilization" else FRACTION_FLOOR
+    step = max(MEMORY_STEP, ceil_fraction(asked / total))
+    head = f"{facts}: the KV pool was already allocated (at least {KV_ALLOCATED_SHARE:.0%} of it in use)"
+    candidates: list[tuple[EffectiveConfig, str]] = []
+    for extra in (0.0, 0.01, 0.02):
+        lowered = round_fraction(value - step - extra)
+        if lowered >= floor:
+            candidates.append((ctx.current.model_copy(update={field: lowered}),
+                               f"{head}; lowering {flag} from {value:g} to {lowered:g} (by at least the "
+                               f"{size_text(asked)} that failed)"))
+    return propose(ctx, "GPUOutOfMemory", candidates, f"{head}; {flag} is at its floor {floor}")
