@@ -87,7 +87,7 @@ def diagnose(rt: Runtime, namespace: str, pod: PodView, engine: EngineKind) -> F
                                     lines=rt.settings.log_tail_lines)
     events = tuple(rt.kube.pod_events(namespace, pod.name))
     observation = Observation(reason=term.reason if term else None, exit_code=term.exit_code if term else None,
-                              message=message, log_tail=log_tail, events=events)
+                              message=message, log_tail=log_tail, events=events, node=pod.node)
     return classify(observation, engine)
 
 
