@@ -106,7 +106,8 @@ WORDINGS = [
             "ValueError: FP8 KV cache is not supported by the Triton MLA backend on NVIDIA RTX A6000 (compute "
             "capability 8.6); native FP8 (fp8e4nv) requires SM89+. Re-run with --kv-cache-dtype bfloat16."),
     Wording("fp8-backend-generic", K.KV_CACHE_DTYPE_UNSUPPORTED,
-            "ValueError: FP8 KV cache is not supported by the FLASH_ATTN attention backend on this GPU: requires SM89+"),
+            "ValueError: FP8 KV cache is not supported by the FLASH_ATTN attention backend on this GPU: "
+            "requires SM89+"),
     Wording("fp8-flash-attn-v1-0.8", K.KV_CACHE_DTYPE_UNSUPPORTED,
             "NotImplementedError: FlashAttention does not support fp8 kv-cache on this device."),
     Wording("fp8-selector-0.17", K.KV_CACHE_DTYPE_UNSUPPORTED,
@@ -125,7 +126,8 @@ WORDINGS = [
             "79.19 GiB of which 17.06 MiB is free. Including non-PyTorch memory, this process has 79.16 GiB memory "
             "in use. Of the allocated memory 77.58 GiB is allocated by PyTorch, and 1.02 GiB is reserved by PyTorch "
             "but unallocated.",
-            numbers={"requestedBytes": int(1.02 * GiB), "totalBytes": int(79.19 * GiB), "inUseBytes": int(79.16 * GiB)}),
+            numbers={"requestedBytes": int(1.02 * GiB), "totalBytes": int(79.19 * GiB),
+                     "inUseBytes": int(79.16 * GiB)}),
     Wording("bare-oom-torch-1", K.GPU_OUT_OF_MEMORY,
             "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 23.69 GiB total capacity; "
             "22.51 GiB already allocated; 7.06 MiB free; 22.77 GiB reserved in total by PyTorch)", SGLANG,
@@ -200,8 +202,8 @@ def test_trim_words_never_cuts_a_word(limit: int) -> None:
 
 def test_error_line_prefers_the_root_exception_over_wrappers_and_the_last_line() -> None:
     text = ("INFO loading\nERROR [core.py] EngineCore failed to start.\nTraceback (most recent call last):\n"
-            '  File "a.py", line 3, in f\nKeyError: \'rope_scaling\'\n\nThe above exception was the direct cause of the '
-            "following exception:\nRuntimeError: Engine core initialization failed. See root cause above.\n"
+            '  File "a.py", line 3, in f\nKeyError: \'rope_scaling\'\n\n'
+            "The above exception was the direct cause of the following exception:\nRuntimeError: Engine core initialization failed. See root cause above.\n"
             "[rank0]: destroy_process_group() was not called before program exit")
     assert error_line(text, ("Engine core initialization failed", "EngineCore failed to start")) == \
         "KeyError: 'rope_scaling'"
