@@ -203,7 +203,8 @@ def test_trim_words_never_cuts_a_word(limit: int) -> None:
 def test_error_line_prefers_the_root_exception_over_wrappers_and_the_last_line() -> None:
     text = ("INFO loading\nERROR [core.py] EngineCore failed to start.\nTraceback (most recent call last):\n"
             '  File "a.py", line 3, in f\nKeyError: \'rope_scaling\'\n\n'
-            "The above exception was the direct cause of the following exception:\nRuntimeError: Engine core initialization failed. See root cause above.\n"
+            "The above exception was the direct cause of the following exception:\n"
+            "RuntimeError: Engine core initialization failed. See root cause above.\n"
             "[rank0]: destroy_process_group() was not called before program exit")
     assert error_line(text, ("Engine core initialization failed", "EngineCore failed to start")) == \
         "KeyError: 'rope_scaling'"
