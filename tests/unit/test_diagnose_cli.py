@@ -356,3 +356,31 @@ def test_yaml_constructor_limits_name_the_file(files: dict[str, Path], capsys: p
     code, out, err = diagnose(capsys, *args)
     assert code == 2 and out == ""
     assert "huge.yaml" in _one_error_line(err)
+
+
+def test_driver_too_old_names_the_node(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    message = files["dir"] / "driver.txt"
+    message.write_text("RuntimeError: The NVIDIA driver on your system is too old (found version 12040).\n",
+                       encoding="utf-8")
+    code, out, _ = diagnose(capsys, "-f", str(files["server"]), "--message-file", str(message), "--node", "gpu-7",
+                            "-o", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["permanent"] is True and doc["next"] is None
+    assert doc["failure"]["kind"] == "CUDADriverTooOld" and doc["failure"]["node"] == "gpu-7"
+    assert "node gpu-7" in doc["explanation"] and "CUDA 12.4" in doc["explanation"]
+
+
+def test_unknown_quotes_the_error_line_in_whole_words(files: dict[str, Path],
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    message = files["dir"] / "unknown.txt"
+    detail = " ".join(f"token{i}" for i in range(200))
+    message.write_text(f"INFO up\nTypeError: unexpected keyword {detail}\nINFO shutting down\n", encoding="utf-8")
+    history = _write(files["dir"] / "history.yaml", [])
+    code, out, _ = diagnose(capsys, "-f", str(files["server"]), "--message-file", str(message), "--history",
+                            str(history), "-o", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["failure"]["kind"] == "Unknown" and doc["permanent"] is False
+    evidence = doc["failure"]["evidence"]
+    assert evidence.startswith("TypeError: unexpected keyword") and evidence.endswith("...")
+    assert evidence[:-3].split(" ")[-1] in detail.split(" ")
+    assert "TypeError: unexpected keyword" in doc["explanation"]

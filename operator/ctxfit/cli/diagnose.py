@@ -3,7 +3,7 @@
 Runs the same classifier and policy as the operator (``ctxfit.recovery``) on what Kubernetes showed
 about the failed container, and prints the failure, the verdict and the next configuration.
 
-``-o json`` keys are stable: ``{"failure": {"kind", "numbers", "evidence"}, "permanent", "next":
+``-o json`` keys are stable: ``{"failure": {"kind", "numbers", "evidence"[, "node"]}, "permanent", "next":
 EffectiveConfig.to_wire() or null, "explanation"}``.
 
 Bad input (manifest, ``--message-file``, ``--history``, ``--current``, ``--exit-code``) prints one line
@@ -50,6 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the container's termination message or log tail ('-' for stdin)")
     parser.add_argument("--reason", help="lastState.terminated.reason (e.g. Error, OOMKilled)")
     parser.add_argument("--exit-code", metavar="N", help="lastState.terminated.exitCode (an integer)")
+    parser.add_argument("--node", metavar="NAME",
+                        help="the node the pod ran on (spec.nodeName): named in node-bound verdicts (CUDADriverTooOld)")
     parser.add_argument("--event", action="append", default=[], metavar="TEXT",
                         help="a pod Event message (repeatable), e.g. 'Startup probe failed: ...'")
     parser.add_argument("--history", metavar="FILE",
@@ -254,7 +256,8 @@ def run(args: argparse.Namespace) -> int:
         server = _load_server(args.filename)
         message = _read_text(args.message_file)
         observation = Observation(reason=_clean_arg(args.reason), exit_code=parse_exit_code(args.exit_code),
-                                  message=message, events=tuple(_clean_arg(e) or "" for e in args.event))
+                                  message=message, events=tuple(_clean_arg(e) or "" for e in args.event),
+                                  node=_clean_arg(args.node))
         failure, current, decision = diagnose(server.spec, observation, history_path=args.history,
                                               current_path=args.current)
         document = to_json(failure, decision)
