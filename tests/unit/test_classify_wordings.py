@@ -55,6 +55,9 @@ WORDINGS = [
     Wording("heads-sglang-assert", K.INVALID_PARALLELISM,
             "AssertionError: num_heads=28 is not divisible by tp_size=8", SGLANG,
             numbers={"attentionHeads": 28, "tensorParallelSize": 8}),
+    Wording("heads-plain-numbers", K.INVALID_PARALLELISM,
+            "ValueError: Number of attention heads 40 must be divisible by tp (16)", SGLANG,
+            numbers={"attentionHeads": 40, "tensorParallelSize": 16}),
     Wording("not-parallel-divisible", K.UNKNOWN, "ValueError: block_size (17) must be divisible by 16"),
     # CUDADriverTooOld: torch RuntimeError and UserWarning, CUDA error 35, 804 through torch and the driver API,
     # nvidia-container-cli as a pod Event
@@ -75,6 +78,9 @@ WORDINGS = [
     Wording("driver-error-804-driver-api", K.CUDA_DRIVER_TOO_OLD,
             "failed call to cuInit: CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE: forward compatibility was attempted "
             "on non supported HW", None),
+    Wording("driver-nvml-mismatch", K.CUDA_DRIVER_TOO_OLD,
+            "RuntimeError: Unexpected error from cudaGetDeviceCount(). Error 803: system has unsupported display "
+            "driver / cuda driver combination"),
     Wording("driver-container-cli-event", K.CUDA_DRIVER_TOO_OLD, "",
             events=("Error: failed to create containerd task: failed to create shim task: OCI runtime create failed: "
                     "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8, please update your "
@@ -101,6 +107,9 @@ WORDINGS = [
             "cpu/shared_offload_region.py\", line 88, in __init__\n    madvise(self._mmap, MADV_POPULATE_WRITE)\n"
             "OSError: [Errno 14] Bad address"),
     Wording("shm-offload-efault-bare", K.SHARED_MEMORY_TOO_SMALL, "OSError: [Errno 14] Bad address"),
+    Wording("shm-nccl-2.19-extend", K.SHARED_MEMORY_TOO_SMALL,
+            "misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-Ab12Cd to 9637892 bytes",
+            numbers={"requestedBytes": 9637892}),
     # KVCacheDtypeUnsupported: per-backend wording (0.18+), Triton MLA SM89 gate (0.33), V1 FlashAttention (0.8)
     Wording("fp8-triton-mla-0.33", K.KV_CACHE_DTYPE_UNSUPPORTED,
             "ValueError: FP8 KV cache is not supported by the Triton MLA backend on NVIDIA RTX A6000 (compute "

@@ -55,7 +55,8 @@ from ctxfit.vocab.patterns import (
 )
 
 PARALLEL_WORDS = (
-    "tensor parallel", "tensor_parallel", "tp_size", "tp size", "TP size", "TP=", "tp=", "pipeline parallel",
+    "tensor parallel", "tensor_parallel", "tp_size", "tp size", "TP size", "TP=", "tp=", "tp (", "TP (",
+    "pipeline parallel",
     "pipeline_parallel", "pp_size", "PP=", "pp=", "ep_size", "expert parallel", "world_size", "attention_tp_size",
 )
 """Words that put a "divisible by" next to a parallel layout (and not, e.g., a block size)."""
@@ -87,6 +88,9 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
             "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
             "cudaErrorCompatNotSupportedOnDevice",
             "system has unsupported display driver / cuda driver combination",
+            "cudaErrorSystemDriverMismatch",
+            "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+            "Driver/library version mismatch",
             "please update your driver to a newer version",
         ),
         rank=RANK_SPECIFIC,
@@ -126,12 +130,15 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
     ),
     FailurePattern(
         kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
-        markers=("Error while creating shared memory segment", "exceeds memory available in /dev/shm"),
+        markers=("Error while creating shared memory segment", "exceeds memory available in /dev/shm",
+                 "failed to extend /dev/shm/"),
         rank=RANK_SPECIFIC,
-        source="NCCL src/misc/shmutils.cc (2.x); issue 3 /dev/shm wording",
+        source="NCCL src/misc/shmutils.cc (2.x: 'Error while creating shared memory segment X (size N)'; "
+        "2.19+: 'failed to extend /dev/shm/nccl-X to N bytes'); issue 3 /dev/shm wording",
         extractors=(
             extractor("requestedBytes", r"\(size " + NUM + r"\)"),
             extractor("requestedBytes", r"The request is for " + NUM + r" bytes"),
+            extractor("requestedBytes", r"/dev/shm/[\w.-]{1,80} to " + NUM + r" bytes"),
         ),
         covers=(("NCCL 2.7", "NCCL 2.27"),),
     ),

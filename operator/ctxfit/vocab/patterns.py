@@ -198,13 +198,14 @@ the process holds on the GPU (torch 1.x/2.0: only PyTorch's allocations are prin
 
 
 PARALLELISM_EXTRACTORS = (
-    extractor("attentionHeads", r"attention heads \(" + NUM + r"\)"),
+    extractor("attentionHeads", r"attention heads \(?" + NUM),
     extractor("attentionHeads", r"num_attention_heads[= ]{1,3}" + NUM),
     extractor("attentionHeads", r"num_heads[= ]{1,3}" + NUM),
-    extractor("kvHeads", r"key.value heads \(" + NUM + r"\)"),
+    extractor("kvHeads", r"key.value heads \(?" + NUM),
+    extractor("kvHeads", r"KV heads \(?" + NUM),
     extractor("kvHeads", r"num_key_value_heads[= ]{1,3}" + NUM),
     extractor("kvHeads", r"num_kv_heads[= ]{1,3}" + NUM),
-    extractor("layers", r"hidden layers \(" + NUM + r"\)"),
+    extractor("layers", r"hidden layers \(?" + NUM),
     extractor("layers", r"num_hidden_layers[= ]{1,3}" + NUM),
     extractor("experts", r"number of experts \(?" + NUM),
     extractor("experts", r"num_experts[= ]{1,3}" + NUM),
@@ -213,7 +214,8 @@ PARALLELISM_EXTRACTORS = (
     extractor("tensorParallelSize", r"tensor parallel size \(?" + NUM),
     extractor("tensorParallelSize", r"[Tt]ensor_parallel_size[= ]{1,3}\(?" + NUM),
     extractor("tensorParallelSize", r"tp_size[= ]{1,3}\(?" + NUM),
-    extractor("tensorParallelSize", r"TP[= ]{1,3}" + NUM),
+    extractor("tensorParallelSize", r"TP[= ]{1,3}\(?" + NUM),
+    extractor("tensorParallelSize", r"\btp[= ]{1,3}\(?" + NUM),
     extractor("tensorParallelSize", r"Tensor parallel size " + NUM),
     extractor("pipelineParallelSize", r"pipeline parallel size \(?" + NUM),
     extractor("pipelineParallelSize", r"pp_size[= ]{1,3}\(?" + NUM),
