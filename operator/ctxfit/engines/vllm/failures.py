@@ -34,8 +34,9 @@ Sources (engine-memory.md A.1, A.3, A.4, E; read in the published wheels unless 
   when /dev/shm could not back its pre-faulted pages.
 - Per-backend KV dtype checks, 0.18+ (``v1/attention/backends/*``): "FP8 KV cache is not supported by the
   Triton MLA backend on {dev} (compute capability {cc}); native FP8 (fp8e4nv) requires SM89+"; the same
-  sentence with "... by the {name} attention backend"; V1 0.8 - 0.10 ``flash_attn.py`` "FlashAttention
-  does not support fp8 kv-cache on this device".
+  sentence with "... by the {name} attention backend"; ``flash_attn.py`` (V0: "FP8 kv-cache", V1: "fp8
+  kv-cache") "FlashAttention does not support fp8 kv-cache on this device" where FlashAttention has no FP8
+  (anything but SM90).
 - Parallel layout, 0.1 - 0.33 ``config.py`` (0.10+ ``config/model.py``) ``verify_with_parallel_config``:
   "Total number of attention heads (H) must be divisible by tensor parallel size (T)." (0.10+ wrapped by
   pydantic as "Value error, ..."); 0.1 - 0.5 "Total number of hidden layers (L) must be divisible by
@@ -165,11 +166,14 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
     ),
     FailurePattern(
         kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
-        markers=("KV cache is not supported by the", "does not support fp8 kv-cache", "does not support FP8 KV cache"),
+        markers=("KV cache is not supported by the", "does not support fp8 kv-cache", "does not support FP8 kv-cache",
+                 "does not support FP8 KV cache"),
         rank=RANK_ROOT,
         source="vLLM 0.18+ per-backend KV dtype checks ('FP8 KV cache is not supported by the X [attention] backend "
-        "... requires SM89+'); V1 0.8-0.10 v1/attention/backends/flash_attn.py",
-        covers=(("0.8.0", "0.10.x"), ("0.18.0", "0.33.x")),
+        "... requires SM89+'); FlashAttention backends without FP8 (flash_attn_supports_fp8() false, i.e. not SM90): "
+        "V0 attention/backends/flash_attn.py 'does not support FP8 kv-cache', V1 v1/attention/backends/flash_attn.py "
+        "'does not support fp8 kv-cache on this device' (seen in 0.11 and 0.18 reports)",
+        covers=(("0.6.0", "0.18.x"), ("0.33.0", "0.33.x")),
     ),
     FailurePattern(
         kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
