@@ -55,9 +55,22 @@ WORDINGS = [
     Wording("heads-sglang-assert", K.INVALID_PARALLELISM,
             "AssertionError: num_heads=28 is not divisible by tp_size=8", SGLANG,
             numbers={"attentionHeads": 28, "tensorParallelSize": 8}),
-    Wording("heads-plain-numbers", K.INVALID_PARALLELISM,
+    Wording("heads-plain-numbers-robustness", K.INVALID_PARALLELISM,
             "ValueError: Number of attention heads 40 must be divisible by tp (16)", SGLANG,
             numbers={"attentionHeads": 40, "tensorParallelSize": 16}),
+    Wording("sglang-moe-ep-0.5.4", K.INVALID_PARALLELISM,
+            "AssertionError: tp_size 8 must be divisible by moe_ep_size 3", SGLANG, numbers={"tensorParallelSize": 8, "expertParallelSize": 3}),
+    Wording("sglang-nodes-0.3.6", K.INVALID_PARALLELISM,
+            "AssertionError: tp_size must be divisible by number of nodes", SGLANG),
+    Wording("fp8-block-per-partition", K.INVALID_PARALLELISM,
+            "ValueError: Weight input_size_per_partition = 7168 is not divisible by weight quantization block_k = 128.",
+            SGLANG),
+    Wording("ensure-divisibility-sglang-0.4.3", K.INVALID_PARALLELISM,
+            'Traceback (most recent call last):\n  File "sglang/srt/distributed/utils.py", line 23, in '
+            "ensure_divisibility\nAssertionError: 40 is not divisible by 16", SGLANG,
+            numbers={"dividedCount": 40, "parallelSize": 16}),
+    Wording("ensure-divisibility-vllm-bare", K.INVALID_PARALLELISM, "AssertionError: 28 is not divisible by 8",
+            numbers={"dividedCount": 28, "parallelSize": 8}),
     Wording("not-parallel-divisible", K.UNKNOWN, "ValueError: block_size (17) must be divisible by 16"),
     # CUDADriverTooOld: torch RuntimeError and UserWarning, CUDA error 35, 804 through torch and the driver API,
     # nvidia-container-cli as a pod Event
@@ -126,7 +139,7 @@ WORDINGS = [
     Wording("sglang-input-length-0.4", K.KV_CACHE_TOO_SMALL,
             "Input length (160062 tokens) exceeds the maximum allowed length (59862 tokens). Use a shorter input or "
             "enable --allow-auto-truncate.", SGLANG, numbers={"estimatedMaxContextLength": 59862}),
-    Wording("sglang-input-length-0.3", K.KV_CACHE_TOO_SMALL,
+    Wording("sglang-input-length-no-unit", K.KV_CACHE_TOO_SMALL,
             "Input length (9000) exceeds the maximum allowed length (4095).", SGLANG,
             numbers={"estimatedMaxContextLength": 4095}),
     # GPUOutOfMemory: torch 2.1+ and torch 1.x/2.0 forms without a phase line

@@ -58,6 +58,7 @@ PARALLEL_WORDS = (
     "tensor parallel", "tensor_parallel", "tp_size", "tp size", "TP size", "TP=", "tp=", "tp (", "TP (",
     "pipeline parallel",
     "pipeline_parallel", "pp_size", "PP=", "pp=", "ep_size", "expert parallel", "world_size", "attention_tp_size",
+    "number of nodes", "_per_partition",
 )
 """Words that put a "divisible by" next to a parallel layout (and not, e.g., a block size)."""
 
@@ -110,6 +111,21 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
         extractors=PARALLELISM_EXTRACTORS,
         requires_any=PARALLEL_WORDS,
         covers=(("vLLM 0.1.0", "vLLM 0.33.x"), ("SGLang 0.3.0", "SGLang 0.5.23")),
+    ),
+    FailurePattern(
+        kind=FailureKind.INVALID_PARALLELISM,
+        markers=("is not divisible by",),
+        rank=RANK_SPECIFIC,
+        source="vLLM / SGLang distributed/utils.py ensure_divisibility ('{} is not divisible by {}', an "
+        "AssertionError from divide() while splitting heads or sizes over the TP ranks); fp8 block quantization "
+        "'input_size_per_partition = N is not divisible by weight quantization block_k'",
+        extractors=(
+            extractor("dividedCount", r"AssertionError: " + NUM + r" is not divisible by"),
+            extractor("parallelSize", r"AssertionError: \d[\d,]{0,24} is not divisible by " + NUM),
+        ),
+        requires_any=("ensure_divisibility", "AssertionError: ", "_per_partition", "divide("),
+        context_lines=6,
+        covers=(("vLLM 0.3.0", "vLLM 0.33.x"), ("SGLang 0.4.3", "SGLang 0.5.4")),
     ),
     FailurePattern(
         kind=FailureKind.MODEL_ACCESS_DENIED,

@@ -1,6 +1,7 @@
 """SGLang failure texts as data: what the engine prints when a start fails, and its start-up phase lines.
 
-Sources (engine-memory.md B.1, B.2, E; read in the 0.5.4, 0.5.10 and 0.5.23 wheels):
+Sources (engine-memory.md B.1, B.2, E; read in the 0.5.4, 0.5.10 and 0.5.23 wheels; issue 9 re-read the
+0.3.6, 0.4.3 and 0.5.4 wheels for the ``covers`` table):
 - 0.5.23 ``mem_cache/kv_cache_configurator.py::_profile_available_bytes``: "Loaded weights leave no GPU
   memory for the KV cache under --mem-fraction-static=F. Raise --mem-fraction-static above X (minimum
   viable = 1 - available/pre = M). ..."
@@ -15,15 +16,18 @@ Sources (engine-memory.md B.1, B.2, E; read in the 0.5.4, 0.5.10 and 0.5.23 whee
 - 0.5.23 ``arg_groups/attention_hook.py``: "TRTLLM FMHAv2 prefill on SM120 does not support fp8_e4m3
   KV cache or skip-softmax."
 - ``managers/scheduler.py``: "Scheduler hit an exception" (a wrapper; the traceback follows).
-- ``managers/scheduler.py`` / ``utils.validate_input_length`` 0.4 - 0.5.23: "Input length (N tokens) exceeds
-  the maximum allowed length (M tokens). Use a shorter input or enable --allow-auto-truncate." (0.3:
-  "Input length (N) exceeds the maximum allowed length (M)"). SGLang does not check the context length
+- ``managers/utils.py`` ``validate_input_length`` 0.4.3 - 0.5.4: "Input length (N tokens) exceeds the maximum
+  allowed length (M tokens). Use a shorter input or enable --allow-auto-truncate." (0.3.6 truncated such
+  prompts silently: no message). SGLang does not check the context length
   against the KV pool at start; M is ``max_req_input_len`` = min(context, pool) - 1, so a server that dies
   right after it has a context above its pool: the SGLang form of KVCacheTooSmall (a hint: the line is
   also logged for a single over-long request).
-- Parallel layout: model files assert heads / KV heads / experts divisible by ``tp_size`` / ``ep_size``
-  (generic "divisible by" pattern in ``ctxfit.recovery.generic``); ``model_config.py`` "Total number of
-  attention heads (H) must be divisible by tensor parallel size (T)" (same sentence as vLLM).
+- Parallel layout: 0.5.4 ``model_runner.py`` "tp_size 8 must be divisible by moe_ep_size 3" and
+  "moe_intermediate_size X must be divisible by moe_tp_size (Y) ..."; 0.3.6 - 0.5.4 ``server_args.py``
+  "tp_size must be divisible by number of nodes"; 0.4.3 - 0.5.4 ``distributed/utils.py`` ``ensure_divisibility``
+  "64 is not divisible by 3" (heads or sizes split over TP; generic pattern in ``ctxfit.recovery.generic``).
+- Hybrid models: 0.5.4 sizes the Mamba state pool itself (``--max-mamba-cache-size``,
+  ``--mamba-full-memory-ratio``) and prints no "Mamba cache blocks" error: MambaCacheTooSmall is vLLM's.
 
 ``WORDING_COVERAGE`` at the end is the table of which SGLang versions each pattern's wording was checked
 against (data; ``FailurePattern.covers``).
@@ -69,7 +73,7 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         rank=RANK_ROOT,
         source="SGLang 0.4-0.5.4 model_runner.py profile_max_num_token; 0.5.10 model_runner_kv_cache_mixin.py; "
         "0.5.23 MemoryPoolConfig.__post_init__",
-        covers=(("0.4.0", "0.5.23"),),
+        covers=(("0.3.6", "0.5.23"),),
         extractors=(extractor("memFractionStatic", r"mem_fraction_static=" + NUM, "float"),),
     ),
     FailurePattern(
@@ -77,7 +81,7 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         markers=("Capture cuda graph failed",),
         rank=RANK_ROOT,
         source="SGLang 0.4-0.5.10 model_executor/cuda_graph_runner.py; 0.5.23 decode_cuda_graph_runner.py",
-        covers=(("0.4.0", "0.5.23"),),
+        covers=(("0.3.6", "0.5.23"),),
         extractors=TORCH_OOM_EXTRACTORS,
     ),
     FailurePattern(
@@ -85,7 +89,7 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         markers=("is greater than the derived context_length",),
         rank=RANK_ROOT,
         source="SGLang 0.4-0.5.23 srt/configs/model_config.py",
-        covers=(("0.4.0", "0.5.23"),),
+        covers=(("0.3.6", "0.5.23"),),
         extractors=(
             extractor("requestedContextLength", r"context_length \(" + NUM + r"\) is greater"),
             extractor("derivedMaxContextLength", r"derived context_length \(" + NUM + r"\)"),
@@ -102,24 +106,25 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         kind=FailureKind.KV_CACHE_TOO_SMALL,
         markers=("exceeds the maximum allowed length",),
         rank=RANK_HINT,
-        source="SGLang 0.3-0.5.23 managers/scheduler.py / utils validate_input_length (max_req_input_len)",
+        source="SGLang 0.4.3-0.5.4 managers/utils.py validate_input_length (max_req_input_len)",
         extractors=(extractor("estimatedMaxContextLength", r"maximum allowed length \(" + NUM),),
-        covers=(("0.3.0", "0.5.23"),),
+        covers=(("0.4.3", "0.5.4"),),
     ),
     FailurePattern(
         kind=FailureKind.INVALID_PARALLELISM,
-        markers=("must be divisible by tensor parallel size", "must be divisible by pipeline parallel size"),
+        markers=("must be divisible by moe_ep_size", "must be divisible by moe_tp_size",
+                 "tp_size must be divisible by number of nodes"),
         rank=RANK_ROOT,
-        source="SGLang 0.4-0.5.23 srt/configs/model_config.py (same check as vLLM)",
+        source="SGLang 0.5.4 model_executor/model_runner.py (MoE EP/TP split); 0.3.6-0.5.4 server_args.py (nodes)",
         extractors=PARALLELISM_EXTRACTORS,
-        covers=(("0.4.0", "0.5.23"),),
+        covers=(("0.3.6", "0.5.4"),),
     ),
     FailurePattern(
         kind=FailureKind.UNKNOWN,
         markers=("Scheduler hit an exception",),
         rank=RANK_WRAPPER,
         source="SGLang 0.4-0.5.23 srt/managers/scheduler.py run_scheduler_process (wrapper)",
-        covers=(("0.4.0", "0.5.23"),),
+        covers=(("0.4.3", "0.5.23"),),
     ),
 )
 """SGLang's failure texts, 0.4 - 0.5.23."""

@@ -47,7 +47,7 @@ def check_invalid_parallelism(ctx: PolicyContext) -> Decision | None:
     head = (f"{ctx.engine_name} cannot split this model over tensor parallel {tp} x pipeline parallel {pp}: "
             f"{trim_words(ctx.failure.evidence, EVIDENCE_CHARS)}")
     advice: list[str] = []
-    tp_ok, tp_of = _sizes(ctx, ("attentionHeads", "kvHeads", "experts", "vocabSize"))
+    tp_ok, tp_of = _sizes(ctx, ("attentionHeads", "kvHeads", "experts", "vocabSize", "dividedCount"))
     if tp_ok and tp not in tp_ok:
         advice.append(f"tensor parallel sizes that divide {tp_of}: {', '.join(map(str, tp_ok))}")
     pp_ok, pp_of = _sizes(ctx, ("layers",))
