@@ -125,7 +125,7 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
         ),
         requires_any=("ensure_divisibility", "AssertionError: ", "_per_partition", "divide("),
         context_lines=6,
-        covers=(("vLLM 0.3.0", "vLLM 0.33.x"), ("SGLang 0.4.3", "SGLang 0.5.4")),
+        covers=(("vLLM 0.4.x", "vLLM 0.4.x"), ("SGLang 0.4.3", "SGLang 0.5.4")),
     ),
     FailurePattern(
         kind=FailureKind.MODEL_ACCESS_DENIED,

@@ -194,37 +194,38 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
             extractor("availableMambaBlocks", r"Mamba cache blocks \(" + NUM + r"\)"),
             extractor("availableMambaBlocks", r"max_num_seqs to at most " + NUM),
         ),
-        covers=(("0.25.0", "0.33.x"), ("main@2026-08", "main@2026-08")),
+        covers=(("0.25.1", "0.27.1"), ("main@2026-08", "main@2026-08")),
     ),
     FailurePattern(
         kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
         markers=("Insufficient space in /dev/shm",),
         rank=RANK_SPECIFIC,
-        source="vLLM 0.28+ KV offload / shared-memory message queue /dev/shm capacity check (PR 50358 form "
-        "'A/B MiB required, C MiB free' on the next line)",
+        source="vLLM 0.28-0.31 KV offload / shared-memory message queue /dev/shm capacity check ('N MiB required, "
+        "M MiB free' [3rd-party reports]); main after PR 50358: 'A/B MiB required, C MiB free' on the next line",
         context_lines=1,
         extractors=(
             extractor("requestedBytes", r"/" + NUM + r" ?(MiB|GiB|KiB|B) required", "size"),
             extractor("requestedBytes", NUM + r" ?(MiB|GiB|KiB|B) required", "size"),
             extractor("freeBytes", NUM + r" ?(MiB|GiB|KiB|B) free", "size"),
         ),
-        covers=(("0.28.0", "0.33.x"), ("main@2026-08", "main@2026-08")),
+        covers=(("0.28.0", "0.31.x"), ("main@2026-08", "main@2026-08")),
     ),
     FailurePattern(
         kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
         markers=("[Errno 14] Bad address",),
         rank=RANK_SPECIFIC,
-        source="vLLM 0.2x kv_offload/cpu/shared_offload_region.py (EFAULT pre-faulting the /dev/shm region)",
+        source="vLLM v1/kv_offload/cpu/shared_offload_region.py (EFAULT pre-faulting the /dev/shm region) before "
+        "the PR 50358 capacity check [3rd-party reports; exact release range unverified]",
         requires_any=("offload", "/dev/shm", "shared_offload_region", "mmap", "MADV_POPULATE"),
         context_lines=16,
-        covers=(("0.26.0", "0.28.x"),),
+        covers=(("unverified", "before PR 50358"),),
     ),
     FailurePattern(
         kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
         markers=("[Errno 14] Bad address",),
         rank=RANK_HINT,
         source="vLLM KV offload region on /dev/shm (the bare EFAULT line, the traceback cut away)",
-        covers=(("0.26.0", "0.28.x"),),
+        covers=(("unverified", "before PR 50358"),),
     ),
     FailurePattern(
         kind=FailureKind.INVALID_PARALLELISM,
