@@ -14,6 +14,7 @@ from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import Attempt, AttemptOutcome, EffectiveStatus, Phase, Reason, now_rfc3339
 from ctxfit.recovery import Attempt as PolicyAttempt
 from ctxfit.recovery import Failure, FailureKind, Replan, decide
+from ctxfit.recovery.evidence import trim_words
 
 from .conditions import EventNote, mark_phase
 from .observe import GPUNode, PodView
@@ -53,11 +54,11 @@ def record_failure(
     )
     cur.outcome, cur.finished_at, cur.pod = AttemptOutcome.FAILED, stamp, pod.name
     cur.failure_kind = failure.kind.value
-    cur.evidence = failure.evidence[:EVIDENCE_CHARS] or None
+    cur.evidence = trim_words(failure.evidence, EVIDENCE_CHARS) or None
     cur.explanation = decision.explanation
     out.finished.append(cur)
     seen = f"attempt {cur.number} failed ({failure.kind.value}"
-    seen += f": {failure.evidence[:200]})" if failure.evidence else ")"
+    seen += f": {trim_words(failure.evidence, 200)})" if failure.evidence else ")"
     if decision.permanent or decision.next is None:
         reason = Reason.ATTEMPTS_EXHAUSTED if decision.check == "AttemptsExhausted" else Reason.PERMANENT_FAILURE
         message = f"{seen}; {decision.explanation}; no further attempts, scaled to 0"
