@@ -125,14 +125,27 @@ def test_bare_oom_after_the_kv_pool_lowers_the_utilization() -> None:
     assert "already allocated" in (first.explanation or "")
 
 
-def test_bare_oom_far_below_the_pool_is_loading_and_permanent() -> None:
+def test_bare_oom_below_the_weights_is_loading_and_permanent() -> None:
     message = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
                "of 95.59 GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process has 40.10 GiB "
                "memory in use.")
     out, _ = run(message)
     st = out.status
     assert st.phase is not None and st.phase.value == "Failed"
-    assert "loading the weights or profiling" in (st.attempts[0].explanation or "")
+    assert "while loading the weights" in (st.attempts[0].explanation or "")
+
+
+def test_bare_oom_above_the_weights_is_profiling_and_halves_max_num_seqs() -> None:
+    body = spec()
+    body["model"]["weightsPerGPU"] = "30Gi"
+    message = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+               "of 95.59 GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process has 40.10 GiB "
+               "memory in use.")
+    out, _ = run(message, body=body)
+    first, second = out.status.attempts
+    assert "profiling activations" in (first.explanation or "")
+    assert second.effective.max_num_seqs == first.effective.max_num_seqs // 2
+    assert second.effective.context_length == first.effective.context_length
 
 
 def test_unknown_retries_unchanged_once_then_fails_with_the_error_line() -> None:

@@ -11,7 +11,7 @@ bound on that knob: never propose at or below a limit that was OOM-killed.
 | KVCacheTooSmall | context too high, memory fraction too low, KV bytes per token too high |
 | ContextExceedsModelLimit | context too high |
 | NoKVCacheMemory, StaticMemoryTooSmall | memory fraction too low |
-| GraphCaptureOOM, GPUOutOfMemory | memory fraction, CUDA-graph max batch and context too high |
+| GraphCaptureOOM, GPUOutOfMemory | memory fraction, CUDA-graph max batch, context and max-num-seqs too high |
 | InsufficientFreeGPUMemory | memory fraction too high |
 | SamplerWarmupOOM | max-num-seqs too high, memory fraction too high |
 | MambaCacheTooSmall | max-num-seqs too high, memory fraction too low |
@@ -48,7 +48,7 @@ KV_BYTES = "kv_bytes"
 """Stands for the KV dtype ordered by bytes per element."""
 
 _GRAPH_KNOBS: tuple[tuple[str, Side], ...] = (
-    (FRACTION, "high"), ("cuda_graph_max_batch_size", "high"), ("context_length", "high"),
+    (FRACTION, "high"), ("cuda_graph_max_batch_size", "high"), ("context_length", "high"), ("max_num_seqs", "high"),
 )
 
 KNOBS: Mapping[FailureKind, tuple[tuple[str, Side], ...]] = MappingProxyType({

@@ -8,14 +8,19 @@ GPUOutOfMemory (a CUDA OOM with no phase line, often all that survives in the te
 numbers decide (issue 9, item 4). ``in use`` is PyTorch's "this process has U memory in use" (torch 1.x:
 "A already allocated"), else total - free. With in-use >= ``KV_ALLOCATED_SHARE`` x fraction x total the
 engine had already allocated its KV pool (the pool fills the fraction): lower the fraction by at least
-the failed allocation (rounded up to 0.01, at least ``MEMORY_STEP``). Far below it the OOM came while
-loading weights or profiling activations, before the pool: no fraction helps; permanent, saying so.
+the failed allocation (rounded up to 0.01, at least ``MEMORY_STEP``). Far below it the OOM came before the
+pool, so no fraction helps, and the weights per GPU (``spec.model.weightsPerGPU``, else the catalog's
+checkpoint bytes / (TP x PP)) tell which phase: in use below the weights means loading them (permanent:
+more GPUs or a smaller format); at or above them (or weights unknown) means profiling activations, where
+fewer sequences help (vLLM's sampler warm-up and dummy runs scale with max-num-seqs,
+``gpu_model_runner._dummy_sampler_run``): max-num-seqs is halved, the context unchanged.
 Without the numbers: retried unchanged once (like Unknown), quoting the line.
 """
 
 from __future__ import annotations
 
-from ctxfit.api import EffectiveConfig
+from ctxfit.api import EffectiveConfig, quantity_to_bytes
+from ctxfit.catalog import lookup_model
 from ctxfit.recovery.policy import Decision, PolicyContext, permanent, propose
 from ctxfit.vocab.kinds import FailureKind
 
@@ -74,9 +79,42 @@ def _in_use(ctx: PolicyContext) -> tuple[float | None, float | None, str]:
     return None, total, ""
 
 
+def weights_per_gpu_bytes(ctx: PolicyContext) -> int | None:
+    """Weights on one GPU: ``spec.model.weightsPerGPU``, else the catalog's checkpoint / (TP x PP), else None."""
+    if ctx.spec.model.weights_per_gpu:
+        return quantity_to_bytes(ctx.spec.model.weights_per_gpu)
+    entry = lookup_model(ctx.spec.model.name)
+    total = entry.weights_total_bytes if entry is not None else None
+    if not total:
+        return None
+    return total // (ctx.spec.parallelism.tensor * ctx.spec.parallelism.pipeline)
+
+
+def _before_the_pool(ctx: PolicyContext, facts: str, used: float) -> Decision:
+    """A bare OOM far below the KV pool line: loading (permanent) or profiling (fewer sequences)."""
+    weights = weights_per_gpu_bytes(ctx)
+    if weights is not None and used < weights:
+        return permanent("GPUOutOfMemory", f"{facts}: far below it and below the weights ({gib_text(weights)} per "
+                         "GPU), so the OOM came while loading the weights: needs more GPUs (tensor parallel) or a "
+                         "smaller weight format")
+    phase = (f"above the weights ({gib_text(weights)} per GPU), so the OOM came while profiling activations"
+             if weights is not None else "so the OOM came while loading the weights or profiling activations "
+             "(weights per GPU unknown)")
+    head = f"{facts}: far below it, the KV pool was not allocated yet; {phase}"
+    seqs = ctx.current.max_num_seqs
+    if seqs <= 1:
+        return permanent("GPUOutOfMemory", f"{head}; max-num-seqs is already 1: needs more GPUs or a smaller "
+                         "weight format")
+    sizes = [s for s in (seqs // 2, seqs // 4) if s >= 1]
+    candidates = [(ctx.current.model_copy(update={"max_num_seqs": s}),
+                   f"{head}; lowering {memory_knob(ctx)[1]} cannot help, fewer sequences shrink the activations: "
+                   f"max-num-seqs {seqs} -> {s}") for s in sizes]
+    return propose(ctx, "GPUOutOfMemory", candidates, head)
+
+
 def check_gpu_out_of_memory(ctx: PolicyContext) -> Decision | None:
-    """GPUOutOfMemory: lower the memory fraction when the KV pool was already allocated; else permanent
-    (loading / profiling); without numbers retry once unchanged (see the module doc)."""
+    """GPUOutOfMemory: lower the memory fraction when the KV pool was already allocated; else loading (permanent)
+    or profiling (halve max-num-seqs); without numbers retry once unchanged (see the module doc)."""
     if ctx.failure.kind is not FailureKind.GPU_OUT_OF_MEMORY:
         return None
     used, total, how = _in_use(ctx)
@@ -88,9 +126,7 @@ def check_gpu_out_of_memory(ctx: PolicyContext) -> Decision | None:
     facts = (f"CUDA out of memory allocating {size_text(asked)} with {gib_text(used)} {how} of {gib_text(total)}; "
              f"{flag} {value:g} x {gib_text(total)} = {gib_text(pool_line)}")
     if used < KV_ALLOCATED_SHARE * pool_line:
-        return permanent("GPUOutOfMemory", f"{facts}: far below it, so the KV pool was not allocated yet and the "
-                         "memory went to loading the weights or profiling activations; lowering "
-                         f"{flag} cannot help: needs more GPUs (tensor parallel) or a smaller weight format")
+        return _before_the_pool(ctx, facts, used)
     floor = UTILIZATION_FLOOR if field == "gpu_memory_utilization" else FRACTION_FLOOR
     step = max(MEMORY_STEP, ceil_fraction(asked / total))
     head = f"{facts}: the KV pool was already allocated (at least {KV_ALLOCATED_SHARE:.0%} of it in use)"
