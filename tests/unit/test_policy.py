@@ -161,6 +161,9 @@ ROWS = [
         "gpuMemoryUtilization": 0.9}, says=("without the numbers",)),
     Row("gpu-oom-no-numbers-twice", K.GPU_OUT_OF_MEMORY, history=(({}, K.GPU_OUT_OF_MEMORY),),
         says=("already failed before",)),
+    # SharedMemoryTooSmall with vLLM's "N MiB required, M MiB free": the request on top of what others hold
+    Row("shm-request-plus-held", K.SHARED_MEMORY_TOO_SMALL, {"requestedBytes": 4096 * MiB, "freeBytes": 1405 * MiB},
+        {"shm_bytes": 2 * GiB}, {"shmSize": "5Gi"}, says=("others hold",)),
     # MambaCacheTooSmall
     Row("mamba-at-most-blocks", K.MAMBA_CACHE_TOO_SMALL, {"maxNumSeqs": 256, "availableMambaBlocks": 108},
         next={"maxNumSeqs": 108, "contextLength": 131072}, says=("108 Mamba cache blocks",)),

@@ -80,14 +80,21 @@ def check_startup_probe_timeout(ctx: PolicyContext) -> Decision | None:
 
 
 def check_shared_memory_too_small(ctx: PolicyContext) -> Decision | None:
-    """SharedMemoryTooSmall: /dev/shm >= max(1 GiB, 2 x current, the failed request)."""
+    """SharedMemoryTooSmall: /dev/shm >= max(1 GiB, 2 x current, the failed request + what others already hold).
+
+    vLLM's check prints "N MiB required, M MiB free": the rest of the current /dev/shm (current - free) is held by
+    other users (NCCL segments, the engine's message queues), so the new size must hold the request on top."""
     if ctx.failure.kind is not FailureKind.SHARED_MEMORY_TOO_SMALL:
         return None
     current = ctx.current.shm_bytes
     request = int(number_of(ctx, "requestedBytes") or 0)
+    free = number_of(ctx, "freeBytes")
+    held = max(0, current - int(free)) if request and free is not None and free <= current else 0
     asked = f" (a {request:,}-byte segment failed)" if request else ""
+    if held:
+        asked = f" ({request:,} bytes required with {int(free):,} free: others hold {held:,})"
     head = f"/dev/shm of {bytes_to_quantity(current)} is too small{asked}"
-    size = min(max(SHM_MINIMUM, 2 * current, round_up_size(request) if request else 0), MAX_HOST_BYTES)
+    size = min(max(SHM_MINIMUM, 2 * current, round_up_size(request + held) if request else 0), MAX_HOST_BYTES)
     sizes = sorted({s for s in (size, min(2 * size, MAX_HOST_BYTES)) if s > current})
     if not sizes:
         return permanent("SharedMemoryTooSmall", f"{head}; already at ctxfit's maximum "
