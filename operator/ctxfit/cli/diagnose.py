@@ -204,6 +204,8 @@ def render_table(name: str, failure: Failure, current: EffectiveConfig, decision
     head = Table(show_header=False, title=Text(f"{name}: diagnosis"), title_justify="left")
     head.add_row("failure", Text(failure.kind.value))
     head.add_row("evidence", Text(failure.evidence))
+    if failure.node:
+        head.add_row("node", Text(failure.node))
     for key, value in failure.numbers.items():
         head.add_row(Text(key), f"{value:,}" if isinstance(value, int) else f"{value:g}")
     verdict = "permanent" if decision.permanent else "retry"
