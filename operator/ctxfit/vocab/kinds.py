@@ -81,7 +81,12 @@ class Failure:
             ``estimatedMaxContextLength`` (tokens), ``neededBytes`` / ``availableBytes`` / ``freeBytes`` /
             ``totalBytes`` / ``requestedBytes`` (bytes, int; the engines print GiB = 2^30 even as "GB"),
             ``minimumMemFractionStatic`` / ``memFractionStatic`` / ``gpuMemoryUtilization`` (fractions),
-            ``dummyRequests``, ``derivedMaxContextLength``, ``exitCode``.
+            ``dummyRequests``, ``derivedMaxContextLength``, ``exitCode``; issue 9: ``inUseBytes`` /
+            ``allocatedBytes`` / ``reservedBytes`` (a CUDA OOM), ``maxNumSeqs`` / ``availableMambaBlocks``
+            (MambaCacheTooSmall), ``attentionHeads`` / ``kvHeads`` / ``layers`` / ``experts`` / ``vocabSize`` /
+            ``dividedCount`` and ``tensorParallelSize`` / ``pipelineParallelSize`` / ``expertParallelSize`` /
+            ``parallelSize`` (InvalidParallelism), ``driverCudaVersion`` (torch "found version 12040") /
+            ``requiredCudaVersion`` (CUDADriverTooOld).
         evidence: the matched line (trimmed to ``EVIDENCE_MAX_CHARS`` at a word boundary), or a
             description of the Kubernetes signal (``terminated: reason=OOMKilled exitCode=137``).
         node: the node the pod ran on, for kinds that belong to the node (``NODE_KINDS``), else None.
