@@ -113,6 +113,7 @@ class PlanStatus(WireModel):
 
     Attributes:
         fits: some context >= the minimum fits.
+        target_fits: the target context itself fits (``ctxfit plan`` JSON ``targetFits``).
         context_length: tokens the planner chose (0 when nothing fits).
         max_context_length: predicted largest context, tokens.
         kv_bytes_per_token: KV bytes per token per GPU.
@@ -125,6 +126,7 @@ class PlanStatus(WireModel):
     """
 
     fits: bool
+    target_fits: bool = False
     context_length: int
     max_context_length: int
     kv_bytes_per_token: int
