@@ -179,6 +179,7 @@ class Attempt(WireModel):
         evidence: the line or Kubernetes signal the diagnosis rests on.
         explanation: the policy's sentence (what was seen, what changes next).
         pod: the pod the outcome was read from.
+        node: the node that pod ran on (a ``CUDADriverTooOld`` failure excludes it from later attempts).
     """
 
     number: int = Field(ge=1)
@@ -191,6 +192,7 @@ class Attempt(WireModel):
     evidence: str | None = None
     explanation: str | None = None
     pod: str | None = None
+    node: str | None = None
 
 
 class InferenceServerStatus(WireModel):

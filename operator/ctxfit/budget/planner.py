@@ -19,9 +19,11 @@ from ctxfit.vocab.inputs import PlanInputError, PlanInputs, resolve_inputs
 
 from .context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT, ContextChoice, choose_context, step_down_context
 from .hybrid import max_sequences, split_pool, state_bytes_per_sequence
-from .kv import KVLayout, kv_layout
-from .result import Fit, Plan
+from .kv import kv_layout
 from .parallel import parallelism_problems
+from .result import Fit, Plan
+
+__all__ = ["FRACTION_CEILING", "UTILIZATION_CEILING", "Fit", "Plan", "initial_effective", "plan", "replan_context"]
 from .verdict import suggestions, weights_problem
 
 UTILIZATION_CEILING = 0.95

@@ -80,7 +80,8 @@ def suggestions(inputs: PlanInputs, terms: BudgetTerms) -> list[str]:
             per_gpu = inputs.weights_per_gpu_bytes * factor
             verdict = "fits with room for KV" if per_gpu < budget else "still too large"
             out.append(
-                f"a checkpoint in {label} ({factor:g} x the size of a BF16 one) would be {per_gpu / GiB:.1f} GiB per GPU "
-                f"on this layout: {verdict} (if the checkpoint is already {label} or smaller, this does not apply)"
+                f"a checkpoint in {label} ({factor:g} x the size of a BF16 one) would be "
+                f"{per_gpu / GiB:.1f} GiB per GPU on this layout: {verdict} (if the checkpoint is already "
+                f"{label} or smaller, this does not apply)"
             )
     return out

@@ -15,7 +15,8 @@ import yaml
 
 from ctxfit.api import Architecture, MiB
 
-from .hybrid import HybridState, hybrid_from_catalog
+from .hybrid import HybridState as HybridState
+from .hybrid import hybrid_from_catalog
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 from ctxfit.api import quantity_to_bytes
 from ctxfit.vocab.defaults import (
     default_memory_limit_bytes,
-    host_offload_bytes,
     default_shm_bytes,
     default_startup_timeout_seconds,
+    host_offload_bytes,
 )
 
 if TYPE_CHECKING:
