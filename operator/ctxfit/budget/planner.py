@@ -129,6 +129,11 @@ def plan(
     if refusal:
         return _refused(inputs, engine, effective, [*reasons, *refusal])
     step = _plan_step(inputs, engine, effective, goal)
+    if inputs.hybrid is not None and step.effective.max_num_seqs < effective.max_num_seqs:
+        # fewer sequences also shrink the sampler warm-up: budget once more with the capped value
+        capped = _plan_step(inputs, engine, effective.model_copy(
+            update={"max_num_seqs": step.effective.max_num_seqs}), goal)
+        step = dataclasses.replace(capped, rest=[*capped.rest, *[r for r in step.rest if r not in capped.rest]])
     fraction_pinned = spec.memory.mem_fraction_static is not None or bool(pin and pin.get("mem_fraction_static"))
     if step.blocking and step.effective.mem_fraction_static is not None and not fraction_pinned:
         step = _lower_fraction_until_slack_holds(inputs, engine, step, goal, reasons)
