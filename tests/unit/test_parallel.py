@@ -101,6 +101,13 @@ def test_hybrid_state_heads_are_split_by_tp() -> None:
     assert sizes == [1, 2, 4, 8, 16]
 
 
+def test_mamba2_groups_divide_or_are_one() -> None:
+    # Nemotron-H-8B: 128 Mamba heads, 8 groups -> TP 16 splits the heads but not the 8 groups
+    problems = parallelism_problems(resolve_inputs(spec("nvidia/Nemotron-H-8B-Base-8K", tp=16)))
+    assert any("Mamba groups (8)" in p for p in problems)
+    assert not parallelism_problems(resolve_inputs(spec("nvidia/Nemotron-H-8B-Base-8K", tp=8)))
+
+
 def test_refused_plan_is_a_verdict_with_the_sizes_that_divide() -> None:
     result = plan(spec(tp=3))
     assert not result.fits and not result.target_fits and result.context_length == 0

@@ -15,7 +15,9 @@ Each rule is the engine's own, read from its source (vLLM and SGLang share the l
   the remainder (``determine_expert_map``: "Distribute experts as evenly as possible"). Without EP,
   SGLang splits the expert intermediate size (``assert intermediate_size % self.moe_tp_size == 0``).
 - Hybrid layers: Mamba-2 heads and Gated-DeltaNet value heads are split with ``divide(num_heads, tp)``
-  (vLLM ``MambaStateShapeCalculator``), Mamba-1 ``d_inner`` with ``divide(intermediate_size, tp)``.
+  (vLLM ``MambaStateShapeCalculator``), Mamba-1 ``d_inner`` with ``divide(intermediate_size, tp)``;
+  Mamba-2 groups must divide by TP unless there is one (``MambaMixer2.__init__``: "If tensor parallel
+  world size does not divide num_groups, then num_groups must equal 1").
 - Layers by PP: neither engine requires divisibility. ``get_pp_indices`` (vLLM
   ``distributed/utils.py``; SGLang copies it) gives each stage ``layers // pp`` and spreads the
   remainder, so a stage is empty only when ``pp > num_hidden_layers``.
@@ -49,6 +51,8 @@ class Rule:
             return size <= self.count
         if self.what.startswith("KV heads"):
             return self.count % size == 0 if size < self.count else size % self.count == 0
+        if self.what.startswith("Mamba groups"):  # replicated when there is one group
+            return self.count == 1 or self.count % size == 0
         if self.what.startswith("vocabulary"):
             return -(-self.count // VOCAB_PADDING) * VOCAB_PADDING % size == 0
         return self.count % size == 0
@@ -80,6 +84,8 @@ def rules(inputs: PlanInputs) -> list[Rule]:
         else:
             label = "Mamba heads" if hybrid.kind == "mamba2" else "linear-attention value heads"
             out.append(Rule(f"{label} ({hybrid.num_heads})", hybrid.num_heads, "tp"))
+            if hybrid.kind == "mamba2":
+                out.append(Rule(f"Mamba groups ({hybrid.n_groups})", hybrid.n_groups, "tp"))
     layers = inputs.total_layers or arch.num_layers
     if layers:
         out.append(Rule(f"layers ({layers})", layers, "pp"))
