@@ -94,7 +94,8 @@ def plan(
         suggest: compute "what would make it fit" when it does not fit.
 
     Raises:
-        PlanInputError: unknown GPU/model without the needed fields, impossible weights.
+        PlanInputError: unknown GPU/model without the needed fields (never for "does not fit": weights
+            larger than the GPU and layouts the model cannot be split by are plans with ``fits`` False).
     """
     inputs = resolve_inputs(
         spec,
