@@ -57,12 +57,15 @@ class Architecture(WireModel):
     """The attention geometry the KV cache depends on (Hugging Face config.json fields).
 
     ``kvBytesPerToken`` is a measured override (bytes per token per GPU, all layers) for attention the
-    formulas do not cover, e.g. DeepSeek-V4's compressed cache at ~3,800 B/token.
+    formulas do not cover, e.g. DeepSeek-V4's compressed cache at ~3,800 B/token. ``numAttentionHeads``
+    (config.json ``num_attention_heads``) lets the planner check that TP divides the query heads. For
+    hybrid (Mamba / linear-attention) models ``numLayers`` counts only the layers that hold a KV cache.
     """
 
     attention: AttentionKind | None = None
     num_layers: Annotated[int, Field(ge=1, le=1000)] | None = Field(default=None, alias="numLayers")
     num_kv_heads: Annotated[int, Field(ge=1, le=1024)] | None = Field(default=None, alias="numKVHeads")
+    num_attention_heads: Annotated[int, Field(ge=1, le=4096)] | None = None
     head_dim: Annotated[int, Field(ge=1, le=4096)] | None = None
     v_head_dim: Annotated[int, Field(ge=0, le=4096)] | None = None
     kv_lora_rank: Annotated[int, Field(ge=1, le=8192)] | None = None

@@ -113,6 +113,7 @@ class PlanStatus(WireModel):
 
     Attributes:
         fits: some context >= the minimum fits.
+        target_fits: the target context itself fits (``ctxfit plan`` JSON ``targetFits``).
         context_length: tokens the planner chose (0 when nothing fits).
         max_context_length: predicted largest context, tokens.
         kv_bytes_per_token: KV bytes per token per GPU.
@@ -125,6 +126,7 @@ class PlanStatus(WireModel):
     """
 
     fits: bool
+    target_fits: bool = False
     context_length: int
     max_context_length: int
     kv_bytes_per_token: int
@@ -177,6 +179,7 @@ class Attempt(WireModel):
         evidence: the line or Kubernetes signal the diagnosis rests on.
         explanation: the policy's sentence (what was seen, what changes next).
         pod: the pod the outcome was read from.
+        node: the node that pod ran on (a ``CUDADriverTooOld`` failure excludes it from later attempts).
     """
 
     number: int = Field(ge=1)
@@ -189,6 +192,7 @@ class Attempt(WireModel):
     evidence: str | None = None
     explanation: str | None = None
     pod: str | None = None
+    node: str | None = None
 
 
 class InferenceServerStatus(WireModel):

@@ -1,7 +1,10 @@
 """The planner: spec (+ node GPU facts) -> per-GPU budget, predicted max context, chosen context, flags.
 
-Pure: no I/O. ``plan`` raises ``PlanInputError`` for input it cannot work with; a plan that does not
-fit is a normal result (``Plan.fits`` False with ``reasons``).
+Pure: no I/O. ``plan`` raises ``PlanInputError`` only for input it cannot read (a field the user wrote);
+a plan that does not fit is a normal result (``Plan.fits`` False with ``reasons``), and so is a spec the
+engines could not run at all (a TP/PP layout the model cannot be split by, weights larger than the
+GPU: ``budget.verdict``). Hybrid models: the KV pool is shared with (vLLM) or split from (SGLang) the
+recurrent state, and max-num-seqs is capped so every running sequence's state fits (``budget.hybrid``).
 """
 
 from __future__ import annotations
@@ -15,80 +18,18 @@ from ctxfit.engines import BudgetTerms, Engine, get_engine
 from ctxfit.vocab.inputs import PlanInputError, PlanInputs, resolve_inputs
 
 from .context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT, ContextChoice, choose_context, step_down_context
-from .kv import KVLayout, kv_layout
+from .hybrid import max_sequences, split_pool, state_bytes_per_sequence
+from .kv import kv_layout
+from .parallel import parallelism_problems
+from .result import Fit, Plan
+
+__all__ = ["FRACTION_CEILING", "UTILIZATION_CEILING", "Fit", "Plan", "initial_effective", "plan", "replan_context"]
+from .verdict import suggestions, weights_problem
 
 UTILIZATION_CEILING = 0.95
 """Highest gpu-memory-utilization ctxfit suggests (recovery raises in steps up to here)."""
 FRACTION_CEILING = 0.95
 """Highest mem-fraction-static ctxfit suggests."""
-
-
-@dataclass(frozen=True)
-class Fit:
-    """KV capacity of one configuration: layout, pool, the largest context one request can have."""
-
-    layout: KVLayout
-    pool_bytes: int
-    max_context_length: int
-    block_size: int
-    in_flight_tokens: int
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The planner's answer for one spec.
-
-    Attributes:
-        fits: a context >= the minimum fits.
-        context_length: chosen tokens (0 when it does not fit).
-        max_context_length: predicted largest context (capped at the model maximum).
-        kv_bytes_per_token: KV bytes per token per GPU at the effective dtype.
-        per_gpu: budget terms in bytes.
-        kv_pool_bytes: bytes available to requests (KV pool minus reserved blocks).
-        concurrency: how many requests of ``context_length`` tokens fit at once.
-        effective: the configuration to run.
-        engine_command: program (``vllm serve`` / ``python3 -m sglang.launch_server``).
-        engine_args: flags, each flag and value a separate item.
-        reasons: human sentences (choice, fallbacks, warnings, what would make it fit).
-    """
-
-    fits: bool
-    context_length: int
-    max_context_length: int
-    kv_bytes_per_token: int
-    per_gpu: BudgetTerms
-    kv_pool_bytes: int
-    concurrency: float
-    effective: EffectiveConfig
-    engine_command: tuple[str, ...]
-    engine_args: list[str]
-    reasons: list[str]
-    model_max_context: int | None
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``ctxfit plan -o json`` document (stable keys; see issue 2)."""
-        t = self.per_gpu
-        return {
-            "fits": self.fits,
-            "contextLength": self.context_length,
-            "maxContextLength": self.max_context_length,
-            "kvBytesPerToken": self.kv_bytes_per_token,
-            "perGPU": {
-                "totalBytes": t.total_bytes,
-                "usableBytes": t.usable_bytes,
-                "weightsBytes": t.weights_bytes,
-                "activationBytes": t.activation_bytes,
-                "cudaGraphBytes": t.cuda_graph_bytes,
-                "otherBytes": t.other_bytes,
-                "kvCacheBytes": t.kv_cache_bytes,
-            },
-            "kvPoolBytes": self.kv_pool_bytes,
-            "concurrency": round(self.concurrency, 2),
-            "engineCommand": list(self.engine_command),
-            "engineArgs": list(self.engine_args),
-            "effective": self.effective.to_wire(),
-            "reasons": list(self.reasons),
-        }
 
 
 def _fit(inputs: PlanInputs, engine: Engine, terms: BudgetTerms, kv_cache_dtype: str) -> Fit:
@@ -100,6 +41,10 @@ def _fit(inputs: PlanInputs, engine: Engine, terms: BudgetTerms, kv_cache_dtype:
     )
     block = engine.block_size(inputs)
     pool = terms.kv_cache_bytes - engine.null_blocks(inputs) * block * layout.kv_bytes_per_token
+    if inputs.hybrid is not None:  # the state of one running sequence comes out of the token pool
+        per_seq = state_bytes_per_sequence(inputs.hybrid, tp=inputs.tp, pp=inputs.pp)
+        split = split_pool(inputs.spec.engine.kind, pool, per_seq)
+        pool = split.kv_pool_bytes - (per_seq if not split.state_pool_bytes else 0)
     in_flight = engine.in_flight_tokens(inputs)
     limit = inputs.model_max_context or (1 << 27)
     max_len = layout.max_context_for(pool, block_size=block, in_flight_tokens=in_flight, limit=limit)
@@ -149,7 +94,8 @@ def plan(
         suggest: compute "what would make it fit" when it does not fit.
 
     Raises:
-        PlanInputError: unknown GPU/model without the needed fields, impossible weights.
+        PlanInputError: unknown GPU/model without the needed fields (never for "does not fit": weights
+            larger than the GPU and layouts the model cannot be split by are plans with ``fits`` False).
     """
     inputs = resolve_inputs(
         spec,
@@ -180,7 +126,15 @@ def plan(
         reasons.append(f"context.target {target} exceeds the model's maximum {model_max}; capped at {model_max}")
     goal = _Goal(target=target, minimum=minimum, headroom=headroom, model_max=model_max)
 
+    refusal = parallelism_problems(inputs)
+    if refusal:
+        return _refused(inputs, engine, effective, [*reasons, *refusal])
     step = _plan_step(inputs, engine, effective, goal)
+    if inputs.hybrid is not None and step.effective.max_num_seqs < effective.max_num_seqs:
+        # fewer sequences also shrink the sampler warm-up: budget once more with the capped value
+        capped = _plan_step(inputs, engine, effective.model_copy(
+            update={"max_num_seqs": step.effective.max_num_seqs}), goal)
+        step = dataclasses.replace(capped, rest=[*capped.rest, *[r for r in step.rest if r not in capped.rest]])
     fraction_pinned = spec.memory.mem_fraction_static is not None or bool(pin and pin.get("mem_fraction_static"))
     if step.blocking and step.effective.mem_fraction_static is not None and not fraction_pinned:
         step = _lower_fraction_until_slack_holds(inputs, engine, step, goal, reasons)
@@ -195,7 +149,10 @@ def plan(
     if fits:
         reasons.extend(_warnings(inputs, step, engine))
     elif suggest:
+        too_heavy = weights_problem(inputs, step.terms)
+        reasons.extend([too_heavy] if too_heavy else [])
         reasons.extend(_suggestions(inputs, engine, step.effective, goal, step.terms))
+        reasons.extend(suggestions(inputs, step.terms) if too_heavy else [])
     return Plan(
         fits=fits,
         context_length=step.choice.context_length if fits else 0,
@@ -209,6 +166,27 @@ def plan(
         engine_args=engine.engine_args(spec, step.effective) if fits else [],
         reasons=reasons,
         model_max_context=model_max,
+        target_fits=fits and step.choice.context_length >= (min(target, model_max) if model_max else target),
+    )
+
+
+def _refused(inputs: PlanInputs, engine: Engine, effective: EffectiveConfig, reasons: list[str]) -> Plan:
+    """The plan of a spec the engines could not start (``budget.verdict``): full budget, no context."""
+    terms = engine.budget(inputs, effective)
+    fit = _fit(inputs, engine, terms, effective.kv_cache_dtype)
+    return Plan(
+        fits=False,
+        context_length=0,
+        max_context_length=fit.max_context_length,
+        kv_bytes_per_token=fit.layout.kv_bytes_per_token,
+        per_gpu=terms,
+        kv_pool_bytes=max(0, fit.pool_bytes),
+        concurrency=0.0,
+        effective=effective,
+        engine_command=tuple(engine.command),
+        engine_args=[],
+        reasons=[*reasons, *suggestions(inputs, terms)],
+        model_max_context=inputs.model_max_context,
     )
 
 
@@ -247,6 +225,7 @@ def _plan_step(inputs: PlanInputs, engine: Engine, effective: EffectiveConfig, g
     chosen = effective.model_copy(update={"context_length": choice.context_length})
     pool_tokens = max(0, fit.pool_bytes // max(1, fit.layout.kv_bytes_per_token))
     chosen = engine.finalize(inputs, chosen, pool_tokens)
+    chosen, hybrid_note = _cap_sequences(inputs, chosen, terms, fit)
     terms = engine.budget(inputs, chosen)
     rest = engine.check_rest(inputs, chosen, terms) if choice.fits else []
     blocking = engine.rest_blocking(inputs, chosen, terms) if choice.fits else []
@@ -256,7 +235,30 @@ def _plan_step(inputs: PlanInputs, engine: Engine, effective: EffectiveConfig, g
             choice.context_length, block_size=fit.block_size, in_flight_tokens=fit.in_flight_tokens
         )
         concurrency = min(fit.pool_bytes / one, float(chosen.max_num_seqs))
+    if hybrid_note and choice.fits:
+        rest = [*rest, hybrid_note]
     return _Step(choice, fit, chosen, terms, rest, blocking, concurrency)
+
+
+def _cap_sequences(
+    inputs: PlanInputs, effective: EffectiveConfig, terms: BudgetTerms, fit: Fit
+) -> tuple[EffectiveConfig, str]:
+    """Hybrid models: max-num-seqs at most what the state pool holds next to one full request."""
+    if inputs.hybrid is None or effective.context_length <= 0:
+        return effective, ""
+    per_seq = state_bytes_per_sequence(inputs.hybrid, tp=inputs.tp, pp=inputs.pp)
+    pool = terms.kv_cache_bytes - fit.block_size * fit.layout.kv_bytes_per_token
+    split = split_pool(inputs.spec.engine.kind, pool, per_seq)
+    one = fit.layout.request_bytes(effective.context_length, block_size=fit.block_size,
+                                   in_flight_tokens=fit.in_flight_tokens)
+    cap = max_sequences(split, one_request_bytes=one)
+    if effective.max_num_seqs <= cap:
+        return effective, ""
+    note = (f"max-num-seqs {effective.max_num_seqs} -> {cap}: each running sequence keeps "
+            f"{per_seq / 2**20:.1f} MiB of {inputs.hybrid.kind} state on this GPU "
+            f"({inputs.hybrid.state_layers} state layers), and the pool holds {cap} next to one "
+            f"{effective.context_length}-token request")
+    return effective.model_copy(update={"max_num_seqs": cap}), note
 
 
 FRACTION_STEP = 0.01

@@ -15,6 +15,9 @@ import yaml
 
 from ctxfit.api import Architecture, MiB
 
+from .hybrid import HybridState as HybridState
+from .hybrid import hybrid_from_catalog
+
 
 @dataclass(frozen=True)
 class GPUProduct:
@@ -64,6 +67,7 @@ class ModelEntry:
         checkpoint_bytes: published checkpoint size, bytes, when known.
         multimodal: True when the engine profiles a vision encoder at start-up.
         source: where the numbers come from.
+        hybrid: recurrent-state geometry of a hybrid (Mamba / Gated DeltaNet) model, else None.
     """
 
     name: str
@@ -77,6 +81,7 @@ class ModelEntry:
     checkpoint_bytes: int | None
     multimodal: bool
     source: str
+    hybrid: HybridState | None = None
 
     @property
     def weights_total_bytes(self) -> int | None:
@@ -138,6 +143,7 @@ def _model_index() -> dict[str, ModelEntry]:
             checkpoint_bytes=raw.get("checkpointBytes"),
             multimodal=bool(raw.get("multimodal", False)),
             source=str(raw["source"]),
+            hybrid=hybrid_from_catalog(raw["hybrid"]) if raw.get("hybrid") else None,
         )
         for key in [raw["name"], *raw.get("aliases", [])]:
             index[key.lower()] = entry

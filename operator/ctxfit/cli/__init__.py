@@ -8,7 +8,7 @@ import os
 import sys
 
 SUBCOMMANDS = {
-    "plan": ("ctxfit.cli.plan", "predict what fits on the GPUs (exit 0 fits, 3 does not, 2 invalid)"),
+    "plan": ("ctxfit.cli.plan", "predict what fits on the GPUs (exit 0 fits, 3 cannot start, 2 bad input)"),
     "diagnose": ("ctxfit.cli.diagnose", "classify a failed start and choose the next configuration"),
     "crd": ("ctxfit.cli.crd", "print the InferenceServer CRD generated from the API models"),
 }

@@ -1,4 +1,10 @@
-"""Show what fits: ``ctxfit plan -f FILE [-o table|json|yaml]`` (exit 0 fits, 3 does not fit, 2 invalid)."""
+"""Show what fits: ``ctxfit plan -f FILE [-o table|json|yaml]``.
+
+Exit codes, one rule: 0 when a context at or above the minimum fits (``fits``; ``targetFits`` tells
+whether the target itself does), 3 for every verdict that nothing can start (too little memory, weights
+larger than the GPU, a TP/PP layout the model cannot be split by) with the full plan, reasons and
+suggestions printed, 2 only for input that cannot be read (one line naming the field the user wrote).
+"""
 
 from __future__ import annotations
 
@@ -61,6 +67,7 @@ def render_table(result: Plan, name: str) -> None:
     summary.add_row("KV bytes/token/GPU", f"{result.kv_bytes_per_token:,}")
     summary.add_row("predicted max context", f"{result.max_context_length:,}")
     summary.add_row("chosen context", f"{result.context_length:,}" if result.fits else "does not fit")
+    summary.add_row("target fits", "yes" if result.target_fits else "no")
     summary.add_row("concurrency at chosen", f"{result.concurrency:.2f}")
     eff = result.effective.to_wire()
     summary.add_row("effective", Text(", ".join(f"{k}={v}" for k, v in eff.items() if v is not None)))
@@ -72,7 +79,7 @@ def render_table(result: Plan, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Plan the manifest and print it. Returns 0 (fits), 3 (does not fit) or 2 (invalid input)."""
+    """Plan the manifest and print it. Returns 0 (``fits``), 3 (a does-not-fit verdict) or 2 (unreadable input)."""
     try:
         server = load_manifest(args.filename)
         hf_config = None

@@ -91,6 +91,7 @@ def plan_status(result: Plan, spec: InferenceServerSpec, node: GPUNode | None, d
     t = result.per_gpu
     return PlanStatus(
         fits=result.fits,
+        target_fits=result.target_fits,
         context_length=result.context_length,
         max_context_length=result.max_context_length,
         kv_bytes_per_token=result.kv_bytes_per_token,

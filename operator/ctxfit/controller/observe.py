@@ -15,6 +15,8 @@ from ctxfit.api import InferenceServerSpec, quantity_to_bytes
 from ctxfit.render import ATTEMPT_ANNOTATION, SERVER_LABEL, TEMPLATE_HASH_ANNOTATION
 from ctxfit.render.deployment import CONTAINER_NAME, GPU_PRODUCT_LABEL, GPU_RESOURCE
 
+from .driver import driver_too_old, node_cuda, required_cuda
+
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 """GFD label: memory of one GPU in MiB."""
 COMPUTE_MAJOR_LABEL = "nvidia.com/gpu.compute.major"
@@ -146,6 +148,7 @@ class GPUNode:
         compute: (major, minor) from ``nvidia.com/gpu.compute.*``.
         memory_bytes: allocatable host memory, bytes (caps the container memory limit).
         schedulable: not cordoned.
+        cuda: (major, minor) CUDA the driver supports (GFD ``nvidia.com/cuda.runtime-version.*``), or None.
     """
 
     name: str
@@ -155,6 +158,7 @@ class GPUNode:
     compute: tuple[int, int] | None
     memory_bytes: int | None
     schedulable: bool
+    cuda: tuple[int, int] | None = None
 
 
 def _int(text: object) -> int | None:
@@ -183,17 +187,20 @@ def gpu_node(node: Mapping[str, Any]) -> GPUNode:
         compute=(major, minor) if major is not None and minor is not None else None,
         memory_bytes=memory_bytes,
         schedulable=not (node.get("spec") or {}).get("unschedulable", False),
+        cuda=node_cuda(labels),
     )
 
 
 def eligible_nodes(spec: InferenceServerSpec, nodes: Iterable[GPUNode]) -> list[GPUNode]:
     """Nodes with the spec's product (any GPU product when unset) and >= ``gpu.count`` allocatable GPUs.
 
+    Nodes whose driver supports an older CUDA than the engine image needs are left out (``driver``).
     Sorted best first: largest GPU memory, then name (deterministic).
     """
     wanted = spec.gpu.product
+    need = required_cuda(spec)
     fits = [n for n in nodes if n.schedulable and n.gpus >= spec.gpu.count and n.product
-            and (wanted is None or n.product == wanted)]
+            and (wanted is None or n.product == wanted) and not driver_too_old(n.cuda, need)]
     return sorted(fits, key=lambda n: (-(n.gpu_memory_mib or 0), n.name))
 
 
@@ -206,5 +213,10 @@ def describe_nodes(spec: InferenceServerSpec, nodes: Iterable[GPUNode]) -> str:
         products = sorted({n.product for n in listed if n.product})
         return (f"no node has {wanted} (nvidia.com/gpu.product); GPU products in the cluster: "
                 f"{', '.join(products) or 'none'}")
+    need = required_cuda(spec)
+    old = [n.name for n in same if driver_too_old(n.cuda, need)]
+    if old and need is not None:
+        return (f"the driver of {', '.join(sorted(old))} supports CUDA below {need[0]}.{need[1]}, which the "
+                f"{spec.engine.kind.value} image needs (nvidia.com/cuda.runtime-version)")
     most = max(n.gpus for n in same)
     return f"no node with {wanted} has {spec.gpu.count} allocatable nvidia.com/gpu (the most is {most})"

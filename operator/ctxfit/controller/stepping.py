@@ -53,6 +53,7 @@ def record_failure(
         policy_history(st.attempts), replan=replan, memory_cap_bytes=node.memory_bytes if node else None,
     )
     cur.outcome, cur.finished_at, cur.pod = AttemptOutcome.FAILED, stamp, pod.name
+    cur.node = pod.node
     cur.failure_kind = failure.kind.value
     cur.evidence = trim_words(failure.evidence, EVIDENCE_CHARS) or None
     cur.explanation = decision.explanation

@@ -9,6 +9,7 @@ from ctxfit.vocab.defaults import (
     default_memory_limit_bytes,
     default_shm_bytes,
     default_startup_timeout_seconds,
+    host_offload_bytes,
 )
 
 if TYPE_CHECKING:
@@ -19,7 +20,11 @@ def container_defaults(inputs: PlanInputs) -> tuple[int, int, int]:
     """(memory_limit_bytes, shm_bytes, startup_timeout_seconds) from the spec or the defaults."""
     spec = inputs.spec
     gpus = spec.gpu.count
-    memory = quantity_to_bytes(spec.resources.memory) if spec.resources.memory else default_memory_limit_bytes(gpus)
+    replica_weights = inputs.weights_per_gpu_bytes * spec.parallelism.tensor * spec.parallelism.pipeline
+    if spec.resources.memory:
+        memory = quantity_to_bytes(spec.resources.memory)
+    else:
+        memory = default_memory_limit_bytes(gpus, replica_weights, host_offload_bytes(spec.engine.args, gpus))
     shm = quantity_to_bytes(spec.resources.shm) if spec.resources.shm else default_shm_bytes(gpus)
     if spec.startup.timeout_seconds:
         startup = spec.startup.timeout_seconds

@@ -34,6 +34,7 @@ PORT_NAME = "http"
 SHM_VOLUME = "dshm"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 STARTUP_PERIOD_SECONDS = 10
 PROBE_TIMEOUT_SECONDS = 5
 READINESS_PERIOD_SECONDS = 10
@@ -54,6 +55,7 @@ class RenderInput:
         gpu_product: GFD product for the node selector (spec's, else the chosen node's); None = no selector.
         image: operator-wide default image for this engine (``CTXFIT_VLLM_IMAGE``...); the spec's wins.
         replicas: Deployment replicas; None = ``spec.replicas`` (0 releases the GPUs after a failure).
+        avoid_nodes: node names the pod must not land on (a start failed there: driver too old).
     """
 
     name: str
@@ -65,6 +67,7 @@ class RenderInput:
     gpu_product: str | None = None
     image: str | None = None
     replicas: int | None = None
+    avoid_nodes: tuple[str, ...] = ()
 
 
 def image_for(inp: RenderInput) -> str:
@@ -130,6 +133,10 @@ def render_pod_template(inp: RenderInput) -> dict[str, Any]:
     }
     if inp.gpu_product:
         pod_spec["nodeSelector"] = {GPU_PRODUCT_LABEL: inp.gpu_product}
+    if inp.avoid_nodes:
+        pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": HOSTNAME_LABEL, "operator": "NotIn", "values": sorted(set(inp.avoid_nodes))}]}]}}}
     return {"metadata": {"labels": dict(sorted(labels.items())), "annotations": dict(sorted(annotations.items()))},
             "spec": pod_spec}
 

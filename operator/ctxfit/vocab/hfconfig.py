@@ -7,7 +7,9 @@ head_dim (else hidden_size / num_attention_heads) -> headDim; kv_lora_rank + qk_
 index_head_dim -> DSA indexer; sliding_window + layer_types -> sliding layers; the derived maximum
 context is the minimum of the length fields, multiplied by rope ``factor`` only for rope types vLLM
 does not treat as already scaled (not su, longrope, llama3, yarn, deepseek_yarn, deepseek_llama_scaling).
-Multimodal configs keep the language model under ``text_config``.
+Multimodal configs keep the language model under ``text_config``. num_attention_heads ->
+numAttentionHeads. Hybrid (Mamba / Gated DeltaNet) configs: numLayers counts only the attention layers
+(``ctxfit.vocab.hybridconfig``); their recurrent state is not KV.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from ctxfit.api import Architecture
+
+from .hybridconfig import attention_layer_flags
 
 LENGTH_FIELDS = (
     "max_position_embeddings",
@@ -68,7 +72,13 @@ def architecture_from_hf_config(config: dict[str, Any]) -> Architecture:
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     assert isinstance(text, dict)
     layers = _int_field(text, "num_hidden_layers", required=True)
+    assert layers is not None
+    flags = attention_layer_flags(text)
+    if flags is not None:
+        layers = max(1, flags.count(True))
     fields: dict[str, Any] = {"numLayers": layers, "maxPositionEmbeddings": derived_max_model_len(text)}
+    if _int_field(text, "num_attention_heads"):
+        fields["numAttentionHeads"] = _int_field(text, "num_attention_heads")
     if text.get("kv_lora_rank") is not None:
         fields.update(
             attention="mla",
@@ -91,7 +101,7 @@ def architecture_from_hf_config(config: dict[str, Any]) -> Architecture:
     if index_head_dim and text.get("index_topk"):
         fields["indexHeadDim"] = index_head_dim
     window = _int_field(text, "sliding_window")
-    layer_types = text.get("layer_types")
+    layer_types = text.get("layer_types") if flags is None else None
     if window and text.get("use_sliding_window") is not False:
         fields["slidingWindow"] = window
         if isinstance(layer_types, list):

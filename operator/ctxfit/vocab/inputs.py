@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxfit.api import Architecture, InferenceServerSpec, MiB, quantity_to_bytes
-from ctxfit.catalog import GPUProduct, ModelEntry, MoE, lookup_gpu, lookup_model
+from ctxfit.catalog import GPUProduct, HybridState, ModelEntry, MoE, lookup_gpu, lookup_model
 from ctxfit.vocab.version import parse_version
 
 from .hfconfig import architecture_from_hf_config
+from .hybridconfig import hybrid_from_hf_config
 
 DEFAULT_DRIVER_RESERVE_MIB = 480
 """NVML minus CUDA-visible total for GPUs not in the catalog (median of measured SKUs, catalog/gpus.yaml)."""
@@ -49,6 +50,8 @@ class PlanInputs:
         vocab_size, hidden_size, intermediate_size: for the activation estimate (None when unknown).
         moe: mixture-of-experts sizes (catalog, or config.json n_routed_experts/num_experts,
             num_experts_per_tok, moe_intermediate_size), None for dense or unknown.
+        hybrid: recurrent-state geometry of a hybrid model (catalog or config.json), else None.
+        total_layers: num_hidden_layers including non-attention layers (pipeline stages split these).
     """
 
     spec: InferenceServerSpec
@@ -65,6 +68,8 @@ class PlanInputs:
     hidden_size: int | None
     intermediate_size: int | None
     moe: MoE | None = None
+    hybrid: HybridState | None = None
+    total_layers: int | None = None
 
     @property
     def tp(self) -> int:
@@ -98,7 +103,7 @@ def resolve_inputs(
 
     Raises:
         PlanInputError: unknown GPU without memory, unknown model without architecture, weights that
-            cannot be estimated, or a weights figure larger than the GPU.
+            cannot be estimated. Weights larger than the GPU are not an input error (the planner's verdict).
     """
     product = spec.gpu.product or node_product
     gpu = lookup_gpu(product)
@@ -147,16 +152,17 @@ def resolve_inputs(
         raise PlanInputError(
             "spec.model.weightsPerGPU", f"cannot estimate weights of {spec.model.name!r}; set model.weightsPerGPU"
         )
-    if weights >= total:
-        raise PlanInputError(
-            "spec.model.weightsPerGPU",
-            f"{weights / 2**30:.1f} GiB of weights per GPU is more than the GPU's {total / 2**30:.1f} GiB",
-        )
+    # weights larger than the GPU are a verdict (budget/verdict.py), not an input error
 
     kind = spec.engine.kind.value
     version = parse_version(spec.engine.version, default=DEFAULT_ENGINE_VERSION[kind])
     hf = hf_config or {}
     text = hf.get("text_config", hf) if isinstance(hf.get("text_config"), dict) else hf
+    try:
+        hybrid = hybrid_from_hf_config(text) if hf_config is not None else (model.hybrid if model else None)
+    except ValueError as exc:
+        raise PlanInputError("spec.model.architecture", f"config.json: {exc}") from exc
+    total_layers = hybrid.total_layers if hybrid else arch.num_layers
     return PlanInputs(
         spec=spec,
         gpu=gpu,
@@ -172,6 +178,8 @@ def resolve_inputs(
         hidden_size=model.hidden_size if model else text.get("hidden_size"),
         intermediate_size=model.intermediate_size if model else text.get("intermediate_size"),
         moe=model.moe if model else moe_from_hf_config(text),
+        hybrid=hybrid,
+        total_layers=total_layers,
     )
 
 

@@ -1,0 +1,68 @@
+"""Nodes whose NVIDIA driver is too old for the engine image, and nodes a start already failed on (pure).
+
+GPU Feature Discovery labels the CUDA version the node's driver supports as
+``nvidia.com/cuda.runtime-version.major``/``.minor`` (older GFD: ``nvidia.com/cuda.runtime.major``/
+``.minor``; the driver itself is ``nvidia.com/cuda.driver-version.*``); see
+https://github.com/NVIDIA/k8s-device-plugin (docs/gpu-feature-discovery). The image needs at least its
+own CUDA (``ctxfit.engines.<engine>.cuda``); a custom image is read from a ``cuXYZ`` tag (``cu128`` =
+12.8) or not checked. A node named in ``status.attempts[].node`` of an attempt that failed with kind
+``CUDADriverTooOld`` is excluded by a required node affinity on ``kubernetes.io/hostname``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from ctxfit.api import EngineKind, InferenceServerSpec
+from ctxfit.api.status import Attempt, AttemptOutcome
+from ctxfit.engines.sglang.cuda import image_cuda as sglang_image_cuda
+from ctxfit.engines.vllm.cuda import image_cuda as vllm_image_cuda
+from ctxfit.vocab.inputs import DEFAULT_ENGINE_VERSION
+from ctxfit.vocab.version import parse_version
+
+CUDA_RUNTIME_LABELS = (
+    ("nvidia.com/cuda.runtime-version.major", "nvidia.com/cuda.runtime-version.minor"),
+    ("nvidia.com/cuda.runtime.major", "nvidia.com/cuda.runtime.minor"),
+)
+"""GFD labels of the CUDA version the driver supports, current names first."""
+
+DRIVER_TOO_OLD_KIND = "CUDADriverTooOld"
+"""``FailureKind`` value of a start that failed because the node's driver is too old."""
+
+_CUDA_TAG = re.compile(r"cu(\d{2})(\d)\b")
+
+
+def node_cuda(labels: Mapping[str, str]) -> tuple[int, int] | None:
+    """(major, minor) CUDA the node's driver supports, from GFD labels; None when not labelled."""
+    for major_key, minor_key in CUDA_RUNTIME_LABELS:
+        try:
+            return int(labels[major_key]), int(labels.get(minor_key, "0"))
+        except (KeyError, ValueError):
+            continue
+    return None
+
+
+def required_cuda(spec: InferenceServerSpec) -> tuple[int, int] | None:
+    """CUDA (major, minor) the engine image needs; None when unknown (custom image without a cu tag)."""
+    if spec.engine.image:
+        match = _CUDA_TAG.search(spec.engine.image.rsplit(":", 1)[-1])
+        return (int(match.group(1)), int(match.group(2))) if match else None
+    kind = spec.engine.kind
+    version = parse_version(spec.engine.version, default=DEFAULT_ENGINE_VERSION[kind.value])
+    if kind is EngineKind.VLLM:
+        return vllm_image_cuda(version)
+    if kind is EngineKind.SGLANG:
+        return sglang_image_cuda(version)
+    raise AssertionError(f"unhandled engine {kind}")
+
+
+def driver_too_old(node: tuple[int, int] | None, required: tuple[int, int] | None) -> bool:
+    """True only when both are known and the node's CUDA is below the image's."""
+    return node is not None and required is not None and node < required
+
+
+def failed_driver_nodes(attempts: Iterable[Attempt]) -> list[str]:
+    """Nodes where an attempt failed with ``CUDADriverTooOld``, sorted, without duplicates."""
+    return sorted({a.node for a in attempts if a.outcome is AttemptOutcome.FAILED
+                   and a.failure_kind == DRIVER_TOO_OLD_KIND and a.node})
