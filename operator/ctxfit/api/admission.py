@@ -66,7 +66,8 @@ ADMISSION_CEL_RULES: dict[str, list[dict[str, str]]] = {
     "EngineSpec": _managed_flag_rules(),
     "PodSpecOverrides": [
         {
-            "rule": f"!has(self.labels) || self.labels.all(k, size(k) <= 317 && k.matches({_cel_string(QUALIFIED_NAME)}))",
+            "rule": "!has(self.labels) || self.labels.all(k, size(k) <= 317 && "
+            f"k.matches({_cel_string(QUALIFIED_NAME)}))",
             "message": "pod.labels: keys must be qualified names ([prefix/]name, name <= 63 characters)",
             "reason": "FieldValueInvalid",
         },

@@ -23,9 +23,9 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
+from .admission import ADMISSION_CEL_RULES, ROOT_CEL_RULES
 from .kubetypes import KUBE_CEL_RULES
 from .quantity import _canonical_quantity
-from .admission import ADMISSION_CEL_RULES, ROOT_CEL_RULES
 from .spec import API_GROUP, API_VERSION, KIND, PLURAL, InferenceServerSpec
 from .status import InferenceServerStatus
 

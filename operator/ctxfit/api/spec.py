@@ -17,8 +17,6 @@ from .base import WireModel
 from .kubetypes import EnvVarSource, Toleration
 from .quantity import GiB, Quantity, TiB, check_cpu_bounds, check_quantity_bounds
 from .validation import (
-    DNS1035_LABEL,
-    DNS1035_MAX,
     ENGINE_VERSION,
     ENGINE_VERSION_MAX,
     ENV_VAR_NAME,
@@ -310,7 +308,7 @@ class ObjectMeta(WireModel):
 
     model_config = WireModel.model_config | {"extra": "ignore"}
 
-    name: Annotated[str, Field(max_length=DNS1035_MAX, pattern=DNS1035_LABEL)] = "inferenceserver"
+    name: str = "inferenceserver"
     namespace: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)

@@ -23,6 +23,7 @@ from ctxfit.api import EngineKind
 from ctxfit.api.status import InferenceServerStatus
 from ctxfit.recovery import Failure, Observation, classify
 from ctxfit.render.deployment import CONTAINER_NAME
+from ctxfit.vocab.text import clean_lines, clean_text
 
 from .converge import Outcome, Snapshot, converge
 from .kube import Conflict, Kube
@@ -87,7 +88,7 @@ def diagnose(rt: Runtime, namespace: str, pod: PodView, engine: EngineKind) -> F
                                     lines=rt.settings.log_tail_lines)
     events = tuple(rt.kube.pod_events(namespace, pod.name))
     observation = Observation(reason=term.reason if term else None, exit_code=term.exit_code if term else None,
-                              message=message, log_tail=log_tail, events=events)
+                              message=clean_text(message), log_tail=clean_text(log_tail), events=clean_lines(events))
     return classify(observation, engine)
 
 
