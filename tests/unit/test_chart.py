@@ -68,16 +68,16 @@ def test_helm_lint_strict(values_files: list[Path]) -> None:
 
 
 EXPECTED_KINDS = {
-    "default": {"CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2,
+    "default": {"CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 4, "ClusterRoleBinding": 2,
                 "Deployment": 1, "Service": 1},
-    "all-on": {"CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1,
+    "all-on": {"CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 3, "ClusterRoleBinding": 1,
                "Role": 3, "RoleBinding": 3, "Deployment": 1, "Service": 1, "ServiceMonitor": 1, "PodMonitor": 1,
                "PrometheusRule": 1, "ConfigMap": 3},
-    "namespaced": {"CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1,
+    "namespaced": {"CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 3, "ClusterRoleBinding": 1,
                    "Role": 2, "RoleBinding": 2, "Deployment": 1, "Service": 1},
-    "replicas-2": {"CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2,
+    "replicas-2": {"CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 4, "ClusterRoleBinding": 2,
                    "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 1},
-    "monitoring-on": {"CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 2,
+    "monitoring-on": {"CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 4,
                       "ClusterRoleBinding": 2, "Deployment": 1, "Service": 1, "ServiceMonitor": 1,
                       "PodMonitor": 1, "PrometheusRule": 1, "ConfigMap": 3},
     "minimal": {"Deployment": 1},
@@ -324,7 +324,8 @@ RBAC_CASES = {
 def test_rbac_rules_per_scope(sets: dict[str, Any], expected: dict[tuple[str, str | None, str], Any]) -> None:
     objs = render((), sets)
     roles = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): _rules(o)
-             for o in objs if o["kind"] in ("Role", "ClusterRole")}
+             for o in objs if o["kind"] in ("Role", "ClusterRole")
+             and o["metadata"]["labels"].get("ctxfit.io/role-for") != "users"}  # test_chart_rbac.py checks those
     assert roles == expected
     bindings = [o for o in objs if o["kind"] in ("RoleBinding", "ClusterRoleBinding")]
     assert len(bindings) == len(roles)

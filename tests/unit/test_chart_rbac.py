@@ -90,6 +90,8 @@ def _granted(objs: list[dict[str, Any]]) -> dict[str, Needs]:
     for role in objs:
         if role["kind"] not in ("Role", "ClusterRole"):
             continue
+        if role["metadata"].get("labels", {}).get("ctxfit.io/role-for") == "users":
+            continue  # the aggregated ctxfit-edit/ctxfit-view roles are for people, not the operator
         scope = role["metadata"].get("namespace", "cluster")
         for rule in role["rules"]:
             for group in rule["apiGroups"]:
@@ -143,3 +145,18 @@ def _diff(granted: dict[str, Needs], expected: dict[str, Needs]) -> str:
             if want - have:
                 lines.append(f"{scope} {key}: used but not granted {sorted(want - have)}")
     return "chart RBAC differs from the controller's API calls:\n" + "\n".join(lines)
+
+
+def test_user_roles_aggregate_into_edit_admin_and_view() -> None:
+    """Creating an InferenceServer == creating pods: only edit/admin (who may create pods) get it."""
+    roles = {o["metadata"]["name"]: o for o in render((), {}) if o["kind"] == "ClusterRole"}
+    edit, view = roles["ctxfit-edit"], roles["ctxfit-view"]
+    assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
+    assert "rbac.authorization.k8s.io/aggregate-to-view" not in edit["metadata"]["labels"]
+    assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert {"create", "update", "patch", "delete"} <= set(edit["rules"][0]["verbs"])
+    assert all(set(r["verbs"]) <= {"get", "list", "watch"} for r in view["rules"])
+    assert all("inferenceservers/status" not in r["resources"] for r in edit["rules"])
+    assert not any(o["metadata"]["name"] in ("ctxfit-edit", "ctxfit-view")
+                   for o in render((), {"rbac.userRoles": False}))

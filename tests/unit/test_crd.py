@@ -11,6 +11,7 @@ import yaml
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.crd import CEL_RULES, QUANTITY_PATTERN, build_crd
 from ctxfit.api.spec import MemorySpec
+from ctxfit.api.validation import ENV_VAR_NAME, IMAGE_REFERENCE, LABEL_VALUE
 from ctxfit.cli import main
 from ctxfit.cli.crd import render_crd
 
@@ -80,8 +81,11 @@ def test_every_spec_field_is_in_the_schema() -> None:
     (".spec.context.headroom", {"minimum": 0.0, "maximum": 1.0, "exclusiveMaximum": True}),
     (".spec.memory.gpuMemoryUtilization", {"minimum": 0.0, "exclusiveMinimum": True, "maximum": 1.0}),
     (".spec.model.weightsPerGPU", {"x-kubernetes-int-or-string": True, "pattern": QUANTITY_PATTERN}),
-    (".spec.pod.labels", {"additionalProperties": {"type": "string"}}),
-    (".spec.engine.env[].valueFrom", {"x-kubernetes-preserve-unknown-fields": True}),
+    (".spec.pod.labels", {"additionalProperties": {"type": "string", "maxLength": 63, "pattern": LABEL_VALUE}}),
+    (".spec.engine.env[].valueFrom", {"type": "object"}),
+    (".spec.engine.env[].name", {"pattern": ENV_VAR_NAME}),
+    (".spec.pod.tolerations[].operator", {"enum": ["Exists", "Equal"]}),
+    (".spec.engine.image", {"pattern": IMAGE_REFERENCE}),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_bounds_enums_and_markers(path: str, expected: dict[str, Any]) -> None:
     node = dict(_walk(_schema()))[path]

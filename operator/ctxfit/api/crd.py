@@ -23,6 +23,8 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
+from .admission import ADMISSION_CEL_RULES, ROOT_CEL_RULES
+from .kubetypes import KUBE_CEL_RULES
 from .quantity import _canonical_quantity
 from .spec import API_GROUP, API_VERSION, KIND, PLURAL, InferenceServerSpec
 from .status import InferenceServerStatus
@@ -100,6 +102,9 @@ CEL_RULES: dict[str, list[dict[str, str]]] = {
     ],
 }
 """CEL rules per model name: the cross-field checks of ``spec.py``'s validators the API server can run."""
+
+CEL_RULES.update(KUBE_CEL_RULES)
+CEL_RULES.update(ADMISSION_CEL_RULES)
 
 
 class _KubeJsonSchema(GenerateJsonSchema):
@@ -250,6 +255,7 @@ def build_crd() -> dict[str, Any]:
                                 "status": _status_schema(),
                             },
                             "required": ["spec"],
+                            "x-kubernetes-validations": [dict(r) for r in ROOT_CEL_RULES],
                         }
                     },
                 }

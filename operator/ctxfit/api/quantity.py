@@ -80,3 +80,28 @@ def check_quantity_bounds(value: str | None, *, upper_bytes: int, lower_bytes: i
     if n_bytes > upper_bytes:
         raise ValueError(f"{value!r} is above the maximum of {bytes_to_quantity(upper_bytes)}")
     return value
+
+
+CPU_MIN_CORES = Decimal("0.001")
+"""1 millicore: the API server's precision for cpu (apimachinery ``resource.Quantity`` milli-units)."""
+CPU_MAX_CORES = Decimal(4096)
+"""4096 cores: above any node's capacity; the renderer passes ``resources.cpu`` to the Deployment as is."""
+
+
+def check_cpu_bounds(value: str | None) -> str | None:
+    """Reject a cpu quantity outside [1m, 4096] cores (e.g. ``1e30``, which the API server would store).
+
+    Raises:
+        ValueError: unparsable, or outside the bounds (the bound is in the message).
+    """
+    if value is None:
+        return None
+    try:
+        cores = Decimal(parse_quantity(value))  # type: ignore[no-untyped-call]
+    except (ValueError, InvalidOperation, TypeError) as exc:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 8, 500m)") from exc
+    if not cores.is_finite() or cores < CPU_MIN_CORES:
+        raise ValueError(f"{value!r} is below the minimum of 1m")
+    if cores > CPU_MAX_CORES:
+        raise ValueError(f"{value!r} is above the maximum of {CPU_MAX_CORES} cores")
+    return value

@@ -7,13 +7,33 @@ the CLI and the operator can print one line that names the field and the rule.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from .base import WireModel
-from .quantity import GiB, Quantity, TiB, check_quantity_bounds
+from .kubetypes import EnvVarSource, Toleration
+from .quantity import GiB, Quantity, TiB, check_cpu_bounds, check_quantity_bounds
+from .validation import (
+    ENGINE_VERSION,
+    ENGINE_VERSION_MAX,
+    ENV_VAR_NAME,
+    IMAGE_REFERENCE,
+    IMAGE_REFERENCE_MAX,
+    LABEL_VALUE,
+    LABEL_VALUE_MAX,
+    MAX_ANNOTATIONS,
+    MAX_ARG_LENGTH,
+    MAX_ARGS,
+    MAX_ENV,
+    MAX_LABELS,
+    MAX_TOLERATIONS,
+    QUALIFIED_NAME,
+    managed_flag_in,
+    managed_flag_message,
+)
 
 API_GROUP = "ctxfit.io"
 API_VERSION = "v1alpha1"
@@ -119,21 +139,35 @@ class ModelSpec(WireModel):
 
 
 class EnvVar(WireModel):
-    """A container env var passed through as is (``value`` or ``valueFrom``, e.g. a secretKeyRef)."""
+    """A container env var passed through (``value`` or a typed ``valueFrom``, e.g. a secretKeyRef)."""
 
-    name: Annotated[str, Field(min_length=1)]
+    name: Annotated[str, Field(min_length=1, max_length=253, pattern=ENV_VAR_NAME)]
     value: str | None = None
-    value_from: dict[str, Any] | None = None
+    value_from: EnvVarSource | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EnvVar:
+        if self.value and self.value_from is not None:
+            raise ValueError(f"engine.env: {self.name} has both value and valueFrom")
+        return self
 
 
 class EngineSpec(WireModel):
     """The engine, its version (selects memory-model and flag variants), image and extra args/env."""
 
     kind: EngineKind
-    version: Annotated[str, Field(pattern=r"^v?\d+\.\d+(\.\d+)?([.+\-].*)?$")] | None = None
-    image: str | None = None
-    args: list[str] = Field(default_factory=list)
-    env: list[EnvVar] = Field(default_factory=list)
+    version: Annotated[str, Field(max_length=ENGINE_VERSION_MAX, pattern=ENGINE_VERSION)] | None = None
+    image: Annotated[str, Field(max_length=IMAGE_REFERENCE_MAX, pattern=IMAGE_REFERENCE)] | None = None
+    args: Annotated[list[Annotated[str, Field(max_length=MAX_ARG_LENGTH)]], Field(max_length=MAX_ARGS)] = Field(
+        default_factory=list)
+    env: Annotated[list[EnvVar], Field(max_length=MAX_ENV)] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _no_managed_flags(self) -> EngineSpec:
+        flag = managed_flag_in(self.args, self.kind.value)
+        if flag is not None:
+            raise ValueError(managed_flag_message(flag))
+        return self
 
 
 class GPUSpec(WireModel):
@@ -204,6 +238,11 @@ class ResourcesSpec(WireModel):
     def _size_bounds(cls, value: str | None) -> str | None:
         return check_quantity_bounds(value, upper_bytes=64 * TiB, lower_bytes=1 << 20)
 
+    @field_validator("cpu")
+    @classmethod
+    def _cpu_bounds(cls, value: str | None) -> str | None:
+        return check_cpu_bounds(value)
+
 
 class StartupSpec(WireModel):
     """How long the engine may take to load and become healthy before Kubernetes restarts it."""
@@ -220,9 +259,18 @@ class ServingSpec(WireModel):
 class PodSpecOverrides(WireModel):
     """Labels and annotations added to the engine pod (e.g. for scraping or simulation), tolerations."""
 
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
-    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    labels: Annotated[dict[str, Annotated[str, Field(max_length=LABEL_VALUE_MAX, pattern=LABEL_VALUE)]],
+                      Field(max_length=MAX_LABELS)] = Field(default_factory=dict)
+    annotations: Annotated[dict[str, str], Field(max_length=MAX_ANNOTATIONS)] = Field(default_factory=dict)
+    tolerations: Annotated[list[Toleration], Field(max_length=MAX_TOLERATIONS)] = Field(default_factory=list)
+
+    @field_validator("labels", "annotations")
+    @classmethod
+    def _qualified_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = next((k for k in value if not re.match(QUALIFIED_NAME, k)), None)
+        if bad is not None:
+            raise ValueError(f"{bad!r} is not a qualified name ([prefix/]name, name <= 63 characters)")
+        return value
 
 
 class InferenceServerSpec(WireModel):

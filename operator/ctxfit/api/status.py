@@ -35,6 +35,8 @@ class ConditionType(StrEnum):
     READY = "Ready"
     BUDGET_FITS = "BudgetFits"
     DEGRADED = "Degraded"
+    OBJECTS_ACCEPTED = "ObjectsAccepted"
+    ADMITTED = "Admitted"
 
 
 class Reason(StrEnum):
@@ -60,6 +62,13 @@ class Reason(StrEnum):
     PLANNED = "Planned"
     ATTEMPT_FAILED = "AttemptFailed"
     SPEC_CHANGED = "SpecChanged"
+    # ObjectsAccepted (the API server refused a rendered object) and Admitted (operator policy)
+    OBJECT_REJECTED = "ObjectRejected"
+    OBJECTS_ACCEPTED = "Accepted"
+    REFUSED_BY_POLICY = "RefusedByPolicy"
+    ALLOWED_BY_POLICY = "AllowedByPolicy"
+    # Events only: the stored status failed validation and was discarded
+    INVALID_STATUS = "InvalidStatus"
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]

@@ -35,6 +35,7 @@ from ctxfit.recovery import (
     observed_effective,
 )
 from ctxfit.recovery.wire import FieldError, effective_from_wire
+from ctxfit.vocab.text import clean_text
 
 from . import EXIT_ERROR, EXIT_OK, fail
 from .load import ManifestError, load_manifest
@@ -79,10 +80,10 @@ def parse_exit_code(text: str | None) -> int | None:
 
 
 def _clean_arg(text: str | None) -> str | None:
-    """Command-line text with undecodable bytes (surrogate escapes) replaced, so it prints anywhere."""
+    """Command-line text with undecodable bytes and control sequences removed (``vocab.text.clean_text``)."""
     if text is None:
         return None
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return clean_text(text.encode("utf-8", "surrogateescape"))
 
 
 def _read_text(path: str) -> str:
@@ -91,8 +92,8 @@ def _read_text(path: str) -> str:
     except OSError as exc:
         raise ValueError(f"--message-file: cannot read {path}: {exc.strerror}") from exc
     except AttributeError:  # a text-only stdin (tests): already decoded
-        return sys.stdin.read()
-    return raw.decode("utf-8", errors="replace")
+        return clean_text(sys.stdin.read())
+    return clean_text(raw)
 
 
 def _read_yaml(path: str, flag: str) -> Any:

@@ -39,6 +39,7 @@ from ctxfit.render import RenderInput, endpoint_url, render_deployment, render_s
 from ctxfit.vocab.inputs import PlanInputError
 from ctxfit.vocab.kinds import Failure
 
+from . import admission_policy
 from .conditions import EventNote, mark_failed_spec, mark_no_node, mark_phase, plan_status
 from .driver import failed_driver_nodes
 from .observe import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes
@@ -275,6 +276,13 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose) -> Outcome:
             out.scale_to_zero = True
         return out
     out.spec = spec
+    refused = admission_policy.refusal(spec, settings)
+    if refused is not None:
+        admission_policy.mark_refused(out, refused, now, snap.generation)
+        st.observed_generation = snap.generation
+        out.scale_to_zero = snap.deployment is not None and snap.deployment.replicas != 0
+        return out
+    admission_policy.mark_admitted(out, now, snap.generation)
     key = spec_key(spec)
     if st.spec_key != key:
         _start_over(out, key, now)

@@ -191,6 +191,7 @@ async def on_server(event: kopf.RawEvent, body: kopf.Body, name: str, namespace:
         state.events_seen.pop(key, None)
         state.queue.forget(key)
         state.runtime.metrics.forget(namespace, name)
+        state.runtime.rejections.forget(key)
         return
     state.known.add(key)
     if state.written.get(key) == body.metadata.get("resourceVersion"):

@@ -18,6 +18,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from ctxfit.api import API_GROUP, API_VERSION, KIND, PLURAL
+from ctxfit.vocab.text import clean_text
 
 FIELD_MANAGER = "ctxfit"
 COMPONENT = "ctxfit-operator"
@@ -211,7 +212,7 @@ class Kube:
             involved_object=client.V1ObjectReference(
                 api_version=f"{API_GROUP}/{API_VERSION}", kind=KIND, name=meta["name"],
                 namespace=meta["namespace"], uid=meta.get("uid"), resource_version=meta.get("resourceVersion")),
-            reason=reason, message=message[:1024], type=type_, count=1,
+            reason=reason, message=clean_text(message)[:1024], type=type_, count=1,
             first_timestamp=now, last_timestamp=now,
             source=client.V1EventSource(component=COMPONENT),
             reporting_component=COMPONENT, reporting_instance=self.instance,

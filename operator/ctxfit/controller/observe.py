@@ -14,6 +14,7 @@ from typing import Any
 from ctxfit.api import InferenceServerSpec, quantity_to_bytes
 from ctxfit.render import ATTEMPT_ANNOTATION, SERVER_LABEL, TEMPLATE_HASH_ANNOTATION
 from ctxfit.render.deployment import CONTAINER_NAME, GPU_PRODUCT_LABEL, GPU_RESOURCE
+from ctxfit.vocab.text import clean_text
 
 from .driver import driver_too_old, node_cuda, required_cuda
 
@@ -87,7 +88,7 @@ def _termination(status: Mapping[str, Any]) -> Termination | None:
             return Termination(
                 reason=terminated.get("reason"),
                 exit_code=int(code) if isinstance(code, int) else None,
-                message=str(terminated.get("message") or ""),
+                message=clean_text(str(terminated.get("message") or "")),
                 finished_at=terminated.get("finishedAt"),
             )
     return None

@@ -20,14 +20,18 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from ctxfit.api import EngineKind
-from ctxfit.api.status import InferenceServerStatus
+from ctxfit.api.status import InferenceServerStatus, Reason, now_rfc3339
+from ctxfit.api.status_check import read_status
 from ctxfit.recovery import Failure, Observation, classify
 from ctxfit.render.deployment import CONTAINER_NAME
+from ctxfit.vocab.text import clean_lines, clean_text
 
+from . import rejections
 from .converge import Outcome, Snapshot, converge
 from .kube import Conflict, Kube
 from .metrics import Metrics
 from .observe import DeploymentView, GPUNode, PodView, deployment_view
+from .rejections import RejectionBook, refused
 from .settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -56,6 +60,7 @@ class Runtime:
     service_writes: threading.BoundedSemaphore = field(default_factory=lambda: threading.BoundedSemaphore(4))
     event_pool: Executor | None = None
     defer_status_after_create: bool = False
+    rejections: RejectionBook = field(default_factory=RejectionBook)
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,8 @@ def diagnose(rt: Runtime, namespace: str, pod: PodView, engine: EngineKind) -> F
                                     lines=rt.settings.log_tail_lines)
     events = tuple(rt.kube.pod_events(namespace, pod.name))
     observation = Observation(reason=term.reason if term else None, exit_code=term.exit_code if term else None,
-                              message=message, log_tail=log_tail, events=events, node=pod.node)
+                              message=clean_text(message), log_tail=clean_text(log_tail), events=clean_lines(events),
+                              node=pod.node)
     return classify(observation, engine)
 
 
@@ -99,16 +105,18 @@ DEFERRED = _Deferred()
 
 
 def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
+    meta = body["metadata"]
     if out.deployment is not None:
-        rt.kube.apply(out.deployment, exists=snap.deployment is not None)
+        with refused("Deployment", meta["name"], out.deployment):
+            rt.kube.apply(out.deployment, exists=snap.deployment is not None)
     if out.scale_to_zero:
-        meta = body["metadata"]
-        rt.kube.scale_to_zero(meta["namespace"], meta["name"])
+        with refused("Deployment/scale", meta["name"], None):
+            rt.kube.scale_to_zero(meta["namespace"], meta["name"])
 
 
 def _apply_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
     if out.service is not None:
-        with rt.service_writes:  # ClusterIP allocation is slow and serialized in the API server
+        with rt.service_writes, refused("Service", out.service["metadata"]["name"], out.service):
             rt.kube.apply(out.service, exists=snap.service_port is not None)
 
 
@@ -167,7 +175,12 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         if isinstance(service_port, _Unknown):
             service_port = rt.kube.service_port(namespace, name)
         meta = body["metadata"]
-        old = InferenceServerStatus.from_body(body.get("status"))
+        old, problem = read_status(body.get("status"))
+        if problem is not None:  # stored status is input: never trusted past the spec's bounds
+            rt.kube.post_event(body, "Warning", Reason.INVALID_STATUS.value,
+                               f"stored status discarded ({problem}); planning again from the spec")
+            body = rt.kube.replace_status(body, old.to_wire())
+            meta = body["metadata"]
         snap = Snapshot(
             name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
             spec=body.get("spec") or {}, status=old, nodes=nodes, pods=pods, deployment=deployment,
@@ -176,10 +189,20 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         engine_text = str((snap.spec.get("engine") or {}).get("kind", ""))
         engine = EngineKind(engine_text) if engine_text in EngineKind.__members__.values() else EngineKind.VLLM
         out = converge(snap, rt.settings, lambda pod, _restarts: diagnose(rt, namespace, pod, engine))
-        stored = _write(rt, body, old, out, snap)
+        rejections.hold(rt.rejections, (namespace, name), out, time.monotonic(), now_rfc3339(snap.now),
+                        snap.generation)
+        try:
+            stored = _write(rt, body, old, out, snap)
+        except rejections.Rejected as exc:
+            rt.metrics.reconcile_errors.labels(f"rejected_{exc.code}").inc()
+            delay = rejections.record(rt.kube, rt.rejections, (namespace, name), exc, out.status, snap.generation)
+            return Result(delay, conflict=True)
         if isinstance(stored, _Deferred):
             assert out.deployment is not None
             return Result(0.0, applied=deployment_view(out.deployment))
+        if rejections.applied(rt.rejections, (namespace, name), out):
+            rejections.mark_accepted(out.status, now_rfc3339(snap.now), snap.generation)
+            stored = rt.kube.replace_status(rt.kube.get_server(namespace, name) or body, out.status.to_wire())
         target = out.spec.context.target if out.spec else None
         rt.metrics.observe_status(namespace, name, engine_text, out.status, target)
         rt.metrics.observe_attempts(namespace, name, engine_text, out.finished, out.step_down_reasons)

@@ -20,6 +20,10 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.settings`` (no modu
 | ``CTXFIT_STARTUP_GRACE_SECONDS`` | 120 | a pod not Ready this long after ``startupTimeoutSeconds`` failed |
 | ``CTXFIT_WORKERS`` | 96 | concurrent reconciles (threads, mostly waiting on the API server; see below) |
 | ``CTXFIT_LOG_TAIL_LINES`` | 200 | previous-log lines read when the termination message is cut |
+| ``CTXFIT_ALLOWED_IMAGE_PREFIXES`` | empty = any | comma-separated image prefixes a server may use |
+| ``CTXFIT_ALLOW_WILDCARD_TOLERATIONS`` | true | false: refuse tolerations without a key |
+| ``CTXFIT_ALLOWED_TOLERATION_KEYS`` | empty = any | comma-separated toleration keys a server may use |
+| ``CTXFIT_ALLOW_SECRET_ENV`` | true | false: refuse ``engine.env[].valueFrom.secretKeyRef`` |
 """
 
 from __future__ import annotations
@@ -55,8 +59,12 @@ class Settings(BaseSettings):
     Deployment p95 2.5-4.2 s with 16, 2.0-2.5 s with 64, 1.1-1.2 s with 96; peak RSS 140 MiB."""
     log_tail_lines: Annotated[int, Field(ge=0, le=10000)] = 200
     lease_seconds: Annotated[float, Field(ge=2)] = 15.0
+    allowed_image_prefixes: Annotated[tuple[str, ...], NoDecode] = ()
+    allow_wildcard_tolerations: bool = True
+    allowed_toleration_keys: Annotated[tuple[str, ...], NoDecode] = ()
+    allow_secret_env: bool = True
 
-    @field_validator("watch_namespaces", mode="before")
+    @field_validator("watch_namespaces", "allowed_image_prefixes", "allowed_toleration_keys", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
         if isinstance(value, str):

@@ -128,7 +128,7 @@ def render_pod_template(inp: RenderInput) -> dict[str, Any]:
         "volumes": [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory",
                                                        "sizeLimit": bytes_to_quantity(effective.shm_bytes)}}],
         "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
-                        *spec.pod.tolerations],
+                        *(t.to_wire() for t in spec.pod.tolerations)],
         "terminationGracePeriodSeconds": 30,
     }
     if inp.gpu_product:

@@ -1,0 +1,236 @@
+"""Objects the API server refuses: surfaced as a condition + Warning Event, retried with backoff (issue 10, class 1).
+
+Admission (the CRD schema and CEL) refuses most specs that would render invalid objects, but not all:
+an admission webhook, a ResourceQuota or LimitRange, a Pod Security level, the operator's own RBAC or a
+newer API server's rule can still refuse the Deployment or Service with 400/403/422. Then:
+
+- ``ObjectsAccepted`` becomes False (reason ``ObjectRejected``) with the API server's message, and a
+  Warning Event says the same (once per distinct message);
+- Ready is False and ``status.endpoint`` is cleared while any object is refused (a server is never
+  Ready with an endpoint whose Service does not exist); a Ready phase becomes Starting;
+- the same rendered object is retried after 10 s, 20 s, 40 s, ... capped at 300 s (a changed rendering,
+  e.g. after a spec fix, is tried at once); the backoff is kept in memory, so a restarted operator tries
+  once at start-up and then backs off again;
+- once every object is accepted, ``ObjectsAccepted`` is True again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kubernetes.client.exceptions import ApiException
+
+from ctxfit.api.status import ConditionType, InferenceServerStatus, Phase, Reason, now_rfc3339
+from ctxfit.vocab.text import clean_text
+
+if TYPE_CHECKING:
+    from .converge import Outcome
+    from .kube import Kube
+
+REJECTED_STATUSES = frozenset({400, 403, 422})
+"""HTTP codes of a refusal that retrying the same request cannot fix by itself (Invalid, Forbidden, BadRequest)."""
+RETRY_SECONDS = 10.0
+RETRY_MAX_SECONDS = 300.0
+
+Key = tuple[str, str]
+
+
+class Rejected(Exception):
+    """The API server refused a rendered object.
+
+    Attributes:
+        kind, name: the object (``Deployment``, ``Service``, ``Deployment/scale``).
+        code: HTTP status (400, 403, 422).
+        message: the API server's ``Status.message`` (sanitized), else the HTTP reason.
+        fingerprint: digest of the refused object (a different rendering is tried at once).
+    """
+
+    def __init__(self, kind: str, name: str, code: int, message: str, fingerprint: str) -> None:
+        super().__init__(f"{kind} {name} refused ({code}): {message}")
+        self.kind, self.name, self.code, self.message, self.fingerprint = kind, name, code, message, fingerprint
+
+    def describe(self) -> str:
+        """One line for the condition and the Event."""
+        return f"the API server refused {self.kind} {self.name} ({self.code}): {self.message}"
+
+
+def fingerprint(obj: dict[str, Any] | None) -> str:
+    """First 16 hex digits of sha256 over the object's canonical JSON ("" for None)."""
+    if obj is None:
+        return ""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def rejection_of(exc: ApiException, kind: str, name: str, obj: dict[str, Any] | None) -> Rejected | None:
+    """A ``Rejected`` for a 400/403/422 answer (message from the ``Status`` body), None for other errors."""
+    if exc.status not in REJECTED_STATUSES:
+        return None
+    message = str(exc.reason or "")
+    try:
+        body = json.loads(exc.body) if exc.body else {}
+        message = str(body.get("message") or message)
+    except (ValueError, TypeError, AttributeError):
+        pass
+    return Rejected(kind, name, int(exc.status), clean_text(message)[:900], fingerprint(obj))
+
+
+@dataclass
+class _Entry:
+    fingerprint: str
+    tries: int
+    next_try: float
+
+
+@dataclass
+class RejectionBook:
+    """Per server and object kind: the refused rendering and when to try it again (thread-safe)."""
+
+    base_seconds: float = RETRY_SECONDS
+    max_seconds: float = RETRY_MAX_SECONDS
+    _entries: dict[tuple[Key, str], _Entry] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def wait(self, key: Key, kind: str, obj: dict[str, Any] | None, now: float) -> float:
+        """Seconds until ``obj`` may be applied again (0: now; a different rendering is always due)."""
+        with self._lock:
+            entry = self._entries.get((key, kind))
+        if entry is None or entry.fingerprint != fingerprint(obj):
+            return 0.0
+        return max(0.0, entry.next_try - now)
+
+    def failed(self, key: Key, rejected: Rejected, now: float) -> float:
+        """Record a refusal; returns the backoff before the next try (doubling from ``base_seconds``)."""
+        with self._lock:
+            entry = self._entries.get((key, rejected.kind))
+            tries = entry.tries + 1 if entry is not None and entry.fingerprint == rejected.fingerprint else 1
+            delay = float(min(self.max_seconds, self.base_seconds * 2 ** (tries - 1)))
+            self._entries[(key, rejected.kind)] = _Entry(rejected.fingerprint, tries, now + delay)
+        return delay
+
+    def accepted(self, key: Key, kind: str) -> None:
+        """``kind`` was applied: forget its refusal."""
+        with self._lock:
+            self._entries.pop((key, kind), None)
+
+    def pending(self, key: Key) -> bool:
+        """Some object of ``key`` is refused."""
+        with self._lock:
+            return any(k == key for k, _ in self._entries)
+
+    def forget(self, key: Key) -> None:
+        """The server is gone."""
+        with self._lock:
+            for entry_key in [k for k in self._entries if k[0] == key]:
+                del self._entries[entry_key]
+
+
+def is_rejected(status: InferenceServerStatus) -> bool:
+    """``ObjectsAccepted`` is False in ``status``."""
+    cond = status.condition(ConditionType.OBJECTS_ACCEPTED)
+    return cond is not None and cond.status == "False"
+
+
+def mark_rejected(status: InferenceServerStatus, message: str, now: str, generation: int) -> None:
+    """``ObjectsAccepted`` False with ``message``; Ready False, no endpoint, a Ready phase becomes Starting."""
+    status.set_condition(ConditionType.OBJECTS_ACCEPTED, "False", Reason.OBJECT_REJECTED, message, now=now,
+                         generation=generation)
+    hold_ready(status, message, now, generation)
+
+
+def hold_ready(status: InferenceServerStatus, message: str, now: str, generation: int) -> None:
+    """Ready False (reason ``ObjectRejected``) and no endpoint while an object is refused."""
+    if status.phase is Phase.READY:
+        status.phase = Phase.STARTING
+    status.set_condition(ConditionType.READY, "False", Reason.OBJECT_REJECTED, message, now=now,
+                         generation=generation)
+    status.endpoint = None
+    status.message = message
+
+
+def mark_accepted(status: InferenceServerStatus, now: str, generation: int) -> None:
+    """Every object was accepted: ``ObjectsAccepted`` True; a held Ready goes back to waiting for the engine."""
+    status.set_condition(ConditionType.OBJECTS_ACCEPTED, "True", Reason.OBJECTS_ACCEPTED,
+                         "the API server accepted the Deployment and Service", now=now, generation=generation)
+    ready = status.condition(ConditionType.READY)
+    if ready is not None and ready.reason is Reason.OBJECT_REJECTED:
+        status.set_condition(ConditionType.READY, "False", Reason.ENGINE_STARTING,
+                             "objects accepted; waiting for the engine", now=now, generation=generation)
+        status.message = "objects accepted; waiting for the engine"
+
+
+def hold(book: RejectionBook, key: Key, out: Outcome, monotonic: float, now: str, generation: int) -> None:
+    """Before writing ``out``: drop re-applies of a refused rendering until its backoff ends, keep Ready held
+    while a refusal stands, and mark ``ObjectsAccepted`` True when nothing refused is left to apply."""
+    if not is_rejected(out.status):
+        return
+    waiting = False
+    for kind, obj in (("Deployment", out.deployment), ("Service", out.service)):
+        if obj is None:
+            continue
+        wait = book.wait(key, kind, obj, monotonic)
+        if wait > 0:
+            waiting = True
+            out.requeue(wait)
+            if kind == "Deployment":
+                out.deployment = None
+            else:
+                out.service = None
+    if out.deployment is None and out.service is None and not waiting:
+        mark_accepted(out.status, now, generation)
+        return
+    cond = out.status.condition(ConditionType.OBJECTS_ACCEPTED)
+    hold_ready(out.status, cond.message if cond else "an object was refused", now, generation)
+
+
+def applied(book: RejectionBook, key: Key, out: Outcome) -> bool:
+    """After a successful write of ``out``: forget refusals of what was applied. Returns True when the
+    stored status still says refused although nothing refused is pending (write ``mark_accepted``)."""
+    if out.deployment is not None:
+        book.accepted(key, "Deployment")
+    if out.service is not None:
+        book.accepted(key, "Service")
+    return is_rejected(out.status) and not book.pending(key) and (out.deployment is not None or
+                                                                  out.service is not None)
+
+
+def record(kube: Kube, book: RejectionBook, key: Key, rejected: Rejected, status: InferenceServerStatus,
+           generation: int) -> float:
+    """Write the refusal into status (re-read for its resourceVersion) and post a Warning Event when the
+    message is new. Returns the backoff in seconds. Raises ``Conflict`` when the status changed meanwhile."""
+    delay = book.failed(key, rejected, time.monotonic())
+    body = kube.get_server(*key)
+    if body is None:
+        return delay
+    text = rejected.describe()
+    before = status.condition(ConditionType.OBJECTS_ACCEPTED)
+    new = status.model_copy(deep=True)
+    mark_rejected(new, text, now_rfc3339(), generation)
+    try:
+        stored = InferenceServerStatus.from_body(body.get("status")).to_wire()
+    except ValueError:  # pydantic's ValidationError: an unreadable status is replaced
+        stored = {}
+    if new.to_wire() != stored:
+        kube.replace_status(body, new.to_wire())
+    if before is None or before.status != "False" or before.message != text[:1024]:
+        kube.post_event(body, "Warning", Reason.OBJECT_REJECTED.value, text)
+    return delay
+
+
+
+@contextmanager
+def refused(kind: str, name: str, obj: dict[str, Any] | None) -> Iterator[None]:
+    """Turn a 400/403/422 answer to a write of ``obj`` into ``Rejected`` (other errors pass unchanged)."""
+    try:
+        yield
+    except ApiException as exc:
+        rejected = rejection_of(exc, kind, name, obj)
+        if rejected is None:
+            raise
+        raise rejected from exc
