@@ -52,6 +52,10 @@ class Reason(StrEnum):
     PERMANENT_FAILURE = "PermanentFailure"
     ATTEMPTS_EXHAUSTED = "AttemptsExhausted"
     NOT_STARTED = "NotStarted"
+    WAITING_FOR_GPUS = "WaitingForGPUs"
+    WAITING_FOR_POD = "WaitingForPod"
+    IMAGE_PULL_FAILED = "ImagePullFailed"
+    POD_CREATION_FAILED = "PodCreationFailed"
     # Degraded
     AS_PLANNED = "AsPlanned"
     BELOW_TARGET = "BelowTarget"
@@ -60,6 +64,8 @@ class Reason(StrEnum):
     PLANNED = "Planned"
     ATTEMPT_FAILED = "AttemptFailed"
     SPEC_CHANGED = "SpecChanged"
+    DRIFT_REVERTED = "DriftReverted"
+    REOPENED = "Reopened"
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]

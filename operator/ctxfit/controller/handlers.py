@@ -2,7 +2,8 @@
 
 - ``@kopf.on.startup``: settings, API client, metrics server, work queue, leader election -> ``memo``;
 - indexes: engine pods by (namespace, server), GPU nodes (kopf fills them before other handlers run);
-- ``on.event`` InferenceServer / engine pods / nodes: enqueue the affected server(s);
+- ``on.event`` InferenceServer / engine pods / nodes / owned Deployments and Services: enqueue the affected
+  server(s) (owned objects only when what the operator compares changed, or on deletion);
 - the queue's worker snapshots the indexes and runs ``reconcile`` in a thread.
 No handler sleeps, patches or returns results into status: kopf stores nothing on our objects.
 """
@@ -56,6 +57,7 @@ class State:
             the index has not caught up.
         events_seen: watch events per key; a reconcile's stored body replaces the cached one only if no
             event arrived meanwhile (the event's body is at least as new).
+        owned_views: last view per owned Deployment/Service uid (unchanged ones enqueue nothing).
         indexes: kopf's (pods_by_server, gpu_nodes, deployments_by_server, services_by_server) indexes,
             captured from the first handler call.
     """
@@ -72,6 +74,7 @@ class State:
     events_seen: dict[Key, int] = field(default_factory=dict)
     applied: dict[Key, tuple[DeploymentView, float]] = field(default_factory=dict)
     indexes: tuple[Any, Any, Any, Any] | None = None
+    owned_views: dict[str, object] = field(default_factory=dict)
 
 
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
@@ -215,6 +218,22 @@ async def on_pod(event: kopf.RawEvent, body: kopf.Body, namespace: str, labels: 
     state.queue.add((namespace, labels[SERVER_LABEL]))
 
 
+async def on_owned(event: kopf.RawEvent, body: kopf.Body, namespace: str, name: str, resource: kopf.Resource,
+                   memo: kopf.Memo, **indexes: Any) -> None:
+    """An owned Deployment or Service (named like its server) changed in what the operator compares (template,
+    replicas, ReplicaFailure, port) or was deleted -> reconcile its server now, not at the resync."""
+    state = _remember(memo, indexes)
+    uid = str(body.metadata.uid)
+    view: object = deployment_view(dict(body)) if resource.plural == "deployments" else service_port(dict(body))
+    if event.get("type") == "DELETED":
+        state.owned_views.pop(uid, None)
+    elif uid in state.owned_views and state.owned_views[uid] == view:
+        return
+    else:
+        state.owned_views[uid] = view
+    state.queue.add((namespace, name))
+
+
 async def on_node(memo: kopf.Memo, **indexes: Any) -> None:
     """A node changed: servers waiting for an eligible node look again."""
     state = _remember(memo, indexes)
@@ -249,4 +268,6 @@ def build_registry() -> kopf.OperatorRegistry:
     kopf.on.event(API_GROUP, API_VERSION, PLURAL, registry=registry)(_handler(on_server))
     kopf.on.event("pods", labels=engine_pods, registry=registry)(_handler(on_pod))
     kopf.on.event("nodes", registry=registry)(_handler(on_node))
+    kopf.on.event("deployments", labels=owned, registry=registry, id="owned_deployments")(_handler(on_owned))
+    kopf.on.event("services", labels=owned, registry=registry, id="owned_services")(_handler(on_owned))
     return registry
