@@ -77,7 +77,8 @@ def follow_pods(out: Outcome, cur: Attempt, pods: list[PodView], gone: list[PodV
     if wait is not None:
         reason = Reason.WAITING_FOR_GPUS if wait.kind is WaitKind.UNSCHEDULABLE else Reason.WAITING_FOR_POD
         message = f"attempt {cur.number}: {wait.message} (no attempt used, no startup deadline yet)"
-        if _changed(out, reason, message) and wait.kind in (WaitKind.UNSCHEDULABLE, WaitKind.NODE_LOST):
+        old = out.status.condition(ConditionType.READY)
+        if (old is None or old.reason is not reason) and wait.kind in (WaitKind.UNSCHEDULABLE, WaitKind.NODE_LOST):
             out.events.append(EventNote("Normal", reason, message))
         mark_phase(out, Phase.STARTING, reason, message, now, generation)
         return
