@@ -231,6 +231,9 @@ def test_hand_edits_are_reverted(api: ServerClient, op: OperatorProcess, cluster
     api.wait(lambda: engine_container(api, "llama")["image"] == want["image"], "image reverted", timeout=10)
     api.wait(lambda: any(e["reason"] == "DriftReverted" and "other/image:latest" in e["message"]
                          for e in api.events("llama")), "DriftReverted Event for the image", timeout=10)
+    selector = dict(api.service("llama")["spec"]["selector"])
+    api.core.patch_namespaced_service("llama", namespace, {"spec": {"selector": {"app": "elsewhere"}}})
+    api.wait(lambda: api.service("llama")["spec"]["selector"] == selector, "Service selector reverted", timeout=10)
     uid = api.service("llama")["metadata"]["uid"]
     api.core.delete_namespaced_service("llama", namespace)
     deleted = time.monotonic()

@@ -119,3 +119,30 @@ def test_replica_failure_only_for_the_observed_generation() -> None:
     live["metadata"]["generation"] = 2  # the Deployment controller has not seen the new template yet
     view = deployment_view(live)
     assert view is not None and view.live is not None and view.live.replica_failure is None
+
+
+def _service() -> dict[str, Any]:
+    from ctxfit.render import render_service
+
+    service = render_service(render_input(CASES[0]))
+    service["spec"]["clusterIP"] = "10.96.0.17"
+    service["spec"]["ports"][0]["protocol"] = "TCP"
+    return service
+
+
+@pytest.mark.parametrize(("edit", "port"), [
+    pytest.param(lambda s: None, "rendered", id="as-rendered"),
+    pytest.param(lambda s: s["spec"]["selector"].update(extra="x"), None, id="selector-key-added"),
+    pytest.param(lambda s: s["spec"].update(selector={"app": "other"}), None, id="selector-replaced"),
+    pytest.param(lambda s: s["spec"]["ports"][0].update(targetPort=9999), None, id="target-port"),
+    pytest.param(lambda s: s["spec"].update(type="NodePort"), None, id="node-port"),
+    pytest.param(lambda s: s["spec"]["ports"].append({"name": "x", "port": 1, "targetPort": 1}), None,
+                 id="port-added"),
+])
+def test_service_edited_away_from_the_rendering_is_applied_again(edit: Any, port: str | None) -> None:
+    from ctxfit.controller.drift import owned_service_port
+
+    service = _service()
+    server, rendered = service["metadata"]["name"], service["spec"]["ports"][0]["port"]
+    edit(service)
+    assert owned_service_port(service, server) == (rendered if port else None)

@@ -22,6 +22,9 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
+from ctxfit.render.deployment import PORT_NAME
+from ctxfit.render.labels import selector_labels
+
 CONTAINER_FIELDS = ("image", "command", "args", "env", "resources", "ports", "volumeMounts",
                     "startupProbe", "readinessProbe", "livenessProbe")
 """Engine container fields compared with the rendering (apps/v1 PodSpec ``containers[]``)."""
@@ -128,3 +131,16 @@ def describe_drift(changed: list[str], desired: Mapping[str, Any], live: LiveDep
         else:
             parts.append(key.split(".", 1)[1])
     return ", ".join(parts)
+
+
+def owned_service_port(service: Mapping[str, Any], server: str) -> int | None:
+    """The port of server ``server``'s Service as stored, or None when it is not the one ctxfit renders
+    (``render/service.py``: ClusterIP, selector ``{ctxfit.io/server: NAME}``, one port targeting ``http``):
+    None makes the operator apply the rendering again, exactly as for a missing Service."""
+    spec = service.get("spec") or {}
+    ports = spec.get("ports") or []
+    if (spec.get("type") or "ClusterIP") != "ClusterIP" or dict(spec.get("selector") or {}) != selector_labels(server):
+        return None
+    if len(ports) != 1 or ports[0].get("targetPort") != PORT_NAME or "port" not in ports[0]:
+        return None
+    return int(ports[0]["port"])

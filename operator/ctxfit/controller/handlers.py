@@ -26,7 +26,8 @@ from ctxfit.api import API_GROUP, API_VERSION, PLURAL
 from ctxfit.render import SERVER_LABEL
 from ctxfit.render.labels import MANAGED_BY
 
-from .kube import Kube, load_api_client, service_port
+from .drift import owned_service_port
+from .kube import Kube, load_api_client
 from .leader import LeaderElector
 from .metrics import Metrics
 from .observe import DeploymentView, GPUNode, PodView, deployment_view, gpu_node, pod_view
@@ -169,8 +170,9 @@ def index_deployments(namespace: str, name: str, body: kopf.Body, **_: Any) -> d
 
 
 def index_services(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Key, int | None]:
-    """Index: (namespace, name) -> the engine Service's port (the Service is named like its server)."""
-    return {(namespace, name): service_port(dict(body))}
+    """Index: (namespace, name) -> the engine Service's port (the Service is named like its server); None when
+    the Service was edited away from the rendering (``drift.owned_service_port``), so it is applied again."""
+    return {(namespace, name): owned_service_port(dict(body), name)}
 
 
 def _remember(memo: kopf.Memo, indexes: dict[str, Any]) -> State:
@@ -224,7 +226,8 @@ async def on_owned(event: kopf.RawEvent, body: kopf.Body, namespace: str, name: 
     replicas, ReplicaFailure, port) or was deleted -> reconcile its server now, not at the resync."""
     state = _remember(memo, indexes)
     uid = str(body.metadata.uid)
-    view: object = deployment_view(dict(body)) if resource.plural == "deployments" else service_port(dict(body))
+    view: object = deployment_view(dict(body)) if resource.plural == "deployments" \
+        else owned_service_port(dict(body), name)
     if event.get("type") == "DELETED":
         state.owned_views.pop(uid, None)
     elif uid in state.owned_views and state.owned_views[uid] == view:

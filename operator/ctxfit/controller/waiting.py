@@ -43,7 +43,7 @@ def attempt_pods(pods: Sequence[PodView], deployment: str, attempt: int, digest:
     """(live, lost) pods of ``attempt``: owned by Deployment ``deployment`` with engine ``digest``
     (``pods.owned_by``), not being deleted; ``lost`` ones (node gone, disrupted) are not engine failures."""
     mine = [p for p in pods if p.attempt == attempt and not p.deleting and owned_by(p, deployment, digest)]
-    gone = [p for p in mine if lost(p, node_names) and p.termination is None]
+    gone = [p for p in mine if lost(p, node_names)]  # a crash before the loss was acted on when it happened
     return [p for p in mine if p not in gone], gone
 
 
