@@ -10,7 +10,9 @@
   or the startup deadline (that starts when the engine container starts, ``pods.PodFacts.engine_started_at``);
 - ``reopen``: a Failed verdict that was not the engine's is retried: image/pod-creation failures when
   the spec changes (generation), and attempts that failed without any evidence from the engine
-  (``Unknown`` with no reason, exit code or message: the pod was lost, e.g. with its node) at once.
+  (``Unknown`` with no reason, exit code or message: the pod was lost, e.g. with its node, as the
+  operator recorded it before pods were followed) at once, at most once per attempt history so that an
+  engine that hangs without a word still ends Failed.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ if TYPE_CHECKING:
 
 REOPEN_NOTE = "not an engine failure: the pod showed no termination, exit code or message"
 NO_EVIDENCE = frozenset({"", "terminated"})
-"""Evidence ``recovery.classify`` gives when the pod showed no termination reason, exit code or message."""
+"""Evidence ``recovery.classify`` gives when the pod showed no termination reason, exit code, message or Events
+(``operator/ctxfit/recovery/classify.py`` ``_termination`` with nothing to quote)."""
 SPEC_RETRY_REASONS = frozenset({Reason.IMAGE_PULL_FAILED, Reason.POD_CREATION_FAILED})
 """Failed verdicts retried when the spec's generation moves past the one they were given for."""
 WAIT_ORDER = (WaitKind.IMAGE_ERROR, WaitKind.UNSCHEDULABLE, WaitKind.NODE_LOST, WaitKind.SCHEDULING,
