@@ -69,6 +69,8 @@ WAITING = [
     pytest.param(pod(), WaitKind.SCHEDULING, "waiting to be scheduled", id="not-yet-scheduled"),
     pytest.param(engine_waiting("ContainerCreating"), WaitKind.CREATING, "ContainerCreating", id="pulling"),
     pytest.param(scheduled(), WaitKind.CREATING, "Pending", id="scheduled-no-status-yet"),
+    pytest.param(engine_waiting("CreateContainerConfigError", 'secret "db-pass" not found'), WaitKind.CREATING,
+                 'CreateContainerConfigError: secret "db-pass" not found', id="missing-secret"),
     pytest.param(engine_waiting("ErrImagePull", 'failed to pull and unpack image "registry.example/x:1"',
                                 image="registry.example/x:1"), WaitKind.IMAGE_ERROR, "registry.example/x:1",
                  id="err-image-pull"),

@@ -206,6 +206,9 @@ def waiting(pod: PodView, node_names: Collection[str]) -> PodWait | None:
         return None
     if facts.init_waiting is not None:
         return PodWait(WaitKind.INITIALIZING, pod.name, f"pod {pod.name} on {pod.node}: {facts.init_waiting}")
-    what = pod.waiting_reason or "Pending"
-    return PodWait(WaitKind.CREATING, pod.name,
-                   f"pod {pod.name} on {pod.node} is {what} (pulling the image or creating the container)")
+    if pod.waiting_reason in (None, "ContainerCreating"):
+        return PodWait(WaitKind.CREATING, pod.name,
+                       f"pod {pod.name} on {pod.node} is {pod.waiting_reason or 'Pending'} (pulling the image or "
+                       "creating the container)")
+    detail = f": {facts.waiting_message}" if facts.waiting_message else ""  # e.g. CreateContainerConfigError
+    return PodWait(WaitKind.CREATING, pod.name, f"pod {pod.name} on {pod.node} is {pod.waiting_reason}{detail}")
