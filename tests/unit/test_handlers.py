@@ -16,6 +16,7 @@ import yaml
 from ctxfit.api.status import ConditionType, InferenceServerStatus
 from ctxfit.controller.converge import Outcome, Snapshot, converge
 from ctxfit.controller.observe import DeploymentView, GPUNode, PodView, Termination
+from ctxfit.controller.pods import PodFacts
 from ctxfit.controller.settings import Settings
 from ctxfit.recovery import Failure, FailureKind
 
@@ -45,9 +46,11 @@ def snapshot(spec_body: dict[str, Any], status: InferenceServerStatus | None = N
 def pod(attempt: int, *, ready: bool = False, terminated: str | None = None, name: str | None = None,
         created: datetime = NOW, deleting: bool = False) -> PodView:
     term = Termination(terminated, 1, "boom", None) if terminated else None
+    stamp = created.strftime("%Y-%m-%dT%H:%M:%SZ")
+    owned = PodFacts(owner_replicaset="kimi-5d8f7c9b4", template_label="5d8f7c9b4", engine_started_at=stamp)
     return PodView(name=name or f"kimi-{attempt}", namespace="ns", server="kimi", attempt=attempt, ready=ready,
                    deleting=deleting, termination=term, restart_count=1 if term else 0, waiting_reason=None,
-                   created=created.strftime("%Y-%m-%dT%H:%M:%SZ"), node="rtx-0", phase="Running")
+                   created=stamp, node="rtx-0", phase="Running", facts=owned)
 
 
 def never(pod: PodView, restarts: int) -> Failure:

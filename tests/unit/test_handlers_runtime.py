@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from ctxfit.controller.handlers import on_pod
+from ctxfit.controller.handlers import on_owned, on_pod
 from ctxfit.controller.kube import Conflict
 from ctxfit.controller.metrics import Metrics
 from ctxfit.controller.observe import GPUNode
@@ -175,3 +175,47 @@ def test_deferred_first_pass_starts_the_engine_first() -> None:
     second = reconcile(rt, "ns", "kimi-k25", (RTX,), (), deployment=first.applied, service_port=None)
     assert kube.calls == ["apply:Deployment", "status", "event:Planned", "apply:Service"], "no second Deployment write"
     assert second.stored is not None and second.applied is None
+
+
+def test_owned_objects_enqueue_their_server_only_when_what_is_compared_changes() -> None:
+    """Owned Deployment/Service events: a status-only change enqueues nothing; a hand edit, a ReplicaFailure or a
+    deletion enqueues the server at once (no GET: the view comes from the watched body)."""
+    added: list[Any] = []
+    state = SimpleNamespace(indexes=("pods", "nodes"), owned_views={}, queue=SimpleNamespace(add=added.append))
+    deployment: dict[str, Any] = {
+        "metadata": {"name": "kimi", "namespace": "ns", "uid": "d1", "generation": 1,
+                     "annotations": {"ctxfit.io/pod-template-hash": "h1"}},
+        "spec": {"replicas": 1, "template": {"spec": {"containers": [
+            {"name": "engine", "image": "vllm/vllm-openai:v0.11.0", "args": ["--max-model-len", "32768"]}]}}},
+        "status": {"observedGeneration": 1, "replicas": 1}}
+    service: dict[str, Any] = {
+        "metadata": {"name": "kimi", "namespace": "ns", "uid": "s1"},
+        "spec": {"type": "ClusterIP", "selector": {"ctxfit.io/server": "kimi"},
+                 "ports": [{"name": "http", "port": 8000, "targetPort": "http"}]}}
+
+    def call(kind: str, obj: dict[str, Any], plural: str) -> None:
+        class Body(dict[str, Any]):
+            metadata = SimpleNamespace(uid=obj["metadata"]["uid"])
+
+        asyncio.run(on_owned(event={"type": kind}, body=Body(obj), namespace="ns", name="kimi",
+                             resource=SimpleNamespace(plural=plural), memo=SimpleNamespace(state=state),
+                             pods_by_server=None, gpu_nodes=None))
+
+    call("ADDED", deployment, "deployments")
+    deployment["status"] = {"observedGeneration": 1, "replicas": 1, "readyReplicas": 1}
+    call("MODIFIED", deployment, "deployments")
+    assert len(added) == 1, "a status-only change enqueues nothing"
+    deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "other/image:latest"
+    call("MODIFIED", deployment, "deployments")
+    deployment["status"]["conditions"] = [{"type": "ReplicaFailure", "status": "True", "message": "exceeded quota"}]
+    call("MODIFIED", deployment, "deployments")
+    call("DELETED", deployment, "deployments")
+    assert len(added) == 4
+    call("ADDED", service, "services")
+    service["metadata"]["resourceVersion"] = "2"
+    call("MODIFIED", service, "services")
+    assert len(added) == 5
+    service["spec"]["selector"]["extra"] = "x"
+    call("MODIFIED", service, "services")
+    call("DELETED", service, "services")
+    assert added == [("ns", "kimi")] * 7

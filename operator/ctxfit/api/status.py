@@ -54,6 +54,10 @@ class Reason(StrEnum):
     PERMANENT_FAILURE = "PermanentFailure"
     ATTEMPTS_EXHAUSTED = "AttemptsExhausted"
     NOT_STARTED = "NotStarted"
+    WAITING_FOR_GPUS = "WaitingForGPUs"
+    WAITING_FOR_POD = "WaitingForPod"
+    IMAGE_PULL_FAILED = "ImagePullFailed"
+    POD_CREATION_FAILED = "PodCreationFailed"
     # Degraded
     AS_PLANNED = "AsPlanned"
     BELOW_TARGET = "BelowTarget"
@@ -69,6 +73,8 @@ class Reason(StrEnum):
     ALLOWED_BY_POLICY = "AllowedByPolicy"
     # Events only: the stored status failed validation and was discarded
     INVALID_STATUS = "InvalidStatus"
+    DRIFT_REVERTED = "DriftReverted"
+    REOPENED = "Reopened"
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]

@@ -36,15 +36,19 @@ from ctxfit.api.status import (
 )
 from ctxfit.budget.planner import Plan, plan
 from ctxfit.render import RenderInput, endpoint_url, render_deployment, render_service
+from ctxfit.render.deployment import CONTAINER_NAME, render_pod_template
 from ctxfit.vocab.inputs import PlanInputError
 from ctxfit.vocab.kinds import Failure
 
 from . import admission_policy
 from .conditions import EventNote, mark_failed_spec, mark_no_node, mark_phase, plan_status
 from .driver import failed_driver_nodes
+from .drift import describe_drift, drifted
 from .observe import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes
+from .pods import engine_digest
 from .settings import Settings
 from .stepping import record_failure
+from .waiting import attempt_pods, follow_pods, reopen
 
 SERVICE_DELAY_SECONDS = 1.0
 """A new server's Service is created on the pass after its Deployment (the engine starts first)."""
@@ -174,10 +178,11 @@ def _node_of(snap: Snapshot, pod: PodView | None, product: str | None) -> GPUNod
 
 
 def _startup_overdue(pod: PodView, attempt: Attempt, settings: Settings, now: datetime) -> float | None:
-    """Seconds until the pod's startup deadline (<= 0: overdue); None when it has no creation time."""
-    if pod.created is None:
+    """Seconds until the pod's startup deadline (<= 0: overdue); None while its engine container never started
+    (scheduling, image pulls and init containers use no startup budget)."""
+    if pod.facts.engine_started_at is None:
         return None
-    deadline = parse_rfc3339(pod.created) + timedelta(
+    deadline = parse_rfc3339(pod.facts.engine_started_at) + timedelta(
         seconds=attempt.effective.startup_timeout_seconds + settings.startup_grace_seconds)
     return (deadline - now).total_seconds()
 
@@ -189,7 +194,8 @@ def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, se
     cur = st.current_attempt
     if cur is None or cur.outcome not in (AttemptOutcome.RUNNING, AttemptOutcome.SUCCEEDED):
         return
-    pods = [p for p in snap.pods if p.attempt == cur.number and not p.deleting]
+    node_names = {n.name for n in snap.nodes}
+    pods, gone = attempt_pods(snap.pods, snap.name, cur.number, _desired_digest(snap, spec, out, settings), node_names)
     failed = next((p for p in pods if p.failed), None)
     if failed is None and cur.outcome is AttemptOutcome.RUNNING:
         for pod in pods:
@@ -216,6 +222,26 @@ def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, se
     if cur.outcome is AttemptOutcome.SUCCEEDED and ready:
         mark_phase(out, Phase.READY, Reason.ENGINE_READY,
                    f"serving with context {cur.effective.context_length}", now, snap.generation)
+    elif cur.not_before is None or parse_rfc3339(cur.not_before) <= snap.now:
+        follow_pods(out, cur, pods, gone, snap.deployment, node_names, now, snap.generation)
+
+
+def _render_input(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings) -> RenderInput:
+    st = out.status
+    cur = st.current_attempt
+    assert cur is not None
+    return RenderInput(
+        name=snap.name, namespace=snap.namespace, uid=snap.uid, spec=spec, effective=cur.effective.to_config(),
+        attempt=cur.number, gpu_product=st.node_product, image=settings.image_for(spec.engine.kind.value),
+        replicas=0 if st.phase is Phase.FAILED else None,
+        avoid_nodes=tuple(failed_driver_nodes(st.attempts)),
+    )
+
+
+def _desired_digest(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings) -> str:
+    """``pods.engine_digest`` of the current attempt's engine container (pods of another template are ignored)."""
+    template = render_pod_template(_render_input(snap, spec, out, settings))
+    return engine_digest(template["spec"]["containers"][0])
 
 
 def _replan(spec: InferenceServerSpec, pin: dict[str, Any], node: GPUNode | None,
@@ -234,12 +260,7 @@ def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: 
         return
     st.effective = cur.effective
     st.context_length = cur.effective.context_length
-    inp = RenderInput(
-        name=snap.name, namespace=snap.namespace, uid=snap.uid, spec=spec, effective=cur.effective.to_config(),
-        attempt=cur.number, gpu_product=st.node_product, image=settings.image_for(spec.engine.kind.value),
-        replicas=0 if st.phase is Phase.FAILED else None,
-        avoid_nodes=tuple(failed_driver_nodes(st.attempts)),
-    )
+    inp = _render_input(snap, spec, out, settings)
     if cur.not_before is not None and st.phase is not Phase.FAILED:
         wait = (parse_rfc3339(cur.not_before) - snap.now).total_seconds()
         if wait > 0:
@@ -251,6 +272,10 @@ def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: 
     if have is None or have.template_hash != want_hash or have.replicas != deployment["spec"]["replicas"]:
         if not (have is None and st.phase is Phase.FAILED):
             out.deployment = deployment
+    elif have.live is not None and (changed := drifted(deployment, have.live, CONTAINER_NAME)):
+        out.deployment = deployment
+        out.events.append(EventNote("Warning", Reason.DRIFT_REVERTED, "reverted a change to Deployment "
+                                    f"{snap.name}: {describe_drift(changed, deployment, have.live, CONTAINER_NAME)}"))
     if snap.service_port != spec.serving.port and st.phase is not Phase.FAILED:
         if have is None:  # Service after the Deployment: a ClusterIP allocation is the slowest write
             out.requeue(SERVICE_DELAY_SECONDS)
@@ -288,6 +313,7 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose) -> Outcome:
         _start_over(out, key, now)
     if st.plan is None:
         _first_plan(snap, spec, out, settings, now)
+    reopen(out, snap.generation, now)
     if st.phase is not Phase.FAILED:
         _observe_attempt(snap, spec, out, settings, diagnose, now)
     _desired(snap, spec, out, settings)

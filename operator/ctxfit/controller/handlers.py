@@ -2,7 +2,8 @@
 
 - ``@kopf.on.startup``: settings, API client, metrics server, work queue, leader election -> ``memo``;
 - indexes: engine pods by (namespace, server), GPU nodes (kopf fills them before other handlers run);
-- ``on.event`` InferenceServer / engine pods / nodes: enqueue the affected server(s);
+- ``on.event`` InferenceServer / engine pods / nodes / owned Deployments and Services: enqueue the affected
+  server(s) (owned objects only when what the operator compares changed, or on deletion);
 - the queue's worker snapshots the indexes and runs ``reconcile`` in a thread.
 No handler sleeps, patches or returns results into status: kopf stores nothing on our objects.
 """
@@ -25,7 +26,8 @@ from ctxfit.api import API_GROUP, API_VERSION, PLURAL
 from ctxfit.render import SERVER_LABEL
 from ctxfit.render.labels import MANAGED_BY
 
-from .kube import Kube, load_api_client, service_port
+from .drift import owned_service_port
+from .kube import Kube, load_api_client
 from .leader import LeaderElector
 from .metrics import Metrics
 from .observe import DeploymentView, GPUNode, PodView, deployment_view, gpu_node, pod_view
@@ -56,6 +58,7 @@ class State:
             the index has not caught up.
         events_seen: watch events per key; a reconcile's stored body replaces the cached one only if no
             event arrived meanwhile (the event's body is at least as new).
+        owned_views: last view per owned Deployment/Service uid (unchanged ones enqueue nothing).
         indexes: kopf's (pods_by_server, gpu_nodes, deployments_by_server, services_by_server) indexes,
             captured from the first handler call.
     """
@@ -72,6 +75,7 @@ class State:
     events_seen: dict[Key, int] = field(default_factory=dict)
     applied: dict[Key, tuple[DeploymentView, float]] = field(default_factory=dict)
     indexes: tuple[Any, Any, Any, Any] | None = None
+    owned_views: dict[str, object] = field(default_factory=dict)
 
 
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
@@ -166,8 +170,9 @@ def index_deployments(namespace: str, name: str, body: kopf.Body, **_: Any) -> d
 
 
 def index_services(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Key, int | None]:
-    """Index: (namespace, name) -> the engine Service's port (the Service is named like its server)."""
-    return {(namespace, name): service_port(dict(body))}
+    """Index: (namespace, name) -> the engine Service's port (the Service is named like its server); None when
+    the Service was edited away from the rendering (``drift.owned_service_port``), so it is applied again."""
+    return {(namespace, name): owned_service_port(dict(body), name)}
 
 
 def _remember(memo: kopf.Memo, indexes: dict[str, Any]) -> State:
@@ -216,6 +221,23 @@ async def on_pod(event: kopf.RawEvent, body: kopf.Body, namespace: str, labels: 
     state.queue.add((namespace, labels[SERVER_LABEL]))
 
 
+async def on_owned(event: kopf.RawEvent, body: kopf.Body, namespace: str, name: str, resource: kopf.Resource,
+                   memo: kopf.Memo, **indexes: Any) -> None:
+    """An owned Deployment or Service (named like its server) changed in what the operator compares (template,
+    replicas, ReplicaFailure, port) or was deleted -> reconcile its server now, not at the resync."""
+    state = _remember(memo, indexes)
+    uid = str(body.metadata.uid)
+    view: object = deployment_view(dict(body)) if resource.plural == "deployments" \
+        else owned_service_port(dict(body), name)
+    if event.get("type") == "DELETED":
+        state.owned_views.pop(uid, None)
+    elif uid in state.owned_views and state.owned_views[uid] == view:
+        return
+    else:
+        state.owned_views[uid] = view
+    state.queue.add((namespace, name))
+
+
 async def on_node(memo: kopf.Memo, **indexes: Any) -> None:
     """A node changed: servers waiting for an eligible node look again."""
     state = _remember(memo, indexes)
@@ -250,4 +272,6 @@ def build_registry() -> kopf.OperatorRegistry:
     kopf.on.event(API_GROUP, API_VERSION, PLURAL, registry=registry)(_handler(on_server))
     kopf.on.event("pods", labels=engine_pods, registry=registry)(_handler(on_pod))
     kopf.on.event("nodes", registry=registry)(_handler(on_node))
+    kopf.on.event("deployments", labels=owned, registry=registry, id="owned_deployments")(_handler(on_owned))
+    kopf.on.event("services", labels=owned, registry=registry, id="owned_services")(_handler(on_owned))
     return registry

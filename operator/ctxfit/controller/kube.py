@@ -141,8 +141,8 @@ class Kube:
         A Deployment is created (POST) when absent; otherwise a JSON patch replaces its whole ``spec`` and
         sets ctxfit's labels/annotations, so a field dropped from the rendering (e.g. a pod label removed
         from ``spec.pod``) disappears; both cost the API server about a third of a server-side apply. A
-        Service is created, or its ports replaced by a JSON merge patch (a PUT would have to carry the
-        allocated clusterIP).
+        Service is created, or its type, selector and ports replaced by a JSON patch (a PUT would have to
+        carry the allocated clusterIP; a merge patch could not drop a selector key added by hand).
         A stale ``exists`` is corrected by the 409/404 answer.
         """
         meta = obj["metadata"]
@@ -156,8 +156,10 @@ class Kube:
                 except ApiException as exc:
                     if exc.status != 409:
                         raise
-            patch = {"metadata": {"labels": meta.get("labels", {})}, "spec": {"ports": obj["spec"]["ports"]}}
-            _release(self.core.patch_namespaced_service(name, namespace, patch, _content_type=MERGE_PATCH, **raw))
+            ops = [op for op in _replace_ops(obj) if op["path"].startswith("/metadata/labels/")]
+            ops += [{"op": "replace", "path": f"/spec/{key}", "value": obj["spec"][key]}
+                    for key in ("type", "selector", "ports")]
+            _release(self.core.patch_namespaced_service(name, namespace, cast(Any, ops), **raw))
             return
         if kind != "Deployment":
             raise ValueError(f"cannot apply kind {kind}")

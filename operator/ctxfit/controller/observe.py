@@ -18,6 +18,9 @@ from ctxfit.vocab.text import clean_text
 
 from .driver import driver_too_old, node_cuda, required_cuda
 
+from .drift import LiveDeployment, live_deployment
+from .pods import PodFacts, pod_facts
+
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 """GFD label: memory of one GPU in MiB."""
 COMPUTE_MAJOR_LABEL = "nvidia.com/gpu.compute.major"
@@ -50,6 +53,7 @@ class PodView:
         created: creationTimestamp (RFC 3339), for the startup deadline.
         node: the node it runs on, if scheduled.
         phase: pod phase.
+        facts: ownership, scheduling, image and start facts (``controller/pods.py``).
     """
 
     name: str
@@ -64,12 +68,14 @@ class PodView:
     created: str | None
     node: str | None
     phase: str | None
+    facts: PodFacts = PodFacts()
 
     @property
     def failed(self) -> bool:
-        """The engine container stopped (terminated, crash-looping, or the pod itself Failed)."""
+        """The engine container stopped (terminated, crash-looping, or the pod itself Failed - unless its node
+        or the control plane stopped it: a lost pod is not an engine failure)."""
         return self.termination is not None or self.waiting_reason in CRASH_WAITING_REASONS \
-            or self.phase == "Failed"
+            or (self.phase == "Failed" and not self.facts.disrupted)
 
 
 def _engine_status(statuses: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
@@ -117,15 +123,18 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         created=meta.get("creationTimestamp"),
         node=(pod.get("spec") or {}).get("nodeName"),
         phase=status.get("phase"),
+        facts=pod_facts(pod, CONTAINER_NAME),
     )
 
 
 @dataclass(frozen=True)
 class DeploymentView:
-    """What matters of the existing Deployment: its pod-template hash annotation and replicas."""
+    """What matters of the existing Deployment: its pod-template hash annotation and replicas; ``live``: the
+    fields drift is checked on and its ReplicaFailure message (``controller/drift.py``; None: not read)."""
 
     template_hash: str | None
     replicas: int | None
+    live: LiveDeployment | None = None
 
 
 def deployment_view(deployment: Mapping[str, Any] | None) -> DeploymentView | None:
@@ -134,7 +143,8 @@ def deployment_view(deployment: Mapping[str, Any] | None) -> DeploymentView | No
         return None
     meta = deployment.get("metadata") or {}
     return DeploymentView(template_hash=(meta.get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION),
-                          replicas=(deployment.get("spec") or {}).get("replicas"))
+                          replicas=(deployment.get("spec") or {}).get("replicas"),
+                          live=live_deployment(deployment, CONTAINER_NAME))
 
 
 @dataclass(frozen=True)

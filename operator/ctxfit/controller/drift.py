@@ -1,0 +1,146 @@
+"""Drift: what matters in the live Deployment compared with the desired one (pure, no kopf, no API client).
+
+The operator's own ``ctxfit.io/pod-template-hash`` annotation survives a hand edit (``kubectl set image``,
+``kubectl edit`` of the args), so it cannot tell whether the running template is the rendered one.
+``live_deployment(obj)`` keeps, at index time, the fields ctxfit renders and cares about;
+``drifted(desired, live)`` names those that differ.
+
+The API server fills defaults into what it stores (probe ``timeoutSeconds``/``successThreshold``/
+``scheme``, env ``fieldRef.apiVersion``, port ``protocol``...) and canonicalizes quantities ("0.5" ->
+"500m"), so the comparison is semantic: a desired mapping must be contained in the live one, lists
+match item by item, and under ``resources`` quantities compare by value
+(k8s.io/apimachinery ``pkg/api/resource/quantity.go`` canonical form; ``kubernetes.utils.parse_quantity``).
+A field ctxfit does not render but the live object has (e.g. an added ``command``) counts as drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from kubernetes.utils.quantity import parse_quantity
+
+from ctxfit.render.deployment import PORT_NAME
+from ctxfit.render.labels import selector_labels
+
+CONTAINER_FIELDS = ("image", "command", "args", "env", "resources", "ports", "volumeMounts",
+                    "startupProbe", "readinessProbe", "livenessProbe")
+"""Engine container fields compared with the rendering (apps/v1 PodSpec ``containers[]``)."""
+POD_FIELDS = ("volumes",)
+"""Pod spec fields compared with the rendering."""
+REPLICA_FAILURE = "ReplicaFailure"
+"""Deployment condition set when its ReplicaSet cannot create pods (``pkg/controller/deployment/util``
+``NewDeploymentCondition(ReplicaFailure, ...)`` copied from the ReplicaSet's condition)."""
+
+
+@dataclass(frozen=True)
+class LiveDeployment:
+    """The compared fields of a stored Deployment and its ReplicaFailure message.
+
+    Attributes:
+        fields: ``container.<field>`` / ``pod.<field>`` -> value as stored (absent fields are missing).
+        replica_failure: the ReplicaFailure condition's message when True and the Deployment controller has
+            seen the current generation (``status.observedGeneration``); None otherwise.
+    """
+
+    fields: Mapping[str, Any]
+    replica_failure: str | None = None
+
+
+def _engine_container(template_spec: Mapping[str, Any], container_name: str) -> Mapping[str, Any]:
+    containers = template_spec.get("containers") or []
+    return next((c for c in containers if c.get("name") == container_name), {})
+
+
+def _fields(deployment: Mapping[str, Any], container_name: str) -> dict[str, Any]:
+    template_spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+    container = _engine_container(template_spec, container_name)
+    out: dict[str, Any] = {}
+    for key in CONTAINER_FIELDS:
+        if container.get(key) not in (None, {}, []):
+            out[f"container.{key}"] = container[key]
+    for key in POD_FIELDS:
+        if template_spec.get(key) not in (None, {}, []):
+            out[f"pod.{key}"] = template_spec[key]
+    return out
+
+
+def live_deployment(deployment: Mapping[str, Any], container_name: str) -> LiveDeployment:
+    """Fold a Deployment (dict, rendered or as stored) into a ``LiveDeployment``."""
+    failure = None
+    status = deployment.get("status") or {}
+    generation = int((deployment.get("metadata") or {}).get("generation") or 0)
+    current = int(status.get("observedGeneration") or 0) >= generation
+    for cond in status.get("conditions") or [] if current else []:
+        if cond.get("type") == REPLICA_FAILURE and cond.get("status") == "True":
+            failure = str(cond.get("message") or cond.get("reason") or REPLICA_FAILURE)
+    return LiveDeployment(fields=_fields(deployment, container_name), replica_failure=failure)
+
+
+def _quantity(value: Any) -> Decimal | None:
+    if isinstance(value, (str, int, float)):
+        try:
+            return Decimal(parse_quantity(value))  # type: ignore[no-untyped-call]
+        except ValueError:
+            return None
+    return None
+
+
+def _same(desired: Any, live: Any, *, quantities: bool) -> bool:
+    """``desired`` is contained in ``live`` (defaults added by the API server are ignored)."""
+    if isinstance(desired, Mapping):
+        return isinstance(live, Mapping) and all(
+            _same(value, live.get(key), quantities=quantities or key == "resources") for key, value in desired.items())
+    if isinstance(desired, list):
+        return isinstance(live, list) and len(desired) == len(live) and all(
+            _same(d, v, quantities=quantities) for d, v in zip(desired, live, strict=True))
+    if desired == live:
+        return True
+    if quantities:
+        want, have = _quantity(desired), _quantity(live)
+        return want is not None and want == have
+    return False
+
+
+def drifted(desired: Mapping[str, Any], live: LiveDeployment, container_name: str) -> list[str]:
+    """Names (``container.args``, ``pod.volumes``...) of the compared fields where ``live`` differs from the
+    rendered ``desired`` Deployment; [] when it matches."""
+    want = _fields(desired, container_name)
+    changed = []
+    for key in (*(f"container.{k}" for k in CONTAINER_FIELDS), *(f"pod.{k}" for k in POD_FIELDS)):
+        if key not in want:
+            if key in live.fields:
+                changed.append(key)
+            continue
+        if not _same(want[key], live.fields.get(key), quantities=key == "container.resources"):
+            changed.append(key)
+    return changed
+
+
+def describe_drift(changed: list[str], desired: Mapping[str, Any], live: LiveDeployment,
+                   container_name: str) -> str:
+    """One line for the Event: which fields were reverted, with the image values when the image changed."""
+    parts = []
+    for key in changed:
+        if key == "container.image":
+            want = _engine_container(((desired.get("spec") or {}).get("template") or {}).get("spec") or {},
+                                     container_name).get("image")
+            parts.append(f"image {live.fields.get(key)!r} -> {want!r}")
+        else:
+            parts.append(key.split(".", 1)[1])
+    return ", ".join(parts)
+
+
+def owned_service_port(service: Mapping[str, Any], server: str) -> int | None:
+    """The port of server ``server``'s Service as stored, or None when it is not the one ctxfit renders
+    (``render/service.py``: ClusterIP, selector ``{ctxfit.io/server: NAME}``, one port targeting ``http``):
+    None makes the operator apply the rendering again, exactly as for a missing Service."""
+    spec = service.get("spec") or {}
+    ports = spec.get("ports") or []
+    if (spec.get("type") or "ClusterIP") != "ClusterIP" or dict(spec.get("selector") or {}) != selector_labels(server):
+        return None
+    if len(ports) != 1 or ports[0].get("targetPort") != PORT_NAME or "port" not in ports[0]:
+        return None
+    return int(ports[0]["port"])
