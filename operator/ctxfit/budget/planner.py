@@ -14,6 +14,7 @@ from ctxfit.api import EffectiveConfig, GiB, InferenceServerSpec
 from ctxfit.engines import BudgetTerms, Engine, get_engine
 from ctxfit.vocab.inputs import PlanInputError, PlanInputs, resolve_inputs
 
+from .calibrate import CalibrationTable, calibrate_engine
 from .context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT, ContextChoice, choose_context, step_down_context
 from .kv import KVLayout, kv_layout
 
@@ -64,6 +65,8 @@ class Plan:
     engine_args: list[str]
     reasons: list[str]
     model_max_context: int | None
+    calibration_key: str | None = None
+    calibration_bytes: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The ``ctxfit plan -o json`` document (stable keys; see issue 2)."""
@@ -88,6 +91,7 @@ class Plan:
             "engineArgs": list(self.engine_args),
             "effective": self.effective.to_wire(),
             "reasons": list(self.reasons),
+            "calibration": {"key": self.calibration_key, "kvCacheOffsetBytes": self.calibration_bytes},
         }
 
 
@@ -136,6 +140,7 @@ def plan(
     pin: dict[str, Any] | None = None,
     default_headroom: float = DEFAULT_HEADROOM,
     suggest: bool = True,
+    calibration: CalibrationTable | None = None,
 ) -> Plan:
     """Plan one replica of ``spec``.
 
@@ -147,6 +152,8 @@ def plan(
             ``context_length`` replaces the target.
         default_headroom: headroom when ``spec.context.headroom`` is unset.
         suggest: compute "what would make it fit" when it does not fit.
+        calibration: observed-minus-predicted KV residuals; the most specific matching entry shifts
+            the KV pool (``ctxfit.budget.calibrate``) and the reasons say so.
 
     Raises:
         PlanInputError: unknown GPU/model without the needed fields, impossible weights.
@@ -158,8 +165,8 @@ def plan(
         node_compute_capability=node_compute_capability,
         hf_config=hf_config,
     )
-    engine = get_engine(spec.engine.kind)
-    reasons: list[str] = []
+    engine, calibration_key, correction = calibrate_engine(get_engine(spec.engine.kind), inputs, calibration)
+    reasons: list[str] = [correction.reason] if correction is not None else []
     if inputs.compute_capability is None:
         reasons.append("GPU compute capability unknown (product not in the catalog): KV dtype support not checked")
     requested_dtype = str((pin or {}).get("kv_cache_dtype") or spec.memory.kv_cache_dtype)
@@ -209,6 +216,8 @@ def plan(
         engine_args=engine.engine_args(spec, step.effective) if fits else [],
         reasons=reasons,
         model_max_context=model_max,
+        calibration_key=calibration_key.text(),
+        calibration_bytes=correction.offset_bytes if correction is not None else 0,
     )
 
 
