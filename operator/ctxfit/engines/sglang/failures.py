@@ -99,3 +99,7 @@ PHASE_MARKERS: tuple[PhaseMarker, ...] = (
     PhaseMarker(Phase.SERVING, "The server is fired up and ready to roll!", "SGLang entrypoints/http_server.py"),
 )
 """Where SGLang is in its start-up, for CUDA OOMs without their own message."""
+
+from .rejections import CONTEXT_REJECTION_PATTERNS  # noqa: E402 - kept apart, see rejections.py
+
+FAILURE_PATTERNS = FAILURE_PATTERNS + CONTEXT_REJECTION_PATTERNS
