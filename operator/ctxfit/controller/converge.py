@@ -34,6 +34,7 @@ from ctxfit.api.status import (
     now_rfc3339,
     parse_rfc3339,
 )
+from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample
 from ctxfit.budget.planner import Plan, plan
 from ctxfit.render import RenderInput, endpoint_url, render_deployment, render_service
 from ctxfit.vocab.inputs import PlanInputError
@@ -41,6 +42,7 @@ from ctxfit.vocab.kinds import Failure
 
 from .conditions import EventNote, mark_failed_spec, mark_no_node, mark_phase, plan_status
 from .observe import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes
+from .observed import ReadStartup, mark_clamped, observe_startup
 from .settings import Settings
 from .stepping import record_failure
 
@@ -69,6 +71,7 @@ class Snapshot:
     deployment: DeploymentView | None
     service_port: int | None
     now: datetime
+    calibration: CalibrationTable | None = None
 
 
 @dataclass
@@ -85,6 +88,7 @@ class Outcome:
     finished: list[Attempt] = field(default_factory=list)
     step_down_reasons: list[str] = field(default_factory=list)
     spec: InferenceServerSpec | None = None
+    samples: list[tuple[CalibrationKey, Sample]] = field(default_factory=list)
 
     def requeue(self, seconds: float) -> None:
         """Look again after ``seconds`` at the latest (keeps the earliest request)."""
@@ -105,7 +109,7 @@ def spec_key(spec: InferenceServerSpec) -> str:
 
 
 def _plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Settings,
-              pin: dict[str, Any] | None = None) -> Plan:
+              pin: dict[str, Any] | None = None, calibration: CalibrationTable | None = None) -> Plan:
     return plan(
         spec,
         node_product=node.product if node else None,
@@ -114,6 +118,7 @@ def _plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Setting
         default_headroom=settings.default_headroom,
         pin=pin,
         suggest=pin is None,
+        calibration=calibration,
     )
 
 
@@ -140,7 +145,7 @@ def _first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, setting
         return False
     node = nodes[0]
     try:
-        result = _plan_for(spec, node, settings)
+        result = _plan_for(spec, node, settings, calibration=snap.calibration)
     except (PlanInputError, ValueError) as exc:
         mark_failed_spec(out, str(exc), now, snap.generation)
         return False
@@ -181,7 +186,7 @@ def _startup_overdue(pod: PodView, attempt: Attempt, settings: Settings, now: da
 
 
 def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings,
-                     diagnose: Diagnose, now: str) -> None:
+                     diagnose: Diagnose, now: str, read_startup: ReadStartup | None = None) -> None:
     """Fold the current attempt's pods into status: Ready, or a failure -> policy -> next attempt."""
     st = out.status
     cur = st.current_attempt
@@ -214,6 +219,11 @@ def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, se
     if cur.outcome is AttemptOutcome.SUCCEEDED and ready:
         mark_phase(out, Phase.READY, Reason.ENGINE_READY,
                    f"serving with context {cur.effective.context_length}", now, snap.generation)
+        if read_startup is not None:
+            node = _node_of(snap, ready[0], st.node_product)
+            observe_startup(out, spec, ready[0], read_startup, uid=snap.uid, server=f"{snap.namespace}/{snap.name}",
+                            node=node, settings=settings, now=snap.now, generation=snap.generation,
+                            replan=lambda s, pin: _replan(s, pin, node, settings))
 
 
 def _replan(spec: InferenceServerSpec, pin: dict[str, Any], node: GPUNode | None,
@@ -256,8 +266,12 @@ def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: 
     st.endpoint = endpoint_url(snap.name, snap.namespace, spec.serving.port)
 
 
-def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose) -> Outcome:
-    """One reconciliation step for one InferenceServer (pure; see the module docstring)."""
+def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
+             read_startup: ReadStartup | None = None) -> Outcome:
+    """One reconciliation step for one InferenceServer (pure; see the module docstring).
+
+    ``read_startup``: reads a Ready pod's start-up log (``controller/observed.py``); None skips verification.
+    """
     out = Outcome(status=snap.status.model_copy(deep=True))
     st = out.status
     now = now_rfc3339(snap.now)
@@ -279,7 +293,8 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose) -> Outcome:
     if st.plan is None:
         _first_plan(snap, spec, out, settings, now)
     if st.phase is not Phase.FAILED:
-        _observe_attempt(snap, spec, out, settings, diagnose, now)
+        _observe_attempt(snap, spec, out, settings, diagnose, now, read_startup)
+        mark_clamped(out, now, snap.generation)
     _desired(snap, spec, out, settings)
     st.observed_generation = snap.generation
     return out

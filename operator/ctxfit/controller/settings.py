@@ -20,6 +20,9 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.settings`` (no modu
 | ``CTXFIT_STARTUP_GRACE_SECONDS`` | 120 | a pod not Ready this long after ``startupTimeoutSeconds`` failed |
 | ``CTXFIT_WORKERS`` | 96 | concurrent reconciles (threads, mostly waiting on the API server; see below) |
 | ``CTXFIT_LOG_TAIL_LINES`` | 200 | previous-log lines read when the termination message is cut |
+| ``CTXFIT_STARTUP_LOG_BYTES`` | 1048576 | head of a Ready engine's log read for its start-up accounting (0 disables) |
+| ``CTXFIT_CALIBRATION_CONFIGMAP`` | ``ctxfit-calibration`` | ConfigMap of KV residual samples (empty disables) |
+| ``CTXFIT_CALIBRATION_NAMESPACE`` | ``POD_NAMESPACE`` / ``default`` | namespace of that ConfigMap (the operator's) |
 """
 
 from __future__ import annotations
@@ -55,6 +58,9 @@ class Settings(BaseSettings):
     Deployment p95 2.5-4.2 s with 16, 2.0-2.5 s with 64, 1.1-1.2 s with 96; peak RSS 140 MiB."""
     log_tail_lines: Annotated[int, Field(ge=0, le=10000)] = 200
     lease_seconds: Annotated[float, Field(ge=2)] = 15.0
+    startup_log_bytes: Annotated[int, Field(ge=0, le=64 * 1024 * 1024)] = 1024 * 1024
+    calibration_configmap: str = "ctxfit-calibration"
+    calibration_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
 
     @field_validator("watch_namespaces", mode="before")
     @classmethod
