@@ -127,12 +127,16 @@ def _table(doc: dict[str, Any], name: str) -> None:
     table = Table(title=Text(f"{name}: predicted vs observed (per GPU)"), title_justify="left")
     for column in ("term", "predicted GiB", "observed GiB", "observed - predicted"):
         table.add_column(column, justify="left" if column == "term" else "right")
-    for label, key in (("weights", "weightsBytes"), ("activation", "activationBytes"),
-                       ("CUDA graphs", "cudaGraphBytes"), ("KV pool", "kvCacheBytes")):
-        p, o = pred.get(key), obs.get(key)
+    for label, pkey, okey in (("weights", "weightsBytes", "weightsBytes"),
+                              ("activation", "activationBytes", "activationBytes"),
+                              ("non-torch / other", "otherBytes", "nonTorchBytes"),
+                              ("CUDA graphs", "cudaGraphBytes", "cudaGraphBytes"),
+                              ("KV pool", "kvCacheBytes", "kvCacheBytes")):
+        p, o = pred.get(pkey), obs.get(okey)
         diff = f"{(o - p) / GiB:+.2f}" if isinstance(o, int) and isinstance(p, int) else "-"
+        if label == "CUDA graphs" and p == 0:
+            diff = "outside the budget"  # vLLM < 0.20 does not deduct graphs from the KV budget
         table.add_row(label, _gib(p), _gib(o), diff)
-    table.add_row("non-torch", "-", _gib(obs.get("nonTorchBytes")), "-")
     table.add_row("KV tokens", f"{pred['kvCacheTokens']:,}",
                   f"{obs['kvCacheTokens']:,}" if obs["kvCacheTokens"] is not None else "-", "-")
     served = obs["servedContextLength"]
