@@ -9,7 +9,50 @@ the pod becomes Ready.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from typing import Any
+
 GIB = 1 << 30
+CONTEXT_ANNOTATION = "ctxfit.io/context-length"
+SERVER_LABEL = "ctxfit.io/server"
+
+
+class StartupLogServer:
+    """Gives every new ctxfit engine pod of ``namespace`` its own start-up log (a kwok ``Logs`` object via
+    ``cluster.set_pod_logs``): ``make(server, context_length) -> text``. Hold the pods' readiness back with
+    ``sim.ctxfit.io/delay-ms`` (a few seconds) so the log is served before the operator reads it at Ready.
+    Use as a context manager; polls the pods every ``interval`` seconds with the given CoreV1Api."""
+
+    def __init__(self, cluster: Any, core: Any, namespace: str, make: Callable[[str, int], str],
+                 interval: float = 0.3) -> None:
+        self.cluster, self.core, self.namespace, self.make, self.interval = cluster, core, namespace, make, interval
+        self.served: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="sim-startup-logs")
+
+    def __enter__(self) -> StartupLogServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                pods = self.core.list_namespaced_pod(self.namespace).items
+            except Exception:  # noqa: BLE001 - keep serving through API hiccups
+                continue
+            for pod in pods:
+                meta = pod.metadata
+                server = (meta.labels or {}).get(SERVER_LABEL)
+                if not server or meta.name in self.served:
+                    continue
+                context = int((meta.annotations or {}).get(CONTEXT_ANNOTATION, "0") or 0)
+                self.cluster.set_pod_logs(self.namespace, meta.name, self.make(server, context))
+                self.served.add(meta.name)
 
 
 def vllm_startup_log(*, kv_cache_bytes: int, kv_bytes_per_token: int, max_model_len: int,

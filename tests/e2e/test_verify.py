@@ -2,20 +2,18 @@
 """Predict, then verify (issue 12) on the local control plane.
 
 The simulated engine's pods serve real-format start-up logs (hack/sim_startup.py) with a capacity the
-test chooses: a thread gives every new engine pod its own kwok ``Logs`` while the pod's readiness is
-held back by ``sim.ctxfit.io/delay-ms``, so the log is there when the operator reads it at Ready.
+test chooses: ``StartupLogServer`` gives every new engine pod its own kwok ``Logs`` while the pod's
+readiness is held back by ``sim.ctxfit.io/delay-ms``, so the log is there when the operator reads it.
 """
 
 from __future__ import annotations
 
 import signal
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
-from sim_startup import sglang_startup_log, vllm_startup_log
+from sim_startup import StartupLogServer, sglang_startup_log, vllm_startup_log
 
 from .test_operator_kit import (  # noqa: F401 - api, crd are fixtures
     OperatorProcess,
@@ -30,39 +28,6 @@ GIB = 1 << 30
 READY_DELAY_MS = "6000"
 CONFIGMAP = "ctxfit-calibration"
 RESIDUAL = int(-2.5 * GIB)
-
-
-class PodLogs:
-    """Gives each new engine pod of the namespace the log ``make(server, context_length)`` returns."""
-
-    def __init__(self, cluster: Any, api: ServerClient, make: Callable[[str, int], str]) -> None:
-        self.cluster, self.api, self.make = cluster, api, make
-        self.done: set[str] = set()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> PodLogs:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stop.set()
-        self.thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self.stop.wait(0.3):
-            try:
-                pods = self.api.core.list_namespaced_pod(self.api.namespace).items
-            except Exception:  # noqa: BLE001 - keep serving
-                continue
-            for pod in pods:
-                meta = pod.metadata
-                server = (meta.labels or {}).get("ctxfit.io/server")
-                if not server or meta.name in self.done:
-                    continue
-                context = int((meta.annotations or {}).get("ctxfit.io/context-length", "0"))
-                self.cluster.set_pod_logs(self.api.namespace, meta.name, self.make(server, context))
-                self.done.add(meta.name)
 
 
 def llama(name: str, target: int) -> dict[str, Any]:
@@ -114,7 +79,7 @@ def test_observe_calibrate_and_survive_restarts(cluster: Any, crd: Path, api: Se
 
     op = start_operator(cluster, namespace, tmp_path)
     try:
-        with PodLogs(cluster, api, make):
+        with StartupLogServer(cluster, api.core, api.namespace, make):
             api.create(llama("first", 32768))
             obs = api.wait(lambda: observed(api, "first"), "first observed", timeout=120)
             first = api.get("first")
@@ -171,7 +136,7 @@ def test_sglang_pool_below_context_is_clamped_then_steps(cluster: Any, crd: Path
     obj["spec"]["pod"] = {"annotations": {"sim.ctxfit.io/delay-ms": READY_DELAY_MS}}
     op = start_operator(cluster, namespace, tmp_path)
     try:
-        with PodLogs(cluster, api, make):
+        with StartupLogServer(cluster, api.core, api.namespace, make):
             api.create(obj)
             server = api.wait(lambda: (s := api.get("dsv4-flash")).get("status", {}).get("phase") == "Ready"
                               and len(s["status"]["attempts"]) == 2 and s["status"].get("observed", {}).get(

@@ -176,7 +176,7 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
             spec=body.get("spec") or {}, status=old, nodes=nodes, pods=pods, deployment=deployment,
             service_port=service_port, now=datetime.now(UTC),
-            calibration=rt.calibration.table() if rt.calibration is not None and old.plan is None else None,
+            calibration=rt.calibration.table() if rt.calibration is not None else None,  # cached; used to plan
         )
         engine_text = str((snap.spec.get("engine") or {}).get("kind", ""))
         engine = EngineKind(engine_text) if engine_text in EngineKind.__members__.values() else EngineKind.VLLM
