@@ -11,6 +11,7 @@ writing the same samples again after a crash or a retry changes nothing (exactly
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from typing import Any, cast
@@ -23,6 +24,7 @@ from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample
 
 from .kube import Kube
 
+logger = logging.getLogger(__name__)
 DATA_KEY = "calibration.yaml"
 CACHE_SECONDS = 2.0
 """Planning reads the table at most this often (a burst of new servers shares one GET)."""
@@ -66,11 +68,17 @@ class CalibrationStore:
             rsp.release_conn()
 
     def table(self) -> CalibrationTable:
-        """The current table (cached for ``CACHE_SECONDS``); empty when the ConfigMap is absent."""
+        """The current table (cached for ``CACHE_SECONDS``); empty when the ConfigMap is absent. Best effort:
+        an API error (e.g. no RBAC for it) keeps the last table read, so planning never waits on calibration."""
         with self._lock:
             if self._cached is not None and time.monotonic() - self._cached[0] < CACHE_SECONDS:
                 return self._cached[1]
-        table = _table_of(self._read())
+        try:
+            table = _table_of(self._read())
+        except ApiException as exc:
+            logger.warning("calibration ConfigMap %s/%s unreadable (%s): planning without new samples",
+                           self.namespace, self.name, exc.status)
+            table = self._cached[1] if self._cached is not None else CalibrationTable()
         with self._lock:
             self._cached = (time.monotonic(), table)
         return table
