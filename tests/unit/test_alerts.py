@@ -29,7 +29,8 @@ FIXTURES = REPO / "tests" / "fixtures" / "promtool"
 FIXTURE_FILES = sorted(p for p in FIXTURES.glob("*.yaml"))
 ALERTS = {
     "CtxfitKVCacheHigh", "CtxfitKVCacheCritical", "CtxfitEnginePreempting", "CtxfitRequestsQueued",
-    "CtxfitBelowTargetContext", "CtxfitSteppedDown", "CtxfitServerFailed",
+    "CtxfitBelowTargetContext", "CtxfitSteppedDown", "CtxfitServerFailed", "CtxfitContextClamped",
+    "CtxfitPredictionDrift",
 }
 
 
@@ -87,6 +88,10 @@ THRESHOLDS = {
                          "CtxfitSteppedDown", "offset 6h", None, "info"),
     "failed": ({"prometheusRule.failed": {"for": "10m", "severity": "page"}},
                "CtxfitServerFailed", 'phase="Failed"', "10m", "page"),
+    "clamped": ({"prometheusRule.contextClamped": {"for": "3m", "severity": "page"}},
+                "CtxfitContextClamped", "ctxfit_context_clamped", "3m", "page"),
+    "drift": ({"prometheusRule.predictionDrift": {"thresholdBytes": 536870912, "for": "1h", "severity": "warning"}},
+              "CtxfitPredictionDrift", "> 536870912", "1h", "warning"),
 }
 
 
@@ -103,7 +108,8 @@ DEFAULTS = {
     "CtxfitKVCacheHigh": ("> 0.9", "10m"), "CtxfitKVCacheCritical": ("> 0.97", "5m"),
     "CtxfitEnginePreempting": ("[5m]))\n> 0", "15m"), "CtxfitRequestsQueued": ("> 10", "10m"),
     "CtxfitBelowTargetContext": ("<", "15m"), "CtxfitSteppedDown": ("[1h]", None),
-    "CtxfitServerFailed": ("== 1", "1m"),
+    "CtxfitServerFailed": ("== 1", "1m"), "CtxfitContextClamped": ("== 1", "1m"),
+    "CtxfitPredictionDrift": ("abs(ctxfit_prediction_error_bytes)) > 1073741824", "5m"),
 }
 
 

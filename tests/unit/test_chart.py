@@ -69,19 +69,29 @@ def test_helm_lint_strict(values_files: list[Path]) -> None:
 
 EXPECTED_KINDS = {
     "default": {"CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 4, "ClusterRoleBinding": 2,
-                "Deployment": 1, "Service": 1},
+                "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 1},
     "all-on": {"CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 3, "ClusterRoleBinding": 1,
-               "Role": 3, "RoleBinding": 3, "Deployment": 1, "Service": 1, "ServiceMonitor": 1, "PodMonitor": 1,
+               "Role": 4, "RoleBinding": 4, "Deployment": 1, "Service": 1, "ServiceMonitor": 1, "PodMonitor": 1,
                "PrometheusRule": 1, "ConfigMap": 3},
     "namespaced": {"CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 3, "ClusterRoleBinding": 1,
-                   "Role": 2, "RoleBinding": 2, "Deployment": 1, "Service": 1},
+                   "Role": 3, "RoleBinding": 3, "Deployment": 1, "Service": 1},
     "replicas-2": {"CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 4, "ClusterRoleBinding": 2,
-                   "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 1},
+                   "Role": 2, "RoleBinding": 2, "Deployment": 1, "Service": 1},
     "monitoring-on": {"CustomResourceDefinition": 1, "ServiceAccount": 1, "ClusterRole": 4,
-                      "ClusterRoleBinding": 2, "Deployment": 1, "Service": 1, "ServiceMonitor": 1,
-                      "PodMonitor": 1, "PrometheusRule": 1, "ConfigMap": 3},
+                      "ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1, "Deployment": 1, "Service": 1,
+                      "ServiceMonitor": 1, "PodMonitor": 1, "PrometheusRule": 1, "ConfigMap": 3},
     "minimal": {"Deployment": 1},
 }
+
+
+def test_calibration_configmap_is_configurable() -> None:
+    objs = render((), {"operator.calibrationConfigMap": "cal"})
+    role = next(o for o in objs if o["kind"] == "Role" and o["metadata"]["name"].endswith("-calibration"))
+    assert [r.get("resourceNames") for r in role["rules"]] == [["cal"], None]
+    env = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "CTXFIT_CALIBRATION_CONFIGMAP", "value": "cal"} in env
+    off = render((), {"operator.calibrationConfigMap": ""})
+    assert not [o for o in off if o["kind"] == "Role" and o["metadata"]["name"].endswith("-calibration")]
 
 
 @pytest.mark.parametrize("case", list(VALUE_SETS), ids=list(VALUE_SETS))
@@ -304,19 +314,20 @@ CLUSTER_RULES = {
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
 }
 NAMESPACES_RULE = {("", "namespaces"): {"list", "watch"}}
+CALIBRATION_ROLE = {("Role", NAMESPACE, f"{RELEASE}-calibration"): {("", "configmaps"): {"get", "update", "create"}}}
 
 RBAC_CASES = {
     "cluster-wide": ({}, {("ClusterRole", None, f"{RELEASE}-cluster"): CLUSTER_RULES,
-                          ("ClusterRole", None, RELEASE): NAMESPACED_RULES}),
+                          ("ClusterRole", None, RELEASE): NAMESPACED_RULES, **CALIBRATION_ROLE}),
     "namespaced": ({"watchNamespaces": ["team-a", "team-b"]},
                    {("ClusterRole", None, f"{RELEASE}-cluster"): {**CLUSTER_RULES, **NAMESPACES_RULE},
                     ("Role", "team-a", RELEASE): NAMESPACED_RULES,
-                    ("Role", "team-b", RELEASE): NAMESPACED_RULES}),
+                    ("Role", "team-b", RELEASE): NAMESPACED_RULES, **CALIBRATION_ROLE}),
     "leader-election": ({"replicaCount": 3},
                         {("ClusterRole", None, f"{RELEASE}-cluster"): CLUSTER_RULES,
                          ("ClusterRole", None, RELEASE): NAMESPACED_RULES,
                          ("Role", NAMESPACE, f"{RELEASE}-leader-election"): {
-                             ("coordination.k8s.io", "leases"): {"get", "update", "create"}}}),
+                             ("coordination.k8s.io", "leases"): {"get", "update", "create"}}, **CALIBRATION_ROLE}),
 }
 
 
@@ -337,7 +348,8 @@ def test_rbac_rules_per_scope(sets: dict[str, Any], expected: dict[tuple[str, st
 
 
 def test_leader_election_lease_is_named() -> None:
-    role = one(render((), {"replicaCount": 2, "peering.name": "lead"}), "Role")
+    role = next(o for o in render((), {"replicaCount": 2, "peering.name": "lead"})
+                if o["kind"] == "Role" and o["metadata"]["name"].endswith("-leader-election"))
     by_verbs = {tuple(r["verbs"]): r.get("resourceNames") for r in role["rules"]}
     assert by_verbs == {("get", "update"): ["lead"], ("create",): None}
 
@@ -348,6 +360,11 @@ def test_rbac_is_least_privilege(case: str) -> None:
     for role in [o for o in render(files, sets) if o["kind"] in ("Role", "ClusterRole")]:
         for rule in role["rules"]:
             assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"], rule
+            if rule["resources"] == ["configmaps"] and role["metadata"]["name"].endswith("-calibration"):
+                # the one calibration ConfigMap: get/update only by name, create (cannot be limited by name)
+                assert rule.get("resourceNames") == ["ctxfit-calibration"] or rule["verbs"] == ["create"], rule
+                assert role["kind"] == "Role" and role["metadata"]["namespace"] == NAMESPACE, role
+                continue
             assert not {"secrets", "configmaps", "roles", "rolebindings", "clusterroles",
                         "clusterrolebindings", "serviceaccounts", "pods/exec"} & set(rule["resources"]), rule
             if rule["resources"] in (["nodes"], ["customresourcedefinitions"], ["namespaces"], ["pods"]):

@@ -35,6 +35,7 @@ KINDS = {
     "node": ("", "nodes"), "namespace": ("", "namespaces"), "lease": ("coordination.k8s.io", "leases"),
     "custom_object": ("ctxfit.io", "inferenceservers"),
     "custom_object_status": ("ctxfit.io", "inferenceservers/status"),
+    "config_map": ("", "configmaps"),
 }
 CLIENT_CALL = re.compile(r"^(read|get|list|create|replace|patch|delete)_(?:namespaced_|cluster_)?(\w+)$")
 # kopf's own needs (kopf 1.45 _core/reactor/observation.py, _core/engines/posting.py)
@@ -117,8 +118,9 @@ MODES = {
 def test_rbac_grants_exactly_what_the_code_uses(sets: dict[str, Any], namespaced_scopes: list[str]) -> None:
     needs, _ = code_needs()
     leases = {k: v for k, v in needs.items() if k[1] == "leases"}
+    own = {k: v for k, v in needs.items() if k[1] == "configmaps"}  # the calibration ConfigMap, release namespace
     cluster = {k: v for k, v in needs.items() if k[1] in CLUSTER_SCOPED} | KOPF
-    namespaced = {k: v for k, v in needs.items() if k not in cluster and k not in leases}
+    namespaced = {k: v for k, v in needs.items() if k not in cluster and k not in leases and k not in own}
     namespaced_mode = namespaced_scopes != ["cluster"]
     if namespaced_mode:
         cluster |= KOPF_NAMESPACED
@@ -128,6 +130,8 @@ def test_rbac_grants_exactly_what_the_code_uses(sets: dict[str, Any], namespaced
             _add(expected.setdefault(scope, {}), key, *verbs)
     for key, verbs in cluster.items():
         _add(expected.setdefault("cluster", {}), key, *verbs)
+    for key, verbs in own.items():
+        _add(expected.setdefault(NAMESPACE, {}), key, *verbs)
     if sets.get("replicaCount", 1) > 1:
         for key, verbs in leases.items():
             _add(expected.setdefault(NAMESPACE, {}), key, *verbs)

@@ -39,6 +39,7 @@ CTXFIT_METRICS = {
     "ctxfit_server_memory_limit_bytes", "ctxfit_attempts_total", "ctxfit_step_downs_total",
     "ctxfit_reconcile_duration_seconds_bucket", "ctxfit_reconcile_duration_seconds_count",
     "ctxfit_reconcile_duration_seconds_sum", "ctxfit_reconcile_errors_total",
+    "ctxfit_kv_cache_tokens", "ctxfit_prediction_error_bytes", "ctxfit_context_clamped",
 }
 # Engine metrics (docs engine-memory.md A.4: vLLM 0.11-0.33, B.3: SGLang 0.5.4-0.5.23).
 ENGINE_METRICS = {
@@ -117,7 +118,7 @@ def test_a_broken_expression_is_caught(tmp_path: Path) -> None:
 def test_dashboards_show_every_metric_the_alerts_use(name: str) -> None:
     alert_metrics = set().union(*(metric_names(rule["expr"])
                                   for rule in alert_rules(prometheus_rule_groups()).values()))
-    assert len(alert_metrics) == 10
+    assert len(alert_metrics) == 12
     shown = set().union(*(metric_names(expr) for _, expr in dashboard_targets(BOARDS[name])))
     assert alert_metrics <= shown, f"{name} lacks {sorted(alert_metrics - shown)}"
 

@@ -203,6 +203,12 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "description": "Effective context length (tokens)",
     },
     {
+        "name": "KV Tokens",
+        "type": "integer",
+        "jsonPath": ".status.observed.kvCacheTokens",
+        "description": "KV cache tokens the engine reported at start-up",
+    },
+    {
         "name": "Target",
         "type": "integer",
         "jsonPath": ".spec.context.target",

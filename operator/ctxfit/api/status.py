@@ -17,6 +17,7 @@ from pydantic import Field
 
 from .base import WireModel
 from .effective import EffectiveConfig
+from .observed import ObservedStatus
 
 
 class Phase(StrEnum):
@@ -62,7 +63,9 @@ class Reason(StrEnum):
     AS_PLANNED = "AsPlanned"
     BELOW_TARGET = "BelowTarget"
     STEPPED_DOWN = "SteppedDown"
+    CONTEXT_CLAMPED = "ContextClamped"
     # Events only
+    OBSERVED = "Observed"
     PLANNED = "Planned"
     ATTEMPT_FAILED = "AttemptFailed"
     SPEC_CHANGED = "SpecChanged"
@@ -138,6 +141,8 @@ class PlanStatus(WireModel):
         gpu_product: the GFD product the plan was made for (from the spec or the chosen node).
         gpu_memory_bytes: GPU total the plan used, bytes.
         reasons: the planner's sentences (choice, warnings, what would make it fit).
+        calibration_key: engine/minor/GPU/TP/PP key of the calibration table (``ctxfit.budget.calibrate``).
+        calibration_bytes: KV offset the calibration applied to this plan, bytes.
     """
 
     fits: bool
@@ -151,6 +156,8 @@ class PlanStatus(WireModel):
     gpu_product: str | None = None
     gpu_memory_bytes: int | None = None
     reasons: list[str] = Field(default_factory=list)
+    calibration_key: str | None = None
+    calibration_bytes: int | None = None
 
 
 class EffectiveStatus(WireModel):
@@ -225,6 +232,7 @@ class InferenceServerStatus(WireModel):
         node_product: GFD product of the GPUs the plan is for.
         spec_key: digest of the spec fields that history depends on (history is kept while it matches).
         message: one line for humans (the latest explanation).
+        observed: the engine's own start-up accounting for the newest Ready attempt, and the error.
     """
 
     observed_generation: int | None = None
@@ -238,6 +246,7 @@ class InferenceServerStatus(WireModel):
     node_product: str | None = None
     spec_key: str | None = None
     message: str | None = None
+    observed: ObservedStatus | None = None
 
     @classmethod
     def from_body(cls, status: dict[str, Any] | None) -> InferenceServerStatus:

@@ -17,6 +17,7 @@ from ctxfit.api import EffectiveConfig, GiB, InferenceServerSpec
 from ctxfit.engines import BudgetTerms, Engine, get_engine
 from ctxfit.vocab.inputs import PlanInputError, PlanInputs, resolve_inputs
 
+from .calibrate import CalibrationTable, calibrate_engine
 from .context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT, ContextChoice, choose_context, step_down_context
 from .hybrid import max_sequences, split_pool, state_bytes_per_sequence
 from .kv import kv_layout
@@ -81,6 +82,7 @@ def plan(
     pin: dict[str, Any] | None = None,
     default_headroom: float = DEFAULT_HEADROOM,
     suggest: bool = True,
+    calibration: CalibrationTable | None = None,
 ) -> Plan:
     """Plan one replica of ``spec``.
 
@@ -92,6 +94,8 @@ def plan(
             ``context_length`` replaces the target.
         default_headroom: headroom when ``spec.context.headroom`` is unset.
         suggest: compute "what would make it fit" when it does not fit.
+        calibration: observed-minus-predicted KV residuals; the most specific matching entry shifts
+            the KV pool (``ctxfit.budget.calibrate``) and the reasons say so.
 
     Raises:
         PlanInputError: unknown GPU/model without the needed fields (never for "does not fit": weights
@@ -104,8 +108,8 @@ def plan(
         node_compute_capability=node_compute_capability,
         hf_config=hf_config,
     )
-    engine = get_engine(spec.engine.kind)
-    reasons: list[str] = []
+    engine, calibration_key, correction = calibrate_engine(get_engine(spec.engine.kind), inputs, calibration)
+    reasons: list[str] = [correction.reason] if correction is not None else []
     if inputs.compute_capability is None:
         reasons.append("GPU compute capability unknown (product not in the catalog): KV dtype support not checked")
     requested_dtype = str((pin or {}).get("kv_cache_dtype") or spec.memory.kv_cache_dtype)
@@ -167,6 +171,8 @@ def plan(
         reasons=reasons,
         model_max_context=model_max,
         target_fits=fits and step.choice.context_length >= (min(target, model_max) if model_max else target),
+        calibration_key=calibration_key.text(),
+        calibration_bytes=correction.offset_bytes if correction is not None else 0,
     )
 
 

@@ -39,6 +39,8 @@ class Plan:
         engine_command: program (``vllm serve`` / ``python3 -m sglang.launch_server``).
         engine_args: flags, each flag and value a separate item.
         reasons: human sentences (choice, fallbacks, warnings, what would make it fit).
+        calibration_key: the calibration entry applied (``ctxfit.budget.calibrate``), None when none.
+        calibration_bytes: the KV-pool offset in bytes that entry applied (0 when none).
     """
 
     fits: bool
@@ -54,6 +56,8 @@ class Plan:
     reasons: list[str]
     model_max_context: int | None
     target_fits: bool = False
+    calibration_key: str | None = None
+    calibration_bytes: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The ``ctxfit plan -o json`` document (stable keys; see issue 2)."""
@@ -79,4 +83,5 @@ class Plan:
             "engineArgs": list(self.engine_args),
             "effective": self.effective.to_wire(),
             "reasons": list(self.reasons),
+            "calibration": {"key": self.calibration_key, "kvCacheOffsetBytes": self.calibration_bytes},
         }

@@ -1,4 +1,4 @@
-"""``ctxfit`` command line: ``plan``, ``diagnose``, ``crd``. Each subcommand lives in its own module."""
+"""``ctxfit`` command line: ``plan``, ``diagnose``, ``calibrate``, ``crd``. Each subcommand lives in its own module."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 SUBCOMMANDS = {
     "plan": ("ctxfit.cli.plan", "predict what fits on the GPUs (exit 0 fits, 3 cannot start, 2 bad input)"),
     "diagnose": ("ctxfit.cli.diagnose", "classify a failed start and choose the next configuration"),
+    "calibrate": ("ctxfit.cli.calibrate", "compare an engine's start-up log with the plan; make a calibration entry"),
     "crd": ("ctxfit.cli.crd", "print the InferenceServer CRD generated from the API models"),
 }
 """Subcommand -> (module, help). Only the chosen subcommand's module is imported (fast start-up)."""

@@ -32,6 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fetch-config", action="store_true", help="download config.json with huggingface_hub (needs network)"
     )
+    parser.add_argument("--calibration", help="a calibration table (ctxfit calibrate --save, or the operator's "
+                        "ConfigMap) applied to the KV pool")
 
 
 def _gib(n: int) -> str:
@@ -87,7 +89,12 @@ def run(args: argparse.Namespace) -> int:
             hf_config = load_hf_config(args.hf_config)
         elif args.fetch_config:
             hf_config = fetch_hf_config(server.spec.model.name)
-        result = plan(server.spec, hf_config=hf_config)
+        table = None
+        if args.calibration:
+            from .calibrate import load_table
+
+            table = load_table(args.calibration)
+        result = plan(server.spec, hf_config=hf_config, calibration=table)
     except (ManifestError, PlanInputError) as exc:
         return fail(str(exc))
     except ValidationError as exc:  # e.g. a config.json whose fields break the Architecture rules

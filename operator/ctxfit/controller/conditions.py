@@ -105,4 +105,6 @@ def plan_status(result: Plan, spec: InferenceServerSpec, node: GPUNode | None, d
         gpu_product=spec.gpu.product or (node.product if node else None),
         gpu_memory_bytes=t.total_bytes,
         reasons=list(result.reasons),
+        calibration_key=result.calibration_key,
+        calibration_bytes=result.calibration_bytes or None,
     )

@@ -34,6 +34,7 @@ from ctxfit.api.status import (
     now_rfc3339,
     parse_rfc3339,
 )
+from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample
 from ctxfit.budget.planner import Plan, plan
 from ctxfit.render import RenderInput, endpoint_url, render_deployment, render_service
 from ctxfit.render.deployment import CONTAINER_NAME, render_pod_template
@@ -46,6 +47,7 @@ from .driver import failed_driver_nodes
 from .drift import describe_drift, drifted
 from .observe import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes
 from .pods import engine_digest
+from .observed import ReadStartup, mark_clamped, observe_startup
 from .settings import Settings
 from .stepping import record_failure
 from .waiting import attempt_pods, follow_pods, reopen
@@ -75,6 +77,7 @@ class Snapshot:
     deployment: DeploymentView | None
     service_port: int | None
     now: datetime
+    calibration: CalibrationTable | None = None
 
 
 @dataclass
@@ -91,6 +94,7 @@ class Outcome:
     finished: list[Attempt] = field(default_factory=list)
     step_down_reasons: list[str] = field(default_factory=list)
     spec: InferenceServerSpec | None = None
+    samples: list[tuple[CalibrationKey, Sample]] = field(default_factory=list)
 
     def requeue(self, seconds: float) -> None:
         """Look again after ``seconds`` at the latest (keeps the earliest request)."""
@@ -111,7 +115,7 @@ def spec_key(spec: InferenceServerSpec) -> str:
 
 
 def _plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Settings,
-              pin: dict[str, Any] | None = None) -> Plan:
+              pin: dict[str, Any] | None = None, calibration: CalibrationTable | None = None) -> Plan:
     return plan(
         spec,
         node_product=node.product if node else None,
@@ -120,6 +124,7 @@ def _plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Setting
         default_headroom=settings.default_headroom,
         pin=pin,
         suggest=pin is None,
+        calibration=calibration,
     )
 
 
@@ -146,7 +151,7 @@ def _first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, setting
         return False
     node = nodes[0]
     try:
-        result = _plan_for(spec, node, settings)
+        result = _plan_for(spec, node, settings, calibration=snap.calibration)
     except (PlanInputError, ValueError) as exc:
         mark_failed_spec(out, str(exc), now, snap.generation)
         return False
@@ -188,7 +193,7 @@ def _startup_overdue(pod: PodView, attempt: Attempt, settings: Settings, now: da
 
 
 def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings,
-                     diagnose: Diagnose, now: str) -> None:
+                     diagnose: Diagnose, now: str, read_startup: ReadStartup | None = None) -> None:
     """Fold the current attempt's pods into status: Ready, or a failure -> policy -> next attempt."""
     st = out.status
     cur = st.current_attempt
@@ -222,6 +227,11 @@ def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, se
     if cur.outcome is AttemptOutcome.SUCCEEDED and ready:
         mark_phase(out, Phase.READY, Reason.ENGINE_READY,
                    f"serving with context {cur.effective.context_length}", now, snap.generation)
+        if read_startup is not None:
+            node = _node_of(snap, ready[0], st.node_product)
+            observe_startup(out, spec, ready[0], read_startup, uid=snap.uid, server=f"{snap.namespace}/{snap.name}",
+                            node=node, settings=settings, now=snap.now, generation=snap.generation,
+                            replan=lambda s, pin: _replan(s, pin, node, settings))
     elif cur.not_before is None or parse_rfc3339(cur.not_before) <= snap.now:
         follow_pods(out, cur, pods, gone, snap.deployment, node_names, now, snap.generation)
 
@@ -284,8 +294,12 @@ def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: 
     st.endpoint = endpoint_url(snap.name, snap.namespace, spec.serving.port)
 
 
-def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose) -> Outcome:
-    """One reconciliation step for one InferenceServer (pure; see the module docstring)."""
+def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
+             read_startup: ReadStartup | None = None) -> Outcome:
+    """One reconciliation step for one InferenceServer (pure; see the module docstring).
+
+    ``read_startup``: reads a Ready pod's start-up log (``controller/observed.py``); None skips verification.
+    """
     out = Outcome(status=snap.status.model_copy(deep=True))
     st = out.status
     now = now_rfc3339(snap.now)
@@ -315,7 +329,8 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose) -> Outcome:
         _first_plan(snap, spec, out, settings, now)
     reopen(out, snap.generation, now)
     if st.phase is not Phase.FAILED:
-        _observe_attempt(snap, spec, out, settings, diagnose, now)
+        _observe_attempt(snap, spec, out, settings, diagnose, now, read_startup)
+        mark_clamped(out, now, snap.generation)
     _desired(snap, spec, out, settings)
     st.observed_generation = snap.generation
     return out

@@ -26,8 +26,9 @@ from ctxfit.api import API_GROUP, API_VERSION, PLURAL
 from ctxfit.render import SERVER_LABEL
 from ctxfit.render.labels import MANAGED_BY
 
+from .calibration_store import CalibrationStore
 from .drift import owned_service_port
-from .kube import Kube, load_api_client
+from .kube import Kube, load_api_client, service_port
 from .leader import LeaderElector
 from .metrics import Metrics
 from .observe import DeploymentView, GPUNode, PodView, deployment_view, gpu_node, pod_view
@@ -95,7 +96,9 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     metrics.serve(cfg.metrics_port)
     runtime = Runtime(settings=cfg, kube=kube, metrics=metrics,
                       event_pool=ThreadPoolExecutor(max_workers=2, thread_name_prefix="ctxfit-events"),
-                      defer_status_after_create=True)
+                      defer_status_after_create=True,
+                      calibration=CalibrationStore(kube, cfg.calibration_namespace, cfg.calibration_configmap)
+                      if cfg.calibration_configmap else None)
     state: State
 
     async def work(key: Hashable) -> float | None:

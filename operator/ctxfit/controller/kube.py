@@ -205,6 +205,15 @@ class Kube:
         except Exception:  # noqa: BLE001 - logs are best effort: no kubelet, rotated, permission
             return ""
 
+    def log_head(self, namespace: str, pod: str, container: str, *, limit_bytes: int) -> str:
+        """The first ``limit_bytes`` of the container's current log (start-up lines); "" when unavailable."""
+        try:
+            text: str = self.core.read_namespaced_pod_log(pod, namespace, container=container,
+                                                          limit_bytes=limit_bytes, _request_timeout=10)
+            return text
+        except Exception:  # noqa: BLE001 - logs are best effort: no kubelet, rotated, permission
+            return ""
+
     def post_event(self, server: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """Post a core/v1 Event on the InferenceServer (best effort: failures are swallowed)."""
         meta = server["metadata"]

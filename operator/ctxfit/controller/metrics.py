@@ -13,7 +13,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from ctxfit.api import quantity_to_bytes
-from ctxfit.api.status import Attempt, InferenceServerStatus, Phase
+from ctxfit.api.status import Attempt, ConditionType, InferenceServerStatus, Phase, Reason
 
 LABELS = ("namespace", "name", "engine")
 
@@ -38,6 +38,13 @@ class Metrics:
         self.headroom_ratio = gauge("server_headroom_ratio", "KV headroom fraction kept free.")
         self.phase = gauge("server_phase", "1 for the server's current phase, 0 for the others.", ("phase",))
         self.memory_limit_bytes = gauge("server_memory_limit_bytes", "Engine container memory limit (bytes).")
+        self.kv_cache_tokens = Gauge("ctxfit_kv_cache_tokens", "KV cache pool per GPU in tokens: the plan's "
+                                     "(source=predicted) and the engine's own start-up report (source=observed).",
+                                     (*LABELS, "source"), registry=r)
+        self.prediction_error_bytes = Gauge("ctxfit_prediction_error_bytes", "Observed minus predicted KV cache "
+                                            "pool per GPU of the newest Ready attempt (bytes).", LABELS, registry=r)
+        self.context_clamped = Gauge("ctxfit_context_clamped", "1 when the engine served less than the effective "
+                                     "context (condition Degraded/ContextClamped), else 0.", LABELS, registry=r)
         self.attempts = Counter("ctxfit_attempts", "Engine starts by outcome.", (*LABELS, "outcome"), registry=r)
         self.step_downs = Counter("ctxfit_step_downs", "Automatic configuration changes after a failed start, "
                                   "by failure kind.", (*LABELS, "reason"), registry=r)
@@ -77,6 +84,21 @@ class Metrics:
                 self.memory_limit_bytes.labels(*labels).set(quantity_to_bytes(status.effective.memory_limit))
             for phase in Phase:
                 self.phase.labels(*labels, phase.value).set(1 if status.phase is phase else 0)
+            self._observe_verification(labels, status)
+
+    def _observe_verification(self, labels: tuple[str, str, str], status: InferenceServerStatus) -> None:
+        """Predicted vs observed KV tokens, the prediction error, and the clamped flag (issue 12)."""
+        if status.plan is not None and status.plan.kv_bytes_per_token > 0:
+            predicted = max(0, status.plan.kv_pool_bytes) // status.plan.kv_bytes_per_token
+            self.kv_cache_tokens.labels(*labels, "predicted").set(predicted)
+        observed = status.observed
+        if observed is not None and observed.kv_cache_tokens is not None:
+            self.kv_cache_tokens.labels(*labels, "observed").set(observed.kv_cache_tokens)
+        if observed is not None and observed.error_bytes is not None:
+            self.prediction_error_bytes.labels(*labels).set(observed.error_bytes)
+        degraded = status.condition(ConditionType.DEGRADED)
+        clamped = degraded is not None and degraded.status == "True" and degraded.reason is Reason.CONTEXT_CLAMPED
+        self.context_clamped.labels(*labels).set(1 if clamped else 0)
 
     def observe_attempts(self, namespace: str, name: str, engine: str, finished: list[Attempt],
                          step_down_reasons: list[str]) -> None:
@@ -90,7 +112,8 @@ class Metrics:
         """Drop every series of a deleted server (bounded cardinality)."""
         families: list[Any] = [self.context_length, self.target_context_length, self.predicted_max_context_length,
                                self.kv_bytes_per_token, self.kv_pool_bytes, self.headroom_ratio, self.phase,
-                               self.memory_limit_bytes, self.attempts, self.step_downs]
+                               self.memory_limit_bytes, self.attempts, self.step_downs, self.kv_cache_tokens,
+                               self.prediction_error_bytes, self.context_clamped]
         with self._lock:
             for family in families:
                 for labels in list(family._metrics):  # noqa: SLF001 - prometheus_client has no public lister

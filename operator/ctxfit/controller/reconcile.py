@@ -27,6 +27,7 @@ from ctxfit.render.deployment import CONTAINER_NAME
 from ctxfit.vocab.text import clean_lines, clean_text
 
 from . import rejections
+from .calibration_store import CalibrationStore
 from .converge import Outcome, Snapshot, converge
 from .kube import Conflict, Kube
 from .metrics import Metrics
@@ -61,6 +62,7 @@ class Runtime:
     event_pool: Executor | None = None
     defer_status_after_create: bool = False
     rejections: RejectionBook = field(default_factory=RejectionBook)
+    calibration: CalibrationStore | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,8 @@ def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: O
         if out.deployment is not None and rt.defer_status_after_create:
             return DEFERRED
     stored: dict[str, Any] | None = None
+    if out.samples and rt.calibration is not None:  # before the status that records them: idempotent by id
+        rt.calibration.record(out.samples)
     new_wire = out.status.to_wire()
     if new_wire != old.to_wire():
         stored = rt.kube.replace_status(body, new_wire)
@@ -185,10 +189,15 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
             spec=body.get("spec") or {}, status=old, nodes=nodes, pods=pods, deployment=deployment,
             service_port=service_port, now=datetime.now(UTC),
+            calibration=rt.calibration.table() if rt.calibration is not None else None,  # cached; used to plan
         )
         engine_text = str((snap.spec.get("engine") or {}).get("kind", ""))
         engine = EngineKind(engine_text) if engine_text in EngineKind.__members__.values() else EngineKind.VLLM
-        out = converge(snap, rt.settings, lambda pod, _restarts: diagnose(rt, namespace, pod, engine))
+        read_startup = None
+        if rt.settings.startup_log_bytes:
+            def read_startup(pod: PodView) -> str:
+                return rt.kube.log_head(namespace, pod.name, CONTAINER_NAME, limit_bytes=rt.settings.startup_log_bytes)
+        out = converge(snap, rt.settings, lambda pod, _restarts: diagnose(rt, namespace, pod, engine), read_startup)
         rejections.hold(rt.rejections, (namespace, name), out, time.monotonic(), now_rfc3339(snap.now),
                         snap.generation)
         try:

@@ -24,6 +24,9 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.settings`` (no modu
 | ``CTXFIT_ALLOW_WILDCARD_TOLERATIONS`` | true | false: refuse tolerations without a key |
 | ``CTXFIT_ALLOWED_TOLERATION_KEYS`` | empty = any | comma-separated toleration keys a server may use |
 | ``CTXFIT_ALLOW_SECRET_ENV`` | true | false: refuse ``engine.env[].valueFrom.secretKeyRef`` |
+| ``CTXFIT_STARTUP_LOG_BYTES`` | 1048576 | head of a Ready engine's log read for its start-up accounting (0 disables) |
+| ``CTXFIT_CALIBRATION_CONFIGMAP`` | ``ctxfit-calibration`` | ConfigMap of KV residual samples (empty disables) |
+| ``CTXFIT_CALIBRATION_NAMESPACE`` | ``POD_NAMESPACE`` / ``default`` | namespace of that ConfigMap (the operator's) |
 """
 
 from __future__ import annotations
@@ -63,6 +66,9 @@ class Settings(BaseSettings):
     allow_wildcard_tolerations: bool = True
     allowed_toleration_keys: Annotated[tuple[str, ...], NoDecode] = ()
     allow_secret_env: bool = True
+    startup_log_bytes: Annotated[int, Field(ge=0, le=64 * 1024 * 1024)] = 1024 * 1024
+    calibration_configmap: str = "ctxfit-calibration"
+    calibration_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
 
     @field_validator("watch_namespaces", "allowed_image_prefixes", "allowed_toleration_keys", mode="before")
     @classmethod

@@ -1,0 +1,256 @@
+"""Per-cluster calibration of the predicted KV pool from observed start-ups (pure).
+
+A *sample* is one start-up's residual: observed KV pool minus the planner's uncalibrated prediction,
+bytes per GPU, keyed by (engine kind, engine minor version, GPU product, TP, PP). The operator keeps
+samples in a ConfigMap (``ctxfit.controller.calibration_store``); ``ctxfit calibrate`` makes one
+offline. The planner takes an optional ``CalibrationTable`` and shifts the KV term of the budget by
+``correction`` of the most specific matching samples (exact key; else same engine, version and GPU at
+any TP/PP; else same engine and version on any GPU).
+
+The rule (``correction``), bytes:
+1. each residual is clipped to +-``CLIP_BYTES`` (one wild start-up counts as at most 2 GiB);
+2. ``m`` = median of the clipped residuals; for an even count, of the two middle values the one
+   nearer zero, and 0 when they have opposite signs (no agreed direction);
+3. ``correction = m * n / (n + 1)`` (shrinkage: one start-up moves the prediction half-way to what
+   it saw; more agreeing start-ups move it closer).
+Hence: the calibrated prediction lies between the uncalibrated one and prediction + the median raw
+residual (it only ever moves toward what was observed), ``|correction| < CLIP_BYTES``, and adding one
+sample of any value moves the correction by at most ``CLIP_BYTES``
+(tests/unit/test_calibrate_properties.py checks these with Hypothesis).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+from ctxfit.api import EffectiveConfig, GiB
+from ctxfit.engines import BudgetTerms, Engine
+
+if TYPE_CHECKING:
+    from ctxfit.vocab.inputs import PlanInputs
+
+CLIP_BYTES = 2 * GiB
+"""A single residual counts as at most this much (bounded influence of an outlier)."""
+KEEP_SAMPLES = 20
+"""Samples kept per key (the newest); ``count`` keeps counting."""
+
+
+@dataclass(frozen=True, order=True)
+class CalibrationKey:
+    """(engine kind, engine minor version "0.19", GPU product label, TP, PP)."""
+
+    engine: str
+    version: str
+    gpu: str
+    tp: int
+    pp: int
+
+    def text(self) -> str:
+        """``vllm/0.19/NVIDIA-H100-80GB-HBM3/tp1/pp1`` (``status.plan.calibrationKey``)."""
+        return f"{self.engine}/{self.version}/{self.gpu}/tp{self.tp}/pp{self.pp}"
+
+    @classmethod
+    def parse(cls, text: str) -> CalibrationKey | None:
+        """Inverse of ``text``; None when malformed."""
+        parts = text.split("/")
+        if len(parts) != 5 or not parts[3].startswith("tp") or not parts[4].startswith("pp"):
+            return None
+        try:
+            return cls(parts[0], parts[1], parts[2], int(parts[3][2:]), int(parts[4][2:]))
+        except ValueError:
+            return None
+
+
+def calibration_key(inputs: PlanInputs) -> CalibrationKey:
+    """The key of a plan: engine kind, engine minor version, GPU product (catalog, else spec, else
+    "unknown"), TP, PP."""
+    product = inputs.gpu.product if inputs.gpu else (inputs.spec.gpu.product or "unknown")
+    return CalibrationKey(inputs.spec.engine.kind.value, minor_version(inputs.engine_version), product,
+                          inputs.tp, inputs.pp)
+
+
+def minor_version(version: tuple[int, int, int]) -> str:
+    """``(0, 19, 1)`` -> ``"0.19"``: calibration is per minor version (patches keep the memory model)."""
+    return f"{version[0]}.{version[1]}"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One observed start-up. ``sample_id`` = ``<server uid>/<attempt>`` (exactly-once key)."""
+
+    sample_id: str
+    server: str
+    residual_bytes: int
+    observed_kv_bytes: int
+    predicted_kv_bytes: int
+    time: str
+
+    def to_wire(self) -> dict[str, Any]:
+        """Readable YAML/JSON keys."""
+        return {"id": self.sample_id, "server": self.server, "residualBytes": self.residual_bytes,
+                "residualGiB": round(self.residual_bytes / GiB, 3), "observedKvCacheBytes": self.observed_kv_bytes,
+                "predictedKvCacheBytes": self.predicted_kv_bytes, "time": self.time}
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> Sample:
+        """Inverse of ``to_wire``. Raises ``KeyError``/``ValueError`` on malformed data."""
+        return cls(str(data["id"]), str(data.get("server", "")), int(data["residualBytes"]),
+                   int(data.get("observedKvCacheBytes", 0)), int(data.get("predictedKvCacheBytes", 0)),
+                   str(data.get("time", "")))
+
+
+def _clip(value: int) -> int:
+    return max(-CLIP_BYTES, min(CLIP_BYTES, value))
+
+
+def median_toward_zero(values: Iterable[int]) -> int:
+    """Median; for an even count the middle value nearer zero, 0 when the two middles differ in sign."""
+    ordered = sorted(values)
+    if not ordered:
+        return 0
+    n = len(ordered)
+    if n % 2:
+        return ordered[n // 2]
+    low, high = ordered[n // 2 - 1], ordered[n // 2]
+    if (low < 0) != (high < 0) and low != 0 and high != 0:
+        return 0
+    return low if abs(low) <= abs(high) else high
+
+
+def correction(residuals: Iterable[int]) -> int:
+    """The calibration offset for these residuals, bytes (see the module docstring for the rule)."""
+    clipped = [_clip(r) for r in residuals]
+    n = len(clipped)
+    if n == 0:
+        return 0
+    return int(median_toward_zero(clipped) * n / (n + 1))
+
+
+@dataclass
+class CalibrationEntry:
+    """Samples of one key: ``count`` start-ups seen, the newest ``KEEP_SAMPLES`` kept."""
+
+    key: CalibrationKey
+    count: int = 0
+    samples: list[Sample] = field(default_factory=list)
+
+    def add(self, sample: Sample) -> bool:
+        """Add ``sample`` unless its id is already here (idempotent). Returns True when added."""
+        if any(s.sample_id == sample.sample_id for s in self.samples):
+            return False
+        self.samples = [*self.samples, sample][-KEEP_SAMPLES:]
+        self.count += 1
+        return True
+
+    def to_wire(self) -> dict[str, Any]:
+        """Readable document: key, count, median residual, correction, samples."""
+        residuals = [s.residual_bytes for s in self.samples]
+        return {"engine": self.key.engine, "version": self.key.version, "gpu": self.key.gpu, "tp": self.key.tp,
+                "pp": self.key.pp, "count": self.count, "medianResidualBytes": median_toward_zero(residuals),
+                "medianResidualGiB": round(median_toward_zero(residuals) / GiB, 3),
+                "correctionBytes": correction(residuals), "samples": [s.to_wire() for s in self.samples]}
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any]) -> CalibrationEntry:
+        """Inverse of ``to_wire``. Raises ``KeyError``/``ValueError``/``TypeError`` on malformed data."""
+        key = CalibrationKey(str(data["engine"]), str(data["version"]), str(data["gpu"]), int(data["tp"]),
+                             int(data["pp"]))
+        samples = [Sample.from_wire(s) for s in data.get("samples") or []]
+        return cls(key, max(int(data.get("count", len(samples))), len(samples)), samples)
+
+
+@dataclass(frozen=True)
+class Correction:
+    """What the planner applies: offset bytes, how many start-ups, and the sentence for the reasons."""
+
+    offset_bytes: int
+    samples: int
+    scope: str
+    reason: str
+
+
+@dataclass
+class CalibrationTable:
+    """All entries, by key."""
+
+    entries: dict[CalibrationKey, CalibrationEntry] = field(default_factory=dict)
+
+    def add(self, key: CalibrationKey, sample: Sample) -> bool:
+        """Record ``sample`` under ``key`` (idempotent by sample id across the whole table)."""
+        if any(s.sample_id == sample.sample_id for e in self.entries.values() for s in e.samples):
+            return False
+        entry = self.entries.setdefault(key, CalibrationEntry(key))
+        return entry.add(sample)
+
+    def lookup(self, key: CalibrationKey, engine_label: str) -> Correction | None:
+        """The most specific correction for ``key`` (exact; any TP/PP; any GPU), None without samples."""
+        scopes = (
+            (f"on {key.gpu} at TP {key.tp} PP {key.pp}", lambda k: k == key),
+            (f"on {key.gpu} (any TP/PP)", lambda k: (k.engine, k.version, k.gpu) == (key.engine, key.version, key.gpu)),
+            ("on any GPU", lambda k: (k.engine, k.version) == (key.engine, key.version)),
+        )
+        for scope, matches in scopes:
+            samples = [s for k, e in sorted(self.entries.items()) if matches(k) for s in e.samples]
+            if samples:
+                offset = correction(s.residual_bytes for s in samples)
+                reason = (f"calibrated from {len(samples)} start-up{'s' if len(samples) != 1 else ''} of "
+                          f"{engine_label} {key.version} {scope}: {offset / GiB:+.2f} GiB KV pool "
+                          f"(median residual {median_toward_zero(s.residual_bytes for s in samples) / GiB:+.2f} "
+                          "GiB, shrunk by n/(n+1), each clipped to +-2 GiB)")
+                return Correction(offset, len(samples), scope, reason)
+        return None
+
+    def to_wire(self) -> dict[str, Any]:
+        """``{"entries": [...]}`` sorted by key."""
+        return {"entries": [self.entries[k].to_wire() for k in sorted(self.entries)]}
+
+    @classmethod
+    def from_wire(cls, data: Mapping[str, Any] | None) -> CalibrationTable:
+        """Inverse of ``to_wire``; malformed entries are skipped (a hand-edited ConfigMap must not crash)."""
+        table = cls()
+        for raw in (data or {}).get("entries") or []:
+            try:
+                entry = CalibrationEntry.from_wire(raw)
+            except (KeyError, ValueError, TypeError):
+                continue
+            table.entries[entry.key] = entry
+        return table
+
+
+class CalibratedEngine:
+    """An ``Engine`` whose budget moves ``offset_bytes`` from "other" into the KV pool (negative: out of it).
+
+    Every other method is the wrapped engine's. The usable total is unchanged, so the sum
+    ``usable = weights + activation + cuda_graph + other + kv_cache`` still holds.
+    """
+
+    def __init__(self, inner: Engine, correction_: Correction) -> None:
+        self._inner = inner
+        self.correction = correction_
+
+    def budget(self, inputs: PlanInputs, effective: EffectiveConfig) -> BudgetTerms:
+        """The wrapped engine's terms with the calibration offset applied to the KV pool."""
+        terms = self._inner.budget(inputs, effective)
+        offset = self.correction.offset_bytes
+        return dataclasses.replace(terms, kv_cache_bytes=terms.kv_cache_bytes + offset,
+                                   other_bytes=terms.other_bytes - offset,
+                                   notes=(*terms.notes, self.correction.reason))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
+def calibrate_engine(engine: Engine, inputs: PlanInputs,
+                     table: CalibrationTable | None) -> tuple[Engine, CalibrationKey, Correction | None]:
+    """``engine`` wrapped with the table's most specific correction for ``inputs`` (unchanged without one)."""
+    key = calibration_key(inputs)
+    found = table.lookup(key, ENGINE_LABELS.get(key.engine, key.engine)) if table is not None else None
+    if found is None or found.offset_bytes == 0:
+        return engine, key, found
+    return cast(Engine, CalibratedEngine(engine, found)), key, found

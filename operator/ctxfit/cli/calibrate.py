@@ -1,0 +1,156 @@
+"""Observed vs predicted, offline: ``ctxfit calibrate -f SERVER.yaml --log STARTUP.log [-o table|json]``.
+
+Reads the engine's start-up log with the same parsers the operator uses
+(``ctxfit.engines.startup``), plans the server without calibration, and prints both term by term, the
+error (observed minus predicted KV pool per GPU) and the calibration entry this start-up makes
+(``ctxfit.budget.calibrate``). ``--calibration FILE`` adds the sample to an existing table (YAML as
+the operator's ConfigMap ``calibration.yaml`` holds it, or the ConfigMap itself); ``--save FILE``
+writes the updated table, which ``ctxfit plan --calibration FILE`` applies.
+Exit 0; 1 when the log holds no KV cache accounting in a known wording; 2 on invalid input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from ctxfit.api import GiB
+from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample, correction
+from ctxfit.budget.planner import plan
+from ctxfit.engines.startup import parse_startup
+from ctxfit.vocab.inputs import PlanInputError
+from ctxfit.vocab.startup import StartupReport
+
+from . import EXIT_ERROR, EXIT_OK, fail
+from .hfconfig import load_hf_config
+from .load import ManifestError, load_manifest, validation_message
+
+DATA_KEY = "calibration.yaml"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``-f FILE --log FILE [-o table|json] [--calibration FILE] [--save FILE] [--hf-config FILE]``."""
+    parser.add_argument("-f", "--filename", required=True, help="InferenceServer manifest (YAML)")
+    parser.add_argument("--log", required=True, help="the engine's start-up log (text)")
+    parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    parser.add_argument("--calibration", help="an existing calibration table to add this start-up to")
+    parser.add_argument("--save", help="write the updated calibration table (YAML) here")
+    parser.add_argument("--hf-config", help="a Hugging Face config.json for models not in the catalog")
+
+
+def load_table(path: str) -> CalibrationTable:
+    """A calibration table from YAML: the table itself or a ConfigMap holding it. Raises ``ValueError``."""
+    try:
+        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path}: {exc}".splitlines()[0]) from exc
+    if isinstance(doc, dict) and isinstance(doc.get("data"), dict) and DATA_KEY in doc["data"]:
+        doc = yaml.safe_load(doc["data"][DATA_KEY])
+    if doc is not None and not isinstance(doc, dict):
+        raise ValueError(f"{path}: not a calibration table (a mapping with 'entries')")
+    return CalibrationTable.from_wire(doc)
+
+
+def observed_json(report: StartupReport) -> dict[str, Any]:
+    """``status.observed`` names (plus the terms vLLM prints)."""
+    return {"kvCacheBytes": report.kv_cache_bytes, "kvCacheTokens": report.kv_cache_tokens,
+            "maxConcurrency": report.max_concurrency,
+            "servedContextLength": report.served_context_length or report.concurrency_context_length,
+            "weightsBytes": report.weights_bytes, "loadSeconds": report.load_seconds,
+            "activationBytes": report.activation_bytes, "nonTorchBytes": report.non_torch_bytes,
+            "cudaGraphBytes": report.cuda_graph_bytes, "derived": list(report.derived),
+            "sourceLines": list(report.source_lines)}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Compare, print, optionally save. See the module docstring for exit codes."""
+    try:
+        server = load_manifest(args.filename)
+        text = Path(args.log).read_text(encoding="utf-8", errors="replace")
+        table = load_table(args.calibration) if args.calibration else CalibrationTable()
+        hf_config = load_hf_config(args.hf_config) if args.hf_config else None
+        result = plan(server.spec, hf_config=hf_config)
+    except (ManifestError, PlanInputError, OSError) as exc:
+        return fail(str(exc).splitlines()[0])
+    except ValidationError as exc:
+        return fail("config.json: " + validation_message(exc))
+    except (ValueError, TypeError, ArithmeticError) as exc:
+        return fail(f"{type(exc).__name__}: {exc}".splitlines()[0])
+    report = parse_startup(server.spec.engine.kind, text)
+    t = result.per_gpu
+    predicted = {"kvCacheBytes": t.kv_cache_bytes, "kvCacheTokens": max(0, result.kv_pool_bytes)
+                 // max(1, result.kv_bytes_per_token), "weightsBytes": t.weights_bytes,
+                 "activationBytes": t.activation_bytes, "cudaGraphBytes": t.cuda_graph_bytes,
+                 "otherBytes": t.other_bytes, "contextLength": result.context_length,
+                 "maxContextLength": result.max_context_length, "kvBytesPerToken": result.kv_bytes_per_token}
+    error = report.kv_cache_bytes - t.kv_cache_bytes if report.kv_cache_bytes is not None else None
+    calibration: dict[str, Any] | None = None
+    key = CalibrationKey.parse(result.calibration_key or "")
+    if error is not None and key is not None and report.kv_cache_bytes is not None:
+        sample_id = "offline:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+        table.add(key, Sample(sample_id, server.metadata.name, error, report.kv_cache_bytes, t.kv_cache_bytes, ""))
+        entry = table.entries[key]
+        calibration = {"key": key.text(), "correctionBytes": correction(s.residual_bytes for s in entry.samples),
+                       "entry": entry.to_wire()}
+        if args.save:
+            Path(args.save).write_text(yaml.safe_dump(table.to_wire(), sort_keys=False, width=120), encoding="utf-8")
+    doc = {"observed": observed_json(report), "predicted": predicted, "errorBytes": error, "calibration": calibration}
+    if args.output == "json":
+        json.dump(doc, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        _table(doc, server.metadata.name)
+    if not report.observed:
+        print("ctxfit: the log holds no KV cache accounting in a known wording (not observed)", file=sys.stderr)
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+def _gib(value: object) -> str:
+    return "-" if not isinstance(value, int) else f"{value / GiB:.2f}"
+
+
+def _table(doc: dict[str, Any], name: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(width=120, markup=False, highlight=False)
+    obs, pred = doc["observed"], doc["predicted"]
+    table = Table(title=Text(f"{name}: predicted vs observed (per GPU)"), title_justify="left")
+    for column in ("term", "predicted GiB", "observed GiB", "observed - predicted"):
+        table.add_column(column, justify="left" if column == "term" else "right")
+    for label, pkey, okey in (("weights", "weightsBytes", "weightsBytes"),
+                              ("activation", "activationBytes", "activationBytes"),
+                              ("non-torch / other", "otherBytes", "nonTorchBytes"),
+                              ("CUDA graphs", "cudaGraphBytes", "cudaGraphBytes"),
+                              ("KV pool", "kvCacheBytes", "kvCacheBytes")):
+        p, o = pred.get(pkey), obs.get(okey)
+        diff = f"{(o - p) / GiB:+.2f}" if isinstance(o, int) and isinstance(p, int) else "-"
+        if label == "CUDA graphs" and p == 0:
+            diff = "outside the budget"  # vLLM < 0.20 does not deduct graphs from the KV budget
+        table.add_row(label, _gib(p), _gib(o), diff)
+    table.add_row("KV tokens", f"{pred['kvCacheTokens']:,}",
+                  f"{obs['kvCacheTokens']:,}" if obs["kvCacheTokens"] is not None else "-", "-")
+    served = obs["servedContextLength"]
+    table.add_row("context", f"{pred['contextLength']:,}", f"{served:,}" if served else "-", "-")
+    console.print(table)
+    if obs["maxConcurrency"] is not None:
+        console.print(f"max concurrency (engine): {obs['maxConcurrency']:.2f}x")
+    if obs["loadSeconds"] is not None:
+        console.print(f"weights loaded in {obs['loadSeconds']:.1f} s")
+    cal = doc["calibration"]
+    if cal is not None:
+        entry = cal["entry"]
+        console.print(f"calibration {cal['key']}: {entry['count']} start-up(s), median residual "
+                      f"{entry['medianResidualBytes'] / GiB:+.2f} GiB, correction {cal['correctionBytes'] / GiB:+.2f} "
+                      "GiB", soft_wrap=True)
+    for line in obs["sourceLines"]:
+        console.print(f"  < {line}", soft_wrap=True)

@@ -1,0 +1,110 @@
+"""The calibration ConfigMap (controller/calibration_store.py) against a fake CoreV1Api: created on the first
+sample, samples once each (same id twice, a retry after a crash), compare-and-swap retried on conflict,
+readable YAML, a malformed or unreadable ConfigMap never breaks planning."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+from ctxfit.budget.calibrate import CalibrationKey, Sample
+from ctxfit.controller.calibration_store import DATA_KEY, CalibrationStore
+from kubernetes.client.exceptions import ApiException
+
+KEY = CalibrationKey("vllm", "0.19", "NVIDIA-H100-80GB-HBM3", 1, 1)
+
+
+class FakeCore:
+    def __init__(self, conflicts: int = 0, forbidden: bool = False) -> None:
+        self.obj: dict[str, Any] | None = None
+        self.version = 0
+        self.conflicts = conflicts
+        self.forbidden = forbidden
+        self.writes = 0
+
+    def read_namespaced_config_map(self, name: str, namespace: str, **_: Any) -> Any:
+        if self.forbidden:
+            raise ApiException(status=403)
+        if self.obj is None:
+            raise ApiException(status=404)
+        data = json.dumps(self.obj).encode()
+        return SimpleNamespace(data=data, release_conn=lambda: None)
+
+    def _store(self, body: Any) -> None:
+        self.version += 1
+        self.writes += 1
+        self.obj = {"metadata": {"name": body.metadata.name, "resourceVersion": str(self.version)},
+                    "data": dict(body.data)}
+
+    def create_namespaced_config_map(self, namespace: str, body: Any) -> None:
+        if self.obj is not None:
+            raise ApiException(status=409)
+        self._store(body)
+
+    def replace_namespaced_config_map(self, name: str, namespace: str, body: Any) -> None:
+        if self.conflicts:
+            self.conflicts -= 1
+            self.version += 1  # someone else wrote
+            assert self.obj is not None
+            self.obj["metadata"]["resourceVersion"] = str(self.version)
+            raise ApiException(status=409)
+        assert self.obj is not None
+        if body.metadata.resource_version != self.obj["metadata"]["resourceVersion"]:
+            raise ApiException(status=409)
+        self._store(body)
+
+
+def store(core: FakeCore) -> CalibrationStore:
+    return CalibrationStore(SimpleNamespace(core=core), "ctxfit-system", "ctxfit-calibration")  # type: ignore[arg-type]
+
+
+def sample(i: int, gib: float = -0.5) -> Sample:
+    return Sample(f"uid-{i}/1", f"ns/s{i}", int(gib * (1 << 30)), 1, 2, "2026-11-30T10:00:00Z")
+
+
+def test_created_then_appended_once_each() -> None:
+    core = FakeCore()
+    s = store(core)
+    assert s.table().entries == {}
+    assert s.record([(KEY, sample(1))]) == 1
+    assert s.record([(KEY, sample(1))]) == 0, "the same sample again (a retry after a crash) is a no-op"
+    assert s.record([(KEY, sample(1)), (KEY, sample(2))]) == 1
+    assert core.writes == 2
+    assert core.obj is not None
+    text = core.obj["data"][DATA_KEY]
+    assert text.startswith("# ctxfit calibration")
+    doc = yaml.safe_load(text)
+    (entry,) = doc["entries"]
+    assert entry["count"] == 2 and [x["id"] for x in entry["samples"]] == ["uid-1/1", "uid-2/1"]
+    assert entry["medianResidualGiB"] == -0.5
+    fresh = store(core)
+    assert fresh.table().entries[KEY].count == 2
+
+
+def test_conflicts_are_retried_without_losing_or_doubling() -> None:
+    core = FakeCore()
+    store(core).record([(KEY, sample(1))])
+    core.conflicts = 3
+    assert store(core).record([(KEY, sample(2))]) == 1
+    doc = yaml.safe_load(core.obj["data"][DATA_KEY]) if core.obj else {}
+    assert [x["id"] for x in doc["entries"][0]["samples"]] == ["uid-1/1", "uid-2/1"]
+
+
+def test_endless_conflicts_raise() -> None:
+    core = FakeCore()
+    store(core).record([(KEY, sample(1))])
+    core.conflicts = 100
+    with pytest.raises(ApiException):
+        store(core).record([(KEY, sample(2))])
+
+
+def test_malformed_or_unreadable_configmap_plans_without_calibration() -> None:
+    core = FakeCore()
+    core.obj = {"metadata": {"resourceVersion": "1"}, "data": {DATA_KEY: "entries: [{{{"}}
+    assert store(core).table().entries == {}
+    core.obj = {"metadata": {"resourceVersion": "1"}, "data": {DATA_KEY: "- a list"}}
+    assert store(core).table().entries == {}
+    assert store(FakeCore(forbidden=True)).table().entries == {}
