@@ -12,8 +12,9 @@ crashes the engine). Per family it prints:
 
 Columns: n, median |error|, p90 |error|, share of start-ups over-predicted beyond max(2%, 0.25 GiB).
 
-The fit: coordinate descent over the family's free constants (activation copies on a grid, the non-torch
-offsets in closed form) minimizing an asymmetric absolute error, an over-prediction weighing
+The fit: coordinate descent over the family's free constants (activation copies on a grid scanned from
+high to low, so a loss that is flat keeps the larger, safer copy count; the non-torch offsets in closed
+form) minimizing an asymmetric absolute error, an over-prediction weighing
 ``OVER_WEIGHT`` times an under-prediction (a small bias to the safe side). A constant no training start-up
 informs (no MoE, no NVSwitch multi-GPU start-up, ...) keeps the vLLM V1 value.
 
@@ -187,7 +188,7 @@ def fit(
         best_loss = _loss(errors(with_offsets(base)))
         for steps in (24, 24):
             span = (high - low) / steps
-            for i in range(steps + 1):
+            for i in range(steps, -1, -1):  # high to low: on a flat loss keep the largest (safest) value
                 value = round(low + i * span, 3)
                 candidate = with_offsets(replace(base, copies=replace(base.copies, **{name: value})))
                 loss = _loss(errors(candidate))

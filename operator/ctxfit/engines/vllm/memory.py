@@ -63,8 +63,10 @@ CUDA_GRAPH_PER_LAYER = int(0.02 * GiB)
 CUDA_GRAPH_MOE_FACTOR = 1.5
 CUDA_GRAPH_DEFAULT_CAPTURE = 512
 
+V1_OPT_IN_SINCE = (0, 7, 0)
 V1_DEFAULT_SINCE = (0, 8, 0)
-"""``VLLM_USE_V1`` defaults to 1 from 0.8.0; V0 is gone from 0.11.0 (engine-memory.md A.3)."""
+"""The V1 engine is opt-in (``VLLM_USE_V1=1``) in 0.7, the default from 0.8.0 (``VLLM_USE_V1=0`` keeps V0),
+and the only engine from 0.11.0 (engine-memory.md A.3)."""
 V0_REMOVED_SINCE = (0, 11, 0)
 CUDAGRAPH_DEDUCTED_SINCE = (0, 20, 0)
 """VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 from 0.20.0 (0 in 0.18/0.19, absent in 0.11)."""
@@ -105,13 +107,13 @@ class OverheadConstants:
 
 
 _V1 = OverheadConstants(
-    copies=ActivationCopies(sampler=3.674, sorting_sampler=9.7, forward=2.094, moe=2.097),
+    copies=ActivationCopies(sampler=3.674, sorting_sampler=9.7, forward=2.531, moe=2.097),
     non_torch_bytes=int(0.332 * GiB),
-    nvlink_buffers_bytes=int(1.939 * GiB),
+    nvlink_buffers_bytes=int(1.940 * GiB),
 )
 FITTED: dict[Family, OverheadConstants] = {
     Family.V0: OverheadConstants(
-        copies=ActivationCopies(sampler=3.674, sorting_sampler=9.835, forward=1.953, moe=2.097),
+        copies=ActivationCopies(sampler=3.674, sorting_sampler=9.861, forward=1.953, moe=2.097),
         non_torch_bytes=_V1.non_torch_bytes,
         nvlink_buffers_bytes=_V1.nvlink_buffers_bytes,
     ),
@@ -122,11 +124,12 @@ FITTED: dict[Family, OverheadConstants] = {
 
 
 def family(version: tuple[int, int, int], env: Mapping[str, str] | None = None) -> Family:
-    """The accounting family of a vLLM version; ``env`` is the container env (``VLLM_USE_V1=0`` selects V0
-    on 0.8-0.10)."""
-    if version < V1_DEFAULT_SINCE:
+    """The accounting family of a vLLM version; ``env`` is the container env (``VLLM_USE_V1=1`` selects V1
+    on 0.7, ``VLLM_USE_V1=0`` V0 on 0.8-0.10)."""
+    use_v1 = (env or {}).get("VLLM_USE_V1")
+    if version < V1_OPT_IN_SINCE or (version < V1_DEFAULT_SINCE and use_v1 != "1"):
         return Family.V0
-    if version < V0_REMOVED_SINCE and env is not None and env.get("VLLM_USE_V1") == "0":
+    if version < V0_REMOVED_SINCE and use_v1 == "0":
         return Family.V0
     return Family.V1_020 if version >= CUDAGRAPH_DEDUCTED_SINCE else Family.V1
 
@@ -147,15 +150,20 @@ def batch_defaults(cuda_total_bytes: int, version: tuple[int, int, int], product
     return 2048, 256
 
 
-def v0_batched_tokens(context_length: int, model_max: int | None) -> int:
+def v0_batched_tokens(context_length: int, model_max: int | None, *, sliding_window: bool = False) -> int:
     """V0's default ``max_num_batched_tokens`` for a context (see the module docstring).
 
-    ``context_length`` 0 (not chosen yet): the largest the profile can be, ``min(model max, 32768)``.
+    Chunked prefill turns itself on above 32768 tokens unless the model uses a sliding window
+    (``create_engine_config``: ``not use_sliding_window``); without it the profile is the whole context.
+    ``context_length`` 0 (not chosen yet): the largest the profile can be, ``min(model max, 32768)``
+    (the model maximum with a sliding window).
     """
-    context = context_length or min(model_max or V0_CHUNKED_PREFILL_ABOVE, V0_CHUNKED_PREFILL_ABOVE)
-    if context > V0_CHUNKED_PREFILL_ABOVE:
+    if context_length <= 0:
+        limit = model_max or V0_CHUNKED_PREFILL_ABOVE
+        context_length = limit if sliding_window else min(limit, V0_CHUNKED_PREFILL_ABOVE)
+    if context_length > V0_CHUNKED_PREFILL_ABOVE and not sliding_window:
         return V0_CHUNKED_BATCHED_TOKENS
-    return max(context, V0_MIN_BATCHED_TOKENS)
+    return max(context_length, V0_MIN_BATCHED_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -198,7 +206,8 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
     fam = family(version, env)
     tokens = max_num_batched_tokens
     if fam is Family.V0 and not inputs.spec.batching.max_num_batched_tokens:
-        tokens = v0_batched_tokens(effective.context_length, inputs.model_max_context)
+        sliding = inputs.architecture.sliding_window is not None
+        tokens = v0_batched_tokens(effective.context_length, inputs.model_max_context, sliding_window=sliding)
     multi_gpu = inputs.tp > 1 and nvswitch_system(_product(inputs))
     nccl_init = 0
     if fam is Family.V0 and V0_PROFILER_BASELINE_WINDOW[0] <= version < V0_PROFILER_BASELINE_WINDOW[1]:
