@@ -38,10 +38,13 @@ DEFAULT_INTERMEDIATE = 14336
 BF16_BYTES = 2
 FP32_BYTES = 4
 
-NCCL_INIT_NVSWITCH = int(1.02 * GiB)
-"""Memory the distributed init takes before weights load on an NVSwitch system at TP > 1: vLLM 0.19 sweep
-``init_cuda_memory_gib`` 1.53-1.55 GiB at TP 2/4 against 0.51 GiB at TP 1 (H100 SXM). On PCIe parts the
-init adds nothing measurable (SGLang on 4x RTX 4090: 0.44 GiB used before load, the CUDA context alone)."""
+NCCL_INIT_NVSWITCH = int(1.5 * GiB)
+"""Memory the distributed init takes before weights load on an NVSwitch system at TP > 1, the upper part of
+what start-ups print (a larger value errs to the safe side): vLLM 0.19 sweep ``init_cuda_memory_gib`` minus
+TP 1's 0.51 GiB is 1.02-1.04 GiB for dense models at TP 2/4 and 1.50-1.56 GiB for MoE models (their
+expert-parallel groups add communicators); SGLang prints "Init torch distributed ends. mem usage=1.25 GB"
+on 8x H100 (0.5.2) and 1.77-2.01 GB on 8x H200 (a 0.5 dev build). On PCIe parts the init adds nothing
+measurable (SGLang on 4x RTX 4090: 0.44 GiB used before load, the CUDA context alone)."""
 CUDA_CONTEXT = int(0.51 * GiB)
 """CUDA context + cuBLAS handles before weights load: vLLM 0.19 sweep ``init_cuda_memory_gib`` at TP 1."""
 

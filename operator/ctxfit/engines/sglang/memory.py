@@ -15,9 +15,14 @@ enters the pool size. The model has no fitted parameter: too few SGLang start-up
 
 Constants:
 - free memory before weights load = CUDA total - ``overhead.pre_load_used_bytes`` (CUDA context 0.51 GiB,
-  + 1.02 GiB distributed init on NVSwitch systems at TP > 1; measured on vLLM's H100 start-ups, checked
+  + 1.5 GiB distributed init on NVSwitch systems at TP > 1; measured on vLLM's H100 start-ups, checked
   against SGLang's own "Load weight begin. avail mem": 77.43 GiB on 8x H100 with 79.19 GiB total = 1.76 GiB
   used, and 0.44 GiB on 4x RTX 4090).
+- Verified in the wheels: 0.4.9 ``model_runner.py::profile_max_num_token`` (``rest_memory =
+  available_gpu_memory - total_gpu_memory * (1 - mem_fraction_static)``, ``total_gpu_memory`` from
+  ``init_torch_distributed``'s ``min_per_gpu_memory``) and 0.5.10 ``model_runner_kv_cache_mixin.py::
+  profile_max_num_token`` (``post_model_load_memory - pre_model_load_memory * (1 - mem_fraction_static)``,
+  minus the mamba cache for hybrid models).
 - Slack needs use SGLang's own reservation heuristic (0.5.4 ``server_args.py`` / 0.5.23
   ``memory_hook.handle_gpu_memory_settings``), MiB: activations ``512 + max(chunked_prefill, 2048) x 1.5``;
   CUDA graphs ``cuda_graph_max_bs x 2``; communication ``tp x pp / 8 x 1024``.

@@ -21,7 +21,10 @@ Families (``Family``) and what differs between them:
   CUDA-graph estimate is printed but not deducted (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to
   0 in 0.18/0.19). Before 0.12 the baseline snapshot precedes the distributed init, so the NCCL init
   lands in non-torch too.
-- **V1 from 0.20**: as V1, and the CUDA-graph estimate is deducted (the variable defaults to 1 from 0.20.0).
+- **V1 from 0.20**: as V1, and the CUDA-graph estimate is deducted: 0.20.0 ``envs.py`` defaults
+  ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` to "1", and ``gpu_worker.determine_available_memory``
+  subtracts ``model_runner.profile_cudagraph_memory()`` (which captures the largest graphs of each mode in a
+  scratch pool and extrapolates) from ``requested_memory = ceil(total x util)``.
 
 Fitted constants (``FITTED``): the activation copies (``overhead.ActivationCopies``) and the non-torch
 terms, per family, by ``bench/overhead_fit.py --fit`` on tests/fixtures/startups (vLLM 0.19 H100 sweep and
