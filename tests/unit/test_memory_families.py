@@ -65,6 +65,12 @@ def test_v0_profiled_tokens(context: int, model_max: int | None, sliding: bool, 
     assert v0_batched_tokens(context, model_max, sliding_window=sliding) == expected
 
 
+def test_v0_chunk_was_512_tokens_before_065() -> None:
+    assert v0_batched_tokens(65536, None, version=(0, 6, 4)) == 512
+    assert v0_batched_tokens(65536, None, version=(0, 6, 5)) == 2048
+    assert v0_batched_tokens(8192, None, version=(0, 5, 5)) == 8192
+
+
 @pytest.mark.parametrize(
     ("product", "expected"),
     [

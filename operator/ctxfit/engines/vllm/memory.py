@@ -88,8 +88,12 @@ V0_PROFILER_BASELINE_BYTES = int(1.46 * GiB)
 
 V0_CHUNKED_PREFILL_ABOVE = 32768
 V0_CHUNKED_BATCHED_TOKENS = 2048
+V0_CHUNKED_BATCHED_TOKENS_OLD = 512
+V0_CHUNKED_2048_SINCE = (0, 6, 5)
 V0_MIN_BATCHED_TOKENS = 2048
-"""V0 defaults (0.7.2 ``config.py::SchedulerConfig.__post_init__``, ``arg_utils.create_engine_config``)."""
+"""V0 defaults: ``config.py::SchedulerConfig`` gives chunked prefill 512 tokens up to 0.6.4 (read in the 0.5.5,
+0.6.3 and 0.6.4 wheels) and 2048 from 0.6.5 (0.6.5, 0.7.2 wheels), ``max(max_model_len, 2048)`` without it;
+``engine/arg_utils.py::create_engine_config`` turns it on above 32768 tokens (same in all of them)."""
 
 
 class Family(StrEnum):
@@ -153,7 +157,13 @@ def batch_defaults(cuda_total_bytes: int, version: tuple[int, int, int], product
     return 2048, 256
 
 
-def v0_batched_tokens(context_length: int, model_max: int | None, *, sliding_window: bool = False) -> int:
+def v0_batched_tokens(
+    context_length: int,
+    model_max: int | None,
+    *,
+    sliding_window: bool = False,
+    version: tuple[int, int, int] = V0_CHUNKED_2048_SINCE,
+) -> int:
     """V0's default ``max_num_batched_tokens`` for a context (see the module docstring).
 
     Chunked prefill turns itself on above 32768 tokens unless the model uses a sliding window
@@ -165,7 +175,7 @@ def v0_batched_tokens(context_length: int, model_max: int | None, *, sliding_win
         limit = model_max or V0_CHUNKED_PREFILL_ABOVE
         context_length = limit if sliding_window else min(limit, V0_CHUNKED_PREFILL_ABOVE)
     if context_length > V0_CHUNKED_PREFILL_ABOVE and not sliding_window:
-        return V0_CHUNKED_BATCHED_TOKENS
+        return V0_CHUNKED_BATCHED_TOKENS if version >= V0_CHUNKED_2048_SINCE else V0_CHUNKED_BATCHED_TOKENS_OLD
     return max(context_length, V0_MIN_BATCHED_TOKENS)
 
 
@@ -210,7 +220,9 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
     tokens = max_num_batched_tokens
     if fam is Family.V0 and not inputs.spec.batching.max_num_batched_tokens:
         sliding = inputs.architecture.sliding_window is not None
-        tokens = v0_batched_tokens(effective.context_length, inputs.model_max_context, sliding_window=sliding)
+        tokens = v0_batched_tokens(
+            effective.context_length, inputs.model_max_context, sliding_window=sliding, version=version
+        )
     multi_gpu = inputs.tp > 1 and nvswitch_system(_product(inputs))
     nccl_init = 0
     if fam is Family.V0 and V0_PROFILER_BASELINE_WINDOW[0] <= version < V0_PROFILER_BASELINE_WINDOW[1]:
