@@ -1,177 +1,331 @@
-"""Calibration report: the planner's predicted KV pool vs measured vLLM start-ups.
+"""Accuracy of the offline memory model per engine version family, with a leave-one-out refit.
 
-Fit set: the 59 successful vLLM 0.19.0 H100 start-ups (tests/fixtures/startups/vllm-0.19.0-h100-sweep.csv).
-Held-out set: start-ups on other GPUs and versions from tests/fixtures/startups/startups.yaml.
-Prints one row per case and the summary (median, mean, p10/p90 of predicted minus measured, GiB;
-positive = over-prediction, which would crash the engine).
+For every measured start-up (tests/fixtures/startups: the vLLM 0.19.0 H100 sweep and the start-ups of
+startups.yaml, inputs in inputs.yaml) the planner predicts the KV pool from the same inputs with the
+weights the engine printed; the error is predicted minus measured, GiB (positive = over-prediction, which
+crashes the engine). Per family it prints:
 
-    python bench/overhead_fit.py
+- ``in-code``: the constants in ``ctxfit.engines.vllm.memory.FITTED`` (fitted on all start-ups) and the
+  source rules of SGLang (no fitted parameter);
+- ``LOO``: for families with a fitted parameter, each start-up predicted by constants refitted without
+  it (the same fit as ``--fit``).
+
+Columns: n, median |error|, p90 |error|, share of start-ups over-predicted beyond max(2%, 0.25 GiB).
+
+The fit: coordinate descent over the family's free constants (activation copies on a grid scanned from
+high to low, so a loss that is flat keeps the larger, safer copy count; the non-torch offsets in closed
+form) minimizing an asymmetric absolute error, an over-prediction weighing
+``OVER_WEIGHT`` times an under-prediction (a small bias to the safe side). A constant no training start-up
+informs (no MoE, no NVSwitch multi-GPU start-up, ...) keeps the vLLM V1 value.
+
+    python bench/overhead_fit.py [--fit] [--cases] [--planner-only]
 """
 
 from __future__ import annotations
 
-import csv
+import argparse
 import statistics
 import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
-
-import yaml
-
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures" / "startups"
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(ROOT / "operator"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ctxfit.budget.calibration import CaseError, StartupCase, evaluate  # noqa: E402
+from ctxfit.api import GiB  # noqa: E402
+from ctxfit.budget.calibration import StartupCase  # noqa: E402
+from ctxfit.engines.vllm import VLLM, memory  # noqa: E402
+from ctxfit.engines.vllm.memory import OverheadConstants, ProfileInputs  # noqa: E402
 
-H100_MIB = 81559
+from bench.overhead_cases import (  # noqa: E402
+    FAMILIES,
+    NOT_EVALUABLE,
+    Startup,
+    all_startups,
+    listed_startups,
+    plan_inputs,
+    planner_kv_gib,
+    sweep_startups,
+)
+
+OVER_WEIGHT = 2.0
+OVER_BOUND_FRACTION = 0.02
+OVER_BOUND_GIB = 0.25
+FREE_CONSTANTS: dict[str, frozenset[str]] = {
+    "vllm-v1": frozenset({"sampler", "sorting_sampler", "forward", "moe", "non_torch", "nvlink"}),
+    "vllm-v0": frozenset({"sorting_sampler", "forward"}),
+}
+"""Families with free constants, and which. V0 keeps V1's non-torch terms (the same CUDA/cuBLAS/NCCL
+allocations; the V0 ledgers print 0.07-0.35 GiB at TP 1, and one V0 start-up is on NVSwitch) and MoE copies
+(no V0 MoE start-up): with six start-ups, a free non-torch offset trades off against the sampler copies.
+vLLM >= 0.20 has one start-up and uses V1's constants; SGLang has no fitted constant."""
+FITTED_FAMILIES = tuple(FREE_CONSTANTS)
 
 
-def _hf_config(fields: dict[str, Any]) -> dict[str, Any]:
-    config: dict[str, Any] = {
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 8,
-        "head_dim": 128,
-        "vocab_size": fields["vocab"],
-        "intermediate_size": fields["intermediate"],
+def over_bound_gib(measured_gib: float) -> float:
+    """The over-prediction tolerated: max(2 % of the measured pool, 0.25 GiB)."""
+    return max(OVER_BOUND_FRACTION * measured_gib, OVER_BOUND_GIB)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One prediction: case, family, predicted and measured KV pool (GiB)."""
+
+    case_id: str
+    family: str
+    predicted_gib: float
+    measured_gib: float
+
+    @property
+    def error_gib(self) -> float:
+        """Predicted minus measured, GiB."""
+        return self.predicted_gib - self.measured_gib
+
+    @property
+    def over(self) -> bool:
+        """Over-predicted beyond ``over_bound_gib``."""
+        return self.error_gib > over_bound_gib(self.measured_gib)
+
+
+def family_stats(rows: Sequence[Row]) -> dict[str, float]:
+    """n, median and p90 of |error| (GiB), share over-predicted beyond the bound."""
+    errors = sorted(abs(r.error_gib) for r in rows)
+    if not errors:
+        return {"n": 0, "median_abs": float("nan"), "p90_abs": float("nan"), "over_share": float("nan")}
+    p90 = statistics.quantiles(errors, n=10, method="inclusive")[-1] if len(errors) >= 2 else errors[0]
+    return {
+        "n": len(errors),
+        "median_abs": statistics.median(errors),
+        "p90_abs": p90,
+        "over_share": sum(r.over for r in rows) / len(rows),
     }
-    moe = fields.get("moe")
-    if moe:
-        config.update(
-            num_experts=moe["experts"], num_experts_per_tok=moe["topK"], moe_intermediate_size=moe["intermediateSize"]
+
+
+# -- the vLLM fit ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A vLLM start-up with its profile inputs resolved once."""
+
+    case: Startup
+    profile: ProfileInputs
+
+
+def prepare(cases: Sequence[Startup]) -> list[Prepared]:
+    """Resolve each vLLM case's ``ProfileInputs`` (``memory.profile_inputs``)."""
+    engine = VLLM()
+    out = []
+    for case in cases:
+        inputs, effective = plan_inputs(case)
+        tokens = engine.max_num_batched_tokens(inputs)
+        out.append(Prepared(case, memory.profile_inputs(inputs, effective, max_num_batched_tokens=tokens)))
+    return out
+
+
+def predict_gib(p: Prepared, constants: OverheadConstants) -> float:
+    """KV pool of ``p`` under ``constants`` (``memory.overheads``), GiB."""
+    return memory.overheads(p.profile, constants).kv_pool_bytes(p.profile) / GiB
+
+
+def _loss(errors: Sequence[float]) -> float:
+    return sum(OVER_WEIGHT * e if e > 0 else -e for e in errors)
+
+
+def _quantile_offset(residuals: Sequence[float]) -> float:
+    """The offset b minimizing the asymmetric loss of ``residual - b``: the OVER_WEIGHT/(1+OVER_WEIGHT) quantile."""
+    values = sorted(residuals)
+    level = OVER_WEIGHT / (1 + OVER_WEIGHT)
+    return values[min(len(values) - 1, int(level * len(values)))]
+
+
+COPY_GRIDS: dict[str, tuple[float, float]] = {
+    "sampler": (1.0, 8.0),
+    "sorting_sampler": (3.0, 16.0),
+    "forward": (0.5, 5.0),
+    "moe": (0.0, 4.0),
+}
+
+
+def _informed(train: Sequence[Prepared]) -> set[str]:
+    """The copy constants some training start-up depends on."""
+    names: set[str] = set()
+    for p in train:
+        names.add("sorting_sampler" if p.profile.sorting_sampler else "sampler")
+        names.add("moe" if p.profile.sizes.moe_cache_bytes else "forward")
+    return names
+
+
+def fit(
+    train: Sequence[Prepared], prior: OverheadConstants, free: frozenset[str], rounds: int = 3
+) -> OverheadConstants:
+    """Constants minimizing the asymmetric loss on ``train``; those not in ``free``, or that no training
+    start-up informs, keep ``prior``'s value."""
+    c = prior
+    informed = _informed(train) & free
+    has_nv = "nvlink" in free and any(p.profile.nvlink_multi_gpu for p in train)
+
+    def errors(candidate: OverheadConstants) -> list[float]:
+        return [predict_gib(p, candidate) - p.case.measured_kv_gib for p in train]
+
+    def with_offsets(candidate: OverheadConstants) -> OverheadConstants:
+        zero = replace(candidate, non_torch_bytes=0, nvlink_buffers_bytes=0)
+        residuals = [predict_gib(p, zero) - p.case.measured_kv_gib for p in train]
+        plain = [r for r, p in zip(residuals, train, strict=True) if not p.profile.nvlink_multi_gpu]
+        non_torch = candidate.non_torch_bytes / GiB
+        if "non_torch" in free:
+            non_torch = max(0.0, _quantile_offset(plain or residuals))
+        nv = candidate.nvlink_buffers_bytes / GiB
+        if has_nv:
+            nv_res = [r - non_torch for r, p in zip(residuals, train, strict=True) if p.profile.nvlink_multi_gpu]
+            nv = max(0.0, _quantile_offset(nv_res))
+        return replace(candidate, non_torch_bytes=int(non_torch * GiB), nvlink_buffers_bytes=int(nv * GiB))
+
+    def search(name: str, base: OverheadConstants) -> OverheadConstants:
+        low, high = COPY_GRIDS[name]
+        best = base
+        best_loss = _loss(errors(with_offsets(base)))
+        for steps in (24, 24):
+            span = (high - low) / steps
+            for i in range(steps, -1, -1):  # high to low: on a flat loss keep the largest (safest) value
+                value = round(low + i * span, 3)
+                candidate = with_offsets(replace(base, copies=replace(base.copies, **{name: value})))
+                loss = _loss(errors(candidate))
+                if loss < best_loss:
+                    best, best_loss = candidate, loss
+            centre = getattr(best.copies, name)
+            low, high = max(0.0, centre - span), centre + span
+        return best
+
+    c = with_offsets(c)
+    for _ in range(rounds):
+        for name in COPY_GRIDS:
+            if name in informed:
+                c = search(name, c)
+    return c
+
+
+def loo_rows(prepared: Sequence[Prepared], prior: OverheadConstants, free: frozenset[str]) -> list[Row]:
+    """Each start-up predicted by constants fitted without it."""
+    rows = []
+    for i, held in enumerate(prepared):
+        train = [p for j, p in enumerate(prepared) if j != i]
+        constants = fit(train, prior, free)
+        rows.append(Row(held.case.case_id, held.case.family, predict_gib(held, constants), held.case.measured_kv_gib))
+    return rows
+
+
+# -- report ---------------------------------------------------------------------------------------------
+
+
+def planner_rows(cases: Sequence[Startup], predict: Callable[[Startup], float] = planner_kv_gib) -> list[Row]:
+    """Each case predicted by the planner with the constants in the code."""
+    return [Row(c.case_id, c.family, predict(c), c.measured_kv_gib) for c in cases]
+
+
+def _line(title: str, s: dict[str, float]) -> str:
+    if not s["n"]:
+        return f"  {title:9} n=0"
+    return (
+        f"  {title:9} n={s['n']:<3.0f} median|err| {s['median_abs']:.2f}  p90|err| {s['p90_abs']:.2f}  "
+        f"over>max(2%,0.25) {s['over_share']:.0%}"
+    )
+
+
+def report(*, show_cases: bool, planner_only: bool) -> None:
+    """Print the per-family tables (and the per-case rows with ``show_cases``)."""
+    cases = all_startups()
+    used = [c for c in cases if c.exclude is None]
+    in_code = planner_rows(cases)
+    loo: list[Row] = []
+    if not planner_only:
+        for fam in FITTED_FAMILIES:
+            prepared = prepare([c for c in used if c.family == fam])
+            loo += loo_rows(prepared, memory.FITTED[memory.Family.V1], FREE_CONSTANTS[fam])
+    if show_cases:
+        loo_by_id = {r.case_id: r for r in loo}
+        print(f"{'family':13} {'case':58} {'meas':>7} {'pred':>7} {'err':>6} {'LOO':>6}")
+        for r in in_code:
+            held = loo_by_id.get(r.case_id)
+            loo_err = f"{held.error_gib:+6.2f}" if held else "     -"
+            excluded = next((c.exclude for c in cases if c.case_id == r.case_id and c.exclude), None)
+            print(
+                f"{r.family:13} {r.case_id[:58]:58} {r.measured_gib:7.2f} {r.predicted_gib:7.2f} "
+                f"{r.error_gib:+6.2f} {loo_err}" + (f"  (excluded: {excluded})" if excluded else "")
+            )
+        print()
+    excluded_ids = {c.case_id for c in cases if c.exclude}
+    for fam in FAMILIES:
+        print(f"== {fam}")
+        print(_line("in-code", family_stats([r for r in in_code if r.family == fam and r.case_id not in excluded_ids])))
+        if fam in FITTED_FAMILIES and not planner_only:
+            print(_line("LOO", family_stats([r for r in loo if r.family == fam])))
+        elif not planner_only:
+            print("  LOO       no free parameter (source rules; too few start-ups to fit)")
+        for case_id, (f, why) in NOT_EVALUABLE.items():
+            if f == fam:
+                print(f"  not evaluable: {case_id} ({why})")
+        for c in cases:
+            if c.family == fam and c.exclude:
+                print(f"  excluded: {c.case_id} ({c.exclude})")
+
+
+def print_fit() -> None:
+    """Print the constants fitted on all start-ups of each fitted family (paste into ``memory.FITTED``)."""
+    prior = memory.FITTED[memory.Family.V1]
+    for fam in FITTED_FAMILIES:  # V1 first: its constants are V0's prior
+        prepared = prepare([c for c in all_startups() if c.exclude is None and c.family == fam])
+        c = fit(prepared, prior, FREE_CONSTANTS[fam])
+        prior = c if fam == "vllm-v1" else prior
+        print(
+            fam, c.copies, f"non_torch={c.non_torch_bytes / GiB:.3f} GiB nvlink={c.nvlink_buffers_bytes / GiB:.3f} GiB"
         )
-    return config
+
+
+# -- the older API (tests/unit/test_calibration.py) -----------------------------------------------------
+
+HELD_OUT_IDS = (
+    "vllm028-gptoss120b-8x-rtxpro4500-tp8",
+    "vllm-v1-gemma3-4b-b200-bench",
+    "vllm-v0-llama3-8b-h100-tp2",
+    "vllm-v0-llama31-8b-rtx3090-maxlen29k-insufficient",
+    "vllm-v0-r1-distill-qwen14b-2x4090-tp2",
+    "vllm-v0-qwen25-7b-24gb-maxlen8192",
+)
+
+
+def _startup_case(c: Startup) -> StartupCase:
+    assert c.gpu_memory_utilization is not None
+    return StartupCase(
+        case_id=c.case_id,
+        product=c.product or "unknown",
+        gpu_memory_mib=c.gpu_memory_mib,
+        tensor_parallel=c.tensor_parallel,
+        pipeline_parallel=c.pipeline_parallel,
+        gpu_memory_utilization=c.gpu_memory_utilization,
+        version=c.version,
+        weights_gib=c.weights_gib,
+        measured_kv_gib=c.measured_kv_gib,
+        hf_config=c.hf_config,
+        max_num_seqs=c.max_num_seqs,
+        max_num_batched_tokens=c.max_num_batched_tokens,
+    )
 
 
 def sweep_cases() -> list[StartupCase]:
-    """The fit set: successful rows of the vLLM 0.19.0 H100 sweep."""
-    models = yaml.safe_load((FIXTURES / "models.yaml").read_text())
-    cases = []
-    with (FIXTURES / "vllm-0.19.0-h100-sweep.csv").open() as handle:
-        for row in csv.DictReader(handle):
-            if row["status"] != "ok":
-                continue
-            cases.append(
-                StartupCase(
-                    case_id=row["log_file"].removesuffix(".log"),
-                    product="NVIDIA-H100-80GB-HBM3",
-                    gpu_memory_mib=H100_MIB,
-                    tensor_parallel=int(row["tp"]),
-                    pipeline_parallel=int(row["pp"]),
-                    gpu_memory_utilization=float(row["gpu_memory_utilization"]),
-                    version="0.19.0",
-                    weights_gib=float(row["weights_memory_gib"]),
-                    measured_kv_gib=float(row["kv_cache_memory_gib"]),
-                    hf_config=_hf_config(models[row["model"]]),
-                )
-            )
-    return cases
-
-
-HELD_OUT: list[dict[str, Any]] = [
-    # id in startups.yaml, GPU product, NVML MiB, version, model fields, seqs / batched tokens if stated
-    {
-        "id": "vllm028-gptoss120b-8x-rtxpro4500-tp8",
-        "product": "NVIDIA-RTX-PRO-4500-Blackwell-Server-Edition",
-        "mib": 32623,
-        "version": "0.28.0",
-        "tp": 8,
-        "util": 0.95,
-        "weights": 9.98,
-        "kv": 19.0,
-        "seqs": 256,
-        "model": {"vocab": 201088, "intermediate": 2880, "moe": {"experts": 128, "topK": 4, "intermediateSize": 2880}},
-    },
-    {
-        "id": "vllm-v1-gemma3-4b-b200-bench",
-        "product": "NVIDIA-B200",
-        "mib": 183359,
-        "version": "0.10.0",
-        "tp": 1,
-        "util": 0.9,
-        "weights": 8.58,
-        "kv": 141.92,
-        "mnbt": 16384,
-        "model": {"vocab": 262208, "intermediate": 10240},
-    },
-    {
-        "id": "vllm-v0-llama3-8b-h100-tp2",
-        "product": "NVIDIA-H100-80GB-HBM3",
-        "mib": 81559,
-        "version": "0.6.5",
-        "tp": 2,
-        "util": 0.9,
-        "weights": 7.48,
-        "kv": 58.97,
-        "model": {"vocab": 128256, "intermediate": 14336},
-    },
-    {
-        "id": "vllm-v0-llama31-8b-rtx3090-maxlen29k-insufficient",
-        "product": "NVIDIA-GeForce-RTX-3090",
-        "mib": 24576,
-        "version": "0.6.4",
-        "tp": 1,
-        "util": 0.9,
-        "weights": 14.9888,
-        "kv": 2.89,
-        "mnbt": 29000,
-        "model": {"vocab": 128256, "intermediate": 14336},
-    },
-    {
-        "id": "vllm-v0-r1-distill-qwen14b-2x4090-tp2",
-        "product": "NVIDIA-GeForce-RTX-4090",
-        "mib": 24564,
-        "version": "0.7.2",
-        "tp": 2,
-        "util": 0.98,
-        "weights": 13.9476,
-        "kv": 8.69,
-        "model": {"vocab": 152064, "intermediate": 13824},
-    },
-    {
-        "id": "vllm-v0-qwen25-7b-24gb-maxlen8192",
-        "product": "NVIDIA-GeForce-RTX-4090",
-        "mib": 24564,
-        "version": "0.7.0",
-        "tp": 1,
-        "util": 0.9,
-        "weights": 14.25,
-        "kv": 5.77,
-        "model": {"vocab": 152064, "intermediate": 18944},
-    },
-]
+    """The fit set of the first calibration: successful rows of the vLLM 0.19.0 H100 sweep."""
+    return [_startup_case(c) for c in sweep_startups()]
 
 
 def held_out_cases() -> list[StartupCase]:
-    """Start-ups on other GPUs and versions (not used to fit the constants)."""
-    known = {c["id"] for c in yaml.safe_load((FIXTURES / "startups.yaml").read_text())}
-    cases = []
-    for raw in HELD_OUT:
-        assert raw["id"] in known, raw["id"]
-        cases.append(
-            StartupCase(
-                case_id=raw["id"],
-                product=raw["product"],
-                gpu_memory_mib=raw["mib"],
-                tensor_parallel=raw["tp"],
-                pipeline_parallel=1,
-                gpu_memory_utilization=raw["util"],
-                version=raw["version"],
-                weights_gib=raw["weights"],
-                measured_kv_gib=raw["kv"],
-                hf_config=_hf_config(raw["model"]),
-                max_num_seqs=raw.get("seqs"),
-                max_num_batched_tokens=raw.get("mnbt"),
-            )
-        )
-    return cases
+    """Six start-ups on other GPUs and versions (``budget.calibration`` predicts them at its fixed context)."""
+    by_id = {c.case_id: c for c in listed_startups()}
+    return [_startup_case(by_id[i]) for i in HELD_OUT_IDS]
 
 
-def summary(errors: list[CaseError]) -> dict[str, float]:
-    """Median, mean, p10, p90, max over/under of predicted minus measured (GiB)."""
+def summary(errors: Sequence[object]) -> dict[str, float]:
+    """Median, mean, p10, p90, max over/under of predicted minus measured (GiB) of ``CaseError``s."""
     values = sorted(e.error_gib for e in errors)
     deciles = statistics.quantiles(values, n=10) if len(values) >= 2 else [values[0]] * 9
     return {
@@ -186,20 +340,17 @@ def summary(errors: list[CaseError]) -> dict[str, float]:
     }
 
 
-def main() -> None:
-    """Print the per-case table and the summaries of both sets."""
-    for title, cases in (("fit set: vLLM 0.19.0 H100 sweep", sweep_cases()), ("held out", held_out_cases())):
-        errors = evaluate(cases)
-        print(f"== {title}")
-        print(f"{'case':70} {'pred':>8} {'meas':>8} {'err':>7}")
-        for e in errors:
-            print(f"{e.case_id[:70]:70} {e.predicted_kv_gib:8.2f} {e.measured_kv_gib:8.2f} {e.error_gib:+7.2f}")
-        s = summary(errors)
-        print(
-            f"-- n={s['n']:.0f} median {s['median']:+.2f} GiB, mean {s['mean']:+.2f}, p10 {s['p10']:+.2f}, "
-            f"p90 {s['p90']:+.2f}, |median| {s['median_abs']:.2f}, max over {s['max_over']:+.2f}, "
-            f"max under {s['max_under']:+.2f}\n"
-        )
+def main(argv: Sequence[str] | None = None) -> None:
+    """Command line: the report, or ``--fit`` for the full-data constants."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fit", action="store_true", help="print the constants fitted on all start-ups")
+    parser.add_argument("--cases", action="store_true", help="print every start-up's prediction")
+    parser.add_argument("--planner-only", action="store_true", help="only the planner with the code's constants")
+    args = parser.parse_args(argv)
+    if args.fit:
+        print_fit()
+        return
+    report(show_cases=args.cases, planner_only=args.planner_only)
 
 
 if __name__ == "__main__":

@@ -1,37 +1,85 @@
-"""Activation-peak estimate shared by the engines' memory models (fitted constants, with their data).
+"""Start-up overhead terms shared by the engines' memory models: the activation peak of vLLM's profile run,
+and the collective-communication buffers a multi-GPU start-up allocates.
 
-Fitted on the 59 successful vLLM 0.19.0 H100 start-ups of ``tests/fixtures/startups/vllm-0.19.0-h100-sweep.csv``
-(llm-d-planner PR 205 logs), columns ``activation_memory_gib``; see ``bench/overhead_fit.py`` for the
-error report on the held-out start-ups.
+The activation peak is the largest of a few transient buffers, each ``copies x one buffer``:
 
-- Sampler warm-up (vLLM ``gpu_model_runner._dummy_sampler_run`` over ``max_num_seqs`` requests): the
-  fp32 logits ``[max_num_seqs, vocab]`` and their copies (probs, sorted, top-k/p masks). Fitted
-  ``SAMPLER_LOGIT_COPIES = 3.85`` copies: Llama-3.1 (vocab 128256, 1024 seqs) 1.89 GiB measured,
-  1.96 predicted; Qwen2.5 (152064) 2.21 / 2.32; Gemma-2/3 (256000/262208) 3.62-3.99 / 3.76-3.85.
-- Dense forward of ``max_num_batched_tokens`` tokens: ``FORWARD_MLP_COPIES = 2.4`` times the gate/up
-  output ``[tokens, 2 x intermediate / TP]`` in bf16. Llama-3.1-8B PP stage 0 (no sampler) 1.10 / 1.05;
-  CodeLlama-7b 0.77 / 0.81.
-- MoE: the fused-MoE intermediate caches ``[tokens, top_k, 2 x moe_intermediate / TP]`` bf16 times
-  ``MOE_CACHE_COPIES = 1.5`` (vLLM ``fused_moe`` cache1 + cache2 + cache3), added to the sampler peak
-  (the sweep's MoE rows sit above the sampler term by about this much): Qwen3-30B-A3B 2.68 / 2.51,
-  DeepSeek-V2-Lite 1.93 / 1.89, Qwen1.5-MoE 2.47 / 2.53, Mixtral TP2 1.21 / 1.67, gpt-oss-20b 2.87 / 3.21.
-- Unknown vocabulary: ``DEFAULT_VOCAB = 152064`` (the largest common LLM vocabulary below Gemma's) so the
-  estimate errs to the safe side for most models.
+- Sampler warm-up over ``max_num_seqs`` requests: fp32 logits ``[max_num_seqs, vocab]`` and their
+  copies (probabilities, sorted values and int64 indices, top-k/top-p masks). vLLM V0 ``worker/
+  model_runner.py::_dummy_run`` samples with ``top_k = vocab - 1, top_p = 0.99`` "to reflect the accurate
+  memory usage" (a full-vocabulary sort, ~10 copies); V1 ``gpu_model_runner._dummy_sampler_run`` did the
+  same until 0.16 and needs ~4 copies from 0.17 (llm-d-planner version sweep: Qwen3-14B on H100 profiles
+  5.64 GiB in 0.15/0.16 and 2.23 GiB in 0.17/0.18 at 1024 sequences).
+- Dense forward of ``max_num_batched_tokens`` tokens: the gate/up output ``[tokens, 2 x intermediate / TP]``
+  in bf16 (the largest activation of a decoder layer), times a number of live copies.
+- MoE: the fused-MoE intermediate caches ``[tokens, top_k, 2 x moe_intermediate / TP]`` bf16 (vLLM
+  ``fused_moe`` cache1/cache2/cache3), alive at the same time as the sampler buffers' peak in V1.
+
+The copy counts are fitted per engine version family (``ActivationCopies``; the values live next to each
+engine's memory model, the fit and its leave-one-out error in ``bench/overhead_fit.py``).
+
+Collective buffers: on NVSwitch systems (HGX H100/H200/H20/B200) NCCL's NVLink SHARP (NVLS) and vLLM's
+custom / symmetric-memory all-reduce allocate buffers outside PyTorch on the first collectives
+(NCCL ``NCCL_NVLS_ENABLE``: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html). PCIe
+parts (RTX, L40S, H100 PCIe/NVL) and A100 (no NVLS) allocate little: measured non-torch at TP > 1 is
+0.25-0.43 GiB there (vLLM V0 on 2x RTX 4090 and 4x A100-40GB, V1 0.28 on 8x RTX PRO 4500) against
+1.8-2.0 GiB more on H100 SXM (vLLM 0.19 sweep, TP 2/4).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ctxfit.api import GiB
 from ctxfit.catalog import MoE
 
-SAMPLER_LOGIT_COPIES = 3.85
-FORWARD_MLP_COPIES = 2.4
-MOE_CACHE_COPIES = 1.5
 DEFAULT_VOCAB = 152064
+"""Vocabulary assumed when config.json is unknown: the largest common LLM vocabulary below Gemma's (safe side)."""
 DEFAULT_INTERMEDIATE = 14336
 BF16_BYTES = 2
 FP32_BYTES = 4
+
+NCCL_INIT_NVSWITCH = int(1.5 * GiB)
+"""Memory the distributed init takes before weights load on an NVSwitch system at TP > 1, the upper part of
+what start-ups print (a larger value errs to the safe side): vLLM 0.19 sweep ``init_cuda_memory_gib`` minus
+TP 1's 0.51 GiB is 1.02-1.04 GiB for dense models at TP 2/4 and 1.50-1.56 GiB for MoE models (their
+expert-parallel groups add communicators); SGLang prints "Init torch distributed ends. mem usage=1.25 GB"
+on 8x H100 (0.5.2) and 1.77-2.01 GB on 8x H200 (a 0.5 dev build). On PCIe parts the init adds nothing
+measurable (SGLang on 4x RTX 4090: 0.44 GiB used before load, the CUDA context alone)."""
+CUDA_CONTEXT = int(0.51 * GiB)
+"""CUDA context + cuBLAS handles before weights load: vLLM 0.19 sweep ``init_cuda_memory_gib`` at TP 1."""
+
+NVSWITCH_MARKERS = ("HBM3", "H200", "H20", "H800", "B200", "B300", "GB200", "GB300", "SXM5")
+"""GFD product substrings of NVSwitch (NVLS-capable, Hopper or newer) systems."""
+PCIE_MARKERS = ("PCIE", "NVL", "RTX", "L40", "L4", "A10", "T4")
+
+
+@dataclass(frozen=True)
+class ActivationCopies:
+    """Live copies of each transient buffer at the profile peak (dimensionless, fitted per family).
+
+    Attributes:
+        sampler: fp32 ``[max_num_seqs, vocab]`` buffers of a V1 (>= 0.17) sampler warm-up.
+        sorting_sampler: the same for a sampler warm-up that sorts the whole vocabulary (V0, V1 < 0.17).
+        forward: bf16 ``[tokens, 2 x intermediate / TP]`` buffers of the dense forward.
+        moe: fused-MoE intermediate caches.
+    """
+
+    sampler: float
+    sorting_sampler: float
+    forward: float
+    moe: float
+
+
+@dataclass(frozen=True)
+class ActivationSizes:
+    """One copy of each transient buffer, bytes (what ``ActivationCopies`` multiplies)."""
+
+    sampler_logits_bytes: int
+    forward_mlp_bytes: int
+    moe_cache_bytes: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    vocab: int
 
 
 @dataclass(frozen=True)
@@ -42,7 +90,7 @@ class ActivationEstimate:
     note: str
 
 
-def activation_peak_bytes(
+def activation_sizes(
     *,
     max_num_seqs: int,
     max_num_batched_tokens: int,
@@ -51,32 +99,66 @@ def activation_peak_bytes(
     moe: MoE | None,
     tensor_parallel: int,
     has_sampler: bool = True,
-) -> ActivationEstimate:
-    """Transient activation peak of the start-up profile run on one GPU.
+) -> ActivationSizes:
+    """One copy of each profile-run buffer on one GPU.
 
     Args:
         max_num_seqs: sequences in the sampler warm-up.
         max_num_batched_tokens: tokens in the dummy forward.
-        vocab_size, intermediate_size: config.json fields (None -> defaults above).
+        vocab_size, intermediate_size: config.json fields (None -> ``DEFAULT_VOCAB``/``DEFAULT_INTERMEDIATE``).
         moe: MoE sizes or None (dense).
-        tensor_parallel: TP size (divides the MLP / expert intermediate, not the logits).
+        tensor_parallel: TP size (divides the MLP / expert intermediate, not the logits, which are gathered).
         has_sampler: False on pipeline stages that do not sample.
 
     Returns:
-        ``ActivationEstimate`` (bytes and which term dominated).
+        ``ActivationSizes`` in bytes.
     """
     vocab = vocab_size or DEFAULT_VOCAB
-    sampler = int(SAMPLER_LOGIT_COPIES * max_num_seqs * vocab * FP32_BYTES) if has_sampler else 0
+    sampler = max_num_seqs * vocab * FP32_BYTES if has_sampler else 0
+    inter = max(1, (intermediate_size or DEFAULT_INTERMEDIATE) // tensor_parallel)
+    forward = max_num_batched_tokens * 2 * inter * BF16_BYTES
+    moe_cache = 0
     if moe is not None:
         per_tp = max(1, moe.intermediate_size // tensor_parallel)
-        moe_cache = int(MOE_CACHE_COPIES * max_num_batched_tokens * moe.top_k * 2 * per_tp * BF16_BYTES)
+        moe_cache = max_num_batched_tokens * moe.top_k * 2 * per_tp * BF16_BYTES
+    return ActivationSizes(sampler, forward, moe_cache, max_num_seqs, max_num_batched_tokens, vocab)
+
+
+def activation_peak(sizes: ActivationSizes, copies: ActivationCopies, *, sorting_sampler: bool) -> ActivationEstimate:
+    """Transient activation peak of the profile run, bytes.
+
+    Dense: ``max(forward, sampler)`` (the forward's buffers are freed before sampling). MoE: ``sampler +
+    moe caches`` (the sweep's MoE rows sit above the sampler term by about the caches).
+    """
+    sampler_copies = copies.sorting_sampler if sorting_sampler else copies.sampler
+    sampler = int(sampler_copies * sizes.sampler_logits_bytes)
+    warmup = f"sampler warm-up {sizes.max_num_seqs} seqs x vocab {sizes.vocab}"
+    if sizes.moe_cache_bytes:
         return ActivationEstimate(
-            sampler + moe_cache,
-            f"sampler warm-up {max_num_seqs} seqs x vocab {vocab} + fused-MoE caches at "
-            f"{max_num_batched_tokens} tokens",
+            sampler + int(copies.moe * sizes.moe_cache_bytes),
+            f"{warmup} + fused-MoE caches at {sizes.max_num_batched_tokens} tokens",
         )
-    inter = (intermediate_size or DEFAULT_INTERMEDIATE) // tensor_parallel
-    forward = int(FORWARD_MLP_COPIES * max_num_batched_tokens * 2 * inter * BF16_BYTES)
+    forward = int(copies.forward * sizes.forward_mlp_bytes)
     if forward > sampler:
-        return ActivationEstimate(forward, f"dense forward of {max_num_batched_tokens} tokens")
-    return ActivationEstimate(sampler, f"sampler warm-up {max_num_seqs} seqs x vocab {vocab}")
+        return ActivationEstimate(forward, f"dense forward of {sizes.max_num_batched_tokens} tokens")
+    return ActivationEstimate(sampler, warmup)
+
+
+def nvswitch_system(product: str | None) -> bool:
+    """True when ``product`` (a GFD ``nvidia.com/gpu.product``) is an NVSwitch, NVLS-capable part.
+
+    Unknown product (only ``gpu.memory`` given): True, the larger footprint, so the prediction errs safe.
+    """
+    if not product:
+        return True
+    name = product.upper()
+    if any(marker in name for marker in PCIE_MARKERS):
+        return False
+    return any(marker in name for marker in NVSWITCH_MARKERS)
+
+
+def pre_load_used_bytes(product: str | None, world_size: int) -> int:
+    """GPU memory in use before weights load: CUDA context, plus the distributed init on NVSwitch systems."""
+    if world_size > 1 and nvswitch_system(product):
+        return CUDA_CONTEXT + NCCL_INIT_NVSWITCH
+    return CUDA_CONTEXT

@@ -5,10 +5,24 @@
     tokens    = pool // cell_size                                 (pool_configurator.calculate_pool_sizes)
     slack     = (1 - mem_fraction_static) x pre_free  must hold activations, CUDA graphs, req_to_token, buffers
 
+Version families: 0.4.x (``model_runner.py::profile_max_num_token``), 0.5.4/0.5.10
+(``model_runner_kv_cache_mixin.profile_max_num_token``) and 0.5.23 (``kv_cache_configurator.
+_profile_available_bytes``) all size the pool as ``post_load_free - pre_load_free x (1 - mem_fraction_static)``
+with both frees measured by ``get_available_gpu_memory`` (min over ranks); the CUDA graphs, the
+``req_to_token`` pool and activations are allocated after the KV pool, inside the slack, so none of them
+enters the pool size. The model has no fitted parameter: too few SGLang start-ups print their weights
+(two of the 0.5 family, none of 0.4) to fit one; ``bench/overhead_fit.py`` reports its error.
+
 Constants:
-- ``PRE_LOAD_USED_TP1 = 0.6 GiB`` / ``PRE_LOAD_USED_TPN = 1.8 GiB``: CUDA context (+ NCCL with TP > 1)
-  before weights (shared/cases sglang052-grok2-8xh100-tp8: 79.19 GiB total, 77.43 GiB free at load
-  begin = 1.76 GiB).
+- free memory before weights load = CUDA total - ``overhead.pre_load_used_bytes`` (CUDA context 0.51 GiB,
+  + 1.5 GiB distributed init on NVSwitch systems at TP > 1; measured on vLLM's H100 start-ups, checked
+  against SGLang's own "Load weight begin. avail mem": 77.43 GiB on 8x H100 with 79.19 GiB total = 1.76 GiB
+  used, and 0.44 GiB on 4x RTX 4090).
+- Verified in the wheels: 0.4.9 ``model_runner.py::profile_max_num_token`` (``rest_memory =
+  available_gpu_memory - total_gpu_memory * (1 - mem_fraction_static)``, ``total_gpu_memory`` from
+  ``init_torch_distributed``'s ``min_per_gpu_memory``) and 0.5.10 ``model_runner_kv_cache_mixin.py::
+  profile_max_num_token`` (``post_model_load_memory - pre_model_load_memory * (1 - mem_fraction_static)``,
+  minus the mamba cache for hybrid models).
 - Slack needs use SGLang's own reservation heuristic (0.5.4 ``server_args.py`` / 0.5.23
   ``memory_hook.handle_gpu_memory_settings``), MiB: activations ``512 + max(chunked_prefill, 2048) x 1.5``;
   CUDA graphs ``cuda_graph_max_bs x 2``; communication ``tp x pp / 8 x 1024``.
@@ -21,12 +35,11 @@ from typing import TYPE_CHECKING
 
 from ctxfit.api import EffectiveConfig, GiB, MiB
 from ctxfit.engines.base import BudgetTerms
+from ctxfit.engines.overhead import pre_load_used_bytes
 
 if TYPE_CHECKING:
     from ctxfit.vocab.inputs import PlanInputs
 
-PRE_LOAD_USED_TP1 = int(0.6 * GiB)
-PRE_LOAD_USED_TPN = int(1.8 * GiB)
 ACTIVATION_BASE_MIB = 512
 ACTIVATION_PER_CHUNK_TOKEN_MIB = 1.5
 GRAPH_PER_BS_MIB = 2
@@ -52,9 +65,9 @@ def capacity_defaults(gpu_mem_mib: int, tp: int) -> tuple[int, int]:
 
 
 def pre_free_bytes(inputs: PlanInputs) -> int:
-    """Free memory at weight-load begin on the busiest GPU."""
-    used = PRE_LOAD_USED_TPN if inputs.tp * inputs.pp > 1 else PRE_LOAD_USED_TP1
-    return inputs.cuda_total_bytes - used
+    """Free memory at weight-load begin on the busiest GPU, bytes (``post_load_free`` is this minus weights)."""
+    product = inputs.gpu.product if inputs.gpu else inputs.spec.gpu.product
+    return inputs.cuda_total_bytes - pre_load_used_bytes(product, inputs.tp * inputs.pp)
 
 
 def activation_reserve_bytes(chunked_prefill: int) -> int:

@@ -1,52 +1,144 @@
-"""vLLM per-GPU memory model (engine-memory.md section A.1, read from the 0.11-0.33 wheels).
+"""vLLM per-GPU memory model, one rule set per engine version family (engine-memory.md A.1).
 
-    requested = CUDA total x gpu-memory-utilization                 (v1/worker/utils.py::request_memory)
-    kv_pool   = requested - weights - non-torch - activation peak   (gpu_worker.determine_available_memory)
-                - CUDA-graph estimate (only >= 0.20, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default 1)
-    fits(L)  <=> request_bytes(L) <= kv_pool - one null block        (kv_cache_planning._check_enough_kv_cache_memory)
+    requested = CUDA total x gpu-memory-utilization        (V1 v1/worker/utils.py::request_memory;
+                                                            V0 worker/worker.py::determine_num_available_blocks)
+    kv_pool   = requested - weights - non-torch - activation peak - [CUDA-graph estimate]
+    fits(L)  <=> request_bytes(L) <= kv_pool - one null block   (kv_cache_planning._check_enough_kv_cache_memory)
 
-Fitted constants (data: tests/fixtures/startups/, the vLLM 0.19.0 H100 sweep):
-- ``NON_TORCH_TP1 = 0.25 GiB``: non-torch increase during the profile run at TP 1 (sweep: 0.24-0.27,
-  granite 0.46).
-- ``NON_TORCH_TP_BASE = 2.0 GiB`` + ``NON_TORCH_PER_RANK = 0.05 GiB`` x TP: TP > 1 adds NCCL/custom
-  all-reduce buffers (sweep: TP2 2.06-2.10, TP4 2.13-2.21).
-- ``DISTRIBUTED_INIT_BEFORE_SNAPSHOT = 1.5 GiB``: older ``gpu_worker.init_device`` takes the baseline
-  ``MemorySnapshot()`` before ``init_worker_distributed_environment``; newer code initializes "the
-  distributed environment BEFORE taking memory snapshot. This ensures NCCL buffers are allocated before we
-  measure available memory" (both orders seen in public copies of v1/worker/gpu_worker.py; the 0.12
-  boundary is [unverified]). With the old order the NCCL communicators land in the non-torch term; size
-  from the sweep's ``init_non_torch_memory_gib`` minus TP1's 0.51: TP2 1.00-1.48, TP4 1.02-1.54.
+Families (``Family``) and what differs between them:
+
+- **V0** (``vllm/worker``; every release before 0.8, and 0.8-0.10 with ``VLLM_USE_V1=0``):
+  ``determine_num_available_blocks`` budgets ``total x util - (weights + non_torch_increase +
+  torch_peak_increase)``. The profiled forward is ``max_num_batched_tokens`` tokens, and its default
+  depends on chunked prefill (0.7.2 ``config.py::SchedulerConfig.__post_init__``): with chunked prefill
+  2048, without it ``max(max_model_len, 2048)``. Chunked prefill turns itself on only when
+  ``max_model_len > 32768`` (``engine/arg_utils.py::create_engine_config``, "Chunked prefill is enabled by
+  default for models with max_model_len > 32K"), so a V0 start-up at 32k profiles a 32k-token forward and
+  one at 64k a 2k-token one. The sampler warm-up sorts the whole vocabulary (``_dummy_run``: ``top_k =
+  vocab - 1``). No CUDA-graph term (captured after the KV cache, outside the budget).
+- **V1 before 0.20**: ``gpu_worker.determine_available_memory`` budgets the same terms; the forward is
+  ``max_num_batched_tokens`` (always chunked, ``arg_utils.get_batch_defaults``), whatever the context; the
+  CUDA-graph estimate is printed but not deducted (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to
+  0 in 0.18/0.19). Before 0.12 the baseline snapshot precedes the distributed init, so the NCCL init
+  lands in non-torch too.
+- **V1 from 0.20**: as V1, and the CUDA-graph estimate is deducted: 0.20.0 ``envs.py`` defaults
+  ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` to "1", and ``gpu_worker.determine_available_memory``
+  subtracts ``model_runner.profile_cudagraph_memory()`` (which captures the largest graphs of each mode in a
+  scratch pool and extrapolates) from ``requested_memory = ceil(total x util)``.
+
+Fitted constants (``FITTED``): the activation copies (``overhead.ActivationCopies``) and the non-torch
+terms, per family, by ``bench/overhead_fit.py --fit`` on tests/fixtures/startups (vLLM 0.19 H100 sweep and
+the other start-ups of startups.yaml); the same script prints the leave-one-out error per family. V1 from
+0.20 has one measured start-up: it uses the V1 constants with no free parameter of its own.
+
+- ``non_torch``: non-torch increase during the profile run (sweep TP 1: 0.24-0.27 GiB).
+- ``nvlink_buffers``: extra non-torch at TP > 1 on NVSwitch systems (sweep TP 2/4: +1.8-2.0 GiB; see
+  ``overhead`` for why PCIe parts do not have it).
 - CUDA-graph estimate ``CUDA_GRAPH_BASE = 0.2 GiB + CUDA_GRAPH_PER_LAYER = 0.02 GiB`` per layer on the
   stage (x1.5 for MoE), scaled by the capture size over 512 (sweep ``cuda_graph_estimated_gib``:
   Llama-8B 0.84, 70B TP2 1.82, Qwen3-30B-A3B 1.24).
-- ``CUDA_CONTEXT = 0.5 GiB``: CUDA context + cuBLAS outside the budget (sweep: TP1 init 0.51 GiB).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from ctxfit.api import EffectiveConfig, GiB
 from ctxfit.engines.base import BudgetTerms
-from ctxfit.engines.overhead import activation_peak_bytes
+from ctxfit.engines.overhead import (
+    CUDA_CONTEXT,
+    NCCL_INIT_NVSWITCH,
+    ActivationCopies,
+    ActivationSizes,
+    activation_peak,
+    activation_sizes,
+    nvswitch_system,
+)
 
 if TYPE_CHECKING:
     from ctxfit.vocab.inputs import PlanInputs
 
-NON_TORCH_TP1 = int(0.25 * GiB)
-NON_TORCH_TP_BASE = int(2.0 * GiB)
-NON_TORCH_PER_RANK = int(0.05 * GiB)
-DISTRIBUTED_INIT_BEFORE_SNAPSHOT = int(1.5 * GiB)
 CUDA_GRAPH_BASE = int(0.2 * GiB)
 CUDA_GRAPH_PER_LAYER = int(0.02 * GiB)
 CUDA_GRAPH_MOE_FACTOR = 1.5
 CUDA_GRAPH_DEFAULT_CAPTURE = 512
-CUDA_CONTEXT = int(0.5 * GiB)
 
+V1_OPT_IN_SINCE = (0, 7, 0)
+V1_DEFAULT_SINCE = (0, 8, 0)
+"""The V1 engine is opt-in (``VLLM_USE_V1=1``) in 0.7, the default from 0.8.0 (``VLLM_USE_V1=0`` keeps V0),
+and the only engine from 0.11.0 (engine-memory.md A.3)."""
+V0_REMOVED_SINCE = (0, 11, 0)
 CUDAGRAPH_DEDUCTED_SINCE = (0, 20, 0)
 """VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 from 0.20.0 (0 in 0.18/0.19, absent in 0.11)."""
-
 SNAPSHOT_AFTER_DISTRIBUTED_SINCE = (0, 12, 0)
+"""Newer ``gpu_worker.init_device`` initializes "the distributed environment BEFORE taking memory snapshot"
+(both orders seen in public copies of v1/worker/gpu_worker.py; the 0.12 boundary is [unverified])."""
+SORTING_SAMPLER_UNTIL = (0, 17, 0)
+"""V1's sampler warm-up sorts the vocabulary before 0.17 (see ``overhead``)."""
+
+V0_PROFILER_BASELINE_WINDOW = ((0, 6, 5), (0, 7, 0))
+V0_PROFILER_BASELINE_BYTES = int(1.46 * GiB)
+"""V0 releases between the memory-profiling overhaul (vllm PR 10511, Dec 2024) and its polish (PRs 11809,
+12126, Jan 2025) count ~1.5 GiB more non-torch memory: PR 10511's own Llama-3-8B run on one H100 prints
+``non_torch_memory 1.79GiB`` against 0.07-0.35 GiB in every other V0 ledger (1.79 - 0.33 fitted = 1.46).
+0.6.4.post1 is affected too (vllm issue 11230, 4.09 GiB) but parses as 0.6.4, which is not."""
+
+V0_CHUNKED_PREFILL_ABOVE = 32768
+V0_CHUNKED_BATCHED_TOKENS = 2048
+V0_CHUNKED_BATCHED_TOKENS_OLD = 512
+V0_CHUNKED_2048_SINCE = (0, 6, 5)
+V0_MIN_BATCHED_TOKENS = 2048
+"""V0 defaults: ``config.py::SchedulerConfig`` gives chunked prefill 512 tokens up to 0.6.4 (read in the 0.5.5,
+0.6.3 and 0.6.4 wheels) and 2048 from 0.6.5 (0.6.5, 0.7.2 wheels), ``max(max_model_len, 2048)`` without it;
+``engine/arg_utils.py::create_engine_config`` turns it on above 32768 tokens (same in all of them)."""
+
+
+class Family(StrEnum):
+    """vLLM version families whose memory accounting differs."""
+
+    V0 = "vllm-v0"
+    V1 = "vllm-v1"
+    V1_020 = "vllm-v1-0.20"
+
+
+@dataclass(frozen=True)
+class OverheadConstants:
+    """Fitted overhead constants of one family (bytes and copy counts)."""
+
+    copies: ActivationCopies
+    non_torch_bytes: int
+    nvlink_buffers_bytes: int
+
+
+_V1 = OverheadConstants(
+    copies=ActivationCopies(sampler=3.674, sorting_sampler=9.7, forward=2.531, moe=2.097),
+    non_torch_bytes=int(0.332 * GiB),
+    nvlink_buffers_bytes=int(1.940 * GiB),
+)
+FITTED: dict[Family, OverheadConstants] = {
+    Family.V0: OverheadConstants(
+        copies=ActivationCopies(sampler=3.674, sorting_sampler=9.861, forward=1.953, moe=2.097),
+        non_torch_bytes=_V1.non_torch_bytes,
+        nvlink_buffers_bytes=_V1.nvlink_buffers_bytes,
+    ),
+    Family.V1: _V1,
+    Family.V1_020: _V1,
+}
+"""Per-family constants, printed by ``python bench/overhead_fit.py --fit`` (full-data fit)."""
+
+
+def family(version: tuple[int, int, int], env: Mapping[str, str] | None = None) -> Family:
+    """The accounting family of a vLLM version; ``env`` is the container env (``VLLM_USE_V1=1`` selects V1
+    on 0.7, ``VLLM_USE_V1=0`` V0 on 0.8-0.10)."""
+    use_v1 = (env or {}).get("VLLM_USE_V1")
+    if version < V1_OPT_IN_SINCE or (version < V1_DEFAULT_SINCE and use_v1 != "1"):
+        return Family.V0
+    if version < V0_REMOVED_SINCE and use_v1 == "0":
+        return Family.V0
+    return Family.V1_020 if version >= CUDAGRAPH_DEDUCTED_SINCE else Family.V1
 
 
 def batch_defaults(cuda_total_bytes: int, version: tuple[int, int, int], product: str | None) -> tuple[int, int]:
@@ -65,20 +157,126 @@ def batch_defaults(cuda_total_bytes: int, version: tuple[int, int, int], product
     return 2048, 256
 
 
-def non_torch_bytes(tensor_parallel: int, version: tuple[int, int, int]) -> int:
-    """Non-torch memory vLLM counts inside the budget (see module constants)."""
-    if tensor_parallel <= 1:
-        return NON_TORCH_TP1
-    extra = DISTRIBUTED_INIT_BEFORE_SNAPSHOT if version < SNAPSHOT_AFTER_DISTRIBUTED_SINCE else 0
-    return NON_TORCH_TP_BASE + NON_TORCH_PER_RANK * tensor_parallel + extra
+def v0_batched_tokens(
+    context_length: int,
+    model_max: int | None,
+    *,
+    sliding_window: bool = False,
+    version: tuple[int, int, int] = V0_CHUNKED_2048_SINCE,
+) -> int:
+    """V0's default ``max_num_batched_tokens`` for a context (see the module docstring).
+
+    Chunked prefill turns itself on above 32768 tokens unless the model uses a sliding window
+    (``create_engine_config``: ``not use_sliding_window``); without it the profile is the whole context.
+    ``context_length`` 0 (not chosen yet): the largest the profile can be, ``min(model max, 32768)``
+    (the model maximum with a sliding window).
+    """
+    if context_length <= 0:
+        limit = model_max or V0_CHUNKED_PREFILL_ABOVE
+        context_length = limit if sliding_window else min(limit, V0_CHUNKED_PREFILL_ABOVE)
+    if context_length > V0_CHUNKED_PREFILL_ABOVE and not sliding_window:
+        return V0_CHUNKED_BATCHED_TOKENS if version >= V0_CHUNKED_2048_SINCE else V0_CHUNKED_BATCHED_TOKENS_OLD
+    return max(context_length, V0_MIN_BATCHED_TOKENS)
+
+
+@dataclass(frozen=True)
+class ProfileInputs:
+    """What vLLM's profile-run overhead depends on for one plan (bytes), before the fitted constants."""
+
+    family: Family
+    requested_bytes: int
+    weights_bytes: int
+    sizes: ActivationSizes
+    sorting_sampler: bool
+    nvlink_multi_gpu: bool
+    nccl_init_in_budget_bytes: int
+    """Non-torch the profiler counts besides the fitted terms: NCCL init (V1 < 0.12), V0's 0.6.5-0.6.x baseline."""
+    cuda_graph_bytes: int
 
 
 def cuda_graph_bytes(inputs: PlanInputs, capture_size: int) -> int:
-    """CUDA-graph pool estimate for one GPU (see module constants)."""
+    """CUDA-graph pool estimate for one GPU (see module docstring)."""
     layers = -(-(inputs.architecture.num_layers or 32) // inputs.pp)
     per_layer = CUDA_GRAPH_PER_LAYER * (CUDA_GRAPH_MOE_FACTOR if inputs.moe else 1.0)
     scale = min(capture_size, CUDA_GRAPH_DEFAULT_CAPTURE) / CUDA_GRAPH_DEFAULT_CAPTURE
     return int(CUDA_GRAPH_BASE + per_layer * layers * max(scale, 0.25))
+
+
+def _product(inputs: PlanInputs) -> str | None:
+    return inputs.gpu.product if inputs.gpu else inputs.spec.gpu.product
+
+
+def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_tokens: int) -> ProfileInputs:
+    """Collect the family, budget and buffer sizes of one plan.
+
+    Raises:
+        ValueError: when ``effective.gpu_memory_utilization`` is unset.
+    """
+    if effective.gpu_memory_utilization is None:
+        raise ValueError("vLLM needs gpu_memory_utilization")
+    version = inputs.engine_version
+    env = {e.name: e.value for e in inputs.spec.engine.env if e.value is not None}
+    fam = family(version, env)
+    tokens = max_num_batched_tokens
+    if fam is Family.V0 and not inputs.spec.batching.max_num_batched_tokens:
+        sliding = inputs.architecture.sliding_window is not None
+        tokens = v0_batched_tokens(
+            effective.context_length, inputs.model_max_context, sliding_window=sliding, version=version
+        )
+    multi_gpu = inputs.tp > 1 and nvswitch_system(_product(inputs))
+    nccl_init = 0
+    if fam is Family.V0 and V0_PROFILER_BASELINE_WINDOW[0] <= version < V0_PROFILER_BASELINE_WINDOW[1]:
+        nccl_init = V0_PROFILER_BASELINE_BYTES
+    if fam is not Family.V0 and version < SNAPSHOT_AFTER_DISTRIBUTED_SINCE and inputs.tp * inputs.pp > 1:
+        nccl_init = NCCL_INIT_NVSWITCH if nvswitch_system(_product(inputs)) else 0
+    return ProfileInputs(
+        family=fam,
+        requested_bytes=int(inputs.cuda_total_bytes * effective.gpu_memory_utilization),
+        weights_bytes=inputs.weights_per_gpu_bytes,
+        sizes=activation_sizes(
+            max_num_seqs=effective.max_num_seqs,
+            max_num_batched_tokens=tokens,
+            vocab_size=inputs.vocab_size,
+            intermediate_size=inputs.intermediate_size,
+            moe=inputs.moe,
+            tensor_parallel=inputs.tp,
+        ),
+        sorting_sampler=fam is Family.V0 or version < SORTING_SAMPLER_UNTIL,
+        nvlink_multi_gpu=multi_gpu,
+        nccl_init_in_budget_bytes=nccl_init,
+        cuda_graph_bytes=cuda_graph_bytes(inputs, effective.cuda_graph_max_batch_size),
+    )
+
+
+@dataclass(frozen=True)
+class Overheads:
+    """The in-budget overhead terms of one plan, bytes."""
+
+    activation_bytes: int
+    activation_note: str
+    non_torch_bytes: int
+    deducted_graph_bytes: int
+
+    def kv_pool_bytes(self, profile: ProfileInputs) -> int:
+        """``requested - weights - activation - non-torch - deducted graphs`` (may be negative)."""
+        return (
+            profile.requested_bytes
+            - profile.weights_bytes
+            - self.activation_bytes
+            - self.non_torch_bytes
+            - self.deducted_graph_bytes
+        )
+
+
+def overheads(profile: ProfileInputs, constants: OverheadConstants | None = None) -> Overheads:
+    """The overhead terms of ``profile`` under ``constants`` (default: ``FITTED[profile.family]``)."""
+    c = constants or FITTED[profile.family]
+    activation = activation_peak(profile.sizes, c.copies, sorting_sampler=profile.sorting_sampler)
+    non_torch = c.non_torch_bytes + profile.nccl_init_in_budget_bytes
+    if profile.nvlink_multi_gpu:
+        non_torch += c.nvlink_buffers_bytes
+    graphs = profile.cuda_graph_bytes if profile.family is Family.V1_020 else 0
+    return Overheads(activation.bytes, activation.note, non_torch, graphs)
 
 
 def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_tokens: int) -> BudgetTerms:
@@ -87,43 +285,31 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_to
     Raises:
         ValueError: when ``effective.gpu_memory_utilization`` is unset.
     """
-    if effective.gpu_memory_utilization is None:
-        raise ValueError("vLLM needs gpu_memory_utilization")
-    version = inputs.engine_version
-    requested = int(inputs.cuda_total_bytes * effective.gpu_memory_utilization)
-    activation = activation_peak_bytes(
-        max_num_seqs=effective.max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        vocab_size=inputs.vocab_size,
-        intermediate_size=inputs.intermediate_size,
-        moe=inputs.moe,
-        tensor_parallel=inputs.tp,
-    )
-    other = non_torch_bytes(inputs.tp, version)
-    graphs = cuda_graph_bytes(inputs, effective.cuda_graph_max_batch_size)
-    graphs_deducted = version >= CUDAGRAPH_DEDUCTED_SINCE
-    in_budget_graphs = graphs if graphs_deducted else 0
-    kv = requested - inputs.weights_per_gpu_bytes - activation.bytes - other - in_budget_graphs
-    outside = CUDA_CONTEXT + (0 if graphs_deducted else graphs)
+    profile = profile_inputs(inputs, effective, max_num_batched_tokens=max_num_batched_tokens)
+    terms = overheads(profile)
+    deducted = profile.family is Family.V1_020
+    outside = CUDA_CONTEXT + (0 if deducted else profile.cuda_graph_bytes)
+    topology = "NVSwitch all-reduce buffers" if profile.nvlink_multi_gpu else "no NVSwitch buffers"
     notes = (
         f"usable: CUDA total {inputs.cuda_total_bytes / GiB:.2f} GiB x gpu-memory-utilization "
         f"{effective.gpu_memory_utilization}",
         f"weights: {inputs.weights_source}",
-        f"activation: {activation.note}",
-        f"other: non-torch (NCCL/all-reduce buffers) at TP {inputs.tp}",
+        f"activation: {terms.activation_note} ({profile.family.value})",
+        f"other: non-torch at TP {inputs.tp} ({topology})",
         "CUDA graphs: estimate deducted from the budget (vLLM >= 0.20)"
-        if graphs_deducted
-        else f"CUDA graphs: ~{graphs / GiB:.2f} GiB outside the budget (vLLM < 0.20 does not deduct them)",
+        if deducted
+        else f"CUDA graphs: ~{profile.cuda_graph_bytes / GiB:.2f} GiB outside the budget (vLLM < 0.20 does not "
+        "deduct them)",
     )
     return BudgetTerms(
         total_bytes=inputs.gpu_total_bytes,
         cuda_total_bytes=inputs.cuda_total_bytes,
-        usable_bytes=requested,
+        usable_bytes=profile.requested_bytes,
         weights_bytes=inputs.weights_per_gpu_bytes,
-        activation_bytes=activation.bytes,
-        cuda_graph_bytes=in_budget_graphs,
-        other_bytes=other,
-        kv_cache_bytes=kv,
+        activation_bytes=terms.activation_bytes,
+        cuda_graph_bytes=terms.deducted_graph_bytes,
+        other_bytes=terms.non_torch_bytes,
+        kv_cache_bytes=terms.kv_pool_bytes(profile),
         outside_bytes=outside,
         notes=notes,
     )

@@ -1,0 +1,162 @@
+"""The memory model's version families: which rules apply to which engine version, on which GPUs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from ctxfit.api import GiB, InferenceServerSpec
+from ctxfit.engines import get_engine
+from ctxfit.engines.overhead import CUDA_CONTEXT, NCCL_INIT_NVSWITCH, nvswitch_system, pre_load_used_bytes
+from ctxfit.engines.vllm import VLLM, memory
+from ctxfit.engines.vllm.memory import Family, family, v0_batched_tokens
+from ctxfit.vocab.inputs import resolve_inputs
+
+LLAMA_8B = {
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 128256,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 131072,
+}
+
+
+@pytest.mark.parametrize(
+    ("version", "env", "expected"),
+    [
+        ((0, 5, 5), None, Family.V0),
+        ((0, 6, 4), None, Family.V0),
+        ((0, 6, 5), {"VLLM_USE_V1": "1"}, Family.V0),
+        ((0, 7, 2), None, Family.V0),
+        ((0, 7, 1), {"VLLM_USE_V1": "1"}, Family.V1),  # opt-in V1 in 0.7
+        ((0, 8, 0), None, Family.V1),
+        ((0, 8, 5), {"VLLM_USE_V1": "0"}, Family.V0),
+        ((0, 10, 1), {"VLLM_USE_V1": "0"}, Family.V0),
+        ((0, 11, 0), {"VLLM_USE_V1": "0"}, Family.V1),  # V0 removed in 0.11
+        ((0, 19, 0), None, Family.V1),
+        ((0, 20, 0), None, Family.V1_020),
+        ((0, 33, 0), None, Family.V1_020),
+    ],
+    ids=lambda v: str(v),
+)
+def test_family_by_version_and_env(version: tuple[int, int, int], env: dict[str, str] | None, expected: Family) -> None:
+    assert family(version, env) is expected
+
+
+@pytest.mark.parametrize(
+    ("context", "model_max", "sliding", "expected"),
+    [
+        (1024, None, False, 2048),  # at least 2048
+        (8192, None, False, 8192),  # chunked prefill off: the whole context is profiled
+        (29000, None, False, 29000),
+        (32768, None, False, 32768),  # "> 32K" turns chunked prefill on, 32768 does not
+        (32769, None, False, 2048),
+        (131072, None, False, 2048),
+        (131072, None, True, 131072),  # sliding-window models never auto-enable chunked prefill
+        (0, 131072, False, 32768),  # context not chosen yet: the largest profile below the switch
+        (0, 16384, False, 16384),
+        (0, 65536, True, 65536),
+    ],
+    ids=lambda v: str(v),
+)
+def test_v0_profiled_tokens(context: int, model_max: int | None, sliding: bool, expected: int) -> None:
+    assert v0_batched_tokens(context, model_max, sliding_window=sliding) == expected
+
+
+def test_v0_chunk_was_512_tokens_before_065() -> None:
+    assert v0_batched_tokens(65536, None, version=(0, 6, 4)) == 512
+    assert v0_batched_tokens(65536, None, version=(0, 6, 5)) == 2048
+    assert v0_batched_tokens(8192, None, version=(0, 5, 5)) == 8192
+
+
+@pytest.mark.parametrize(
+    ("product", "expected"),
+    [
+        ("NVIDIA-H100-80GB-HBM3", True),
+        ("NVIDIA-H200", True),
+        ("NVIDIA-H20", True),
+        ("NVIDIA-B200", True),
+        ("NVIDIA-H100-PCIe", False),
+        ("NVIDIA-H100-NVL", False),
+        ("NVIDIA-H200-NVL", False),
+        ("NVIDIA-A100-SXM4-80GB", False),
+        ("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", False),
+        ("NVIDIA-GeForce-RTX-4090", False),
+        ("NVIDIA-L40S", False),
+        (None, True),  # unknown: the larger footprint
+    ],
+    ids=lambda v: str(v),
+)
+def test_nvswitch_classification(product: str | None, expected: bool) -> None:
+    assert nvswitch_system(product) is expected
+
+
+def test_pre_load_memory_by_topology() -> None:
+    assert pre_load_used_bytes("NVIDIA-H100-80GB-HBM3", 1) == CUDA_CONTEXT
+    assert pre_load_used_bytes("NVIDIA-H100-80GB-HBM3", 8) == CUDA_CONTEXT + NCCL_INIT_NVSWITCH
+    # SGLang 0.5.2 on 8x H100 printed 77.43 GiB free of 79.19 at load begin: 1.76 GiB used
+    assert 1.5 <= (CUDA_CONTEXT + NCCL_INIT_NVSWITCH) / GiB <= 2.1
+    assert pre_load_used_bytes("NVIDIA-GeForce-RTX-4090", 4) == CUDA_CONTEXT
+
+
+def _vllm(version: str, *, context: int, product: str = "NVIDIA-GeForce-RTX-3090", tp: int = 1, **extra: Any):
+    spec = InferenceServerSpec.model_validate(
+        {
+            "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "weightsPerGPU": "15Gi"},
+            "engine": {"kind": "vllm", "version": version, **extra},
+            "gpu": {"count": tp, "product": product},
+            "parallelism": {"tensor": tp},
+            "context": {"target": context},
+            "memory": {"gpuMemoryUtilization": 0.9},
+        }
+    )
+    inputs = resolve_inputs(spec, hf_config=LLAMA_8B)
+    engine = get_engine(spec.engine.kind)
+    effective = engine.default_effective(inputs, kv_cache_dtype="auto").model_copy(update={"context_length": context})
+    return inputs, effective, engine.budget(inputs, effective)
+
+
+def test_v0_activation_follows_the_context_until_chunked_prefill_switches_on() -> None:
+    peaks = {ctx: _vllm("0.6.4", context=ctx)[2].activation_bytes for ctx in (4096, 16384, 32768, 65536)}
+    assert peaks[4096] < peaks[16384] < peaks[32768]
+    assert peaks[65536] == peaks[4096]  # 2048-token chunks: the sampler warm-up dominates both
+    # V1 profiles max_num_batched_tokens whatever the context
+    v1 = {ctx: _vllm("0.19.0", context=ctx)[2].activation_bytes for ctx in (4096, 32768)}
+    assert v1[4096] == v1[32768]
+
+
+def test_v0_rtx3090_start_up_is_predicted_from_its_own_rules() -> None:
+    # vllm issue 10517: 29000-token profile, 2.99 GiB activation, 0.35 GiB non-torch, 2.89 GiB KV
+    spec_weights = 14.9888
+    inputs, effective, terms = _vllm("0.6.4", context=29000)
+    assert inputs.cuda_total_bytes / GiB == pytest.approx(23.58, abs=0.01)
+    kv = terms.kv_cache_bytes + (inputs.weights_per_gpu_bytes - int(spec_weights * GiB))
+    assert kv / GiB == pytest.approx(2.89, abs=0.25)
+    assert terms.usable_bytes == terms.weights_bytes + terms.activation_bytes + terms.other_bytes + terms.kv_cache_bytes
+
+
+def test_nvswitch_buffers_only_on_nvswitch_systems() -> None:
+    h100 = _vllm("0.19.0", context=8192, product="NVIDIA-H100-80GB-HBM3", tp=2)[2]
+    pcie = _vllm("0.19.0", context=8192, product="NVIDIA-H100-PCIe", tp=2)[2]
+    assert h100.other_bytes - pcie.other_bytes == memory.FITTED[Family.V1].nvlink_buffers_bytes
+
+
+def test_cuda_graphs_deducted_only_from_020() -> None:
+    before = _vllm("0.19.0", context=8192, product="NVIDIA-H100-80GB-HBM3")[2]
+    after = _vllm("0.20.0", context=8192, product="NVIDIA-H100-80GB-HBM3")[2]
+    assert before.cuda_graph_bytes == 0 < after.cuda_graph_bytes
+
+
+def test_use_v1_env_selects_v0_rules_on_08() -> None:
+    v1 = _vllm("0.8.5", context=16384)[2]
+    v0 = _vllm("0.8.5", context=16384, env=[{"name": "VLLM_USE_V1", "value": "0"}])[2]
+    assert "(vllm-v0)" in v0.notes[2] and "(vllm-v1)" in v1.notes[2]
+
+
+def test_engine_max_batched_tokens_is_what_the_profile_uses_for_v1() -> None:
+    inputs, effective, _ = _vllm("0.19.0", context=8192, product="NVIDIA-H100-80GB-HBM3")
+    profile = memory.profile_inputs(inputs, effective, max_num_batched_tokens=VLLM().max_num_batched_tokens(inputs))
+    assert profile.sizes.max_num_batched_tokens == 8192
+    assert profile.family is Family.V1 and not profile.sorting_sampler
