@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
+from .model_cache import CACHE_CEL_RULES
 from .quantity import _canonical_quantity
 from .spec import API_GROUP, API_VERSION, KIND, PLURAL, InferenceServerSpec
 from .status import InferenceServerStatus
@@ -72,6 +73,7 @@ CEL_RULES: dict[str, list[dict[str, str]]] = {
             "reason": "FieldValueForbidden",
         },
     ],
+    **CACHE_CEL_RULES,
     "ContextSpec": [
         {
             "rule": f"!{_present('minimum')} || !{_present('target')} || self.minimum <= self.target",

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from .base import WireModel
+from .model_cache import ModelCache, TokenSecretRef
 from .quantity import GiB, Quantity, TiB, check_quantity_bounds
 
 API_GROUP = "ctxfit.io"
@@ -103,11 +104,17 @@ class Architecture(WireModel):
 
 
 class ModelSpec(WireModel):
-    """Which model to serve and, optionally, its architecture and per-GPU weight bytes."""
+    """Which model to serve and, optionally, its architecture and per-GPU weight bytes.
+
+    ``revision`` (branch, tag or commit), ``tokenSecretRef`` and ``cache``: see ``ctxfit.api.model_cache``.
+    """
 
     name: Annotated[str, Field(min_length=1, max_length=253)]
     architecture: Architecture | None = None
     weights_per_gpu: Quantity | None = Field(default=None, alias="weightsPerGPU")
+    revision: Annotated[str, Field(min_length=1, max_length=255)] = "main"
+    token_secret_ref: TokenSecretRef | None = None
+    cache: ModelCache | None = None
 
     @field_validator("weights_per_gpu")
     @classmethod

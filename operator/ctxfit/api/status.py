@@ -17,12 +17,14 @@ from pydantic import Field
 
 from .base import WireModel
 from .effective import EffectiveConfig
+from .model_cache import ModelStatus
 
 
 class Phase(StrEnum):
     """Where an InferenceServer is in its life."""
 
     PLANNING = "Planning"
+    DOWNLOADING = "Downloading"
     STARTING = "Starting"
     READY = "Ready"
     STEPPING_DOWN = "SteppingDown"
@@ -35,6 +37,7 @@ class ConditionType(StrEnum):
     READY = "Ready"
     BUDGET_FITS = "BudgetFits"
     DEGRADED = "Degraded"
+    WEIGHTS_CACHED = "WeightsCached"
 
 
 class Reason(StrEnum):
@@ -56,6 +59,13 @@ class Reason(StrEnum):
     AS_PLANNED = "AsPlanned"
     BELOW_TARGET = "BelowTarget"
     STEPPED_DOWN = "SteppedDown"
+    # WeightsCached (and the Downloading phase)
+    DOWNLOADING = "Downloading"
+    DOWNLOAD_RETRYING = "DownloadRetrying"
+    CACHED = "Cached"
+    PRELOADED = "Preloaded"
+    NOT_CACHED = "NotCached"
+    CLAIM_GROWN = "ClaimGrown"
     # Events only
     PLANNED = "Planned"
     ATTEMPT_FAILED = "AttemptFailed"
@@ -206,6 +216,7 @@ class InferenceServerStatus(WireModel):
         node_product: GFD product of the GPUs the plan is for.
         spec_key: digest of the spec fields that history depends on (history is kept while it matches).
         message: one line for humans (the latest explanation).
+        model: the weights cache in force and the last download (``ctxfit.api.model_cache``).
     """
 
     observed_generation: int | None = None
@@ -219,6 +230,7 @@ class InferenceServerStatus(WireModel):
     node_product: str | None = None
     spec_key: str | None = None
     message: str | None = None
+    model: ModelStatus | None = None
 
     @classmethod
     def from_body(cls, status: dict[str, Any] | None) -> InferenceServerStatus:

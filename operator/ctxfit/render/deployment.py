@@ -19,6 +19,7 @@ from typing import Any
 from ctxfit.api import API_GROUP, API_VERSION, KIND, EffectiveConfig, InferenceServerSpec, bytes_to_quantity
 from ctxfit.engines import get_engine
 
+from .cache import CacheVolume, apply_cache
 from .labels import (
     ATTEMPT_ANNOTATION,
     TEMPLATE_HASH_ANNOTATION,
@@ -54,6 +55,7 @@ class RenderInput:
         gpu_product: GFD product for the node selector (spec's, else the chosen node's); None = no selector.
         image: operator-wide default image for this engine (``CTXFIT_VLLM_IMAGE``...); the spec's wins.
         replicas: Deployment replicas; None = ``spec.replicas`` (0 releases the GPUs after a failure).
+        cache: the weights cache (``render.cache``); None = no volume, the engine downloads by itself.
     """
 
     name: str
@@ -65,6 +67,7 @@ class RenderInput:
     gpu_product: str | None = None
     image: str | None = None
     replicas: int | None = None
+    cache: CacheVolume | None = None
 
 
 def image_for(inp: RenderInput) -> str:
@@ -130,8 +133,11 @@ def render_pod_template(inp: RenderInput) -> dict[str, Any]:
     }
     if inp.gpu_product:
         pod_spec["nodeSelector"] = {GPU_PRODUCT_LABEL: inp.gpu_product}
-    return {"metadata": {"labels": dict(sorted(labels.items())), "annotations": dict(sorted(annotations.items()))},
-            "spec": pod_spec}
+    template = {"metadata": {"labels": dict(sorted(labels.items())), "annotations": dict(sorted(annotations.items()))},
+                "spec": pod_spec}
+    if inp.cache is not None:
+        apply_cache(template, container, spec, container["image"], inp.cache)
+    return template
 
 
 def render_deployment(inp: RenderInput) -> dict[str, Any]:

@@ -26,6 +26,11 @@ class FailureKind(StrEnum):
     SHARED_MEMORY_TOO_SMALL = "SharedMemoryTooSmall"
     KV_CACHE_DTYPE_UNSUPPORTED = "KVCacheDtypeUnsupported"
     CONTEXT_EXCEEDS_MODEL_LIMIT = "ContextExceedsModelLimit"
+    MODEL_ACCESS_DENIED = "ModelAccessDenied"
+    MODEL_NOT_FOUND = "ModelNotFound"
+    CACHE_VOLUME_FULL = "CacheVolumeFull"
+    EPHEMERAL_STORAGE_EVICTED = "EphemeralStorageEvicted"
+    DOWNLOAD_INTERRUPTED = "DownloadInterrupted"
     UNKNOWN = "Unknown"
 
 
@@ -45,6 +50,18 @@ MEMORY_KINDS = frozenset(
 )
 """Kinds caused by running out of some memory (GPU, host or /dev/shm): after one of them the policy never
 raises the context length."""
+
+DOWNLOAD_KINDS = frozenset(
+    {
+        FailureKind.MODEL_ACCESS_DENIED,
+        FailureKind.MODEL_NOT_FOUND,
+        FailureKind.CACHE_VOLUME_FULL,
+        FailureKind.EPHEMERAL_STORAGE_EVICTED,
+        FailureKind.DOWNLOAD_INTERRUPTED,
+    }
+)
+"""Kinds about getting the weights onto the node (``ctxfit.recovery.download``): none of them is a failed
+engine configuration, so none may change an engine flag (no context or memory step-down)."""
 
 Number = int | float
 """A value read from a message: ``int`` for bytes, tokens and counts; ``float`` for fractions."""
