@@ -50,11 +50,15 @@ class TokenSecretRef(WireModel):
     key: Annotated[str, Field(min_length=1, max_length=253)] = "token"
 
 
+def _read_write_once() -> list[AccessMode]:
+    return ["ReadWriteOnce"]
+
+
 class VolumeClaimTemplate(WireModel):
     """An operator-owned claim. ``size`` absent: checkpoint bytes x 1.1 + 5 GiB (``render.cache``)."""
 
     storage_class_name: Annotated[str, Field(min_length=1, max_length=253)] | None = None
-    access_modes: list[AccessMode] = Field(default_factory=lambda: ["ReadWriteOnce"])
+    access_modes: list[AccessMode] = Field(default_factory=_read_write_once)
     size: Quantity | None = None
     retain: bool = False
 

@@ -106,7 +106,8 @@ class Architecture(WireModel):
 class ModelSpec(WireModel):
     """Which model to serve and, optionally, its architecture and per-GPU weight bytes.
 
-    ``revision`` (branch, tag or commit), ``tokenSecretRef`` and ``cache``: see ``ctxfit.api.model_cache``.
+    ``revision``: branch, tag or commit (default main); ``tokenSecretRef``: the Secret key holding a Hugging Face
+    token, rendered as HF_TOKEN (the operator never reads it); ``cache``: where the weights live.
     """
 
     name: Annotated[str, Field(min_length=1, max_length=253)]

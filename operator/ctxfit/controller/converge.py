@@ -35,10 +35,14 @@ from ctxfit.api.status import (
     parse_rfc3339,
 )
 from ctxfit.budget.planner import Plan, plan
+from ctxfit.recovery import Decision
 from ctxfit.render import RenderInput, endpoint_url, render_deployment, render_service
+from ctxfit.render.cache import CacheVolume
 from ctxfit.vocab.inputs import PlanInputError
 from ctxfit.vocab.kinds import Failure
 
+from .cache import observe_download, resolve
+from .cache_view import ClaimView, StorageView
 from .conditions import EventNote, mark_failed_spec, mark_no_node, mark_phase, plan_status
 from .observe import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes
 from .settings import Settings
@@ -56,6 +60,8 @@ class Snapshot:
     """One InferenceServer and what the operator knows around it, at ``now``.
 
     ``service_port``: the port of its Service (None: no Service yet).
+    ``storage``, ``claim``, ``download_log``: the StorageClasses (None: not read, no cache rendered), the
+    cache claim, and a reader of a pod's download log (``controller.cache``).
     """
 
     name: str
@@ -69,6 +75,9 @@ class Snapshot:
     deployment: DeploymentView | None
     service_port: int | None
     now: datetime
+    storage: StorageView | None = None
+    claim: ClaimView | None = None
+    download_log: Callable[[PodView], str] | None = None
 
 
 @dataclass
@@ -85,6 +94,9 @@ class Outcome:
     finished: list[Attempt] = field(default_factory=list)
     step_down_reasons: list[str] = field(default_factory=list)
     spec: InferenceServerSpec | None = None
+    claim: dict[str, Any] | None = None
+    claim_exists: bool = False
+    claim_delete: str | None = None
 
     def requeue(self, seconds: float) -> None:
         """Look again after ``seconds`` at the latest (keeps the earliest request)."""
@@ -173,9 +185,10 @@ def _node_of(snap: Snapshot, pod: PodView | None, product: str | None) -> GPUNod
 
 def _startup_overdue(pod: PodView, attempt: Attempt, settings: Settings, now: datetime) -> float | None:
     """Seconds until the pod's startup deadline (<= 0: overdue); None when it has no creation time."""
-    if pod.created is None:
+    started = pod.download.finished_at if pod.download is not None and pod.download.finished_at else pod.created
+    if started is None:
         return None
-    deadline = parse_rfc3339(pod.created) + timedelta(
+    deadline = parse_rfc3339(started) + timedelta(
         seconds=attempt.effective.startup_timeout_seconds + settings.startup_grace_seconds)
     return (deadline - now).total_seconds()
 
@@ -216,13 +229,24 @@ def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, se
                    f"serving with context {cur.effective.context_length}", now, snap.generation)
 
 
+def _record(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings, pod: PodView,
+            failure: Failure, decision: Decision | None) -> None:
+    """A failed download ends the newest attempt through the policy (``stepping.record_failure``)."""
+    cur = out.status.current_attempt
+    assert cur is not None
+    node = _node_of(snap, pod, out.status.node_product)
+    record_failure(out, spec, cur, pod, failure, node, settings, snap.now, snap.generation,
+                   lambda s, pin: _replan(s, pin, node, settings), decision=decision)
+
+
 def _replan(spec: InferenceServerSpec, pin: dict[str, Any], node: GPUNode | None,
             settings: Settings) -> tuple[int, str]:
     result = _plan_for(spec, node, settings, pin=pin)
     return result.context_length, (result.reasons[-1] if result.reasons else "")
 
 
-def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings) -> None:
+def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings,
+             cache: CacheVolume | None = None) -> None:
     """Render the Deployment/Service for the newest attempt (or scale to 0 after a permanent failure)."""
     st = out.status
     cur = st.current_attempt
@@ -235,7 +259,7 @@ def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: 
     inp = RenderInput(
         name=snap.name, namespace=snap.namespace, uid=snap.uid, spec=spec, effective=cur.effective.to_config(),
         attempt=cur.number, gpu_product=st.node_product, image=settings.image_for(spec.engine.kind.value),
-        replicas=0 if st.phase is Phase.FAILED else None,
+        replicas=0 if st.phase is Phase.FAILED else None, cache=cache,
     )
     if cur.not_before is not None and st.phase is not Phase.FAILED:
         wait = (parse_rfc3339(cur.not_before) - snap.now).total_seconds()
@@ -278,9 +302,12 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose) -> Outcome:
         _start_over(out, key, now)
     if st.plan is None:
         _first_plan(snap, spec, out, settings, now)
-    if st.phase is not Phase.FAILED:
+    cache = resolve(snap, spec, out, now)
+    if st.phase is not Phase.FAILED and not observe_download(
+            snap, spec, out, cache, lambda pod: diagnose(pod, pod.restart_count),
+            lambda pod, failure, decision: _record(snap, spec, out, settings, pod, failure, decision), now):
         _observe_attempt(snap, spec, out, settings, diagnose, now)
-    _desired(snap, spec, out, settings)
+    _desired(snap, spec, out, settings, cache)
     st.observed_generation = snap.generation
     return out
 

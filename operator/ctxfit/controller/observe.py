@@ -15,6 +15,8 @@ from ctxfit.api import InferenceServerSpec, quantity_to_bytes
 from ctxfit.render import ATTEMPT_ANNOTATION, SERVER_LABEL, TEMPLATE_HASH_ANNOTATION
 from ctxfit.render.deployment import CONTAINER_NAME, GPU_PRODUCT_LABEL, GPU_RESOURCE
 
+from .cache_view import DownloadView, download_view
+
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 """GFD label: memory of one GPU in MiB."""
 COMPUTE_MAJOR_LABEL = "nvidia.com/gpu.compute.major"
@@ -47,6 +49,8 @@ class PodView:
         created: creationTimestamp (RFC 3339), for the startup deadline.
         node: the node it runs on, if scheduled.
         phase: pod phase.
+        download: the ``model-download`` init container (None: the pod has none).
+        reason, message: the pod's ``status.reason``/``status.message`` (e.g. Evicted and why).
     """
 
     name: str
@@ -61,6 +65,9 @@ class PodView:
     created: str | None
     node: str | None
     phase: str | None
+    download: DownloadView | None = None
+    reason: str | None = None
+    message: str = ""
 
     @property
     def failed(self) -> bool:
@@ -114,6 +121,9 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         created=meta.get("creationTimestamp"),
         node=(pod.get("spec") or {}).get("nodeName"),
         phase=status.get("phase"),
+        download=download_view(pod),
+        reason=status.get("reason"),
+        message=str(status.get("message") or ""),
     )
 
 

@@ -45,10 +45,10 @@ from dataclasses import dataclass
 
 from ctxfit.api import GiB, TiB, bytes_to_quantity
 from ctxfit.api.model_cache import CacheMode
-from ctxfit.vocab.kinds import FailureKind
+from ctxfit.vocab.kinds import DOWNLOAD_KINDS, Failure, FailureKind
 from ctxfit.vocab.patterns import NUM, RANK_HINT, RANK_ROOT, RANK_SPECIFIC, FailurePattern, extractor
 
-from .policy import Decision, PolicyContext, permanent
+from .policy import Check, Decision, PolicyContext, permanent
 
 DOWNLOAD_PATTERNS: tuple[FailurePattern, ...] = (
     FailurePattern(
@@ -192,6 +192,9 @@ def decide_download(ctx: PolicyContext, facts: ClaimFacts | None = None) -> Deci
         return permanent("EphemeralStorageEvicted", f"the pod was evicted for ephemeral storage ({evidence}); move "
                          "the weights to a claim (spec.model.cache.volumeClaimTemplate) or give the node more "
                          "ephemeral storage")
+    if ctx.failed_attempts >= ctx.spec.attempts:
+        return permanent("AttemptsExhausted", f"{ctx.failed_attempts} failed starts reach spec.attempts "
+                         f"({ctx.spec.attempts}); the download kept failing ({kind.value}): {evidence}")
     if kind is FailureKind.CACHE_VOLUME_FULL:
         size = f"{bytes_to_quantity(facts.size_bytes)} " if facts.size_bytes else ""
         where = f"claim {facts.claim_name}" if facts.claim_name else facts.mode.value
@@ -208,9 +211,40 @@ def decide_download(ctx: PolicyContext, facts: ClaimFacts | None = None) -> Deci
         target = bytes_to_quantity(grown) if grown else "a larger size"
         return Decision(ctx.current, False, f"the {size}{where} is full{numbers}; the claim grows to {target}, "
                         "same engine configuration", "CacheVolumeFull")
-    if ctx.failed_attempts >= ctx.spec.attempts:
-        return permanent("AttemptsExhausted", f"{ctx.failed_attempts} failed starts reach spec.attempts "
-                         f"({ctx.spec.attempts}); the download kept failing: {evidence}")
+    if kind is not FailureKind.DOWNLOAD_INTERRUPTED:
+        return permanent(kind.value, f"no download policy for {kind.value}: {evidence}")  # unreachable
     delay = min(DOWNLOAD_BACKOFF_MAX_SECONDS, DOWNLOAD_BACKOFF_SECONDS * 2 ** (ctx.failed_attempts - 1))
     return Decision(ctx.current, False, f"the download was interrupted ({evidence}); retrying in {delay} s, same "
                     "engine configuration", "DownloadInterrupted", retry_after_seconds=delay)
+
+
+ENOSPC = "No space left on device"
+
+
+def as_download_failure(failure: Failure, text: str) -> Failure:
+    """A failure of the ``model-download`` container: never an engine-configuration kind.
+
+    ENOSPC without a recognizable cache path is still the cache volume (the download writes nothing
+    else); any other engine kind (e.g. a "Bus error" read as /dev/shm) becomes Unknown with its evidence,
+    since no engine setting can cause or fix a failed download.
+    """
+    if failure.kind in DOWNLOAD_KINDS or (failure.kind is FailureKind.UNKNOWN and ENOSPC not in text):
+        return failure
+    if ENOSPC in text:
+        line = next((ln.strip() for ln in text.splitlines() if ENOSPC in ln), ENOSPC)
+        return Failure(FailureKind.CACHE_VOLUME_FULL, dict(failure.numbers), line[:512])
+    return Failure(FailureKind.UNKNOWN, dict(failure.numbers), failure.evidence)
+
+
+def download_check(kind: FailureKind) -> Check:
+    """The policy-chain entry for one download kind (``checks.POLICY_CHAIN``: one check per kind).
+
+    ``decide`` hands download kinds to ``decide_download`` before the chain (so a retry of the same
+    configuration is not refused as "already tried"); the chain entry makes the table complete and
+    answers the same when called directly.
+    """
+
+    def check(ctx: PolicyContext) -> Decision | None:
+        return decide_download(ctx) if ctx.failure.kind is kind else None
+
+    return check

@@ -83,7 +83,8 @@ def report():
     while not stop.wait(15):
         print(f"ctxfit-download: {done()} of {total} bytes", flush=True)
 threading.Thread(target=report, daemon=True).start()
-snapshot_download(repo, revision=rev, allow_patterns=allow, ignore_patterns=ignore, max_workers=int(os.environ["CTXFIT_WORKERS"]))
+workers = int(os.environ["CTXFIT_WORKERS"])
+snapshot_download(repo, revision=rev, allow_patterns=allow, ignore_patterns=ignore, max_workers=workers)
 stop.set()
 print(f"ctxfit-download: complete {total} of {total} bytes in {time.monotonic() - start:.0f} s", flush=True)
 """
