@@ -188,8 +188,8 @@ def observe_download(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, ca
             if message is None:
                 ref = spec.model.token_secret_ref
                 have = snap.claim if snap.claim is not None and snap.claim.name == cache.claim_name else None
-                size = (have.capacity_bytes or have.request_bytes) if have is not None else cache.size_bytes
-                facts = ClaimFacts(cache.mode, False, cache.claim_name, size,
+                user_bytes = (have.capacity_bytes or have.request_bytes) if have is not None else cache.size_bytes
+                facts = ClaimFacts(cache.mode, False, cache.claim_name, user_bytes,
                                    f"Secret {ref.name} key {ref.key}" if ref else None)
                 ctx = PolicyContext(spec, cur.effective.to_config(), failure, (), None, None)
                 record(pod, failure, decide_download(ctx, facts))
