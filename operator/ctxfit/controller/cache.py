@@ -58,14 +58,19 @@ def _weights_bytes(out: Outcome) -> int | None:
     return plan.per_gpu.weights_bytes if plan is not None else None
 
 
-def resolve(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str) -> CacheVolume | None:
-    """The cache in force (None when the StorageClasses were not read: render without a cache)."""
+def resolve(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str,
+            default_cache: str = "auto") -> CacheVolume | None:
+    """The cache in force (None when the StorageClasses were not read: render without a cache).
+
+    ``default_cache`` (``Settings.default_cache``): ``auto`` applies the default rule, ``emptyDir`` never
+    creates a claim for a server without ``spec.model.cache``.
+    """
     if snap.storage is None:
         return None
     st = out.status
     old = st.model
     checkpoint = checkpoint_bytes(spec, _weights_bytes(out))
-    has_default = snap.storage.default_class is not None
+    has_default = snap.storage.default_class is not None and default_cache == "auto"
     owned = old is not None and old.cache is CacheMode.VOLUME_CLAIM_TEMPLATE
     cache, mode_spec, note = resolve_cache(spec, server=snap.name, has_default_storage_class=has_default,
                                            checkpoint=checkpoint, claim_name=old.claim_name if owned and old else None)

@@ -302,7 +302,7 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose) -> Outcome:
         _start_over(out, key, now)
     if st.plan is None:
         _first_plan(snap, spec, out, settings, now)
-    cache = resolve(snap, spec, out, now)
+    cache = resolve(snap, spec, out, now, settings.default_cache)
     if st.phase is not Phase.FAILED and not observe_download(
             snap, spec, out, cache, lambda pod: diagnose(pod, pod.restart_count),
             lambda pod, failure, decision: _record(snap, spec, out, settings, pod, failure, decision), now):
