@@ -308,10 +308,12 @@ NAMESPACED_RULES = {
     ("", "pods"): {"list", "watch"},
     ("", "pods/log"): {"get"},
     ("", "events"): {"create", "list"},
+    ("", "persistentvolumeclaims"): {"get", "create", "patch", "delete"},
 }
 CLUSTER_RULES = {
     ("", "nodes"): {"list", "watch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"},
+    ("storage.k8s.io", "storageclasses"): {"list"},
 }
 NAMESPACES_RULE = {("", "namespaces"): {"list", "watch"}}
 CALIBRATION_ROLE = {("Role", NAMESPACE, f"{RELEASE}-calibration"): {("", "configmaps"): {"get", "update", "create"}}}

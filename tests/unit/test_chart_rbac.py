@@ -36,12 +36,14 @@ KINDS = {
     "custom_object": ("ctxfit.io", "inferenceservers"),
     "custom_object_status": ("ctxfit.io", "inferenceservers/status"),
     "config_map": ("", "configmaps"),
+    "persistent_volume_claim": ("", "persistentvolumeclaims"),
+    "storage_class": ("storage.k8s.io", "storageclasses"),
 }
 CLIENT_CALL = re.compile(r"^(read|get|list|create|replace|patch|delete)_(?:namespaced_|cluster_)?(\w+)$")
 # kopf's own needs (kopf 1.45 _core/reactor/observation.py, _core/engines/posting.py)
 KOPF = {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}}
 KOPF_NAMESPACED = {("", "namespaces"): {"list", "watch"}}
-CLUSTER_SCOPED = {"nodes", "namespaces", "customresourcedefinitions"}
+CLUSTER_SCOPED = {"nodes", "namespaces", "customresourcedefinitions", "storageclasses"}
 KOPF_RESOURCES = {"pods": "", "nodes": "", "services": "", "events": "", "namespaces": "", "deployments": "apps"}
 
 Needs = dict[tuple[str, str], set[str]]

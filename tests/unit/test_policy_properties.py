@@ -15,6 +15,7 @@ from typing import Any
 from ctxfit.api import EffectiveConfig, GiB, InferenceServerSpec, MiB
 from ctxfit.recovery import MEMORY_KINDS, Attempt, Decision, Failure, FailureKind, decide
 from ctxfit.recovery.limits import context_ceiling
+from ctxfit.vocab.kinds import DOWNLOAD_KINDS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -140,6 +141,9 @@ def check_decision(spec: InferenceServerSpec, current: EffectiveConfig, failure:
     if decision.permanent:
         assert decision.next is None
         return
+    if failure.kind in DOWNLOAD_KINDS:  # retried as it was: never an engine flag, never a step-down
+        assert decision.next == current, (failure.kind, decision.explanation)
+        return
     assert decision.next is not None
     assert all(decision.next != attempt.config for attempt in history), "returned a configuration in history"
     assert decision.next.context_length <= current.context_length, "context rose"
@@ -204,3 +208,20 @@ def test_operator_loop_ends_within_attempts(data: st.DataObject) -> None:
         history.append(Attempt(current, failure.kind))
         current = decision.next
     assert starts <= spec.attempts
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_download_failures_never_change_an_engine_flag(data: st.DataObject) -> None:
+    """No download/network failure (any kind in DOWNLOAD_KINDS, any numbers, any history) changes an engine
+    flag or steps down: the decision is permanent or the same configuration again."""
+    spec = data.draw(specs())
+    current = data.draw(configs(spec))
+    failure = data.draw(failures())
+    failure = Failure(data.draw(st.sampled_from(sorted(DOWNLOAD_KINDS))), failure.numbers, failure.evidence)
+    history = [Attempt(c, data.draw(st.sampled_from(list(FailureKind))))
+               for c in data.draw(st.lists(st.one_of(st.just(current), configs(spec)), max_size=4))]
+    decision = decide(spec, current, failure, history, replan=data.draw(replans()),
+                      memory_cap_bytes=data.draw(st.one_of(st.none(), st.integers(1, 1 << 21).map(lambda n: n * MiB))))
+    assert decision.permanent or decision.next == current, decision
+    assert decision.next is None or decision.next.context_length == current.context_length

@@ -25,6 +25,7 @@ from pydantic_core import core_schema
 
 from .admission import ADMISSION_CEL_RULES, ROOT_CEL_RULES
 from .kubetypes import KUBE_CEL_RULES
+from .model_cache import CACHE_CEL_RULES
 from .quantity import _canonical_quantity
 from .spec import API_GROUP, API_VERSION, KIND, PLURAL, InferenceServerSpec
 from .status import InferenceServerStatus
@@ -74,6 +75,7 @@ CEL_RULES: dict[str, list[dict[str, str]]] = {
             "reason": "FieldValueForbidden",
         },
     ],
+    **CACHE_CEL_RULES,
     "ContextSpec": [
         {
             "rule": f"!{_present('minimum')} || !{_present('target')} || self.minimum <= self.target",

@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 
 from .base import WireModel
 from .kubetypes import EnvVarSource, Toleration
+from .model_cache import ModelCache, TokenSecretRef
 from .quantity import GiB, Quantity, TiB, check_cpu_bounds, check_quantity_bounds
 from .validation import (
     ENGINE_VERSION,
@@ -126,11 +127,18 @@ class Architecture(WireModel):
 
 
 class ModelSpec(WireModel):
-    """Which model to serve and, optionally, its architecture and per-GPU weight bytes."""
+    """Which model to serve and, optionally, its architecture and per-GPU weight bytes.
+
+    ``revision``: branch, tag or commit (default main); ``tokenSecretRef``: the Secret key holding a Hugging Face
+    token, rendered as HF_TOKEN (the operator never reads it); ``cache``: where the weights live.
+    """
 
     name: Annotated[str, Field(min_length=1, max_length=253)]
     architecture: Architecture | None = None
     weights_per_gpu: Quantity | None = Field(default=None, alias="weightsPerGPU")
+    revision: Annotated[str, Field(min_length=1, max_length=255)] = "main"
+    token_secret_ref: TokenSecretRef | None = None
+    cache: ModelCache | None = None
 
     @field_validator("weights_per_gpu")
     @classmethod

@@ -17,6 +17,7 @@ from pydantic import Field
 
 from .base import WireModel
 from .effective import EffectiveConfig
+from .model_cache import ModelStatus
 from .observed import ObservedStatus
 
 
@@ -24,6 +25,7 @@ class Phase(StrEnum):
     """Where an InferenceServer is in its life."""
 
     PLANNING = "Planning"
+    DOWNLOADING = "Downloading"
     STARTING = "Starting"
     READY = "Ready"
     STEPPING_DOWN = "SteppingDown"
@@ -38,6 +40,7 @@ class ConditionType(StrEnum):
     DEGRADED = "Degraded"
     OBJECTS_ACCEPTED = "ObjectsAccepted"
     ADMITTED = "Admitted"
+    WEIGHTS_CACHED = "WeightsCached"
 
 
 class Reason(StrEnum):
@@ -64,6 +67,13 @@ class Reason(StrEnum):
     BELOW_TARGET = "BelowTarget"
     STEPPED_DOWN = "SteppedDown"
     CONTEXT_CLAMPED = "ContextClamped"
+    # WeightsCached (and the Downloading phase)
+    DOWNLOADING = "Downloading"
+    DOWNLOAD_RETRYING = "DownloadRetrying"
+    CACHED = "Cached"
+    PRELOADED = "Preloaded"
+    NOT_CACHED = "NotCached"
+    CLAIM_GROWN = "ClaimGrown"
     # Events only
     OBSERVED = "Observed"
     PLANNED = "Planned"
@@ -233,6 +243,7 @@ class InferenceServerStatus(WireModel):
         spec_key: digest of the spec fields that history depends on (history is kept while it matches).
         message: one line for humans (the latest explanation).
         observed: the engine's own start-up accounting for the newest Ready attempt, and the error.
+        model: the weights cache in force and the last download (``ctxfit.api.model_cache``).
     """
 
     observed_generation: int | None = None
@@ -247,6 +258,7 @@ class InferenceServerStatus(WireModel):
     spec_key: str | None = None
     message: str | None = None
     observed: ObservedStatus | None = None
+    model: ModelStatus | None = None
 
     @classmethod
     def from_body(cls, status: dict[str, Any] | None) -> InferenceServerStatus:

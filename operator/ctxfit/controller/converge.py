@@ -36,18 +36,22 @@ from ctxfit.api.status import (
 )
 from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample
 from ctxfit.budget.planner import Plan, plan
+from ctxfit.recovery import Decision
 from ctxfit.render import RenderInput, endpoint_url, render_deployment, render_service
+from ctxfit.render.cache import CacheVolume
 from ctxfit.render.deployment import CONTAINER_NAME, render_pod_template
 from ctxfit.vocab.inputs import PlanInputError
 from ctxfit.vocab.kinds import Failure
 
 from . import admission_policy
+from .cache import observe_download, resolve
+from .cache_view import ClaimView, StorageView
 from .conditions import EventNote, mark_failed_spec, mark_no_node, mark_phase, plan_status
-from .driver import failed_driver_nodes
 from .drift import describe_drift, drifted
+from .driver import failed_driver_nodes
 from .observe import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes
-from .pods import engine_digest
 from .observed import ReadStartup, mark_clamped, observe_startup
+from .pods import engine_digest
 from .settings import Settings
 from .stepping import record_failure
 from .waiting import attempt_pods, follow_pods, reopen
@@ -64,6 +68,8 @@ class Snapshot:
     """One InferenceServer and what the operator knows around it, at ``now``.
 
     ``service_port``: the port of its Service (None: no Service yet).
+    ``storage``, ``claim``, ``download_log``: the StorageClasses (None: not read, no cache rendered), the
+    cache claim, and a reader of a pod's download log (``controller.cache``).
     """
 
     name: str
@@ -78,6 +84,9 @@ class Snapshot:
     service_port: int | None
     now: datetime
     calibration: CalibrationTable | None = None
+    storage: StorageView | None = None
+    claim: ClaimView | None = None
+    download_log: Callable[[PodView], str] | None = None
 
 
 @dataclass
@@ -95,6 +104,9 @@ class Outcome:
     step_down_reasons: list[str] = field(default_factory=list)
     spec: InferenceServerSpec | None = None
     samples: list[tuple[CalibrationKey, Sample]] = field(default_factory=list)
+    claim: dict[str, Any] | None = None
+    claim_exists: bool = False
+    claim_delete: str | None = None
 
     def requeue(self, seconds: float) -> None:
         """Look again after ``seconds`` at the latest (keeps the earliest request)."""
@@ -193,14 +205,16 @@ def _startup_overdue(pod: PodView, attempt: Attempt, settings: Settings, now: da
 
 
 def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings,
-                     diagnose: Diagnose, now: str, read_startup: ReadStartup | None = None) -> None:
+                     diagnose: Diagnose, now: str, read_startup: ReadStartup | None = None,
+                     cache: CacheVolume | None = None) -> None:
     """Fold the current attempt's pods into status: Ready, or a failure -> policy -> next attempt."""
     st = out.status
     cur = st.current_attempt
     if cur is None or cur.outcome not in (AttemptOutcome.RUNNING, AttemptOutcome.SUCCEEDED):
         return
     node_names = {n.name for n in snap.nodes}
-    pods, gone = attempt_pods(snap.pods, snap.name, cur.number, _desired_digest(snap, spec, out, settings), node_names)
+    digest = _desired_digest(snap, spec, out, settings, cache)
+    pods, gone = attempt_pods(snap.pods, snap.name, cur.number, digest, node_names)
     failed = next((p for p in pods if p.failed), None)
     if failed is None and cur.outcome is AttemptOutcome.RUNNING:
         for pod in pods:
@@ -236,7 +250,8 @@ def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, se
         follow_pods(out, cur, pods, gone, snap.deployment, node_names, now, snap.generation)
 
 
-def _render_input(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings) -> RenderInput:
+def _render_input(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings,
+                  cache: CacheVolume | None = None) -> RenderInput:
     st = out.status
     cur = st.current_attempt
     assert cur is not None
@@ -244,14 +259,25 @@ def _render_input(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, setti
         name=snap.name, namespace=snap.namespace, uid=snap.uid, spec=spec, effective=cur.effective.to_config(),
         attempt=cur.number, gpu_product=st.node_product, image=settings.image_for(spec.engine.kind.value),
         replicas=0 if st.phase is Phase.FAILED else None,
-        avoid_nodes=tuple(failed_driver_nodes(st.attempts)),
+        avoid_nodes=tuple(failed_driver_nodes(st.attempts)), cache=cache,
     )
 
 
-def _desired_digest(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings) -> str:
+def _desired_digest(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings,
+                    cache: CacheVolume | None = None) -> str:
     """``pods.engine_digest`` of the current attempt's engine container (pods of another template are ignored)."""
-    template = render_pod_template(_render_input(snap, spec, out, settings))
+    template = render_pod_template(_render_input(snap, spec, out, settings, cache))
     return engine_digest(template["spec"]["containers"][0])
+
+
+def _record(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings, pod: PodView,
+            failure: Failure, decision: Decision | None) -> None:
+    """A failed download ends the newest attempt through the policy (``stepping.record_failure``)."""
+    cur = out.status.current_attempt
+    assert cur is not None
+    node = _node_of(snap, pod, out.status.node_product)
+    record_failure(out, spec, cur, pod, failure, node, settings, snap.now, snap.generation,
+                   lambda s, pin: _replan(s, pin, node, settings), decision=decision)
 
 
 def _replan(spec: InferenceServerSpec, pin: dict[str, Any], node: GPUNode | None,
@@ -260,7 +286,8 @@ def _replan(spec: InferenceServerSpec, pin: dict[str, Any], node: GPUNode | None
     return result.context_length, (result.reasons[-1] if result.reasons else "")
 
 
-def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings) -> None:
+def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings,
+             cache: CacheVolume | None = None) -> None:
     """Render the Deployment/Service for the newest attempt (or scale to 0 after a permanent failure)."""
     st = out.status
     cur = st.current_attempt
@@ -270,7 +297,7 @@ def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: 
         return
     st.effective = cur.effective
     st.context_length = cur.effective.context_length
-    inp = _render_input(snap, spec, out, settings)
+    inp = _render_input(snap, spec, out, settings, cache)
     if cur.not_before is not None and st.phase is not Phase.FAILED:
         wait = (parse_rfc3339(cur.not_before) - snap.now).total_seconds()
         if wait > 0:
@@ -328,10 +355,13 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
     if st.plan is None:
         _first_plan(snap, spec, out, settings, now)
     reopen(out, snap.generation, now)
-    if st.phase is not Phase.FAILED:
-        _observe_attempt(snap, spec, out, settings, diagnose, now, read_startup)
+    cache = resolve(snap, spec, out, now, settings.default_cache)
+    if st.phase is not Phase.FAILED and not observe_download(
+            snap, spec, out, cache, lambda pod: diagnose(pod, pod.restart_count),
+            lambda pod, failure, decision: _record(snap, spec, out, settings, pod, failure, decision), now):
+        _observe_attempt(snap, spec, out, settings, diagnose, now, read_startup, cache)
         mark_clamped(out, now, snap.generation)
-    _desired(snap, spec, out, settings)
+    _desired(snap, spec, out, settings, cache)
     st.observed_generation = snap.generation
     return out
 

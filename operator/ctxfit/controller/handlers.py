@@ -28,7 +28,7 @@ from ctxfit.render.labels import MANAGED_BY
 
 from .calibration_store import CalibrationStore
 from .drift import owned_service_port
-from .kube import Kube, load_api_client, service_port
+from .kube import Kube, load_api_client
 from .leader import LeaderElector
 from .metrics import Metrics
 from .observe import DeploymentView, GPUNode, PodView, deployment_view, gpu_node, pod_view

@@ -16,9 +16,9 @@ from ctxfit.render import ATTEMPT_ANNOTATION, SERVER_LABEL, TEMPLATE_HASH_ANNOTA
 from ctxfit.render.deployment import CONTAINER_NAME, GPU_PRODUCT_LABEL, GPU_RESOURCE
 from ctxfit.vocab.text import clean_text
 
-from .driver import driver_too_old, node_cuda, required_cuda
-
+from .cache_view import DownloadView, download_view
 from .drift import LiveDeployment, live_deployment
+from .driver import driver_too_old, node_cuda, required_cuda
 from .pods import PodFacts, pod_facts
 
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
@@ -54,6 +54,8 @@ class PodView:
         node: the node it runs on, if scheduled.
         phase: pod phase.
         facts: ownership, scheduling, image and start facts (``controller/pods.py``).
+        download: the ``model-download`` init container (None: the pod has none).
+        reason, message: the pod's ``status.reason``/``status.message`` (e.g. Evicted and why).
     """
 
     name: str
@@ -69,6 +71,9 @@ class PodView:
     node: str | None
     phase: str | None
     facts: PodFacts = PodFacts()
+    download: DownloadView | None = None
+    reason: str | None = None
+    message: str = ""
 
     @property
     def failed(self) -> bool:
@@ -124,6 +129,9 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         node=(pod.get("spec") or {}).get("nodeName"),
         phase=status.get("phase"),
         facts=pod_facts(pod, CONTAINER_NAME),
+        download=download_view(pod),
+        reason=status.get("reason"),
+        message=str(status.get("message") or ""),
     )
 
 

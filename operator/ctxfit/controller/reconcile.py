@@ -23,11 +23,15 @@ from ctxfit.api import EngineKind
 from ctxfit.api.status import InferenceServerStatus, Reason, now_rfc3339
 from ctxfit.api.status_check import read_status
 from ctxfit.recovery import Failure, Observation, classify
+from ctxfit.recovery.download import as_download_failure
+from ctxfit.render.cache import DOWNLOAD_CONTAINER, claim_name_for
 from ctxfit.render.deployment import CONTAINER_NAME
 from ctxfit.vocab.text import clean_lines, clean_text
 
 from . import rejections
+from .cache_view import ClaimView
 from .calibration_store import CalibrationStore
+from .claims import StorageCache, apply_claim, delete_claim, get_claim, storage
 from .converge import Outcome, Snapshot, converge
 from .kube import Conflict, Kube
 from .metrics import Metrics
@@ -63,6 +67,7 @@ class Runtime:
     defer_status_after_create: bool = False
     rejections: RejectionBook = field(default_factory=RejectionBook)
     calibration: CalibrationStore | None = None
+    storage_cache: StorageCache = field(default_factory=StorageCache)
 
 
 @dataclass(frozen=True)
@@ -85,7 +90,21 @@ class Result:
 
 
 def diagnose(rt: Runtime, namespace: str, pod: PodView, engine: EngineKind) -> Failure:
-    """Classify a failed pod: termination reason/exit code/message, + log tail when cut, + pod Events."""
+    """Classify a failed pod: termination reason/exit code/message, + log tail when cut, + pod Events.
+
+    A pod whose ``model-download`` init container failed is classified from that container
+    (``recovery.download.as_download_failure``); a pod's own ``status.reason``/``message`` (eviction)
+    counts as an Event.
+    """
+    download = pod.download
+    if download is not None and download.state == "failed":
+        tail = ""
+        if (not download.message or len(download.message.encode()) >= MESSAGE_CUT_BYTES) and rt.settings.log_tail_lines:
+            tail = rt.kube.log_tail(namespace, pod.name, DOWNLOAD_CONTAINER, previous=True,
+                                    lines=rt.settings.log_tail_lines)
+        found = classify(Observation(reason=download.reason, exit_code=download.exit_code, message=download.message,
+                                     log_tail=tail, events=tuple(rt.kube.pod_events(namespace, pod.name))), engine)
+        return as_download_failure(found, f"{tail}\n{download.message}")
     term = pod.termination
     message = term.message if term else ""
     log_tail = ""
@@ -93,6 +112,8 @@ def diagnose(rt: Runtime, namespace: str, pod: PodView, engine: EngineKind) -> F
         log_tail = rt.kube.log_tail(namespace, pod.name, CONTAINER_NAME, previous=pod.restart_count > 0,
                                     lines=rt.settings.log_tail_lines)
     events = tuple(rt.kube.pod_events(namespace, pod.name))
+    if pod.reason:
+        events = (*events, f"{pod.reason}: {pod.message}")
     observation = Observation(reason=term.reason if term else None, exit_code=term.exit_code if term else None,
                               message=clean_text(message), log_tail=clean_text(log_tail), events=clean_lines(events),
                               node=pod.node)
@@ -108,6 +129,10 @@ DEFERRED = _Deferred()
 
 def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
     meta = body["metadata"]
+    if out.claim is not None:  # before the Deployment: its pods mount the claim
+        apply_claim(rt.kube, out.claim, exists=out.claim_exists)
+    if out.claim_delete is not None:
+        delete_claim(rt.kube, body["metadata"]["namespace"], out.claim_delete)
     if out.deployment is not None:
         with refused("Deployment", meta["name"], out.deployment):
             rt.kube.apply(out.deployment, exists=snap.deployment is not None)
@@ -152,6 +177,23 @@ def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: O
     return stored
 
 
+DOWNLOAD_LOG_LINES = 5
+"""Lines of a running download's log read for its progress line (one every 15 s)."""
+
+
+def _claim(rt: Runtime, namespace: str, name: str, spec: dict[str, Any],
+           old: InferenceServerStatus) -> ClaimView | None:
+    """The cache's claim as it exists: the operator's, or the user's (None: absent, or no claim in this mode)."""
+    cache = (spec.get("model") or {}).get("cache") or {}
+    user = (cache.get("persistentVolumeClaim") or {}).get("claimName")
+    if user:  # the user's claim: read for its size (a full claim's message names it)
+        return get_claim(rt.kube, namespace, str(user))
+    if cache and "volumeClaimTemplate" not in cache:
+        return None
+    claim = old.model.claim_name if old.model is not None and old.model.claim_name else claim_name_for(name)
+    return get_claim(rt.kube, namespace, claim)
+
+
 class _Unknown:
     """Marker: the caller has no view of this object; read it from the API."""
 
@@ -185,10 +227,14 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
                                f"stored status discarded ({problem}); planning again from the spec")
             body = rt.kube.replace_status(body, old.to_wire())
             meta = body["metadata"]
+        spec_dict = body.get("spec") or {}
         snap = Snapshot(
             name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
-            spec=body.get("spec") or {}, status=old, nodes=nodes, pods=pods, deployment=deployment,
-            service_port=service_port, now=datetime.now(UTC),
+            spec=spec_dict, status=old, nodes=nodes, pods=pods, deployment=deployment,
+            service_port=service_port, now=datetime.now(UTC), storage=storage(rt.kube, rt.storage_cache),
+            claim=_claim(rt, namespace, name, spec_dict, old),
+            download_log=lambda pod: rt.kube.log_tail(namespace, pod.name, DOWNLOAD_CONTAINER, previous=False,
+                                                      lines=DOWNLOAD_LOG_LINES),
             calibration=rt.calibration.table() if rt.calibration is not None else None,  # cached; used to plan
         )
         engine_text = str((snap.spec.get("engine") or {}).get("kind", ""))

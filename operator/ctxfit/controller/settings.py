@@ -27,12 +27,13 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.settings`` (no modu
 | ``CTXFIT_STARTUP_LOG_BYTES`` | 1048576 | head of a Ready engine's log read for its start-up accounting (0 disables) |
 | ``CTXFIT_CALIBRATION_CONFIGMAP`` | ``ctxfit-calibration`` | ConfigMap of KV residual samples (empty disables) |
 | ``CTXFIT_CALIBRATION_NAMESPACE`` | ``POD_NAMESPACE`` / ``default`` | namespace of that ConfigMap (the operator's) |
+| ``CTXFIT_DEFAULT_CACHE`` | auto | cache without ``spec.model.cache``: ``auto`` default-class claim, ``emptyDir`` |
 """
 
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -69,6 +70,7 @@ class Settings(BaseSettings):
     startup_log_bytes: Annotated[int, Field(ge=0, le=64 * 1024 * 1024)] = 1024 * 1024
     calibration_configmap: str = "ctxfit-calibration"
     calibration_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
+    default_cache: Literal["auto", "emptyDir"] = "auto"
 
     @field_validator("watch_namespaces", "allowed_image_prefixes", "allowed_toleration_keys", mode="before")
     @classmethod

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import Attempt, AttemptOutcome, EffectiveStatus, Phase, Reason, now_rfc3339
 from ctxfit.recovery import Attempt as PolicyAttempt
-from ctxfit.recovery import Failure, FailureKind, Replan, decide
+from ctxfit.recovery import Decision, Failure, FailureKind, Replan, decide
 from ctxfit.recovery.evidence import trim_words
 
 from .conditions import EventNote, mark_phase
@@ -43,12 +43,16 @@ def policy_history(attempts: list[Attempt]) -> list[PolicyAttempt]:
 def record_failure(
     out: Outcome, spec: InferenceServerSpec, cur: Attempt, pod: PodView, failure: Failure,
     node: GPUNode | None, settings: Settings, now: datetime, generation: int, replan: Replan,
+    decision: Decision | None = None,
 ) -> None:
-    """Record that ``cur`` failed in ``pod`` with ``failure`` and decide what comes next (see module doc)."""
+    """Record that ``cur`` failed in ``pod`` with ``failure`` and decide what comes next (see module doc).
+
+    ``decision``: already made by the caller (a download failure with the claim's facts); else the policy's.
+    """
     st = out.status
     stamp = now_rfc3339(now)
     limit = min(spec.attempts, settings.max_attempts)
-    decision = decide(
+    decision = decision or decide(
         spec.model_copy(update={"attempts": limit}), cur.effective.to_config(), failure,
         policy_history(st.attempts), replan=replan, memory_cap_bytes=node.memory_bytes if node else None,
     )

@@ -52,6 +52,7 @@ from ctxfit.vocab.patterns import (
     to_number,
 )
 
+from .download import DOWNLOAD_EVENT_PATTERNS, DOWNLOAD_PATTERNS
 from .evidence import EVIDENCE_MAX_CHARS, error_line, marker_evidence
 from .generic import EVENT_PATTERNS, GENERIC_PATTERNS, GENERIC_PHASE_MARKERS
 from .limits import plausible_number
@@ -328,13 +329,14 @@ def classify(observation: Observation, engine: EngineKind | None = None) -> Fail
         pattern_sets.append((0, patterns))
         markers += phases
     pattern_sets.append((1, GENERIC_PATTERNS))
+    pattern_sets.append((1, DOWNLOAD_PATTERNS))
     for other in others:
         patterns, phases = engine_patterns(other)
         pattern_sets.append((2, patterns))
         markers += phases
 
     candidates: list[tuple[int, int, Failure]] = []
-    event_match = _best(events, [(0, EVENT_PATTERNS)]) if events else None
+    event_match = _best(events, [(0, EVENT_PATTERNS), (1, DOWNLOAD_EVENT_PATTERNS)]) if events else None
     if event_match is not None:
         failure = _failure_from_match(event_match, markers)
         candidates.append((event_match.rank, 0, Failure(failure.kind, _with_exit(failure.numbers, observation),

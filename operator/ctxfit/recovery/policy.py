@@ -27,7 +27,7 @@ from typing import Any
 
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
 from ctxfit.budget.context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT
-from ctxfit.vocab.kinds import Failure, FailureKind
+from ctxfit.vocab.kinds import DOWNLOAD_KINDS, Failure, FailureKind
 
 from .bounds import Failed, first_ruling
 from .limits import context_ceiling
@@ -243,6 +243,10 @@ def decide(
     from .checks import POLICY_CHAIN
 
     ctx = PolicyContext(spec, current, failure, tuple(history), replan, memory_cap_bytes)
+    if failure.kind in DOWNLOAD_KINDS:  # not an engine configuration: never a step-down (recovery.download)
+        from .download import decide_download
+
+        return decide_download(ctx)
     for _name, check in POLICY_CHAIN:
         decision = check(ctx)
         if decision is not None:

@@ -19,6 +19,7 @@ from typing import Any
 from ctxfit.api import API_GROUP, API_VERSION, KIND, EffectiveConfig, InferenceServerSpec, bytes_to_quantity
 from ctxfit.engines import get_engine
 
+from .cache import CacheVolume, apply_cache
 from .labels import (
     ATTEMPT_ANNOTATION,
     TEMPLATE_HASH_ANNOTATION,
@@ -56,6 +57,7 @@ class RenderInput:
         image: operator-wide default image for this engine (``CTXFIT_VLLM_IMAGE``...); the spec's wins.
         replicas: Deployment replicas; None = ``spec.replicas`` (0 releases the GPUs after a failure).
         avoid_nodes: node names the pod must not land on (a start failed there: driver too old).
+        cache: the weights cache (``render.cache``); None = no volume, the engine downloads by itself.
     """
 
     name: str
@@ -68,6 +70,7 @@ class RenderInput:
     image: str | None = None
     replicas: int | None = None
     avoid_nodes: tuple[str, ...] = ()
+    cache: CacheVolume | None = None
 
 
 def image_for(inp: RenderInput) -> str:
@@ -137,8 +140,11 @@ def render_pod_template(inp: RenderInput) -> dict[str, Any]:
         pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [
                 {"key": HOSTNAME_LABEL, "operator": "NotIn", "values": sorted(set(inp.avoid_nodes))}]}]}}}
-    return {"metadata": {"labels": dict(sorted(labels.items())), "annotations": dict(sorted(annotations.items()))},
-            "spec": pod_spec}
+    template = {"metadata": {"labels": dict(sorted(labels.items())), "annotations": dict(sorted(annotations.items()))},
+                "spec": pod_spec}
+    if inp.cache is not None:
+        apply_cache(template, container, spec, container["image"], inp.cache)
+    return template
 
 
 def render_deployment(inp: RenderInput) -> dict[str, Any]:

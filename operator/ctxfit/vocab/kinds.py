@@ -31,6 +31,10 @@ class FailureKind(StrEnum):
     INVALID_PARALLELISM = "InvalidParallelism"
     CUDA_DRIVER_TOO_OLD = "CUDADriverTooOld"
     MODEL_ACCESS_DENIED = "ModelAccessDenied"
+    MODEL_NOT_FOUND = "ModelNotFound"
+    CACHE_VOLUME_FULL = "CacheVolumeFull"
+    EPHEMERAL_STORAGE_EVICTED = "EphemeralStorageEvicted"
+    DOWNLOAD_INTERRUPTED = "DownloadInterrupted"
     UNKNOWN = "Unknown"
 
 
@@ -66,6 +70,18 @@ permanent at once; a driver too old is permanent for that node; credentials are 
 
 NODE_KINDS = frozenset({FailureKind.CUDA_DRIVER_TOO_OLD})
 """Kinds that belong to the node the pod ran on: the failure carries the node's name."""
+
+DOWNLOAD_KINDS = frozenset(
+    {
+        FailureKind.MODEL_ACCESS_DENIED,
+        FailureKind.MODEL_NOT_FOUND,
+        FailureKind.CACHE_VOLUME_FULL,
+        FailureKind.EPHEMERAL_STORAGE_EVICTED,
+        FailureKind.DOWNLOAD_INTERRUPTED,
+    }
+)
+"""Kinds about getting the weights onto the node (``ctxfit.recovery.download``): none of them is a failed
+engine configuration, so none may change an engine flag (no context or memory step-down)."""
 
 Number = int | float
 """A value read from a message: ``int`` for bytes, tokens and counts; ``float`` for fractions."""

@@ -8,7 +8,9 @@ are in ``common``.
 
 from __future__ import annotations
 
+from ctxfit.recovery.download import download_check
 from ctxfit.recovery.policy import Check
+from ctxfit.vocab.kinds import DOWNLOAD_KINDS
 
 from .common import FRACTION_CEILING, UTILIZATION_CEILING
 from .container import (
@@ -55,6 +57,7 @@ POLICY_CHAIN: tuple[tuple[str, Check], ...] = (
     ("StartupProbeTimeout", check_startup_probe_timeout),
     ("SharedMemoryTooSmall", check_shared_memory_too_small),
     ("KVCacheDtypeUnsupported", check_kv_cache_dtype_unsupported),
+    *((kind.value, download_check(kind)) for kind in sorted(DOWNLOAD_KINDS)),
     ("Unknown", check_unknown),
 )
 """The chain, in order: the permanent kinds (no knob fixes them, so they come before the attempt bound),

@@ -1,0 +1,152 @@
+"""Where the model's weights live: ``spec.model.cache``, ``spec.model.tokenSecretRef`` and ``status.model``.
+
+``cache`` holds exactly one of four modes (checked by pydantic and by a CEL rule in the CRD):
+
+- ``volumeClaimTemplate`` ``{storageClassName, accessModes, size, retain}``: ctxfit creates one
+  PersistentVolumeClaim per InferenceServer, owned by it (deleted with it unless ``retain``), sized
+  from the checkpoint when ``size`` is absent (``ctxfit.render.cache.claim_size_bytes``), reused by
+  every attempt and every spec change;
+- ``persistentVolumeClaim`` ``{claimName, subPath, readOnly}``: the user's claim; ``readOnly: true``
+  means the weights are preloaded and nothing is downloaded;
+- ``hostPath`` ``{path}``: a node-local directory;
+- ``emptyDir`` ``{}``: no cache; the pod requests ``ephemeral-storage`` sized from the checkpoint and
+  every attempt downloads again.
+
+No ``cache`` at all means ``volumeClaimTemplate`` with the cluster's default StorageClass, or
+``emptyDir`` when the cluster has none (the operator says so in the ``WeightsCached`` condition).
+The operator never reads the token Secret: it is rendered as ``HF_TOKEN`` from a ``secretKeyRef``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from .base import WireModel
+from .quantity import Quantity, TiB, check_quantity_bounds
+
+MODES = ("volumeClaimTemplate", "persistentVolumeClaim", "hostPath", "emptyDir")
+"""Wire names of the cache modes, in the order the docs list them."""
+
+
+class CacheMode(StrEnum):
+    """The cache mode in force (``status.model.cache``)."""
+
+    VOLUME_CLAIM_TEMPLATE = "volumeClaimTemplate"
+    PERSISTENT_VOLUME_CLAIM = "persistentVolumeClaim"
+    HOST_PATH = "hostPath"
+    EMPTY_DIR = "emptyDir"
+
+
+AccessMode = Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany", "ReadOnlyMany"]
+
+
+class TokenSecretRef(WireModel):
+    """A key of a Secret in the server's namespace holding a Hugging Face token (gated/private models)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=253)]
+    key: Annotated[str, Field(min_length=1, max_length=253)] = "token"
+
+
+def _read_write_once() -> list[AccessMode]:
+    return ["ReadWriteOnce"]
+
+
+class VolumeClaimTemplate(WireModel):
+    """An operator-owned claim. ``size`` absent: checkpoint bytes x 1.1 + 5 GiB (``render.cache``)."""
+
+    storage_class_name: Annotated[str, Field(min_length=1, max_length=253)] | None = None
+    access_modes: list[AccessMode] = Field(default_factory=_read_write_once)
+    size: Quantity | None = None
+    retain: bool = False
+
+    @field_validator("size")
+    @classmethod
+    def _size_bounds(cls, value: str | None) -> str | None:
+        return check_quantity_bounds(value, upper_bytes=64 * TiB, lower_bytes=1 << 20)
+
+
+class UserClaim(WireModel):
+    """The user's claim; ``readOnly: true`` = weights preloaded under ``subPath``, never downloaded."""
+
+    claim_name: Annotated[str, Field(min_length=1, max_length=253)]
+    sub_path: str | None = None
+    read_only: bool = False
+
+
+class HostPathCache(WireModel):
+    """A node-local directory used as the Hugging Face cache."""
+
+    path: Annotated[str, Field(min_length=1, pattern=r"^/")]
+
+
+class EmptyDirCache(WireModel):
+    """Explicitly no cache (every attempt downloads into the pod's ephemeral storage)."""
+
+
+class ModelCache(WireModel):
+    """``spec.model.cache``: exactly one of the four modes (see the module docstring)."""
+
+    volume_claim_template: VolumeClaimTemplate | None = None
+    persistent_volume_claim: UserClaim | None = None
+    host_path: HostPathCache | None = None
+    empty_dir: EmptyDirCache | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ModelCache:
+        given = [m for m, v in zip(MODES, self._values(), strict=True) if v is not None]
+        if len(given) != 1:
+            raise ValueError(f"model.cache: set exactly one of {', '.join(MODES)} (got {len(given)})")
+        return self
+
+    def _values(self) -> tuple[object, ...]:
+        return (self.volume_claim_template, self.persistent_volume_claim, self.host_path, self.empty_dir)
+
+    @property
+    def mode(self) -> CacheMode:
+        """The mode that is set."""
+        for name, value in zip(MODES, self._values(), strict=True):
+            if value is not None:
+                return CacheMode(name)
+        raise ValueError("model.cache: no mode set")  # unreachable after validation
+
+
+CACHE_CEL_RULES: dict[str, list[dict[str, str]]] = {
+    "ModelCache": [
+        {
+            "rule": "[has(self.volumeClaimTemplate), has(self.persistentVolumeClaim), has(self.hostPath), "
+            "has(self.emptyDir)].filter(x, x).size() == 1",
+            "message": "model.cache: set exactly one of volumeClaimTemplate, persistentVolumeClaim, hostPath, "
+            "emptyDir",
+            "reason": "FieldValueInvalid",
+        },
+    ],
+}
+"""CEL for ``ctxfit.api.crd`` (the same rule as ``ModelCache._exactly_one``)."""
+
+
+class ModelStatus(WireModel):
+    """``status.model``: the cache in force and what the download did.
+
+    Attributes:
+        cache: the mode in force (after the default rule).
+        claim_name: the PersistentVolumeClaim mounted (operator-owned or the user's).
+        claim_bytes: the operator-owned claim's requested size, bytes.
+        ephemeral_bytes: the ``ephemeral-storage`` request for ``emptyDir``, bytes.
+        bytes: checkpoint bytes the download reported (its last progress line), when known.
+        download_seconds: how long the last completed download took (init container start -> end).
+        changed_at: when the claim last changed (grown or replaced); download failures that ended
+            before it belong to the old claim and are ignored (RFC 3339).
+        note: why this mode (e.g. no default StorageClass).
+    """
+
+    cache: CacheMode
+    claim_name: str | None = None
+    claim_bytes: int | None = None
+    ephemeral_bytes: int | None = None
+    bytes: int | None = None
+    download_seconds: int | None = None
+    changed_at: str | None = None
+    note: str | None = None
