@@ -40,7 +40,7 @@ CTXFIT_METRICS = {
     "ctxfit_reconcile_duration_seconds_bucket", "ctxfit_reconcile_duration_seconds_count",
     "ctxfit_reconcile_duration_seconds_sum", "ctxfit_reconcile_errors_total",
 }
-# Engine metrics (docs engine-memory.md A.4: vLLM 0.11-0.33, B.3: SGLang 0.5.4-0.5.23).
+# Engine metrics (docs docs/engine-memory.md A.4: vLLM 0.11-0.33, B.3: SGLang 0.5.4-0.5.23).
 ENGINE_METRICS = {
     "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "vllm:num_requests_waiting",
     "vllm:num_requests_running", "vllm:num_preemptions_total", "sglang:token_usage", "sglang:num_queue_reqs",

@@ -159,7 +159,7 @@ class ContextSpec(WireModel):
     """Context length intent: the target, the floor below which the server is useless, and headroom.
 
     ``headroom`` is the fraction of the predicted KV pool kept free for concurrency and fragmentation
-    when the target does not fit (field-notes.md deployment 1: 25%).
+    when the target does not fit (docs/field-reports.md deployment 1: 25%).
     """
 
     target: Annotated[int, Field(ge=16, le=1 << 27)] | None = None

@@ -1,7 +1,7 @@
 """Failure texts that do not belong to one engine: PyTorch CUDA OOM, NCCL, /dev/shm, Triton, SIGTERM.
 
 Sources:
-- PyTorch ``c10/cuda/CUDACachingAllocator.cpp`` (torch 2.14 ``libc10_cuda.so`` strings, engine-memory.md
+- PyTorch ``c10/cuda/CUDACachingAllocator.cpp`` (torch 2.14 ``libc10_cuda.so`` strings, docs/engine-memory.md
   C): "CUDA out of memory. Tried to allocate ..."; the exception prints as ``torch.OutOfMemoryError``
   (``torch.cuda.OutOfMemoryError`` before torch 2.4). CUDA runtime: "CUDA error: out of memory"
   (e.g. in ``torch.cuda.graphs.CUDAGraph.capture_end``); cuBLAS "CUBLAS_STATUS_ALLOC_FAILED"; NCCL

@@ -1,7 +1,7 @@
 """Engine-agnostic defaults for the container: startup budget, host memory limit, /dev/shm.
 
 - Startup: ``STARTUP_BASE_SECONDS = 600`` (engine init, CUDA-graph capture, torch.compile) plus the
-  weights of one replica read at ``LOAD_BYTES_PER_SECOND = 0.5 GB/s`` (field-notes.md: 540 GB loaded
+  weights of one replica read at ``LOAD_BYTES_PER_SECOND = 0.5 GB/s`` (docs/field-reports.md: 540 GB loaded
   in 523 s, ~1 GB/s; half of that leaves room for slower volumes). Kimi-K2.5: 600 + 1080 = 1680 s.
 - Host memory limit: ``HOST_MEMORY_BASE = 32 GiB`` plus ``HOST_MEMORY_PER_GPU = 16 GiB`` (one worker
   process per GPU with its CUDA host allocations, pinned buffers and the tokenizer/API server).

@@ -48,8 +48,8 @@ UNIT_BYTES: Mapping[str, int] = MappingProxyType({
     "TiB": TIB,
     "TB": TIB,
 })
-"""Unit -> bytes. "GB"/"MB" are binary: vLLM and SGLang divide by 2^30 and print "GB" (field-notes.md,
-engine-memory.md B.2 "GB = 1024**3")."""
+"""Unit -> bytes. "GB"/"MB" are binary: vLLM and SGLang divide by 2^30 and print "GB" (docs/field-reports.md,
+docs/engine-memory.md B.2 "GB = 1024**3")."""
 
 WINDOW_BEFORE = 1024
 """Characters before a marker (same line) searched for its numbers; vLLM's KV error puts
@@ -174,7 +174,7 @@ TORCH_OOM_EXTRACTORS = (
     extractor("freeBytes", r"of which " + SIZE + r" is free", "size"),
     extractor("freeBytes", SIZE + r" free;", "size"),
 )
-"""Numbers of PyTorch's CUDA OOM (c10 ``CUDACachingAllocator.cpp``, engine-memory.md C): torch >= 2.1
+"""Numbers of PyTorch's CUDA OOM (c10 ``CUDACachingAllocator.cpp``, docs/engine-memory.md C): torch >= 2.1
 "Tried to allocate X. GPU N has a total capacity of T of which F is free."; torch 1.x
 "Tried to allocate X (GPU N; T total capacity; A already allocated; F free; R reserved ...)"."""
 

@@ -1,4 +1,4 @@
-"""vLLM per-GPU memory model (engine-memory.md section A.1, read from the 0.11-0.33 wheels).
+"""vLLM per-GPU memory model (docs/engine-memory.md section A.1, read from the 0.11-0.33 wheels).
 
     requested = CUDA total x gpu-memory-utilization                 (v1/worker/utils.py::request_memory)
     kv_pool   = requested - weights - non-torch - activation peak   (gpu_worker.determine_available_memory)

@@ -10,7 +10,7 @@
   (cuda_graph_runner.py ``CUDA_GRAPH_CAPTURE_FAILED_MSG``).
 - ``HOST_MEMORY_GROWTH`` 1.5, ``SHM_MINIMUM`` 1 GiB, startup x2: issue 3 table.
 - ``MAX_STARTUP_SECONDS`` 7 days: the ``spec.startup.timeoutSeconds`` bound.
-- ``BLOCK_SIZE`` 16 tokens: vLLM ``CacheConfig.DEFAULT_BLOCK_SIZE`` (engine-memory.md A.2), used when
+- ``BLOCK_SIZE`` 16 tokens: vLLM ``CacheConfig.DEFAULT_BLOCK_SIZE`` (docs/engine-memory.md A.2), used when
   deriving the capacity from the available KV bytes.
 """
 
