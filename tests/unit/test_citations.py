@@ -19,6 +19,8 @@ TOP_LEVEL = ("README.md", "Dockerfile", "Makefile", "pyproject.toml")
 SUFFIXES = {".py", ".yaml", ".yml", ".json", ".tpl", ".txt", ".md", ".sh", ".toml", ".csv", ""}
 URL = re.compile(r"https?://\S+")
 CITATION = re.compile(r"(?<![\w./-])([\w][\w./-]*\.md)\b")
+OUTSIDE = re.compile(r"\bshared/(?:cases|docs)\b")
+"""The team's working folders outside the repository (their cases are copied into tests/fixtures)."""
 
 
 def _files() -> list[Path]:
@@ -47,6 +49,11 @@ def test_every_cited_document_is_in_the_repository() -> None:
         if not _resolves(name, path)
     ]
     assert not missing, "cite a public URL or a file in this repository:\n" + "\n".join(missing)
+
+
+def test_no_citation_of_folders_outside_the_repository() -> None:
+    outside = [str(p.relative_to(REPO)) for p in _files() if OUTSIDE.search(p.read_text(errors="replace"))]
+    assert not outside, f"cite tests/fixtures or a public URL instead of the team's shared folders: {outside}"
 
 
 @pytest.mark.parametrize(

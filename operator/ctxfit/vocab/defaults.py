@@ -6,7 +6,7 @@
 - Host memory limit: ``HOST_MEMORY_BASE = 32 GiB`` plus ``HOST_MEMORY_PER_GPU = 16 GiB`` (one worker
   process per GPU with its CUDA host allocations, pinned buffers and the tokenizer/API server).
 - /dev/shm: 2 GiB for one GPU, 16 GiB with TP/PP > 1 (NCCL and multiprocessing segments; the
-  container default of 64 MiB fails: shared/cases opt125m-tp2-shm).
+  container default of 64 MiB fails: tests/fixtures/failures.yaml opt125m-tp2-shm).
 """
 
 from __future__ import annotations

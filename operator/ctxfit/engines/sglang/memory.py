@@ -7,8 +7,8 @@
 
 Constants:
 - ``PRE_LOAD_USED_TP1 = 0.6 GiB`` / ``PRE_LOAD_USED_TPN = 1.8 GiB``: CUDA context (+ NCCL with TP > 1)
-  before weights (shared/cases sglang052-grok2-8xh100-tp8: 79.19 GiB total, 77.43 GiB free at load
-  begin = 1.76 GiB).
+  before weights (tests/fixtures/startups/startups.yaml sglang052-grok2-8xh100-tp8: 79.19 GiB total,
+  77.43 GiB free at load begin = 1.76 GiB).
 - Slack needs use SGLang's own reservation heuristic (0.5.4 ``server_args.py`` / 0.5.23
   ``memory_hook.handle_gpu_memory_settings``), MiB: activations ``512 + max(chunked_prefill, 2048) x 1.5``;
   CUDA graphs ``cuda_graph_max_bs x 2``; communication ``tp x pp / 8 x 1024``.
