@@ -89,23 +89,40 @@ class Condition(WireModel):
     """One Kubernetes-style condition. ``lastTransitionTime`` changes only when ``status`` changes."""
 
     type: ConditionType
+    """Ready, BudgetFits or Degraded."""
     status: ConditionStatus
+    """True, False or Unknown."""
     reason: Reason
+    """CamelCase reason, machine-readable (e.g. Fits, DoesNotFit, EngineReady, SteppingDown); always agrees with
+    message.
+    """
     message: str = ""
+    """One sentence for humans, at most 1024 characters."""
     last_transition_time: str
+    """When status last changed (RFC 3339 UTC)."""
     observed_generation: int | None = None
+    """metadata.generation the condition was computed for."""
 
 
 class BudgetBytes(WireModel):
     """Per-GPU budget terms, bytes: ``usable = weights + activation + cudaGraph + other + kvCache``."""
 
     total_bytes: int
+    """GPU memory as NVML/GFD report it, bytes."""
     usable_bytes: int
+    """What the engine may use: vLLM CUDA-visible total x gpuMemoryUtilization, SGLang memFractionStatic x free memory
+    at load, bytes.
+    """
     weights_bytes: int
+    """Model weights on this GPU, bytes."""
     activation_bytes: int
+    """Peak activation memory of the profiling forward pass and sampler warm-up, bytes."""
     cuda_graph_bytes: int
+    """CUDA-graph memory deducted from the budget, bytes (0 where the engine keeps it outside)."""
     other_bytes: int
+    """Non-torch memory (NCCL and all-reduce buffers), bytes."""
     kv_cache_bytes: int
+    """KV cache pool left for requests, bytes."""
 
 
 class PlanStatus(WireModel):
@@ -140,14 +157,24 @@ class EffectiveStatus(WireModel):
     """``EffectiveConfig.to_wire()`` as a typed model (sizes are quantities, e.g. ``500Gi``)."""
 
     context_length: int
+    """Context length in force, tokens (vLLM `--max-model-len`, SGLang `--context-length`)."""
     gpu_memory_utilization: float | None = None
+    """vLLM only: `--gpu-memory-utilization` in force (fraction of the CUDA-visible total). Omitted for SGLang."""
     mem_fraction_static: float | None = None
+    """SGLang only: `--mem-fraction-static` in force (fraction of free memory for weights + KV pool). Omitted for vLLM.
+    """
     kv_cache_dtype: str
+    """KV cache dtype in force (`auto` = the model dtype, or an fp8 variant)."""
     max_num_seqs: int
+    """Concurrent sequences in force (vLLM `--max-num-seqs`, SGLang `--max-running-requests`)."""
     cuda_graph_max_batch_size: int
+    """Largest CUDA-graph batch in force."""
     memory_limit: str
+    """Container memory limit in force, a quantity (`500Gi`)."""
     shm_size: str
+    """/dev/shm emptyDir size in force, a quantity (`64Gi`)."""
     startup_timeout_seconds: int
+    """Startup-probe budget in force, seconds."""
 
     @classmethod
     def of(cls, effective: EffectiveConfig) -> EffectiveStatus:
