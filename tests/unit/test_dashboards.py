@@ -34,6 +34,7 @@ BOARD_IDS = list(BOARDS)
 # The metrics ctxfit exports (operator/ctxfit/controller/metrics.py; histogram/counter sample names).
 CTXFIT_METRICS = {
     "ctxfit_server_context_length_tokens", "ctxfit_server_target_context_length_tokens",
+    "ctxfit_server_planned_context_length_tokens",
     "ctxfit_server_predicted_max_context_length_tokens", "ctxfit_server_kv_bytes_per_token",
     "ctxfit_server_kv_pool_bytes", "ctxfit_server_headroom_ratio", "ctxfit_server_phase",
     "ctxfit_server_memory_limit_bytes", "ctxfit_attempts_total", "ctxfit_step_downs_total",
@@ -117,7 +118,7 @@ def test_a_broken_expression_is_caught(tmp_path: Path) -> None:
 def test_dashboards_show_every_metric_the_alerts_use(name: str) -> None:
     alert_metrics = set().union(*(metric_names(rule["expr"])
                                   for rule in alert_rules(prometheus_rule_groups()).values()))
-    assert len(alert_metrics) == 10
+    assert len(alert_metrics) == 11
     shown = set().union(*(metric_names(expr) for _, expr in dashboard_targets(BOARDS[name])))
     assert alert_metrics <= shown, f"{name} lacks {sorted(alert_metrics - shown)}"
 

@@ -26,6 +26,7 @@ class Phase(StrEnum):
     STARTING = "Starting"
     READY = "Ready"
     STEPPING_DOWN = "SteppingDown"
+    RETRYING = "Retrying"
     FAILED = "Failed"
 
 
@@ -42,6 +43,7 @@ class Reason(StrEnum):
 
     # BudgetFits
     FITS = "Fits"
+    FITS_BELOW_TARGET = "FitsBelowTarget"
     DOES_NOT_FIT = "DoesNotFit"
     INVALID_SPEC = "InvalidSpec"
     NO_ELIGIBLE_NODE = "NoEligibleNode"
@@ -49,6 +51,7 @@ class Reason(StrEnum):
     ENGINE_READY = "EngineReady"
     ENGINE_STARTING = "EngineStarting"
     STEPPING_DOWN = "SteppingDown"
+    RETRYING = "Retrying"
     PERMANENT_FAILURE = "PermanentFailure"
     ATTEMPTS_EXHAUSTED = "AttemptsExhausted"
     NOT_STARTED = "NotStarted"
@@ -189,7 +192,6 @@ class EffectiveStatus(WireModel):
         """Every key present (null where not applicable), as ``EffectiveConfig.to_wire``."""
         return self.model_dump(by_alias=True, mode="json")
 
-
 class Attempt(WireModel):
     """One start of the engine with one effective configuration.
 
@@ -223,7 +225,9 @@ class InferenceServerStatus(WireModel):
 
     Attributes:
         observed_generation: ``metadata.generation`` this status describes.
-        phase: Planning, Starting, Ready, SteppingDown, Failed.
+        phase: Planning (no plan or no eligible node yet), Starting (an attempt is loading), Ready (serving),
+            SteppingDown (a start failed; the next attempt uses a safer configuration), Retrying (a start
+            failed; the same configuration is tried again), Failed (nothing fits or recovery gave up).
         conditions: Ready, BudgetFits, Degraded.
         plan: the planner's budget for the spec on the chosen GPU.
         effective: the configuration in force (the last attempt's).
@@ -287,18 +291,8 @@ class InferenceServerStatus(WireModel):
         return self.attempts[-1] if self.attempts else None
 
     def to_wire(self) -> dict[str, object]:
-        """camelCase dict for a status patch; keeps explicit nulls inside ``effective``."""
-        return (
-            self.model_dump(by_alias=True, exclude_none=True, mode="json")
-            | ({"effective": self.effective.to_wire()} if self.effective is not None else {})
-            | ({"attempts": [_attempt_wire(a) for a in self.attempts]})
-        )
-
-
-def _attempt_wire(attempt: Attempt) -> dict[str, object]:
-    return attempt.model_dump(by_alias=True, exclude_none=True, mode="json") | {
-        "effective": attempt.effective.to_wire()
-    }
+        """camelCase dict for the status write (a replace): fields that do not apply are omitted, never null."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
 _WIRE_FIELDS = frozenset((f.alias or name) for name, f in InferenceServerStatus.model_fields.items())

@@ -43,6 +43,7 @@ from .conditions import EventNote, mark_failed_spec, mark_no_node, mark_phase, p
 from .observe import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes
 from .settings import Settings
 from .stepping import record_failure
+from .wording import budget_condition
 
 SERVICE_DELAY_SECONDS = 1.0
 """A new server's Service is created on the pass after its Deployment (the engine starts first)."""
@@ -153,7 +154,8 @@ def _first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, setting
         mark_phase(out, Phase.FAILED, Reason.DOES_NOT_FIT, f"does not fit: {text}", now, snap.generation)
         out.events.append(EventNote("Warning", Reason.DOES_NOT_FIT, f"nothing started: {text}"))
         return False
-    st.set_condition(ConditionType.BUDGET_FITS, "True", Reason.FITS, "; ".join(result.reasons), now=now,
+    fits_status, fits_reason, fits_text = budget_condition(result, spec, st.plan.headroom)
+    st.set_condition(ConditionType.BUDGET_FITS, fits_status, fits_reason, fits_text, now=now,
                      generation=snap.generation)
     st.attempts = [Attempt(number=1, effective=EffectiveStatus.of(result.effective), started_at=now)]
     out.events.append(EventNote(
