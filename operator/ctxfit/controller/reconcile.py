@@ -25,6 +25,7 @@ from ctxfit.recovery import Failure, Observation, classify
 from ctxfit.render.deployment import CONTAINER_NAME
 
 from .converge import Outcome, Snapshot, converge
+from .decisions import decisions, log_decisions
 from .kube import Conflict, Kube
 from .metrics import Metrics
 from .observe import DeploymentView, GPUNode, PodView, deployment_view
@@ -180,6 +181,7 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         if isinstance(stored, _Deferred):
             assert out.deployment is not None
             return Result(0.0, applied=deployment_view(out.deployment))
+        log_decisions(body, decisions(old, out))
         target = out.spec.context.target if out.spec else None
         rt.metrics.observe_status(namespace, name, engine_text, out.status, target)
         rt.metrics.observe_attempts(namespace, name, engine_text, out.finished, out.step_down_reasons)

@@ -20,12 +20,13 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.settings`` (no modu
 | ``CTXFIT_STARTUP_GRACE_SECONDS`` | 120 | a pod not Ready this long after ``startupTimeoutSeconds`` failed |
 | ``CTXFIT_WORKERS`` | 96 | concurrent reconciles (threads, mostly waiting on the API server; see below) |
 | ``CTXFIT_LOG_TAIL_LINES`` | 200 | previous-log lines read when the termination message is cut |
+| ``CTXFIT_LOG_LEVEL`` | INFO | DEBUG, INFO (one line per decision per server), WARNING or ERROR |
 """
 
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -55,6 +56,12 @@ class Settings(BaseSettings):
     Deployment p95 2.5-4.2 s with 16, 2.0-2.5 s with 64, 1.1-1.2 s with 96; peak RSS 140 MiB."""
     log_tail_lines: Annotated[int, Field(ge=0, le=10000)] = 200
     lease_seconds: Annotated[float, Field(ge=2)] = 15.0
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return (value.strip().upper() or "INFO") if isinstance(value, str) else value
 
     @field_validator("watch_namespaces", mode="before")
     @classmethod
