@@ -43,6 +43,7 @@ test: install bins lint typecheck
 crd:
 	$(PYTHON) -m ctxfit.cli crd > crds/inferenceservers.ctxfit.io.yaml
 	cp crds/inferenceservers.ctxfit.io.yaml charts/ctxfit/files/crds/inferenceservers.ctxfit.io.yaml
+	$(PYTHON) -m ctxfit.cli crd -o markdown > docs/api-reference.md
 
 bench:
 	$(PYTHON) bench/plan_bench.py

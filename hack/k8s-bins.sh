@@ -7,8 +7,9 @@
 #   helm                                                             (helm.sh/helm/v3 $HELM_VERSION)
 #
 # Output: $CTXFIT_BIN_DIR (default ~/.cache/ctxfit/k8s/<k8s>-<etcd>-<kwok>-<helm>/), printed on the
-# last line of stdout. A no-op when every binary is already there. Recipe: cluster-harness.md
-# sections 1.3 (wrapper module with staging replaces), 2.2 (etcd), 4.1 (kwok), 5 (helm ldflags).
+# last line of stdout. A no-op when every binary is already there. Recipe: a wrapper module that
+# replaces k8s.io/* with k8s.io/kubernetes' staging modules (https://github.com/kubernetes/kubernetes/tree/master/staging),
+# etcd's server module, kwok (https://kwok.sigs.k8s.io) and helm with its version ldflags (helm's Makefile).
 set -euo pipefail
 
 K8S_VERSION=${K8S_VERSION:-v1.34.4}

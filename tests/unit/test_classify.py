@@ -1,4 +1,4 @@
-"""Classifier table tests: each failure kind in other engine versions' wording (engine-memory.md A.3,
+"""Classifier table tests: each failure kind in other engine versions' wording (docs/engine-memory.md A.3,
 B.2, C), messages cut at 2048 bytes, thousands separators, GiB with fewer decimals, precedence."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ def test_ladder_floor(tokens: int, expected: int | None) -> None:
 @pytest.mark.parametrize(
     ("capacity", "headroom", "model_max", "expected"),
     [
-        (178_752, 0.25, None, 131_072),  # field-notes.md deployment 1
+        (178_752, 0.25, None, 131_072),  # docs/field-reports.md deployment 1
         (205_728, 0.25, None, 131_072),
         (23_648, 0.25, None, 16_384),
         (178_752, 0.0, 163_840, 131_072),

@@ -34,6 +34,7 @@ BOARD_IDS = list(BOARDS)
 # The metrics ctxfit exports (operator/ctxfit/controller/metrics.py; histogram/counter sample names).
 CTXFIT_METRICS = {
     "ctxfit_server_context_length_tokens", "ctxfit_server_target_context_length_tokens",
+    "ctxfit_server_planned_context_length_tokens",
     "ctxfit_server_predicted_max_context_length_tokens", "ctxfit_server_kv_bytes_per_token",
     "ctxfit_server_kv_pool_bytes", "ctxfit_server_headroom_ratio", "ctxfit_server_phase",
     "ctxfit_server_memory_limit_bytes", "ctxfit_attempts_total", "ctxfit_step_downs_total",
@@ -41,7 +42,7 @@ CTXFIT_METRICS = {
     "ctxfit_reconcile_duration_seconds_sum", "ctxfit_reconcile_errors_total",
     "ctxfit_kv_cache_tokens", "ctxfit_prediction_error_bytes", "ctxfit_context_clamped",
 }
-# Engine metrics (docs engine-memory.md A.4: vLLM 0.11-0.33, B.3: SGLang 0.5.4-0.5.23).
+# Engine metrics (docs docs/engine-memory.md A.4: vLLM 0.11-0.33, B.3: SGLang 0.5.4-0.5.23).
 ENGINE_METRICS = {
     "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "vllm:num_requests_waiting",
     "vllm:num_requests_running", "vllm:num_preemptions_total", "sglang:token_usage", "sglang:num_queue_reqs",
@@ -118,7 +119,7 @@ def test_a_broken_expression_is_caught(tmp_path: Path) -> None:
 def test_dashboards_show_every_metric_the_alerts_use(name: str) -> None:
     alert_metrics = set().union(*(metric_names(rule["expr"])
                                   for rule in alert_rules(prometheus_rule_groups()).values()))
-    assert len(alert_metrics) == 12
+    assert len(alert_metrics) == 13
     shown = set().union(*(metric_names(expr) for _, expr in dashboard_targets(BOARDS[name])))
     assert alert_metrics <= shown, f"{name} lacks {sorted(alert_metrics - shown)}"
 

@@ -1,4 +1,4 @@
-"""Every real case in tests/fixtures/failures.yaml (copied from shared/cases): kind, numbers, next config.
+"""Every real case in tests/fixtures/failures.yaml (real cases reported by users): kind, numbers, next config.
 
 Each case runs twice: through the library (classify -> fallback current -> decide) and through
 ``ctxfit diagnose -o json`` (which uses the planner's initial configuration when it can plan).

@@ -1,4 +1,4 @@
-"""KV bytes per token per GPU: the worked numbers of engine-memory.md A.2 and the issue's acceptance."""
+"""KV bytes per token per GPU: the worked numbers of docs/engine-memory.md A.2 and the issue's acceptance."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_worked_numbers(model: str, tp: int, dtype: str, expected: int) -> None:
 
 
 def test_glm5_field_report_division_by_tp_is_not_inherited() -> None:
-    # field-notes.md deployment 2: 576 x 2 x 78 / 8 = 11,232 is wrong; MLA is replicated.
+    # docs/field-reports.md deployment 2: 576 x 2 x 78 / 8 = 11,232 is wrong; MLA is replicated.
     value = kv_bytes_per_token(arch("zai-org/GLM-5"), tensor_parallel=8)
     assert value != 11_232
     assert value == 78 * (576 * 2 + 132)

@@ -134,7 +134,7 @@ def test_sglang_default_fraction_h100_tp8() -> None:
             "batching": {"cudaGraphMaxBatchSize": 512},
         }
     )
-    # engine-memory.md B.1 example: reserved 512 + 12288 + 1024 + 1024 = 14848 MiB -> 0.818
+    # docs/engine-memory.md B.1 example: reserved 512 + 12288 + 1024 + 1024 = 14848 MiB -> 0.818
     assert initial_effective(spec).mem_fraction_static == 0.818
 
 

@@ -143,3 +143,15 @@ runbook: {{ .runbook | quote }}
 runbook_url: {{ printf "%s#%s" (trimSuffix "/" .) (lower $.alert) | quote }}
 {{- end }}
 {{- end }}
+
+{{/*
+Labels of a prometheus-operator object: monitoring.labels (shared; e.g. `release: kube-prometheus-stack`,
+which that stack's Prometheus selects by), overridden by the object's own labels. Call with
+(dict "ctx" $ "own" .Values.<object>.labels).
+*/}}
+{{- define "ctxfit.monitoringLabels" -}}
+{{- $labels := merge (deepCopy (.own | default dict)) (deepCopy (.ctx.Values.monitoring.labels | default dict)) -}}
+{{- with $labels }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}

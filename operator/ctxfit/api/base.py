@@ -7,7 +7,11 @@ from pydantic.alias_generators import to_camel
 
 
 class WireModel(BaseModel):
-    """Base of every API model: snake_case in Python, camelCase on the wire, ``extra="forbid"``."""
+    """Base of every API model: snake_case in Python, camelCase on the wire, ``extra="forbid"``.
+
+    A string literal right below a field is its description (``use_attribute_docstrings``); the CRD and
+    ``docs/api-reference.md`` are generated from it (``ctxfit.api.fielddocs``).
+    """
 
     model_config = ConfigDict(
         alias_generator=to_camel,
@@ -15,6 +19,7 @@ class WireModel(BaseModel):
         extra="forbid",
         validate_assignment=False,
         frozen=False,
+        use_attribute_docstrings=True,
     )
 
     def to_wire(self) -> dict[str, object]:

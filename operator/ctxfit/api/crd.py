@@ -24,6 +24,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
 from .admission import ADMISSION_CEL_RULES, ROOT_CEL_RULES
+from .fielddocs import document_schema
 from .kubetypes import KUBE_CEL_RULES
 from .model_cache import CACHE_CEL_RULES
 from .quantity import _canonical_quantity
@@ -120,6 +121,12 @@ class _KubeJsonSchema(GenerateJsonSchema):
                 "pattern": QUANTITY_PATTERN,
             }
         return super().function_before_schema(schema)
+
+    def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
+        """Pydantic's model schema, with every field's description (``fielddocs.document_schema``)."""
+        json_schema = super().model_schema(schema)
+        document_schema(json_schema, schema["cls"])
+        return json_schema
 
 
 _DROP = {"title", "default", "additionalProperties", "$defs", "examples"}
@@ -222,6 +229,15 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
 ]
 
 
+API_VERSION_DESCRIPTION = f"Versioned schema of this object: `{API_GROUP}/{API_VERSION}`."
+KIND_DESCRIPTION = f"The REST resource this object represents: `{KIND}`."
+METADATA_DESCRIPTION = (
+    "Standard object metadata "
+    "(https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata)."
+)
+"""Descriptions of the top-level keys, worded as in the Kubernetes API conventions."""
+
+
 def build_crd() -> dict[str, Any]:
     """The complete CRD (``apiextensions.k8s.io/v1``), deterministic for a given code version."""
     spec_schema = model_schema(InferenceServerSpec)
@@ -256,9 +272,9 @@ def build_crd() -> dict[str, Any]:
                             "type": "object",
                             "description": "An LLM inference server (vLLM or SGLang) sized to the GPUs it lands on.",
                             "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
+                                "apiVersion": {"type": "string", "description": API_VERSION_DESCRIPTION},
+                                "kind": {"type": "string", "description": KIND_DESCRIPTION},
+                                "metadata": {"type": "object", "description": METADATA_DESCRIPTION},
                                 "spec": spec_schema,
                                 "status": _status_schema(),
                             },

@@ -84,19 +84,49 @@ class Architecture(WireModel):
     """
 
     attention: AttentionKind | None = None
+    """How each layer stores keys and values: `mha` (full heads), `gqa` (grouped KV heads) or `mla` (one compressed
+    latent per token). Required unless kvBytesPerToken is given. Unset architecture: taken from the built-in model
+    catalog.
+    """
     num_layers: Annotated[int, Field(ge=1, le=1000)] | None = Field(default=None, alias="numLayers")
+    """Hidden layers that hold a KV cache (config.json `num_hidden_layers`). Required unless kvBytesPerToken is given.
+    """
     num_kv_heads: Annotated[int, Field(ge=1, le=1024)] | None = Field(default=None, alias="numKVHeads")
+    """KV heads per layer (config.json `num_key_value_heads`); split across tensor-parallel ranks. Required for
+    mha/gqa.
+    """
     num_attention_heads: Annotated[int, Field(ge=1, le=4096)] | None = None
+    """Query heads per layer (config.json `num_attention_heads`); must divide by tensor parallel. Optional:
+    used to refuse layouts the engine cannot split.
+    """
     head_dim: Annotated[int, Field(ge=1, le=4096)] | None = None
+    """Elements per key head (config.json `head_dim`, else hidden_size / num_attention_heads). Required for mha/gqa.
+    """
     v_head_dim: Annotated[int, Field(ge=0, le=4096)] | None = None
+    """Elements per value head when it differs from headDim (config.json `v_head_dim`). Unset: equal to headDim."""
     kv_lora_rank: Annotated[int, Field(ge=1, le=8192)] | None = None
+    """MLA latent width in elements (config.json `kv_lora_rank`, e.g. 512). Required for mla."""
     qk_rope_head_dim: Annotated[int, Field(ge=0, le=4096)] | None = None
+    """MLA rotary key part in elements (config.json `qk_rope_head_dim`, e.g. 64). Required for mla."""
     index_head_dim: Annotated[int, Field(ge=1, le=4096)] | None = None
+    """DeepSeek sparse-attention (DSA) indexer key width in elements (config.json `index_head_dim`); adds an fp8
+    indexer cache per layer. Unset: no indexer.
+    """
     sliding_window: Annotated[int, Field(ge=1)] | None = None
+    """Sliding-window size in tokens (config.json `sliding_window`). Required when some layers use sliding attention.
+    """
     layer_types: list[LayerType] | None = None
+    """Attention type of every layer, in order (config.json `layer_types`); must have numLayers entries."""
     num_sliding_layers: Annotated[int, Field(ge=0, le=1000)] | None = None
+    """How many layers use sliding attention, when layerTypes is not given; at most numLayers."""
     max_position_embeddings: Annotated[int, Field(ge=1, le=1 << 27)] | None = None
+    """The model's maximum context in tokens (config.json `max_position_embeddings`); the context is never planned
+    above it.
+    """
     kv_bytes_per_token: Annotated[int, Field(ge=1, le=1 << 30)] | None = None
+    """Measured KV bytes per token per GPU, all layers, for attention the formulas do not cover (e.g. DeepSeek-V4's
+    compressed cache); replaces the computed value.
+    """
 
     @model_validator(mode="after")
     def _complete(self) -> Architecture:
@@ -134,11 +164,27 @@ class ModelSpec(WireModel):
     """
 
     name: Annotated[str, Field(min_length=1, max_length=253)]
+    """Model to serve: a Hugging Face id (`moonshotai/Kimi-K2.5`) or a path the engine can load; passed to the engine
+    as is.
+    """
     architecture: Architecture | None = None
+    """Attention geometry for the KV-cache size. Unset: from the built-in catalog for known models; the plan fails with
+    a field error for unknown ones.
+    """
     weights_per_gpu: Quantity | None = Field(default=None, alias="weightsPerGPU")
+    """Weight bytes loaded on each GPU, as a quantity (`70Gi`); between 1Mi and 2Ti. Unset: from the catalog
+    (checkpoint size / tensor x pipeline parallel).
+    """
     revision: Annotated[str, Field(min_length=1, max_length=255)] = "main"
+    """Branch, tag or commit of the Hugging Face repository to download (default `main`)."""
     token_secret_ref: TokenSecretRef | None = None
+    """Secret key holding a Hugging Face token, rendered as `HF_TOKEN` from a secretKeyRef (gated models); the
+    operator never reads it.
+    """
     cache: ModelCache | None = None
+    """Where the weights are kept across attempts: exactly one of volumeClaimTemplate, persistentVolumeClaim,
+    hostPath, emptyDir. Unset: a claim of the default StorageClass, else emptyDir (every attempt re-downloads).
+    """
 
     @field_validator("weights_per_gpu")
     @classmethod
@@ -150,8 +196,12 @@ class EnvVar(WireModel):
     """A container env var passed through (``value`` or a typed ``valueFrom``, e.g. a secretKeyRef)."""
 
     name: Annotated[str, Field(min_length=1, max_length=253, pattern=ENV_VAR_NAME)]
+    """Environment variable name (a C identifier-like name: letters, digits, `_`, `-`, `.`; not starting with a
+    digit)."""
     value: str | None = None
+    """Literal value; give value or valueFrom."""
     value_from: EnvVarSource | None = None
+    """A Kubernetes EnvVarSource (secretKeyRef, configMapKeyRef, fieldRef, resourceFieldRef)."""
 
     @model_validator(mode="after")
     def _one_source(self) -> EnvVar:
@@ -164,11 +214,22 @@ class EngineSpec(WireModel):
     """The engine, its version (selects memory-model and flag variants), image and extra args/env."""
 
     kind: EngineKind
+    """The inference engine: `vllm` or `sglang`. Selects the memory model, flags, probes and failure patterns."""
     version: Annotated[str, Field(max_length=ENGINE_VERSION_MAX, pattern=ENGINE_VERSION)] | None = None
+    """Engine version (`0.19.0`, `v0.5.4`); selects version-specific memory accounting and flags. Unset: vLLM 0.20.0 /
+    SGLang 0.5.23 behaviour.
+    """
     image: Annotated[str, Field(max_length=IMAGE_REFERENCE_MAX, pattern=IMAGE_REFERENCE)] | None = None
+    """Container image (no whitespace). Unset: the operator's default image, else the engine's official image for
+    version.
+    """
     args: Annotated[list[Annotated[str, Field(max_length=MAX_ARG_LENGTH)]], Field(max_length=MAX_ARGS)] = Field(
         default_factory=list)
+    """Extra engine arguments appended after the ones ctxfit renders; flags ctxfit manages (context, memory,
+    parallelism, host/port) are refused: set them through their spec fields.
+    """
     env: Annotated[list[EnvVar], Field(max_length=MAX_ENV)] = Field(default_factory=list)
+    """Extra environment variables for the engine container."""
 
     @model_validator(mode="after")
     def _no_managed_flags(self) -> EngineSpec:
@@ -182,8 +243,15 @@ class GPUSpec(WireModel):
     """GPUs per replica. ``product`` is the GFD ``nvidia.com/gpu.product`` label; ``memory`` overrides it."""
 
     count: Annotated[int, Field(ge=1, le=64)]
+    """GPUs per replica (1-64); must equal tensor x pipeline x data parallelism. Requested as `nvidia.com/gpu`."""
     product: str | None = None
+    """GPU product as GPU Feature Discovery labels nodes (`nvidia.com/gpu.product`, e.g. `NVIDIA-H100-80GB-HBM3`); pods
+    are pinned to it. Unset: the planner uses the eligible node's label.
+    """
     memory: Quantity | None = None
+    """GPU memory per device as a quantity (`80Gi`), between 1Gi and 2Ti; overrides the catalog and the node's
+    `nvidia.com/gpu.memory` label (MiB).
+    """
 
     @field_validator("memory")
     @classmethod
@@ -195,21 +263,36 @@ class Parallelism(WireModel):
     """Tensor (TP), pipeline (PP) and data (DP) parallel sizes; ``expert`` enables expert parallelism."""
 
     tensor: Annotated[int, Field(ge=1, le=64)] = 1
+    """Tensor-parallel size (1-64): splits weights and GQA/MHA KV heads across GPUs; MLA latents are replicated on
+    every rank.
+    """
     pipeline: Annotated[int, Field(ge=1, le=64)] = 1
+    """Pipeline-parallel size (1-64): splits layers across GPUs."""
     data: Annotated[int, Field(ge=1, le=64)] = 1
+    """Data-parallel size (1-64): independent engine replicas inside one pod."""
     expert: bool = False
+    """Enable expert parallelism for MoE models (vLLM `--enable-expert-parallel`, SGLang `--ep-size` = tensor)."""
 
 
 class ContextSpec(WireModel):
     """Context length intent: the target, the floor below which the server is useless, and headroom.
 
     ``headroom`` is the fraction of the predicted KV pool kept free for concurrency and fragmentation
-    when the target does not fit (field-notes.md deployment 1: 25%).
+    when the target does not fit (docs/field-reports.md deployment 1: 25%).
     """
 
     target: Annotated[int, Field(ge=16, le=1 << 27)] | None = None
+    """Context length (tokens) wanted, 16 to 2^27. When it does not fit, the largest round size that fits with headroom
+    is chosen (down to minimum). Unset: the model's max_position_embeddings.
+    """
     minimum: Annotated[int, Field(ge=16, le=1 << 27)] | None = None
+    """Smallest useful context (tokens), at most target: below it the server does not start (phase Failed, BudgetFits
+    False). Unset: 4096 or the target if smaller.
+    """
     headroom: Annotated[float, Field(ge=0.0, lt=1.0)] | None = None
+    """Fraction of the predicted KV pool kept free for concurrency and fragmentation when the target does not fit, in
+    [0, 1). Unset: 0.25.
+    """
 
     @model_validator(mode="after")
     def _order(self) -> ContextSpec:
@@ -222,24 +305,49 @@ class MemorySpec(WireModel):
     """Engine memory knobs: vLLM ``--gpu-memory-utilization``, SGLang ``--mem-fraction-static``, KV dtype."""
 
     gpu_memory_utilization: Annotated[float, Field(gt=0.0, le=1.0)] | None = None
+    """vLLM only: fraction (0, 1] of the GPU's CUDA-visible memory the engine may use for weights, activations and KV
+    cache (`--gpu-memory-utilization`). Unset: vLLM's default (0.90 up to 0.19, then 0.92). Forbidden with sglang.
+    """
     mem_fraction_static: Annotated[float, Field(gt=0.0, lt=1.0)] | None = None
+    """SGLang only: fraction (0, 1) of free GPU memory for weights and the KV pool (`--mem-fraction-static`). Unset:
+    SGLang's heuristic by GPU size and TP. Forbidden with vllm.
+    """
     kv_cache_dtype: KVCacheDtype = "auto"
+    """KV cache element type (`--kv-cache-dtype`): `auto` is the model dtype (16-bit); fp8 variants halve KV bytes
+    where the GPU and engine support them, otherwise the operator falls back to auto.
+    """
 
 
 class BatchingSpec(WireModel):
     """Scheduler sizes: ``--max-num-seqs``, CUDA-graph max batch, ``--max-num-batched-tokens``."""
 
     max_num_seqs: Annotated[int, Field(ge=1, le=65536)] | None = None
+    """Concurrent sequences (vLLM `--max-num-seqs`, SGLang `--max-running-requests`), 1-65536. Unset: the engine's
+    default for the GPU.
+    """
     cuda_graph_max_batch_size: Annotated[int, Field(ge=1, le=4096)] | None = None
+    """Largest batch captured as a CUDA graph (vLLM `--max-cudagraph-capture-size`, SGLang `--cuda-graph-max-bs`),
+    1-4096; lowered first when graph capture runs out of memory. Unset: the engine's default.
+    """
     max_num_batched_tokens: Annotated[int, Field(ge=16, le=1 << 24)] | None = None
+    """Tokens per scheduler step, 16 to 2^24 (vLLM `--max-num-batched-tokens`; for SGLang the chunked-prefill size the
+    budget assumes); sizes activation memory. Unset: the engine's default by GPU memory.
+    """
 
 
 class ResourcesSpec(WireModel):
     """Container host resources: memory limit, cpu, and the /dev/shm emptyDir size."""
 
     memory: Quantity | None = None
+    """Container memory limit (host RAM) as a quantity, 1Mi to 64Ti; raised by the operator after an OOMKill. Unset:
+    32Gi + 16Gi per GPU.
+    """
     cpu: Quantity | None = None
+    """Container CPU request and limit as a quantity (`16`, `8000m`). Unset: no CPU limit."""
     shm: Quantity | None = None
+    """Size of the memory-backed /dev/shm emptyDir (NCCL and multiprocessing segments), 1Mi to 64Ti. Unset: 2Gi for one
+    GPU, 16Gi for more.
+    """
 
     @field_validator("memory", "shm")
     @classmethod
@@ -256,12 +364,16 @@ class StartupSpec(WireModel):
     """How long the engine may take to load and become healthy before Kubernetes restarts it."""
 
     timeout_seconds: Annotated[int, Field(ge=30, le=7 * 24 * 3600)] | None = None
+    """Seconds (30 to 7 days) the engine may take to load weights, capture graphs and answer /health before the startup
+    probe fails. Unset: 600 + weights per replica at 0.5 GB/s (1200 when the weight size is unknown).
+    """
 
 
 class ServingSpec(WireModel):
     """The engine's HTTP port (OpenAI-compatible API, health and metrics)."""
 
     port: Annotated[int, Field(ge=1, le=65535)] = 8000
+    """Container and Service port of the engine's OpenAI-compatible HTTP API, /health and /metrics."""
 
 
 class PodSpecOverrides(WireModel):
@@ -269,8 +381,13 @@ class PodSpecOverrides(WireModel):
 
     labels: Annotated[dict[str, Annotated[str, Field(max_length=LABEL_VALUE_MAX, pattern=LABEL_VALUE)]],
                       Field(max_length=MAX_LABELS)] = Field(default_factory=dict)
+    """Labels added to the engine pod template (ctxfit's own labels win on conflict); keys are qualified names,
+    values Kubernetes label values (<= 63 characters).
+    """
     annotations: Annotated[dict[str, str], Field(max_length=MAX_ANNOTATIONS)] = Field(default_factory=dict)
+    """Annotations added to the engine pod template."""
     tolerations: Annotated[list[Toleration], Field(max_length=MAX_TOLERATIONS)] = Field(default_factory=list)
+    """Tolerations added to the engine pod (e.g. for tainted GPU nodes), Kubernetes Toleration objects."""
 
     @field_validator("labels", "annotations")
     @classmethod
@@ -285,18 +402,33 @@ class InferenceServerSpec(WireModel):
     """``spec`` of an InferenceServer: what to serve, on which GPUs, with which intent."""
 
     model: ModelSpec
+    """What to serve: the model name and, optionally, its architecture and per-GPU weight bytes."""
     engine: EngineSpec
+    """Which engine runs the model (vllm or sglang), its version, image, extra args and env."""
     gpu: GPUSpec
+    """GPUs per replica: count, product (GFD label) and optional memory override."""
     parallelism: Parallelism = Field(default_factory=Parallelism)
+    """How the GPUs are used: tensor x pipeline x data must equal gpu.count."""
     context: ContextSpec = Field(default_factory=ContextSpec)
+    """Context-length intent: target, minimum and headroom."""
     memory: MemorySpec = Field(default_factory=MemorySpec)
+    """Engine memory knobs: vLLM gpuMemoryUtilization or SGLang memFractionStatic, and the KV cache dtype."""
     batching: BatchingSpec = Field(default_factory=BatchingSpec)
+    """Scheduler sizes: concurrent sequences, CUDA-graph batch size, tokens per step."""
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    """Host resources of the engine container: memory limit, CPU, /dev/shm size."""
     startup: StartupSpec = Field(default_factory=StartupSpec)
+    """How long the engine may take to start before the startup probe fails."""
     serving: ServingSpec = Field(default_factory=ServingSpec)
+    """The engine's HTTP port."""
     pod: PodSpecOverrides = Field(default_factory=PodSpecOverrides)
+    """Labels, annotations and tolerations added to the engine pod."""
     replicas: Annotated[int, Field(ge=0, le=100)] = 1
+    """Engine pods (0-100); 0 keeps the plan but runs nothing."""
     attempts: Annotated[int, Field(ge=1, le=20)] = 5
+    """How many starts (1-20) the operator tries under one spec, stepping to a safer configuration after each
+    classified failure, before phase Failed.
+    """
 
     @model_validator(mode="after")
     def _parallel_matches_gpus(self) -> InferenceServerSpec:

@@ -29,6 +29,7 @@ class Phase(StrEnum):
     STARTING = "Starting"
     READY = "Ready"
     STEPPING_DOWN = "SteppingDown"
+    RETRYING = "Retrying"
     FAILED = "Failed"
 
 
@@ -48,6 +49,7 @@ class Reason(StrEnum):
 
     # BudgetFits
     FITS = "Fits"
+    FITS_BELOW_TARGET = "FitsBelowTarget"
     DOES_NOT_FIT = "DoesNotFit"
     INVALID_SPEC = "InvalidSpec"
     NO_ELIGIBLE_NODE = "NoEligibleNode"
@@ -55,6 +57,7 @@ class Reason(StrEnum):
     ENGINE_READY = "EngineReady"
     ENGINE_STARTING = "EngineStarting"
     STEPPING_DOWN = "SteppingDown"
+    RETRYING = "Retrying"
     PERMANENT_FAILURE = "PermanentFailure"
     ATTEMPTS_EXHAUSTED = "AttemptsExhausted"
     NOT_STARTED = "NotStarted"
@@ -117,23 +120,40 @@ class Condition(WireModel):
     """One Kubernetes-style condition. ``lastTransitionTime`` changes only when ``status`` changes."""
 
     type: ConditionType
+    """Ready, BudgetFits or Degraded."""
     status: ConditionStatus
+    """True, False or Unknown."""
     reason: Reason
+    """CamelCase reason, machine-readable (e.g. Fits, DoesNotFit, EngineReady, SteppingDown); always agrees with
+    message.
+    """
     message: str = ""
+    """One sentence for humans, at most 1024 characters."""
     last_transition_time: str
+    """When status last changed (RFC 3339 UTC)."""
     observed_generation: int | None = None
+    """metadata.generation the condition was computed for."""
 
 
 class BudgetBytes(WireModel):
     """Per-GPU budget terms, bytes: ``usable = weights + activation + cudaGraph + other + kvCache``."""
 
     total_bytes: int
+    """GPU memory as NVML/GFD report it, bytes."""
     usable_bytes: int
+    """What the engine may use: vLLM CUDA-visible total x gpuMemoryUtilization, SGLang memFractionStatic x free memory
+    at load, bytes.
+    """
     weights_bytes: int
+    """Model weights on this GPU, bytes."""
     activation_bytes: int
+    """Peak activation memory of the profiling forward pass and sampler warm-up, bytes."""
     cuda_graph_bytes: int
+    """CUDA-graph memory deducted from the budget, bytes (0 where the engine keeps it outside)."""
     other_bytes: int
+    """Non-torch memory (NCCL and all-reduce buffers), bytes."""
     kv_cache_bytes: int
+    """KV cache pool left for requests, bytes."""
 
 
 class PlanStatus(WireModel):
@@ -174,14 +194,24 @@ class EffectiveStatus(WireModel):
     """``EffectiveConfig.to_wire()`` as a typed model (sizes are quantities, e.g. ``500Gi``)."""
 
     context_length: int
+    """Context length in force, tokens (vLLM `--max-model-len`, SGLang `--context-length`)."""
     gpu_memory_utilization: float | None = None
+    """vLLM only: `--gpu-memory-utilization` in force (fraction of the CUDA-visible total). Omitted for SGLang."""
     mem_fraction_static: float | None = None
+    """SGLang only: `--mem-fraction-static` in force (fraction of free memory for weights + KV pool). Omitted for vLLM.
+    """
     kv_cache_dtype: str
+    """KV cache dtype in force (`auto` = the model dtype, or an fp8 variant)."""
     max_num_seqs: int
+    """Concurrent sequences in force (vLLM `--max-num-seqs`, SGLang `--max-running-requests`)."""
     cuda_graph_max_batch_size: int
+    """Largest CUDA-graph batch in force."""
     memory_limit: str
+    """Container memory limit in force, a quantity (`500Gi`)."""
     shm_size: str
+    """/dev/shm emptyDir size in force, a quantity (`64Gi`)."""
     startup_timeout_seconds: int
+    """Startup-probe budget in force, seconds."""
 
     @classmethod
     def of(cls, effective: EffectiveConfig) -> EffectiveStatus:
@@ -195,7 +225,6 @@ class EffectiveStatus(WireModel):
     def to_wire(self) -> dict[str, object]:
         """Every key present (null where not applicable), as ``EffectiveConfig.to_wire``."""
         return self.model_dump(by_alias=True, mode="json")
-
 
 class Attempt(WireModel):
     """One start of the engine with one effective configuration.
@@ -232,7 +261,9 @@ class InferenceServerStatus(WireModel):
 
     Attributes:
         observed_generation: ``metadata.generation`` this status describes.
-        phase: Planning, Starting, Ready, SteppingDown, Failed.
+        phase: Planning (no plan or no eligible node yet), Starting (an attempt is loading), Ready (serving),
+            SteppingDown (a start failed; the next attempt uses a safer configuration), Retrying (a start
+            failed; the same configuration is tried again), Failed (nothing fits or recovery gave up).
         conditions: Ready, BudgetFits, Degraded.
         plan: the planner's budget for the spec on the chosen GPU.
         effective: the configuration in force (the last attempt's).
@@ -300,18 +331,8 @@ class InferenceServerStatus(WireModel):
         return self.attempts[-1] if self.attempts else None
 
     def to_wire(self) -> dict[str, object]:
-        """camelCase dict for a status patch; keeps explicit nulls inside ``effective``."""
-        return (
-            self.model_dump(by_alias=True, exclude_none=True, mode="json")
-            | ({"effective": self.effective.to_wire()} if self.effective is not None else {})
-            | ({"attempts": [_attempt_wire(a) for a in self.attempts]})
-        )
-
-
-def _attempt_wire(attempt: Attempt) -> dict[str, object]:
-    return attempt.model_dump(by_alias=True, exclude_none=True, mode="json") | {
-        "effective": attempt.effective.to_wire()
-    }
+        """camelCase dict for the status write (a replace): fields that do not apply are omitted, never null."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
 _WIRE_FIELDS = frozenset((f.alias or name) for name, f in InferenceServerStatus.model_fields.items())

@@ -11,7 +11,7 @@ LADDER_BASE = 1024
 LADDER_MAX = 1 << 27
 
 DEFAULT_HEADROOM = 0.25
-"""Fraction of the predicted KV pool kept free when stepping down (field-notes.md deployment 1: 25%)."""
+"""Fraction of the predicted KV pool kept free when stepping down (docs/field-reports.md deployment 1: 25%)."""
 DEFAULT_MINIMUM_CONTEXT = 4096
 """Smallest context worth serving when the spec gives no ``context.minimum`` (planner and recovery)."""
 

@@ -1,6 +1,6 @@
 """KV-cache bytes per token per GPU, from the attention geometry.
 
-Formulas (engine-memory.md sections A.2 and B.1, read from the engines' source):
+Formulas (docs/engine-memory.md sections A.2 and B.1, read from the engines' source):
 
 - GQA/MHA, per layer per TP rank: ``2 * max(1, n_kv_heads // tp) * head_dim * dtype_bytes``
   (vLLM ``ModelConfig.get_num_kv_heads`` + ``AttentionSpec.page_size_bytes``; SGLang

@@ -294,13 +294,22 @@ NEAR_MAX_FRACTION = 0.9
 """A chosen context above this share of the predicted maximum is within the calibration spread."""
 
 
+def _memory_max_context(fit: Fit) -> int:
+    """Largest context the KV pool holds, ignoring the model's position limit (``Fit.max_context_length`` is
+    capped at it): the near-maximum warning is about memory, so it uses this bound."""
+    return fit.layout.max_context_for(
+        fit.pool_bytes, block_size=fit.block_size, in_flight_tokens=fit.in_flight_tokens, limit=1 << 27
+    )
+
+
 def _warnings(inputs: PlanInputs, step: _Step, engine: Engine) -> list[str]:
     """Warnings on a plan that fits: near the predicted maximum, user args overriding managed flags."""
     out: list[str] = []
-    if step.choice.context_length > NEAR_MAX_FRACTION * step.fit.max_context_length:
+    memory_max = _memory_max_context(step.fit)
+    if step.choice.context_length > NEAR_MAX_FRACTION * memory_max:
         out.append(
             f"context {step.choice.context_length} is within {1 - NEAR_MAX_FRACTION:.0%} of the predicted maximum "
-            f"{step.fit.max_context_length}: the engine may find less (calibration spread, bench/overhead_fit.py); "
+            f"{memory_max}: the engine may find less (calibration spread, bench/overhead_fit.py); "
             "ctxfit steps down if it does"
         )
     managed = set(

@@ -2,15 +2,16 @@
 
 Process-level wiring read here (the full settings object is built again in the startup handler and
 kept on ``memo``): namespaces to watch (``CTXFIT_WATCH_NAMESPACES``, empty = cluster-wide), kopf's
-liveness endpoint ``http://0.0.0.0:$CTXFIT_HEALTH_PORT/healthz``. kopf itself runs standalone; when
-``CTXFIT_PEERING`` is set, only the holder of that Lease reconciles (``controller/leader.py``).
+liveness endpoint ``http://0.0.0.0:$CTXFIT_HEALTH_PORT/healthz``, the log level ``CTXFIT_LOG_LEVEL``
+(INFO: one line per decision per server, ``controller/decisions.py``; DEBUG adds kopf's per-event
+lines). kopf itself runs standalone; when ``CTXFIT_PEERING`` is set, only the holder of that Lease
+reconciles (``controller/leader.py``).
 SIGTERM/SIGINT stop it cleanly (queue drained, Lease released).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 
 import kopf
@@ -24,9 +25,10 @@ def main() -> int:
     settings = Settings()
     namespaces = list(settings.watch_namespaces)
     liveness = f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
-    debug = os.environ.get("CTXFIT_LOG_LEVEL", "").upper() == "DEBUG"
+    debug = settings.log_level == "DEBUG"
     kopf.configure(verbose=debug, log_prefix=True)
-    if not debug:  # one INFO line per handled event is noise at 200 servers
+    logging.getLogger("ctxfit").setLevel(settings.log_level)  # the per-server decision lines at INFO
+    if not debug:  # kopf's one INFO line per handled event is noise at 200 servers
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     kopf.run(
         registry=build_registry(),

@@ -55,6 +55,7 @@ from .pods import engine_digest
 from .settings import Settings
 from .stepping import record_failure
 from .waiting import attempt_pods, follow_pods, reopen
+from .wording import budget_condition
 
 SERVICE_DELAY_SECONDS = 1.0
 """A new server's Service is created on the pass after its Deployment (the engine starts first)."""
@@ -176,7 +177,8 @@ def _first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, setting
         mark_phase(out, Phase.FAILED, Reason.DOES_NOT_FIT, f"does not fit: {text}", now, snap.generation)
         out.events.append(EventNote("Warning", Reason.DOES_NOT_FIT, f"nothing started: {text}"))
         return False
-    st.set_condition(ConditionType.BUDGET_FITS, "True", Reason.FITS, "; ".join(result.reasons), now=now,
+    fits_status, fits_reason, fits_text = budget_condition(result, spec, st.plan.headroom)
+    st.set_condition(ConditionType.BUDGET_FITS, fits_status, fits_reason, fits_text, now=now,
                      generation=snap.generation)
     st.attempts = [Attempt(number=1, effective=EffectiveStatus.of(result.effective), started_at=now)]
     out.events.append(EventNote(

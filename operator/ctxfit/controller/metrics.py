@@ -31,6 +31,9 @@ class Metrics:
         self.context_length = gauge("server_context_length_tokens", "Effective context length in force (tokens).")
         self.target_context_length = gauge("server_target_context_length_tokens",
                                            "Context length the spec asks for (tokens).")
+        self.planned_context_length = gauge("server_planned_context_length_tokens",
+                                            "Context length the first plan chose (tokens); above the effective "
+                                            "context after a step-down.")
         self.predicted_max_context_length = gauge("server_predicted_max_context_length_tokens",
                                                   "Planner's predicted largest context (tokens).")
         self.kv_bytes_per_token = gauge("server_kv_bytes_per_token", "KV cache bytes per token per GPU.")
@@ -77,6 +80,7 @@ class Metrics:
                 self.target_context_length.labels(*labels).set(target)
             if status.plan is not None:
                 self.predicted_max_context_length.labels(*labels).set(status.plan.max_context_length)
+                self.planned_context_length.labels(*labels).set(status.plan.context_length)
                 self.kv_bytes_per_token.labels(*labels).set(status.plan.kv_bytes_per_token)
                 self.kv_pool_bytes.labels(*labels).set(status.plan.kv_pool_bytes)
                 self.headroom_ratio.labels(*labels).set(status.plan.headroom)

@@ -33,6 +33,7 @@ from .cache_view import ClaimView
 from .calibration_store import CalibrationStore
 from .claims import StorageCache, apply_claim, delete_claim, get_claim, storage
 from .converge import Outcome, Snapshot, converge
+from .decisions import decisions, log_decisions
 from .kube import Conflict, Kube
 from .metrics import Metrics
 from .observe import DeploymentView, GPUNode, PodView, deployment_view
@@ -258,6 +259,7 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         if rejections.applied(rt.rejections, (namespace, name), out):
             rejections.mark_accepted(out.status, now_rfc3339(snap.now), snap.generation)
             stored = rt.kube.replace_status(rt.kube.get_server(namespace, name) or body, out.status.to_wire())
+        log_decisions(body, decisions(old, out))
         target = out.spec.context.target if out.spec else None
         rt.metrics.observe_status(namespace, name, engine_text, out.status, target)
         rt.metrics.observe_attempts(namespace, name, engine_text, out.finished, out.step_down_reasons)

@@ -28,6 +28,7 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.settings`` (no modu
 | ``CTXFIT_CALIBRATION_CONFIGMAP`` | ``ctxfit-calibration`` | ConfigMap of KV residual samples (empty disables) |
 | ``CTXFIT_CALIBRATION_NAMESPACE`` | ``POD_NAMESPACE`` / ``default`` | namespace of that ConfigMap (the operator's) |
 | ``CTXFIT_DEFAULT_CACHE`` | auto | cache without ``spec.model.cache``: ``auto`` default-class claim, ``emptyDir`` |
+| ``CTXFIT_LOG_LEVEL`` | INFO | DEBUG, INFO (one line per decision per server), WARNING or ERROR |
 """
 
 from __future__ import annotations
@@ -71,6 +72,12 @@ class Settings(BaseSettings):
     calibration_configmap: str = "ctxfit-calibration"
     calibration_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
     default_cache: Literal["auto", "emptyDir"] = "auto"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return (value.strip().upper() or "INFO") if isinstance(value, str) else value
 
     @field_validator("watch_namespaces", "allowed_image_prefixes", "allowed_toleration_keys", mode="before")
     @classmethod

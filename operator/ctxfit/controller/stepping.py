@@ -2,7 +2,8 @@
 
 ``record_failure`` writes, in one status update: the failed attempt's outcome, kind, evidence and
 explanation; then either attempt N+1 (the policy's configuration, with ``notBefore`` = now + backoff)
-and phase SteppingDown, or phase Failed with the policy's reason (the Deployment then scales to 0).
+and phase SteppingDown (Retrying when the configuration is the same), or phase Failed with the policy's
+reason (the Deployment then scales to 0).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ctxfit.recovery.evidence import trim_words
 from .conditions import EventNote, mark_phase
 from .observe import GPUNode, PodView
 from .settings import Settings
+from .wording import failure_phase
 
 if TYPE_CHECKING:
     from .converge import Outcome
@@ -81,5 +83,6 @@ def record_failure(
     st.attempts.append(nxt)
     out.step_down_reasons.append(failure.kind.value)
     message = f"{seen}; {decision.explanation}; attempt {nxt.number} in {wait:.0f} s"
-    mark_phase(out, Phase.STEPPING_DOWN, Reason.STEPPING_DOWN, message, stamp, generation)
+    phase, ready_reason = failure_phase(cur.effective.to_config(), decision.next)
+    mark_phase(out, phase, ready_reason, message, stamp, generation)
     out.events.append(EventNote("Warning", Reason.ATTEMPT_FAILED, message))

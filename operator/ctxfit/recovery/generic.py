@@ -1,19 +1,19 @@
 """Failure texts that do not belong to one engine: PyTorch CUDA OOM, NCCL, /dev/shm, Triton, SIGTERM.
 
 Sources:
-- PyTorch ``c10/cuda/CUDACachingAllocator.cpp`` (torch 2.14 ``libc10_cuda.so`` strings, engine-memory.md
+- PyTorch ``c10/cuda/CUDACachingAllocator.cpp`` (torch 2.14 ``libc10_cuda.so`` strings, docs/engine-memory.md
   C): "CUDA out of memory. Tried to allocate ..."; the exception prints as ``torch.OutOfMemoryError``
   (``torch.cuda.OutOfMemoryError`` before torch 2.4). CUDA runtime: "CUDA error: out of memory"
   (e.g. in ``torch.cuda.graphs.CUDAGraph.capture_end``); cuBLAS "CUBLAS_STATUS_ALLOC_FAILED"; NCCL
   "Cuda failure 'out of memory'".
 - NCCL ``src/misc/shmutils.cc``: "Error while creating shared memory segment /dev/shm/nccl-XXXX
-  (size N)" (shared/cases opt125m-tp2-shm, NCCL 2.21.5); issue 3: "exceeds memory available in
+  (size N)" (tests/fixtures/failures.yaml opt125m-tp2-shm, NCCL 2.21.5); issue 3: "exceeds memory available in
   /dev/shm. The request is for N bytes".
 - PyTorch DataLoader: "insufficient shared memory (shm)"; "No space left on device" on /dev/shm; a
   SIGBUS "Bus error" (/dev/shm full while a segment is touched).
-- Triton (vLLM/SGLang kernels on SM < 8.9, shared/cases gemma4-31b-ampere-fp8): "type fp8e4nv not
+- Triton (vLLM/SGLang kernels on SM < 8.9, tests/fixtures/failures.yaml gemma4-31b-ampere-fp8): "type fp8e4nv not
   supported in this architecture", "fp8e4nv data type is not supported on CUDA arch < 89".
-- vLLM's SIGTERM handler raises ``KeyboardInterrupt("terminated")`` (shared/cases
+- vLLM's SIGTERM handler raises ``KeyboardInterrupt("terminated")`` (tests/fixtures/failures.yaml
   gemma3-1b-startup-probe): the kubelet stopped the container, i.e. a failed startup probe.
 - NCCL "NCCL error" / ``ncclSystemError`` without a /dev/shm line: a wrapper (Unknown).
 - CUDA driver too old (CUDADriverTooOld, permanent for the node): PyTorch ``c10/cuda/CUDAFunctions.cpp``

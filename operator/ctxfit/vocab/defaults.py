@@ -1,7 +1,7 @@
 """Engine-agnostic defaults for the container: startup budget, host memory limit, /dev/shm.
 
 - Startup: ``STARTUP_BASE_SECONDS = 600`` (engine init, CUDA-graph capture, torch.compile) plus the
-  weights of one replica read at ``LOAD_BYTES_PER_SECOND = 0.5 GB/s`` (field-notes.md: 540 GB loaded
+  weights of one replica read at ``LOAD_BYTES_PER_SECOND = 0.5 GB/s`` (docs/field-reports.md: 540 GB loaded
   in 523 s, ~1 GB/s; half of that leaves room for slower volumes). Kimi-K2.5: 600 + 1080 = 1680 s.
 - Host memory limit: ``HOST_MEMORY_BASE = 32 GiB`` plus ``HOST_MEMORY_PER_GPU = 16 GiB`` (one worker
   process per GPU with its CUDA host allocations, pinned buffers and the tokenizer/API server), plus
@@ -19,7 +19,7 @@
     ``ServerArgs.cpu_offload_gb``: weights kept in host memory) and ``--swap-space`` GiB per GPU
     (vLLM ``CacheConfig.swap_space``), when the engine args set them.
 - /dev/shm: 2 GiB for one GPU, 16 GiB with TP/PP > 1 (NCCL and multiprocessing segments; the
-  container default of 64 MiB fails: shared/cases opt125m-tp2-shm).
+  container default of 64 MiB fails: tests/fixtures/failures.yaml opt125m-tp2-shm).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Map a Hugging Face ``config.json`` to an ``Architecture`` (pure; reading or fetching the file is the
 CLI's job: ``ctxfit.cli.hfconfig``).
 
-Field mapping (engine-memory.md sections A.2, A.3, D; vLLM ``config/model.py``):
+Field mapping (docs/engine-memory.md sections A.2, A.3, D; vLLM ``config/model.py``):
 num_hidden_layers -> numLayers; num_key_value_heads (else num_attention_heads) -> numKVHeads;
 head_dim (else hidden_size / num_attention_heads) -> headDim; kv_lora_rank + qk_rope_head_dim -> MLA;
 index_head_dim -> DSA indexer; sliding_window + layer_types -> sliding layers; the derived maximum

@@ -48,8 +48,8 @@ UNIT_BYTES: Mapping[str, int] = MappingProxyType({
     "TiB": TIB,
     "TB": TIB,
 })
-"""Unit -> bytes. "GB"/"MB" are binary: vLLM and SGLang divide by 2^30 and print "GB" (field-notes.md,
-engine-memory.md B.2 "GB = 1024**3")."""
+"""Unit -> bytes. "GB"/"MB" are binary: vLLM and SGLang divide by 2^30 and print "GB" (docs/field-reports.md,
+docs/engine-memory.md B.2 "GB = 1024**3")."""
 
 WINDOW_BEFORE = 1024
 """Characters before a marker (same line) searched for its numbers; vLLM's KV error puts

@@ -1,4 +1,4 @@
-"""SGLang per-GPU memory model (engine-memory.md section B.1, read from the 0.5.4/0.5.10/0.5.23 wheels).
+"""SGLang per-GPU memory model (docs/engine-memory.md section B.1, read from the 0.5.4/0.5.10/0.5.23 wheels).
 
     pre_free  = free memory before weights load (CUDA total - context - distributed init)
     pool      = mem_fraction_static x pre_free - weights          (kv_cache_configurator._profile_available_bytes)

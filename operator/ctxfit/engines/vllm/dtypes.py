@@ -1,4 +1,4 @@
-"""Which KV-cache dtype vLLM will actually run with (engine-memory.md section E, per version).
+"""Which KV-cache dtype vLLM will actually run with (docs/engine-memory.md section E, per version).
 
 Rules, each from the wheels' attention backends:
 - fp8 (e4m3) needs native fp8 (SM 8.9+): Triton ``fp8e4nv`` is missing on SM 8.0/8.6

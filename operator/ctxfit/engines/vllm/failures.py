@@ -1,6 +1,6 @@
 """vLLM failure texts as data: what the engine prints when a start fails, and its start-up phase lines.
 
-Sources (engine-memory.md A.1, A.3, A.4, E; read in the published wheels unless marked):
+Sources (docs/engine-memory.md A.1, A.3, A.4, E; read in the published wheels unless marked):
 - V1 0.8 - 0.33 ``_check_enough_kv_cache_memory`` (``v1/core/kv_cache_utils.py``; 0.33
   ``kv_cache_planning.py``): "To serve at least one request with the models's max seq len (N),
   (X GiB KV cache is needed, which is larger than the available KV cache memory (Y GiB).

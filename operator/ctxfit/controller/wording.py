@@ -1,0 +1,56 @@
+"""Status wording rules: a condition's reason and message never disagree, a phase names what happens (pure).
+
+- ``budget_condition``: BudgetFits from the plan. True/``Fits`` when the target (or the model's maximum when
+  no target is set) is planned; True/``FitsBelowTarget`` when a smaller context above the minimum is; False/
+  ``DoesNotFit`` otherwise. A True condition never carries the planner's "does not fit" sentence about the
+  target: that sentence (``budget.context.choose_context``'s wording, ``CHOICE_SENTENCE``) is replaced by
+  one that states what fits.
+- ``failure_phase``: after a failed start, ``Retrying`` when the next attempt has the same effective
+  configuration (e.g. a transient failure retried after a backoff), ``SteppingDown`` when it changes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ctxfit.api import InferenceServerSpec
+from ctxfit.api.effective import EffectiveConfig
+from ctxfit.api.status import ConditionStatus, Phase, Reason
+from ctxfit.budget.planner import Plan
+
+CHOICE_SENTENCE = re.compile(r"^context \d+ (fits|does not fit|is below context\.minimum)\b")
+"""The planner's sentence about the target (``budget.context.choose_context``: "context N fits (...)",
+"context N does not fit (...); chose M", "context N is below context.minimum M")."""
+
+
+def below_target(result: Plan, spec: InferenceServerSpec) -> bool:
+    """Whether the planned context is below what the spec asks for (the target, else the model's maximum)."""
+    if spec.context.target is not None:
+        return result.context_length < spec.context.target
+    return result.context_length < result.max_context_length
+
+
+def budget_condition(result: Plan, spec: InferenceServerSpec, headroom: float) -> tuple[ConditionStatus, Reason, str]:
+    """The BudgetFits condition (status, reason, message) for a plan; see the module docstring.
+
+    ``headroom`` is the fraction of the KV pool kept free when stepping below the target (for the message).
+    """
+    if not result.fits:
+        return "False", Reason.DOES_NOT_FIT, "; ".join(result.reasons)
+    others = [r for r in result.reasons if not CHOICE_SENTENCE.match(r)]
+    if below_target(result, spec):
+        wanted = spec.context.target if spec.context.target is not None else result.max_context_length
+        head = (
+            f"context {result.context_length} fits, below the target {wanted} (predicted max "
+            f"{result.max_context_length} tokens, {headroom:.0%} of the KV pool kept free)"
+        )
+        return "True", Reason.FITS_BELOW_TARGET, "; ".join([head, *others])
+    head = f"context {result.context_length} fits (predicted max {result.max_context_length} tokens)"
+    return "True", Reason.FITS, "; ".join([head, *others])
+
+
+def failure_phase(current: EffectiveConfig, following: EffectiveConfig) -> tuple[Phase, Reason]:
+    """Phase and Ready reason while the next attempt waits: Retrying (same configuration) or SteppingDown."""
+    if current == following:
+        return Phase.RETRYING, Reason.RETRYING
+    return Phase.STEPPING_DOWN, Reason.STEPPING_DOWN
