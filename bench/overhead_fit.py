@@ -35,6 +35,7 @@ if __package__ in (None, ""):
 
 from ctxfit.api import GiB  # noqa: E402
 from ctxfit.budget.calibration import StartupCase  # noqa: E402
+from ctxfit.engines.overhead import SamplerWarmup  # noqa: E402
 from ctxfit.engines.vllm import VLLM, memory  # noqa: E402
 from ctxfit.engines.vllm.memory import OverheadConstants, ProfileInputs  # noqa: E402
 
@@ -152,7 +153,8 @@ def _informed(train: Sequence[Prepared]) -> set[str]:
     """The copy constants some training start-up depends on."""
     names: set[str] = set()
     for p in train:
-        names.add("sorting_sampler" if p.profile.sorting_sampler else "sampler")
+        if p.profile.warmup is not SamplerWarmup.LOGITS_ONLY:
+            names.add("sorting_sampler" if p.profile.warmup is SamplerWarmup.SORTING else "sampler")
         names.add("moe" if p.profile.sizes.moe_cache_bytes else "forward")
     return names
 
