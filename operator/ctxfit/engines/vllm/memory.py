@@ -7,20 +7,23 @@
 
 Families (``Family``) and what differs between them:
 
-- **V0** (``vllm/worker``; every release before 0.8, and 0.8-0.10 with ``VLLM_USE_V1=0``):
-  ``determine_num_available_blocks`` budgets ``total x util - (weights + non_torch_increase +
-  torch_peak_increase)``. The profiled forward is ``max_num_batched_tokens`` tokens, and its default
-  depends on chunked prefill (0.7.2 ``config.py::SchedulerConfig.__post_init__``): with chunked prefill
-  2048, without it ``max(max_model_len, 2048)``. Chunked prefill turns itself on only when
-  ``max_model_len > 32768`` (``engine/arg_utils.py::create_engine_config``, "Chunked prefill is enabled by
-  default for models with max_model_len > 32K"), so a V0 start-up at 32k profiles a 32k-token forward and
-  one at 64k a 2k-token one. The sampler warm-up sorts the whole vocabulary (``_dummy_run``: ``top_k =
-  vocab - 1``). No CUDA-graph term (captured after the KV cache, outside the budget).
+- **V0** (``vllm/worker``; releases before 0.7, 0.7 unless ``VLLM_USE_V1=1``, 0.8-0.10 with
+  ``VLLM_USE_V1=0``): ``determine_num_available_blocks`` budgets ``total x util - (weights +
+  non_torch_increase + torch_peak_increase)``. The profiled forward is ``max_num_batched_tokens`` tokens,
+  and its default depends on chunked prefill (``config.py::SchedulerConfig``): with chunked prefill 2048
+  (512 before 0.6.5), without it ``max(max_model_len, 2048)``. Chunked prefill turns itself on only when
+  ``max_model_len > 32768`` and the model has no sliding window (``engine/arg_utils.py::
+  create_engine_config``, "Chunked prefill is enabled by default for models with max_model_len > 32K"), so
+  a V0 start-up at 32k profiles a 32k-token forward and one at 64k a 2k-token one. The sampler warm-up
+  sorts the whole vocabulary (``model_runner._dummy_run``: ``top_k = vocab - 1``). No CUDA-graph term
+  (captured after the KV cache, outside the budget). 0.6.5-0.6.x count ~1.5 GiB more non-torch
+  (``V0_PROFILER_BASELINE_BYTES``).
 - **V1 before 0.20**: ``gpu_worker.determine_available_memory`` budgets the same terms; the forward is
-  ``max_num_batched_tokens`` (always chunked, ``arg_utils.get_batch_defaults``), whatever the context; the
-  CUDA-graph estimate is printed but not deducted (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to
-  0 in 0.18/0.19). Before 0.12 the baseline snapshot precedes the distributed init, so the NCCL init
-  lands in non-torch too.
+  ``max_num_batched_tokens`` (always chunked, ``batch_defaults``), whatever the context. The sampler step
+  (``overhead.SamplerWarmup``): none in 0.7 (logits of all tokens), a sorting warm-up in 0.8-0.16, a
+  leaner one from 0.17. The CUDA-graph estimate is printed but not deducted
+  (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 0 in 0.18/0.19). Before 0.12 the baseline
+  snapshot precedes the distributed init, so the NCCL init lands in non-torch too.
 - **V1 from 0.20**: as V1, and the CUDA-graph estimate is deducted: 0.20.0 ``envs.py`` defaults
   ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` to "1", and ``gpu_worker.determine_available_memory``
   subtracts ``model_runner.profile_cudagraph_memory()`` (which captures the largest graphs of each mode in a
@@ -31,7 +34,8 @@ terms, per family, by ``bench/overhead_fit.py --fit`` on tests/fixtures/startups
 the other start-ups of startups.yaml); the same script prints the leave-one-out error per family. V1 from
 0.20 has one measured start-up: it uses the V1 constants with no free parameter of its own.
 
-- ``non_torch``: non-torch increase during the profile run (sweep TP 1: 0.24-0.27 GiB).
+- ``non_torch``: non-torch increase during the profile run (sweep TP 1: 0.24-0.27 GiB; V0 ledgers
+  0.07-0.35 GiB; the fit's safe-side bias takes 0.32 GiB).
 - ``nvlink_buffers``: extra non-torch at TP > 1 on NVSwitch systems (sweep TP 2/4: +1.8-2.0 GiB; see
   ``overhead`` for why PCIe parts do not have it).
 - CUDA-graph estimate ``CUDA_GRAPH_BASE = 0.2 GiB + CUDA_GRAPH_PER_LAYER = 0.02 GiB`` per layer on the
