@@ -19,6 +19,15 @@ form) minimizing an asymmetric absolute error, an over-prediction weighing
 informs (no MoE, no NVSwitch multi-GPU start-up, ...) keeps the vLLM V1 value.
 
     python bench/overhead_fit.py [--fit] [--cases] [--planner-only]
+
+Measured on these fixtures (median / p90 |error| GiB, share over-predicted beyond the bound):
+
+    family          n   before (one V1 fit, f04aa18)   after, in-code        after, LOO
+    vllm-v0         6   0.82 / 2.28 / 33%              0.12 / 0.46 / 17%     0.19 / 0.52 / 17%
+    vllm-v1        64   0.06 / 0.29 / 5%               0.02 / 0.18 / 0%      0.03 / 0.23 / 0%
+    vllm-v1-0.20    1   3.60 / 3.60 / 0%               1.50 / 1.50 / 0%      (no free parameter)
+    sglang-0.5      2   0.54 / 0.98 / 0%               0.11 / 0.16 / 0%      (no free parameter)
+    sglang-0.4      0   (no start-up prints its weights)
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ if __package__ in (None, ""):
 
 from ctxfit.api import GiB  # noqa: E402
 from ctxfit.budget.calibration import StartupCase  # noqa: E402
+from ctxfit.engines.overhead import SamplerWarmup  # noqa: E402
 from ctxfit.engines.vllm import VLLM, memory  # noqa: E402
 from ctxfit.engines.vllm.memory import OverheadConstants, ProfileInputs  # noqa: E402
 
@@ -152,7 +162,8 @@ def _informed(train: Sequence[Prepared]) -> set[str]:
     """The copy constants some training start-up depends on."""
     names: set[str] = set()
     for p in train:
-        names.add("sorting_sampler" if p.profile.sorting_sampler else "sampler")
+        if p.profile.warmup is not SamplerWarmup.LOGITS_ONLY:
+            names.add("sorting_sampler" if p.profile.warmup is SamplerWarmup.SORTING else "sampler")
         names.add("moe" if p.profile.sizes.moe_cache_bytes else "forward")
     return names
 

@@ -7,7 +7,13 @@ from typing import Any
 import pytest
 from ctxfit.api import GiB, InferenceServerSpec
 from ctxfit.engines import get_engine
-from ctxfit.engines.overhead import CUDA_CONTEXT, NCCL_INIT_NVSWITCH, nvswitch_system, pre_load_used_bytes
+from ctxfit.engines.overhead import (
+    CUDA_CONTEXT,
+    NCCL_INIT_NVSWITCH,
+    SamplerWarmup,
+    nvswitch_system,
+    pre_load_used_bytes,
+)
 from ctxfit.engines.vllm import VLLM, memory
 from ctxfit.engines.vllm.memory import Family, family, v0_batched_tokens
 from ctxfit.vocab.inputs import resolve_inputs
@@ -159,4 +165,4 @@ def test_engine_max_batched_tokens_is_what_the_profile_uses_for_v1() -> None:
     inputs, effective, _ = _vllm("0.19.0", context=8192, product="NVIDIA-H100-80GB-HBM3")
     profile = memory.profile_inputs(inputs, effective, max_num_batched_tokens=VLLM().max_num_batched_tokens(inputs))
     assert profile.sizes.max_num_batched_tokens == 8192
-    assert profile.family is Family.V1 and not profile.sorting_sampler
+    assert profile.family is Family.V1 and profile.warmup is SamplerWarmup.LEAN

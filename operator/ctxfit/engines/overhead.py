@@ -28,6 +28,7 @@ parts (RTX, L40S, H100 PCIe/NVL) and A100 (no NVLS) allocate little: measured no
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from ctxfit.api import GiB
 from ctxfit.catalog import MoE
@@ -51,6 +52,21 @@ CUDA_CONTEXT = int(0.51 * GiB)
 NVSWITCH_MARKERS = ("HBM3", "H200", "H20", "H800", "B200", "B300", "GB200", "GB300", "SXM5")
 """GFD product substrings of NVSwitch (NVLS-capable, Hopper or newer) systems."""
 PCIE_MARKERS = ("PCIE", "NVL", "RTX", "L40", "L4", "A10", "T4")
+
+
+class SamplerWarmup(StrEnum):
+    """What the profile run does after the dummy forward (vLLM ``gpu_model_runner``, ``model_runner``).
+
+    SORTING: a sampler warm-up over ``max_num_seqs`` requests with ``top_k = vocab - 1`` (V0 ``_dummy_run``;
+    V1 ``_dummy_sampler_run`` 0.8-0.16, read in the 0.8.5 and 0.9.2 wheels). LEAN: the same warm-up from 0.17,
+    whose sampler keeps fewer full-vocabulary buffers (the dummy parameters are unchanged in 0.20.0).
+    LOGITS_ONLY: V1 0.7 has no sampler warm-up ("TODO(woosuk): Consider the memory usage of the sampler",
+    0.7.2 ``profile_run``); it computes bf16 logits of all ``max_num_tokens`` tokens, one copy.
+    """
+
+    SORTING = "sorting"
+    LEAN = "lean"
+    LOGITS_ONLY = "logits-only"
 
 
 @dataclass(frozen=True)
@@ -124,24 +140,28 @@ def activation_sizes(
     return ActivationSizes(sampler, forward, moe_cache, max_num_seqs, max_num_batched_tokens, vocab)
 
 
-def activation_peak(sizes: ActivationSizes, copies: ActivationCopies, *, sorting_sampler: bool) -> ActivationEstimate:
+def activation_peak(sizes: ActivationSizes, copies: ActivationCopies, *, warmup: SamplerWarmup) -> ActivationEstimate:
     """Transient activation peak of the profile run, bytes.
 
     Dense: ``max(forward, sampler)`` (the forward's buffers are freed before sampling). MoE: ``sampler +
     moe caches`` (the sweep's MoE rows sit above the sampler term by about the caches).
     """
-    sampler_copies = copies.sorting_sampler if sorting_sampler else copies.sampler
-    sampler = int(sampler_copies * sizes.sampler_logits_bytes)
-    warmup = f"sampler warm-up {sizes.max_num_seqs} seqs x vocab {sizes.vocab}"
+    if warmup is SamplerWarmup.LOGITS_ONLY:
+        sampler = sizes.max_num_batched_tokens * sizes.vocab * BF16_BYTES
+        what = f"logits of {sizes.max_num_batched_tokens} tokens x vocab {sizes.vocab}"
+    else:
+        sampler_copies = copies.sorting_sampler if warmup is SamplerWarmup.SORTING else copies.sampler
+        sampler = int(sampler_copies * sizes.sampler_logits_bytes)
+        what = f"sampler warm-up {sizes.max_num_seqs} seqs x vocab {sizes.vocab}"
     if sizes.moe_cache_bytes:
         return ActivationEstimate(
             sampler + int(copies.moe * sizes.moe_cache_bytes),
-            f"{warmup} + fused-MoE caches at {sizes.max_num_batched_tokens} tokens",
+            f"{what} + fused-MoE caches at {sizes.max_num_batched_tokens} tokens",
         )
     forward = int(copies.forward * sizes.forward_mlp_bytes)
     if forward > sampler:
         return ActivationEstimate(forward, f"dense forward of {sizes.max_num_batched_tokens} tokens")
-    return ActivationEstimate(sampler, warmup)
+    return ActivationEstimate(sampler, what)
 
 
 def nvswitch_system(product: str | None) -> bool:

@@ -22,7 +22,9 @@ Constants:
   available_gpu_memory - total_gpu_memory * (1 - mem_fraction_static)``, ``total_gpu_memory`` from
   ``init_torch_distributed``'s ``min_per_gpu_memory``) and 0.5.10 ``model_runner_kv_cache_mixin.py::
   profile_max_num_token`` (``post_model_load_memory - pre_model_load_memory * (1 - mem_fraction_static)``,
-  minus the mamba cache for hybrid models).
+  minus the mamba cache for hybrid models). 0.5.10 ``model_runner.py`` profiles the pool size first
+  (``model_runner_kv_cache_mixin._resolve_memory_pool_config``), then allocates ``ReqToTokenPool`` and the
+  KV pool, then ``init_device_graphs``: req_to_token and the graphs come out of the slack, not the pool.
 - Slack needs use SGLang's own reservation heuristic (0.5.4 ``server_args.py`` / 0.5.23
   ``memory_hook.handle_gpu_memory_settings``), MiB: activations ``512 + max(chunked_prefill, 2048) x 1.5``;
   CUDA graphs ``cuda_graph_max_bs x 2``; communication ``tp x pp / 8 x 1024``.

@@ -80,7 +80,9 @@ class VLLM:
         if inputs.spec.batching.max_num_batched_tokens:
             return inputs.spec.batching.max_num_batched_tokens
         product = inputs.gpu.product if inputs.gpu else inputs.spec.gpu.product
-        return memory.batch_defaults(inputs.cuda_total_bytes, inputs.engine_version, product)[0]
+        return memory.batch_defaults(
+            inputs.cuda_total_bytes, inputs.engine_version, product, memory.container_env(inputs)
+        )[0]
 
     def in_flight_tokens(self, inputs: PlanInputs) -> int:
         """Tokens in flight for sliding-window reservations: 2 x max_num_batched_tokens (async scheduling)."""
@@ -92,7 +94,7 @@ class VLLM:
         version = inputs.engine_version
         default_util = DEFAULT_UTILIZATION_NEW if version >= UTILIZATION_092_SINCE else DEFAULT_UTILIZATION_OLD
         product = inputs.gpu.product if inputs.gpu else spec.gpu.product
-        default_seqs = memory.batch_defaults(inputs.cuda_total_bytes, version, product)[1]
+        default_seqs = memory.batch_defaults(inputs.cuda_total_bytes, version, product, memory.container_env(inputs))[1]
         mem_limit, shm, startup = container_defaults(inputs)
         return EffectiveConfig(
             context_length=0,

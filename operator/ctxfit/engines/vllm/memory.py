@@ -7,20 +7,23 @@
 
 Families (``Family``) and what differs between them:
 
-- **V0** (``vllm/worker``; every release before 0.8, and 0.8-0.10 with ``VLLM_USE_V1=0``):
-  ``determine_num_available_blocks`` budgets ``total x util - (weights + non_torch_increase +
-  torch_peak_increase)``. The profiled forward is ``max_num_batched_tokens`` tokens, and its default
-  depends on chunked prefill (0.7.2 ``config.py::SchedulerConfig.__post_init__``): with chunked prefill
-  2048, without it ``max(max_model_len, 2048)``. Chunked prefill turns itself on only when
-  ``max_model_len > 32768`` (``engine/arg_utils.py::create_engine_config``, "Chunked prefill is enabled by
-  default for models with max_model_len > 32K"), so a V0 start-up at 32k profiles a 32k-token forward and
-  one at 64k a 2k-token one. The sampler warm-up sorts the whole vocabulary (``_dummy_run``: ``top_k =
-  vocab - 1``). No CUDA-graph term (captured after the KV cache, outside the budget).
+- **V0** (``vllm/worker``; releases before 0.7, 0.7 unless ``VLLM_USE_V1=1``, 0.8-0.10 with
+  ``VLLM_USE_V1=0``): ``determine_num_available_blocks`` budgets ``total x util - (weights +
+  non_torch_increase + torch_peak_increase)``. The profiled forward is ``max_num_batched_tokens`` tokens,
+  and its default depends on chunked prefill (``config.py::SchedulerConfig``): with chunked prefill 2048
+  (512 before 0.6.5), without it ``max(max_model_len, 2048)``. Chunked prefill turns itself on only when
+  ``max_model_len > 32768`` and the model has no sliding window (``engine/arg_utils.py::
+  create_engine_config``, "Chunked prefill is enabled by default for models with max_model_len > 32K"), so
+  a V0 start-up at 32k profiles a 32k-token forward and one at 64k a 2k-token one. The sampler warm-up
+  sorts the whole vocabulary (``model_runner._dummy_run``: ``top_k = vocab - 1``). No CUDA-graph term
+  (captured after the KV cache, outside the budget). 0.6.5-0.6.x count ~1.5 GiB more non-torch
+  (``V0_PROFILER_BASELINE_BYTES``).
 - **V1 before 0.20**: ``gpu_worker.determine_available_memory`` budgets the same terms; the forward is
-  ``max_num_batched_tokens`` (always chunked, ``arg_utils.get_batch_defaults``), whatever the context; the
-  CUDA-graph estimate is printed but not deducted (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to
-  0 in 0.18/0.19). Before 0.12 the baseline snapshot precedes the distributed init, so the NCCL init
-  lands in non-torch too.
+  ``max_num_batched_tokens`` (always chunked, ``batch_defaults``), whatever the context. The sampler step
+  (``overhead.SamplerWarmup``): none in 0.7 (logits of all tokens), a sorting warm-up in 0.8-0.16, a
+  leaner one from 0.17. The CUDA-graph estimate is printed but not deducted
+  (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 0 in 0.18/0.19). Before 0.12 the baseline
+  snapshot precedes the distributed init, so the NCCL init lands in non-torch too.
 - **V1 from 0.20**: as V1, and the CUDA-graph estimate is deducted: 0.20.0 ``envs.py`` defaults
   ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` to "1", and ``gpu_worker.determine_available_memory``
   subtracts ``model_runner.profile_cudagraph_memory()`` (which captures the largest graphs of each mode in a
@@ -31,7 +34,8 @@ terms, per family, by ``bench/overhead_fit.py --fit`` on tests/fixtures/startups
 the other start-ups of startups.yaml); the same script prints the leave-one-out error per family. V1 from
 0.20 has one measured start-up: it uses the V1 constants with no free parameter of its own.
 
-- ``non_torch``: non-torch increase during the profile run (sweep TP 1: 0.24-0.27 GiB).
+- ``non_torch``: non-torch increase during the profile run (sweep TP 1: 0.24-0.27 GiB; V0 ledgers
+  0.07-0.35 GiB; the fit's safe-side bias takes 0.32 GiB).
 - ``nvlink_buffers``: extra non-torch at TP > 1 on NVSwitch systems (sweep TP 2/4: +1.8-2.0 GiB; see
   ``overhead`` for why PCIe parts do not have it).
 - CUDA-graph estimate ``CUDA_GRAPH_BASE = 0.2 GiB + CUDA_GRAPH_PER_LAYER = 0.02 GiB`` per layer on the
@@ -53,6 +57,7 @@ from ctxfit.engines.overhead import (
     NCCL_INIT_NVSWITCH,
     ActivationCopies,
     ActivationSizes,
+    SamplerWarmup,
     activation_peak,
     activation_sizes,
     nvswitch_system,
@@ -77,7 +82,7 @@ SNAPSHOT_AFTER_DISTRIBUTED_SINCE = (0, 12, 0)
 """Newer ``gpu_worker.init_device`` initializes "the distributed environment BEFORE taking memory snapshot"
 (both orders seen in public copies of v1/worker/gpu_worker.py; the 0.12 boundary is [unverified])."""
 SORTING_SAMPLER_UNTIL = (0, 17, 0)
-"""V1's sampler warm-up sorts the vocabulary before 0.17 (see ``overhead``)."""
+"""V1's sampler warm-up keeps ~10 full-vocabulary buffers before 0.17, ~4 from 0.17 (``overhead.SamplerWarmup``)."""
 
 V0_PROFILER_BASELINE_WINDOW = ((0, 6, 5), (0, 7, 0))
 V0_PROFILER_BASELINE_BYTES = int(1.46 * GiB)
@@ -114,13 +119,13 @@ class OverheadConstants:
 
 
 _V1 = OverheadConstants(
-    copies=ActivationCopies(sampler=3.674, sorting_sampler=9.7, forward=2.531, moe=2.097),
-    non_torch_bytes=int(0.332 * GiB),
+    copies=ActivationCopies(sampler=3.698, sorting_sampler=9.7, forward=2.11, moe=2.083),
+    non_torch_bytes=int(0.320 * GiB),
     nvlink_buffers_bytes=int(1.940 * GiB),
 )
 FITTED: dict[Family, OverheadConstants] = {
     Family.V0: OverheadConstants(
-        copies=ActivationCopies(sampler=3.674, sorting_sampler=9.861, forward=1.953, moe=2.097),
+        copies=ActivationCopies(sampler=3.698, sorting_sampler=9.907, forward=1.953, moe=2.083),
         non_torch_bytes=_V1.non_torch_bytes,
         nvlink_buffers_bytes=_V1.nvlink_buffers_bytes,
     ),
@@ -141,20 +146,45 @@ def family(version: tuple[int, int, int], env: Mapping[str, str] | None = None) 
     return Family.V1_020 if version >= CUDAGRAPH_DEDUCTED_SINCE else Family.V1
 
 
-def batch_defaults(cuda_total_bytes: int, version: tuple[int, int, int], product: str | None) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) vLLM's OpenAI server picks by device memory.
+def batch_defaults(
+    cuda_total_bytes: int,
+    version: tuple[int, int, int],
+    product: str | None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) vLLM's OpenAI server picks (``engine/arg_utils.py``).
 
-    Source: 0.33 ``engine/arg_utils.py::get_batch_defaults``: >= 160 GiB -> (16384, 1024) from 0.20;
-    >= 70 GiB and not A100 -> (8192, 1024); otherwise (2048, 256). Versions before 0.10 -> (8192, 256).
+    V0: 256 sequences (its batched tokens follow ``v0_batched_tokens``). V1 0.7 (``_override_v1_engine_args``,
+    0.7.2 wheel): 8192 tokens on H100/H200 by name, else 2048; 1024 sequences. 0.8.5: >= 70 GiB -> (8192,
+    1024), else (2048, 256); 0.9.2 adds "not A100" (0.9.0 boundary [unverified]); 0.33 ``get_batch_defaults``
+    adds >= 160 GiB -> (16384, 1024) from 0.20.
     """
-    if version < (0, 10, 0):
-        return 8192, 256
-    is_a100 = bool(product and "a100" in product.lower())
+    fam = family(version, env)
+    if fam is Family.V0:
+        return V0_MIN_BATCHED_TOKENS, 256
+    name = (product or "").lower()
+    if version < V1_DEFAULT_SINCE:
+        return (8192 if "h100" in name or "h200" in name else 2048), 1024
+    is_a100 = "a100" in name and version >= (0, 9, 0)
     if cuda_total_bytes >= 160 * GiB and version >= (0, 20, 0):
         return 16384, 1024
     if cuda_total_bytes >= 70 * GiB and not is_a100:
         return 8192, 1024
     return 2048, 256
+
+
+def sampler_warmup(fam: Family, version: tuple[int, int, int]) -> SamplerWarmup:
+    """The profile run's sampler step for a family and version (``overhead.SamplerWarmup``)."""
+    if fam is Family.V0:
+        return SamplerWarmup.SORTING
+    if version < V1_DEFAULT_SINCE:
+        return SamplerWarmup.LOGITS_ONLY
+    return SamplerWarmup.SORTING if version < SORTING_SAMPLER_UNTIL else SamplerWarmup.LEAN
+
+
+def container_env(inputs: PlanInputs) -> dict[str, str]:
+    """The engine container's literal env values (``VLLM_USE_V1`` selects the family on 0.7-0.10)."""
+    return {e.name: e.value for e in inputs.spec.engine.env if e.value is not None}
 
 
 def v0_batched_tokens(
@@ -187,7 +217,7 @@ class ProfileInputs:
     requested_bytes: int
     weights_bytes: int
     sizes: ActivationSizes
-    sorting_sampler: bool
+    warmup: SamplerWarmup
     nvlink_multi_gpu: bool
     nccl_init_in_budget_bytes: int
     """Non-torch the profiler counts besides the fitted terms: NCCL init (V1 < 0.12), V0's 0.6.5-0.6.x baseline."""
@@ -215,8 +245,7 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
     if effective.gpu_memory_utilization is None:
         raise ValueError("vLLM needs gpu_memory_utilization")
     version = inputs.engine_version
-    env = {e.name: e.value for e in inputs.spec.engine.env if e.value is not None}
-    fam = family(version, env)
+    fam = family(version, container_env(inputs))
     tokens = max_num_batched_tokens
     if fam is Family.V0 and not inputs.spec.batching.max_num_batched_tokens:
         sliding = inputs.architecture.sliding_window is not None
@@ -241,7 +270,7 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
             moe=inputs.moe,
             tensor_parallel=inputs.tp,
         ),
-        sorting_sampler=fam is Family.V0 or version < SORTING_SAMPLER_UNTIL,
+        warmup=sampler_warmup(fam, version),
         nvlink_multi_gpu=multi_gpu,
         nccl_init_in_budget_bytes=nccl_init,
         cuda_graph_bytes=cuda_graph_bytes(inputs, effective.cuda_graph_max_batch_size),
@@ -271,7 +300,7 @@ class Overheads:
 def overheads(profile: ProfileInputs, constants: OverheadConstants | None = None) -> Overheads:
     """The overhead terms of ``profile`` under ``constants`` (default: ``FITTED[profile.family]``)."""
     c = constants or FITTED[profile.family]
-    activation = activation_peak(profile.sizes, c.copies, sorting_sampler=profile.sorting_sampler)
+    activation = activation_peak(profile.sizes, c.copies, warmup=profile.warmup)
     non_torch = c.non_torch_bytes + profile.nccl_init_in_budget_bytes
     if profile.nvlink_multi_gpu:
         non_torch += c.nvlink_buffers_bytes
