@@ -40,7 +40,7 @@ from ctxfit.vocab.inputs import PlanInputError
 from ctxfit.vocab.kinds import Failure
 
 from .conditions import EventNote, mark_failed_spec, mark_no_node, mark_phase, plan_status
-from .driver import failed_driver_nodes
+from .driver import failed_driver_nodes, required_cuda
 from .observe import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes
 from .settings import Settings
 from .stepping import record_failure
@@ -237,7 +237,7 @@ def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: 
         name=snap.name, namespace=snap.namespace, uid=snap.uid, spec=spec, effective=cur.effective.to_config(),
         attempt=cur.number, gpu_product=st.node_product, image=settings.image_for(spec.engine.kind.value),
         replicas=0 if st.phase is Phase.FAILED else None,
-        avoid_nodes=tuple(failed_driver_nodes(st.attempts)),
+        avoid_nodes=tuple(failed_driver_nodes(st.attempts)), min_cuda=required_cuda(spec),
     )
     if cur.not_before is not None and st.phase is not Phase.FAILED:
         wait = (parse_rfc3339(cur.not_before) - snap.now).total_seconds()

@@ -19,6 +19,7 @@ from typing import Any
 from ctxfit.api import API_GROUP, API_VERSION, KIND, EffectiveConfig, InferenceServerSpec, bytes_to_quantity
 from ctxfit.engines import get_engine
 
+from .affinity import node_affinity
 from .labels import (
     ATTEMPT_ANNOTATION,
     TEMPLATE_HASH_ANNOTATION,
@@ -34,7 +35,6 @@ PORT_NAME = "http"
 SHM_VOLUME = "dshm"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 STARTUP_PERIOD_SECONDS = 10
 PROBE_TIMEOUT_SECONDS = 5
 READINESS_PERIOD_SECONDS = 10
@@ -56,6 +56,7 @@ class RenderInput:
         image: operator-wide default image for this engine (``CTXFIT_VLLM_IMAGE``...); the spec's wins.
         replicas: Deployment replicas; None = ``spec.replicas`` (0 releases the GPUs after a failure).
         avoid_nodes: node names the pod must not land on (a start failed there: driver too old).
+        min_cuda: CUDA (major, minor) the image needs from the node's driver (``render.affinity``).
     """
 
     name: str
@@ -68,6 +69,7 @@ class RenderInput:
     image: str | None = None
     replicas: int | None = None
     avoid_nodes: tuple[str, ...] = ()
+    min_cuda: tuple[int, int] | None = None
 
 
 def image_for(inp: RenderInput) -> str:
@@ -133,10 +135,9 @@ def render_pod_template(inp: RenderInput) -> dict[str, Any]:
     }
     if inp.gpu_product:
         pod_spec["nodeSelector"] = {GPU_PRODUCT_LABEL: inp.gpu_product}
-    if inp.avoid_nodes:
-        pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [
-                {"key": HOSTNAME_LABEL, "operator": "NotIn", "values": sorted(set(inp.avoid_nodes))}]}]}}}
+    affinity = node_affinity(inp.min_cuda, inp.avoid_nodes)
+    if affinity is not None:
+        pod_spec["affinity"] = affinity
     return {"metadata": {"labels": dict(sorted(labels.items())), "annotations": dict(sorted(annotations.items()))},
             "spec": pod_spec}
 
