@@ -90,22 +90,67 @@ def failed_status(kind: str, node_name: str | None) -> InferenceServerStatus:
     return st
 
 
+def terms_of(deployment: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    affinity = deployment["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    return [t["matchExpressions"] for t in
+            affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]]
+
+
 def test_failed_driver_nodes_are_excluded_by_node_affinity() -> None:
     st = failed_status("CUDADriverTooOld", "rtx-0")
     assert failed_driver_nodes(st.attempts) == ["rtx-0"]
     out = converge(snapshot(spec(), st), SETTINGS, never)
     assert out.deployment is not None
-    affinity = out.deployment["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
-    terms = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms == [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn",
-                                            "values": ["rtx-0"]}]}]
+    terms = terms_of(out.deployment)
+    hostname = {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["rtx-0"]}
+    assert terms and all(t[0] == hostname for t in terms)  # every ORed term excludes the node
 
 
-def test_other_failures_and_unknown_nodes_add_no_affinity() -> None:
+def test_other_failures_and_unknown_nodes_only_ask_for_the_image_cuda() -> None:
     for st in (failed_status("KVCacheTooSmall", "rtx-0"), failed_status("CUDADriverTooOld", None)):
         assert failed_driver_nodes(st.attempts) == []
         out = converge(snapshot(spec(), st), SETTINGS, never)
-        assert out.deployment is not None and "affinity" not in out.deployment["spec"]["template"]["spec"]
+        assert out.deployment is not None
+        assert all(e["key"] != "kubernetes.io/hostname" for t in terms_of(out.deployment) for e in t)
+
+
+MAJOR, MINOR = "nvidia.com/cuda.runtime-version.major", "nvidia.com/cuda.runtime-version.minor"
+
+
+def matches(terms: list[list[dict[str, Any]]], labels: dict[str, str]) -> bool:
+    """Kubernetes' node-affinity semantics for In/NotIn/Gt/DoesNotExist (terms ORed, expressions ANDed)."""
+    def one(e: dict[str, Any]) -> bool:
+        value = labels.get(e["key"])
+        if e["operator"] == "DoesNotExist":
+            return value is None
+        if e["operator"] == "In":
+            return value in e["values"]
+        if e["operator"] == "NotIn":
+            return value not in e["values"]
+        return value is not None and int(value) > int(e["values"][0])
+    return any(all(one(e) for e in t) for t in terms)
+
+
+@pytest.mark.parametrize(
+    ("node_labels", "allowed"),
+    [
+        ({MAJOR: "12", MINOR: "8"}, True),
+        ({MAJOR: "12", MINOR: "9"}, True),
+        ({MAJOR: "13", MINOR: "0"}, True),
+        ({MAJOR: "12", MINOR: "4"}, False),
+        ({MAJOR: "11", MINOR: "8"}, False),
+        ({}, True),  # GFD does not describe the node: not excluded
+    ],
+)
+def test_cuda_affinity_admits_drivers_at_or_above_the_image(node_labels: dict[str, str], allowed: bool) -> None:
+    from ctxfit.render.affinity import node_affinity
+
+    aff = node_affinity((12, 8), ())
+    assert aff is not None
+    terms = [t["matchExpressions"] for t in
+             aff["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]]
+    assert matches(terms, node_labels) is allowed
+    assert node_affinity(None, ()) is None
 
 
 def test_a_failed_attempt_records_its_node() -> None:

@@ -110,8 +110,8 @@ def test_sglang_splits_the_pool_by_the_mamba_ratio() -> None:
     assert shared.state_pool_bytes == 0 and shared.kv_pool_bytes == 19 * 2**30
 
 
-def spec(model: str, engine: str, product: str, tp: int, **extra: Any) -> InferenceServerSpec:
-    data: dict[str, Any] = {"model": {"name": model}, "engine": {"kind": engine},
+def spec(name: str, engine: str, product: str, tp: int, **extra: Any) -> InferenceServerSpec:
+    data: dict[str, Any] = {"model": {"name": name}, "engine": {"kind": engine},
                             "gpu": {"count": tp, "product": product}, "parallelism": {"tensor": tp}}
     data.update(extra)
     return InferenceServerSpec.model_validate(data)
@@ -150,3 +150,13 @@ def test_property_state_of_every_sequence_fits_next_to_one_request(
         assert state + one <= result.per_gpu.kv_cache_bytes
     else:
         assert state <= result.per_gpu.kv_cache_bytes * SGLANG_MAMBA_FULL_MEMORY_RATIO / 1.9 + per_seq
+
+
+def test_a_hybrid_config_json_is_planned_like_the_catalog_entry() -> None:
+    s = spec("acme/jamba-copy", "vllm", "NVIDIA-H100-80GB-HBM3", 2, model={"name": "acme/jamba-copy",
+                                                                          "weightsPerGPU": "48Gi"})
+    from_config = plan(s, hf_config=JAMBA)
+    catalog = plan(spec("ai21labs/AI21-Jamba-1.5-Mini", "vllm", "NVIDIA-H100-80GB-HBM3", 2,
+                        model={"name": "ai21labs/AI21-Jamba-1.5-Mini", "weightsPerGPU": "48Gi"}))
+    assert from_config.kv_bytes_per_token == catalog.kv_bytes_per_token == 4 * 2 * 4 * 128 * 2
+    assert from_config.effective.max_num_seqs == catalog.effective.max_num_seqs

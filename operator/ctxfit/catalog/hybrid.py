@@ -7,7 +7,7 @@ of the KV bytes per token; it bounds how many sequences can run at once.
 Field names follow the Hugging Face config.json of each family (read by ``ctxfit.vocab.hybridconfig``):
 
 - ``mamba1`` (Jamba): ``mamba_d_conv``, ``mamba_d_state``, ``mamba_expand * hidden_size`` = d_inner.
-- ``mamba2`` (Nemotron-H, Granite-4.0-H, Falcon-H1): ``mamba_num_heads``/``mamba_n_heads``,
+- ``mamba2`` (Nemotron-H, Granite-4.0-H): ``mamba_num_heads``/``mamba_n_heads``,
   ``mamba_head_dim``/``mamba_d_head``, ``ssm_state_size``/``mamba_d_state``, ``n_groups``/``mamba_n_groups``,
   ``conv_kernel``/``mamba_d_conv``.
 - ``gated_deltanet`` (Qwen3-Next, Qwen3.5): ``linear_num_key_heads``, ``linear_num_value_heads``,

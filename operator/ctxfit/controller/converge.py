@@ -48,7 +48,7 @@ from .cache import observe_download, resolve
 from .cache_view import ClaimView, StorageView
 from .conditions import EventNote, mark_failed_spec, mark_no_node, mark_phase, plan_status
 from .drift import describe_drift, drifted
-from .driver import failed_driver_nodes
+from .driver import failed_driver_nodes, required_cuda
 from .observe import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes
 from .observed import ReadStartup, mark_clamped, observe_startup
 from .pods import engine_digest
@@ -261,7 +261,7 @@ def _render_input(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, setti
         name=snap.name, namespace=snap.namespace, uid=snap.uid, spec=spec, effective=cur.effective.to_config(),
         attempt=cur.number, gpu_product=st.node_product, image=settings.image_for(spec.engine.kind.value),
         replicas=0 if st.phase is Phase.FAILED else None,
-        avoid_nodes=tuple(failed_driver_nodes(st.attempts)), cache=cache,
+        avoid_nodes=tuple(failed_driver_nodes(st.attempts)), min_cuda=required_cuda(spec), cache=cache,
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from ctxfit.api import API_GROUP, API_VERSION, KIND, EffectiveConfig, InferenceServerSpec, bytes_to_quantity
 from ctxfit.engines import get_engine
 
+from .affinity import node_affinity
 from .cache import CacheVolume, apply_cache
 from .labels import (
     ATTEMPT_ANNOTATION,
@@ -35,7 +36,6 @@ PORT_NAME = "http"
 SHM_VOLUME = "dshm"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 STARTUP_PERIOD_SECONDS = 10
 PROBE_TIMEOUT_SECONDS = 5
 READINESS_PERIOD_SECONDS = 10
@@ -58,6 +58,7 @@ class RenderInput:
         replicas: Deployment replicas; None = ``spec.replicas`` (0 releases the GPUs after a failure).
         avoid_nodes: node names the pod must not land on (a start failed there: driver too old).
         cache: the weights cache (``render.cache``); None = no volume, the engine downloads by itself.
+        min_cuda: CUDA (major, minor) the image needs from the node's driver (``render.affinity``).
     """
 
     name: str
@@ -71,6 +72,7 @@ class RenderInput:
     replicas: int | None = None
     avoid_nodes: tuple[str, ...] = ()
     cache: CacheVolume | None = None
+    min_cuda: tuple[int, int] | None = None
 
 
 def image_for(inp: RenderInput) -> str:
@@ -136,10 +138,9 @@ def render_pod_template(inp: RenderInput) -> dict[str, Any]:
     }
     if inp.gpu_product:
         pod_spec["nodeSelector"] = {GPU_PRODUCT_LABEL: inp.gpu_product}
-    if inp.avoid_nodes:
-        pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": [
-                {"key": HOSTNAME_LABEL, "operator": "NotIn", "values": sorted(set(inp.avoid_nodes))}]}]}}}
+    affinity = node_affinity(inp.min_cuda, inp.avoid_nodes)
+    if affinity is not None:
+        pod_spec["affinity"] = affinity
     template = {"metadata": {"labels": dict(sorted(labels.items())), "annotations": dict(sorted(annotations.items()))},
                 "spec": pod_spec}
     if inp.cache is not None:

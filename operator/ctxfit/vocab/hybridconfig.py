@@ -6,7 +6,9 @@ Which layers hold attention (and so a KV cache), and the recurrent-state sizes o
   ``full_attention``, else every ``full_attention_interval``-th layer is attention (vLLM
   ``Qwen3NextConfig.layer_types``); state per vLLM ``MambaStateShapeCalculator.gated_delta_net_state_shape``.
 - Nemotron-H (``hybrid_override_pattern``): ``M`` Mamba-2, ``*`` attention, ``-`` MLP only.
-- Granite-4.0-H (``layer_types`` ``mamba``/``attention``), Falcon-H1 style ``mamba_*`` fields: Mamba-2.
+- Granite-4.0-H (``layer_types`` ``mamba``/``attention``, ``mamba_n_heads``/``mamba_d_head``/``mamba_d_state``/
+  ``mamba_n_groups``/``mamba_d_conv``): Mamba-2. Models that put attention and Mamba in the same layer
+  (Falcon-H1) have no per-layer pattern and are not recognised (their state is not counted).
 - Jamba (``attn_layer_period``/``attn_layer_offset``; or ``layers_block_type``): Mamba-1 with
   d_inner = ``mamba_expand * hidden_size``.
 - ``mamba_ssm_dtype`` (``float32``) sets the SSM-state element size; otherwise the model dtype (2 bytes).
