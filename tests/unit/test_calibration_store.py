@@ -24,6 +24,7 @@ class FakeCore:
         self.conflicts = conflicts
         self.forbidden = forbidden
         self.writes = 0
+        self.journal: list[str] | None = None
 
     def read_namespaced_config_map(self, name: str, namespace: str, **_: Any) -> Any:
         if self.forbidden:
@@ -36,6 +37,8 @@ class FakeCore:
     def _store(self, body: Any) -> None:
         self.version += 1
         self.writes += 1
+        if self.journal is not None:
+            self.journal.append("configmap")
         self.obj = {"metadata": {"name": body.metadata.name, "resourceVersion": str(self.version)},
                     "data": dict(body.data)}
 
@@ -108,3 +111,45 @@ def test_malformed_or_unreadable_configmap_plans_without_calibration() -> None:
     core.obj = {"metadata": {"resourceVersion": "1"}, "data": {DATA_KEY: "- a list"}}
     assert store(core).table().entries == {}
     assert store(FakeCore(forbidden=True)).table().entries == {}
+
+
+def test_reconcile_records_the_sample_before_the_status_that_holds_it() -> None:
+    """A crash between the two writes re-reads the log and re-adds the same id: no loss, no double."""
+    import sys
+    from pathlib import Path
+
+    from ctxfit.controller.reconcile import reconcile
+
+    from .test_handlers import pod
+    from .test_handlers_runtime import RTX, FakeKube, runtime, server
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hack"))
+    from sim_startup import vllm_startup_log
+
+    class Kube(FakeKube):
+        def log_head(self, namespace: str, name: str, container: str, *, limit_bytes: int) -> str:
+            self.calls.append(f"log:{limit_bytes}")
+            return vllm_startup_log(kv_cache_bytes=12 << 30, kv_bytes_per_token=70272, max_model_len=131072)
+
+    kube = Kube(server())
+    rt = runtime(kube)
+    core = FakeCore()
+    core.journal = kube.calls
+    rt.calibration = CalibrationStore(SimpleNamespace(core=core), "ctxfit-system", "cal")  # type: ignore[arg-type]
+    first = reconcile(rt, "ns", "kimi-k25", (RTX,), ())
+    assert first.stored is not None
+    kube.server = first.stored
+    kube.calls.clear()
+    ready = pod(1, ready=True, name="kimi-k25-abc")
+    second = reconcile(rt, "ns", "kimi-k25", (RTX,), (ready,))
+    assert kube.calls[:3] == ["log:1048576", "configmap", "status"] and core.writes == 1
+    assert second.stored is not None and second.stored["status"]["observed"]["attempt"] == 1
+    # the status write was lost (a crash): the next pass reads again and adds nothing twice
+    reconcile(rt, "ns", "kimi-k25", (RTX,), (ready,))
+    assert core.writes == 1
+    doc = yaml.safe_load(core.obj["data"][DATA_KEY]) if core.obj else {}
+    assert [s["id"] for s in doc["entries"][0]["samples"]] == ["uid-1/1"]
+    kube.server = second.stored
+    kube.calls.clear()
+    reconcile(rt, "ns", "kimi-k25", (RTX,), (ready,))
+    assert not [c for c in kube.calls if c.startswith("log:")], "read once per attempt"

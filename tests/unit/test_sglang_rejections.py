@@ -38,3 +38,9 @@ def test_other_numbers_and_prefixes(line: str, maximum: int) -> None:
     failure = classify(Observation(reason="Error", exit_code=1, message=line, events=()), EngineKind.SGLANG)
     assert failure.kind is FailureKind.KV_CACHE_TOO_SMALL
     assert failure.numbers["estimatedMaxContextLength"] == maximum
+
+
+def test_other_programs_length_messages_do_not_match() -> None:
+    text = "ValidationError: Username exceeds the maximum allowed length (24)."
+    failure = classify(Observation(reason="Error", exit_code=1, message=text, events=()), EngineKind.SGLANG)
+    assert failure.kind is not FailureKind.KV_CACHE_TOO_SMALL

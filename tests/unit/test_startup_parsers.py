@@ -130,9 +130,13 @@ def test_sglang_scheduler_line_gives_context_and_concurrency() -> None:
         ("Graph capturing finished in 12 secs, took 2.03 GiB", "cuda_graph_bytes", 2.03 * GIB),
         ("INFO 12-13 worker.py:243] available_kv_cache_memory    58.97GiB", "kv_cache_bytes", 58.97 * GIB),
         ("INFO # cuda blocks: 100, # CPU blocks: 2048", "kv_cache_tokens", 1600),
+        ("Memory profiling results: duration=3.49 seconds, available_kv_cache_memory=58.97GiB", "kv_cache_bytes",
+         58.97 * GIB),
+        ("INFO [gpu_model_runner.py:1600] Model loading took 14.9889 GiB and 8.530000 seconds", "weights_bytes",
+         14.9889 * GIB),
     ],
     ids=["v07-loading", "v08-seconds", "v1-available", "v1-tokens-commas", "concurrency", "concurrency-L",
-         "max-model-len", "graph", "v065-kv", "v0-blocks"],
+         "max-model-len", "graph", "v065-kv", "v0-blocks", "v065-kv-equals", "v1-010-loading"],
 )
 def test_vllm_wordings_across_versions(text: str, field: str, want: float) -> None:
     got = getattr(parse_vllm(text), field)

@@ -235,9 +235,12 @@ class CalibratedEngine:
         """The wrapped engine's terms with the calibration offset applied to the KV pool."""
         terms = self._inner.budget(inputs, effective)
         offset = self.correction.offset_bytes
+        shift = f"{-offset / GiB:+.2f} GiB calibration ({self.correction.samples} observed start-ups)"
+        notes = [f"{n}; {shift}" if n.startswith("other:") else n for n in terms.notes]
+        if not any(n.startswith("other:") for n in terms.notes):
+            notes.append(f"other: {shift}")
         return dataclasses.replace(terms, kv_cache_bytes=terms.kv_cache_bytes + offset,
-                                   other_bytes=terms.other_bytes - offset,
-                                   notes=(*terms.notes, self.correction.reason))
+                                   other_bytes=terms.other_bytes - offset, notes=tuple(notes))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

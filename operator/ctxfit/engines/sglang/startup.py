@@ -2,11 +2,11 @@
 
 Wordings (SGLang source; every TP rank prints them, prefixed "[time TPn]"):
 - ``srt/model_executor/model_runner.py`` ``load_model``: "Load weight end. type=T, dtype=D, avail
-  mem=X GB, mem usage=X GB." (0.4 - 0.5.4); "Load weight end. elapsed=S s, type=T, ..., mem usage=X
-  GB." (0.5.5+, elapsed added).
+  mem=X GB, mem usage=X GB." (0.4 - 0.5.x; some builds print mem usage before avail mem); "Load weight
+  end. elapsed=S s, type=T, ..., mem usage=X GB." (later 0.5.x, elapsed added; seen in 2026 logs).
 - ``srt/mem_cache/memory_pool.py`` ``MHATokenToKVPool._create_buffers``: "KV Cache is allocated.
   #tokens: N, K size: X GB, V size: X GB" (0.4 - 0.5); "KV Cache is allocated. dtype: D, #tokens: N,
-  K size: ..." (0.5.10+); ``MLATokenToKVPool``: "KV Cache is allocated. #tokens: N, KV size: X GB";
+  K size: ..." (later 0.5.x); ``MLATokenToKVPool``: "KV Cache is allocated. #tokens: N, KV size: X GB";
   ``SWAKVPool``: "SWAKVPool mem usage: X GB, swa size: A, full size: B".
 - ``srt/model_executor/cuda_graph_runner.py`` ``CudaGraphRunner.__init__`` (0.5.23
   ``decode_cuda_graph_runner.py``): "Capture cuda graph end. Time elapsed: S s. mem usage=X GB. avail
@@ -28,7 +28,7 @@ STARTUP_PATTERNS: tuple[StartupPattern, ...] = (
     StartupPattern("weights_bytes", "Load weight end.", r"Load weight end\..{0,600}?mem usage=" + NUM + _GB, "bytes",
                    "max", ALL, "srt/model_executor/model_runner.py load_model"),
     StartupPattern("load_seconds", "Load weight end.", r"Load weight end\. elapsed=" + NUM + " s", "float", "max",
-                   "SGLang 0.5.5 - 0.5.23", "srt/model_executor/model_runner.py load_model"),
+                   "SGLang later 0.5.x", "srt/model_executor/model_runner.py load_model"),
     StartupPattern("kv_cache_tokens", "KV Cache is allocated.", r"KV Cache is allocated\..{0,120}?#tokens: " + NUM,
                    "int", "min", ALL, "srt/mem_cache/memory_pool.py MHATokenToKVPool/MLATokenToKVPool"),
     StartupPattern("kv_cache_bytes", "KV Cache is allocated.", r"KV Cache is allocated\..{0,200}?\bKV size: "

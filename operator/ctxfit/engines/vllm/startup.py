@@ -27,7 +27,7 @@ Wordings (each read in the vLLM source named in ``source``; multi-rank logs repe
   request: Cx" (0.7 - 0.28).
 - V0 and V1 ``_check_enough_kv_cache_memory`` / ``_verify_args``: "The model's max seq len (L) is
   larger than the maximum number of tokens that can be stored in KV cache (N)".
-- ``config.py`` ``_get_and_verify_max_len`` consumers: "Using max model len N" (V1 ``engine/core``).
+- ``config.py`` (0.8 - 0.10) / ``config/model.py`` ``ModelConfig`` (0.11 - 0.28): "Using max model len N".
 """
 
 from __future__ import annotations
@@ -92,8 +92,9 @@ STARTUP_PATTERNS: tuple[StartupPattern, ...] = (
     StartupPattern("kv_cache_bytes", "reserved for KV Cache is",
                    r"reserved for KV Cache is " + NUM + _UNIT, "bytes", "min", "vLLM V0 0.6.6 - 0.10",
                    "worker/worker.py determine_num_available_blocks"),
-    StartupPattern("kv_cache_bytes", "available_kv_cache_memory", r"available_kv_cache_memory" + _SP + NUM + _UNIT,
-                   "bytes", "min", "vLLM V0 0.6.5", "worker/worker.py determine_num_available_blocks"),
+    StartupPattern("kv_cache_bytes", "available_kv_cache_memory",
+                   r"available_kv_cache_memory(?:=|" + _SP + ")" + NUM + _UNIT, "bytes", "min", "vLLM V0 0.6.5",
+                   "worker/worker.py determine_num_available_blocks"),
     StartupPattern("kv_cache_bytes", "kv_cache_size=", r"kv_cache_size=" + NUM + _UNIT, "bytes", "min",
                    "vLLM V0 0.6.4", "worker/worker.py determine_num_available_blocks"),
     StartupPattern("kv_cache_bytes", "Current kv cache memory in use is",
@@ -120,7 +121,7 @@ STARTUP_PATTERNS: tuple[StartupPattern, ...] = (
     StartupPattern("served_context_length", "max_seq_len=", r"\bmax_seq_len=" + NUM, "int", "min",
                    "vLLM V0 0.6 - 0.10", "engine/llm_engine.py LLMEngine.__init__ config line"),
     StartupPattern("served_context_length", "Using max model len", r"Using max model len " + NUM, "int", "min",
-                   "vLLM V1 0.7 - 0.28", "config.py ModelConfig / v1 engine start-up"),
+                   "vLLM 0.8 - 0.28", "config.py / config/model.py ModelConfig"),
     StartupPattern("served_context_length", "Maximum concurrency for",
                    r"Maximum concurrency for " + NUM + " tokens per request", "int", "min",
                    "vLLM V0 0.6.4 - 0.10, V1 0.7 - 0.28 (L is max_model_len)",
