@@ -72,6 +72,12 @@ WORDINGS = [
             numbers={"dividedCount": 40, "parallelSize": 16}),
     Wording("ensure-divisibility-vllm-bare", K.INVALID_PARALLELISM, "AssertionError: 28 is not divisible by 8",
             numbers={"dividedCount": 28, "parallelSize": 8}),
+    Wording("kv-heads-parenthesized", K.INVALID_PARALLELISM,
+            "ValueError: num_key_value_heads (8) must be divisible by tensor parallel size (3)",
+            numbers={"kvHeads": 8, "tensorParallelSize": 3}),
+    Wording("experts-expert-parallel", K.INVALID_PARALLELISM,
+            "ValueError: Number of experts (60) must be divisible by expert parallel size (8)",
+            numbers={"experts": 60, "expertParallelSize": 8}),
     Wording("not-parallel-divisible", K.UNKNOWN, "ValueError: block_size (17) must be divisible by 16"),
     # CUDADriverTooOld: torch RuntimeError and UserWarning, CUDA error 35, 804 through torch and the driver API,
     # nvidia-container-cli as a pod Event
@@ -163,6 +169,12 @@ WORDINGS = [
     Wording("hf-gated-403", K.MODEL_ACCESS_DENIED,
             "OSError: You are trying to access a gated repo.\n403 Client Error. Access to model x/y is restricted "
             "and you are not in the authorized list.", SGLANG),
+    Wording("hf-older-401", K.MODEL_ACCESS_DENIED,
+            "Access to model meta-llama/Llama-2-7b-hf is restricted. You must be authenticated to access it."),
+    Wording("transformers-not-a-model-id", K.MODEL_ACCESS_DENIED,
+            "OSError: acme/privat-model is not a local folder and is not a valid model identifier listed on "
+            "'https://huggingface.co/models'\nIf this is a private repository, make sure to pass a token having "
+            "permission to this repo", SGLANG),
     Wording("hf-private-404", K.MODEL_ACCESS_DENIED,
             "huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error. Repository Not Found for url: "
             "https://huggingface.co/acme/private/resolve/main/config.json."),

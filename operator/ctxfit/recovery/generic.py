@@ -30,9 +30,12 @@ Sources:
   parallel size", "ep_size"); vLLM's "Tensor parallel size 16 is greater than the number of experts 8".
 - Hugging Face Hub access (ModelAccessDenied, permanent): huggingface_hub ``utils/_http.py``
   ``hf_raise_for_status`` "Cannot access gated repo for url ...", "Access to model X is restricted and
-  you are not in the authorized list" / "is restricted. You must have access to it and be authenticated",
+  you are not in the authorized list" / "is restricted. You must have access to it and be authenticated" (older:
+  "You must be authenticated to access it"),
   ``GatedRepoError``, "401 Client Error", "Repository Not Found for url" (a private repo without a
-  token); transformers "You are trying to access a gated repo."
+  token); transformers "You are trying to access a gated repo." and "X is not a local folder and is not a valid
+  model identifier listed on 'https://huggingface.co/models'" (a private repository without a token, or a
+  misspelt name: no knob fixes either).
 """
 
 from __future__ import annotations
@@ -135,6 +138,8 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
             "GatedRepoError",
             "you are not in the authorized list",
             "You must have access to it and be authenticated",
+            "You must be authenticated to access it",
+            "is not a valid model identifier listed on",
             "401 Client Error",
             "Repository Not Found for url",
             "RepositoryNotFoundError",
