@@ -103,7 +103,8 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
             extractor("driverCudaVersion", r"found version " + NUM),
             extractor("requiredCudaVersion", r"cuda>=" + NUM, "float"),
         ),
-        covers=(("torch 1.8", "torch 2.14"), ("CUDA 11.0", "CUDA 13.0"), ("nvidia-container-toolkit 1.0", "1.17")),
+        covers=(("torch 1.10", "torch 2.14"), ("CUDA runtime errors 35/803/804", "3rd-party reports"),
+                ("nvidia-container-cli", "3rd-party reports")),
     ),
     FailurePattern(
         kind=FailureKind.INVALID_PARALLELISM,
@@ -113,7 +114,7 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
         "Megatron-style asserts",
         extractors=PARALLELISM_EXTRACTORS,
         requires_any=PARALLEL_WORDS,
-        covers=(("vLLM 0.1.0", "vLLM 0.33.x"), ("SGLang 0.3.0", "SGLang 0.5.23")),
+        covers=(("vLLM 0.2.0", "vLLM 0.6.x"), ("SGLang 0.3.6", "SGLang 0.5.4")),
     ),
     FailurePattern(
         kind=FailureKind.INVALID_PARALLELISM,
@@ -147,7 +148,8 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
         ),
         rank=RANK_SPECIFIC,
         source="huggingface_hub utils/_http.py hf_raise_for_status / errors.py; transformers hub.py",
-        covers=(("huggingface_hub 0.14", "huggingface_hub 1.x"), ("transformers 4.30", "transformers 5.x")),
+        covers=(("huggingface_hub 0.2x", "3rd-party reports + case eks-triton-vllm-llama3-gated-403"),
+                ("transformers 4.x", "3rd-party reports")),
     ),
     FailurePattern(
         kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
@@ -168,7 +170,7 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
         markers=("fp8e4nv not supported", "fp8e4nv data type is not supported"),
         rank=RANK_SPECIFIC,
         source="Triton 3.x (fp8e4nv needs SM 8.9+), raised through vLLM/SGLang attention kernels",
-        covers=(("Triton 2.1", "Triton 3.5"),),
+        covers=(("Triton 3.x", "3rd-party reports (vLLM issue 39133)"),),
     ),
     FailurePattern(
         kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
@@ -210,7 +212,7 @@ EVENT_PATTERNS: tuple[FailurePattern, ...] = (
         rank=RANK_SPECIFIC,
         source="nvidia-container-cli requirement check (containerd/CRI-O 'failed to create containerd task' Event)",
         extractors=(extractor("requiredCudaVersion", r"cuda>=" + NUM, "float"),),
-        covers=(("nvidia-container-toolkit 1.0", "1.17"),),
+        covers=(("nvidia-container-cli", "3rd-party reports"),),
     ),
 )
 """Patterns run over the pod's Event messages."""

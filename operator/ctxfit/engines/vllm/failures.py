@@ -235,9 +235,10 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
             "is greater than the number of experts",
         ),
         rank=RANK_ROOT,
-        source="vLLM 0.1-0.33 config.py / config/model.py verify_with_parallel_config; model files (experts)",
+        source="vLLM config.py verify_with_parallel_config (0.2-0.6 ValueError, read in copies of config.py); "
+        "0.10+ config/model.py pydantic 'Value error, ...' (issue 52435, a 2026 release); model files (experts)",
         extractors=PARALLELISM_EXTRACTORS,
-        covers=(("0.1.0", "0.33.x"),),
+        covers=(("0.2.0", "0.6.x"), ("0.10.0", "issue 52435 (2026)")),
     ),
     FailurePattern(
         kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
