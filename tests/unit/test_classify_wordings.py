@@ -14,7 +14,7 @@ from ctxfit.engines.sglang.failures import WORDING_COVERAGE as SGLANG_COVERAGE
 from ctxfit.engines.vllm.failures import FAILURE_PATTERNS as VLLM_PATTERNS
 from ctxfit.engines.vllm.failures import WORDING_COVERAGE as VLLM_COVERAGE
 from ctxfit.recovery import FailureKind, Observation, classify
-from ctxfit.recovery.evidence import ELLIPSIS, error_line, trim_words
+from ctxfit.recovery.evidence import ELLIPSIS, error_line, exception_at, trim_words
 from ctxfit.recovery.generic import EVENT_PATTERNS, GENERIC_PATTERNS
 
 K = FailureKind
@@ -244,3 +244,19 @@ def test_error_line_prefers_the_root_exception_over_wrappers_and_the_last_line()
     assert error_line(text, ("Engine core initialization failed", "EngineCore failed to start")) == \
         "KeyError: 'rope_scaling'"
     assert classify(Observation(message=text), VLLM).evidence == "KeyError: 'rope_scaling'"
+
+
+@pytest.mark.parametrize(("line", "at"), [
+    ("ValueError: x", 0), ("  torch.OutOfMemoryError: CUDA", 2), ('RuntimeError("x")', 0), ("foo MyError: x", 4),
+    ("NoError here", -1), ("KeyboardInterrupt: terminated", 0), ("x=ValueError: y", -1), ("(" * 5000, -1),
+])
+def test_exception_at(line: str, at: int) -> None:
+    assert exception_at(line) == at
+
+
+def test_unknown_evidence_of_a_huge_single_line_is_whole_words() -> None:
+    line = "ERROR worker died: " + " ".join(f"part{i}" for i in range(20000))
+    failure = classify(Observation(message=line), VLLM)
+    assert failure.kind is K.UNKNOWN
+    assert failure.evidence.startswith("ERROR worker died: part0") and failure.evidence.endswith(ELLIPSIS)
+    assert failure.evidence[: -len(ELLIPSIS)].split(" ")[-1].startswith("part")
