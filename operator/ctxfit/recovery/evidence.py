@@ -137,7 +137,10 @@ def error_line(text: str, wrappers: Iterable[str] = (), limit: int = EVIDENCE_MA
         limit: the longest result.
     """
     wrappers = tuple(wrappers)
-    lines = [ln.strip()[:LINE_CHARS] for ln in text[-LINE_SCAN_CHARS:].split("\n")[-UNKNOWN_LINES:]]
+    start = max(0, len(text) - LINE_SCAN_CHARS)
+    if start > 0:  # from the start of the line the scan window begins in: never mid-word
+        start = text.rfind("\n", 0, start) + 1
+    lines = [ln.strip()[:LINE_CHARS] for ln in text[start:].split("\n")[-UNKNOWN_LINES:]]
     lines = [ln for ln in lines if ln]
     if not lines:
         return ""
