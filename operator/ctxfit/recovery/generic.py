@@ -58,8 +58,8 @@ from ctxfit.vocab.patterns import (
 )
 
 PARALLEL_WORDS = (
-    "tensor parallel", "tensor_parallel", "tp_size", "tp size", "TP size", "TP=", "tp=", "tp (", "TP (",
-    "pipeline parallel",
+    "tensor parallel", "Tensor parallel", "tensor_parallel", "tp_size", "tp size", "TP size", "TP=", "tp=",
+    "tp (", "TP (", "pipeline parallel",
     "pipeline_parallel", "pp_size", "PP=", "pp=", "ep_size", "expert parallel", "world_size", "attention_tp_size",
     "number of nodes", "_per_partition",
 )
@@ -86,16 +86,11 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
         kind=FailureKind.CUDA_DRIVER_TOO_OLD,
         markers=(
             "driver on your system is too old",
-            "CUDA driver version is insufficient",
-            "cudaErrorInsufficientDriver",
-            "forward compatibility was attempted on non supported HW",
-            "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
-            "cudaErrorCompatNotSupportedOnDevice",
-            "system has unsupported display driver / cuda driver combination",
-            "cudaErrorSystemDriverMismatch",
-            "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
-            "Driver/library version mismatch",
-            "please update your driver to a newer version",
+            "driver version is insufficient",
+            "forward compatibility was attempted",
+            "unsupported display driver",
+            "library version mismatch",
+            "update your driver to a newer version",
         ),
         rank=RANK_SPECIFIC,
         source="PyTorch c10/cuda/CUDAFunctions.cpp; CUDA runtime errors 35/803/804; nvidia-container-cli",
@@ -134,16 +129,12 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
     FailurePattern(
         kind=FailureKind.MODEL_ACCESS_DENIED,
         markers=(
-            "Cannot access gated repo",
-            "trying to access a gated repo",
-            "GatedRepoError",
-            "you are not in the authorized list",
-            "You must have access to it and be authenticated",
-            "You must be authenticated to access it",
-            "is not a valid model identifier listed on",
+            "gated repo",
+            "not in the authorized list",
+            "be authenticated to access it",
+            "not a valid model identifier",
             "401 Client Error",
             "Repository Not Found for url",
-            "RepositoryNotFoundError",
             "Invalid credentials in Authorization header",
         ),
         rank=RANK_SPECIFIC,
@@ -153,17 +144,25 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
     ),
     FailurePattern(
         kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
-        markers=("Error while creating shared memory segment", "exceeds memory available in /dev/shm",
-                 "failed to extend /dev/shm/"),
+        markers=("Error while creating shared memory segment", "exceeds memory available in /dev/shm"),
         rank=RANK_SPECIFIC,
         source="NCCL src/misc/shmutils.cc (2.x: 'Error while creating shared memory segment X (size N)'; "
         "2.19+: 'failed to extend /dev/shm/nccl-X to N bytes'); issue 3 /dev/shm wording",
         extractors=(
             extractor("requestedBytes", r"\(size " + NUM + r"\)"),
             extractor("requestedBytes", r"The request is for " + NUM + r" bytes"),
-            extractor("requestedBytes", r"/dev/shm/[\w.-]{1,80} to " + NUM + r" bytes"),
         ),
         covers=(("NCCL 2.7", "NCCL 2.27"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
+        markers=("failed to extend ",),
+        rank=RANK_SPECIFIC,
+        source="NCCL 2.19+ src/misc/shmutils.cc 'failed to extend /dev/shm/nccl-X to N bytes' (markers avoid '/': "
+        "str.find on a text of slashes is slow for patterns that contain one)",
+        requires_any=("/dev/shm",),
+        extractors=(extractor("requestedBytes", r"/dev/shm/[\w.-]{1,80} to " + NUM + r" bytes"),),
+        covers=(("NCCL 2.19", "3rd-party reports"),),
     ),
     FailurePattern(
         kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
