@@ -14,7 +14,7 @@ from ctxfit.engines.sglang.failures import WORDING_COVERAGE as SGLANG_COVERAGE
 from ctxfit.engines.vllm.failures import FAILURE_PATTERNS as VLLM_PATTERNS
 from ctxfit.engines.vllm.failures import WORDING_COVERAGE as VLLM_COVERAGE
 from ctxfit.recovery import FailureKind, Observation, classify
-from ctxfit.recovery.evidence import ELLIPSIS, error_line, trim_words
+from ctxfit.recovery.evidence import ELLIPSIS, error_line, exception_at, trim_words
 from ctxfit.recovery.generic import EVENT_PATTERNS, GENERIC_PATTERNS
 
 K = FailureKind
@@ -72,6 +72,12 @@ WORDINGS = [
             numbers={"dividedCount": 40, "parallelSize": 16}),
     Wording("ensure-divisibility-vllm-bare", K.INVALID_PARALLELISM, "AssertionError: 28 is not divisible by 8",
             numbers={"dividedCount": 28, "parallelSize": 8}),
+    Wording("kv-heads-parenthesized", K.INVALID_PARALLELISM,
+            "ValueError: num_key_value_heads (8) must be divisible by tensor parallel size (3)",
+            numbers={"kvHeads": 8, "tensorParallelSize": 3}),
+    Wording("experts-expert-parallel", K.INVALID_PARALLELISM,
+            "ValueError: Number of experts (60) must be divisible by expert parallel size (8)",
+            numbers={"experts": 60, "expertParallelSize": 8}),
     Wording("not-parallel-divisible", K.UNKNOWN, "ValueError: block_size (17) must be divisible by 16"),
     # CUDADriverTooOld: torch RuntimeError and UserWarning, CUDA error 35, 804 through torch and the driver API,
     # nvidia-container-cli as a pod Event
@@ -163,6 +169,12 @@ WORDINGS = [
     Wording("hf-gated-403", K.MODEL_ACCESS_DENIED,
             "OSError: You are trying to access a gated repo.\n403 Client Error. Access to model x/y is restricted "
             "and you are not in the authorized list.", SGLANG),
+    Wording("hf-older-401", K.MODEL_ACCESS_DENIED,
+            "Access to model meta-llama/Llama-2-7b-hf is restricted. You must be authenticated to access it."),
+    Wording("transformers-not-a-model-id", K.MODEL_ACCESS_DENIED,
+            "OSError: acme/privat-model is not a local folder and is not a valid model identifier listed on "
+            "'https://huggingface.co/models'\nIf this is a private repository, make sure to pass a token having "
+            "permission to this repo", SGLANG),
     Wording("hf-private-404", K.MODEL_ACCESS_DENIED,
             "huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error. Repository Not Found for url: "
             "https://huggingface.co/acme/private/resolve/main/config.json."),
@@ -232,3 +244,19 @@ def test_error_line_prefers_the_root_exception_over_wrappers_and_the_last_line()
     assert error_line(text, ("Engine core initialization failed", "EngineCore failed to start")) == \
         "KeyError: 'rope_scaling'"
     assert classify(Observation(message=text), VLLM).evidence == "KeyError: 'rope_scaling'"
+
+
+@pytest.mark.parametrize(("line", "at"), [
+    ("ValueError: x", 0), ("  torch.OutOfMemoryError: CUDA", 2), ('RuntimeError("x")', 0), ("foo MyError: x", 4),
+    ("NoError here", -1), ("KeyboardInterrupt: terminated", 0), ("x=ValueError: y", -1), ("(" * 5000, -1),
+])
+def test_exception_at(line: str, at: int) -> None:
+    assert exception_at(line) == at
+
+
+def test_unknown_evidence_of_a_huge_single_line_is_whole_words() -> None:
+    line = "ERROR worker died: " + " ".join(f"part{i}" for i in range(20000))
+    failure = classify(Observation(message=line), VLLM)
+    assert failure.kind is K.UNKNOWN
+    assert failure.evidence.startswith("ERROR worker died: part0") and failure.evidence.endswith(ELLIPSIS)
+    assert failure.evidence[: -len(ELLIPSIS)].split(" ")[-1].startswith("part")

@@ -17,7 +17,6 @@ Pure functions over text; linear in its length.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 EVIDENCE_MAX_CHARS = 512
@@ -28,9 +27,15 @@ UNKNOWN_LINES = 200
 LINE_SCAN_CHARS = 1 << 17
 """Characters from the end searched for the error line."""
 ERROR_WORDS = ("Error", "error", "Exception", "FAILED", "Killed", "Traceback", "ERROR")
-EXCEPTION_LINE = re.compile(r"(?:^|[\s:(\"'\]])(?:[A-Za-z_][\w.]{0,80})?(?:Error|Exception|Interrupt)(?:\(|:\s)",
-                            re.ASCII)
-"""A Python exception as printed: ``ValueError: ...``, ``torch.OutOfMemoryError: ...``, ``ValueError(...``."""
+EXCEPTION_WORDS = ("Error", "Exception", "Interrupt")
+"""How Python exception class names end: ``ValueError: ...``, ``torch.OutOfMemoryError: ...``, ``ValueError(...``."""
+NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
+NAME_MAX_CHARS = 80
+BEFORE_NAME = frozenset(" \t:(\"'[]")
+LINE_CHARS = 4096
+"""Characters of one line examined (a longer line is cut there before it is searched and trimmed)."""
+WORD_OCCURRENCES = 16
+"""Occurrences of each exception word examined per line."""
 NOT_A_CAUSE = (
     "Traceback (most recent call last)",
     "During handling of the above exception",
@@ -38,6 +43,30 @@ NOT_A_CAUSE = (
     'File "',
 )
 """Lines of a traceback that never carry the error itself."""
+
+
+def exception_at(line: str) -> int:
+    """Where a printed Python exception (``Name: ...`` / ``Name(...``, Name ending in Error, Exception or
+    Interrupt) starts in ``line``, else -1. Literal search plus a bounded look-back: linear in the line."""
+    best = -1
+    for word in EXCEPTION_WORDS:
+        start = 0
+        for _ in range(WORD_OCCURRENCES):
+            pos = line.find(word, start)
+            if pos < 0 or (best >= 0 and pos >= best):
+                break
+            start = pos + 1
+            end = pos + len(word)
+            if not (line.startswith("(", end) or line.startswith(": ", end) or line.endswith(":") and
+                    end == len(line) - 1):
+                continue
+            begin = pos
+            while begin > 0 and pos - begin < NAME_MAX_CHARS and line[begin - 1] in NAME_CHARS:
+                begin -= 1
+            if begin == 0 or line[begin - 1] in BEFORE_NAME:
+                best = begin if best < 0 else min(best, begin)
+                break
+    return best
 
 
 def trim_words(line: str, limit: int = EVIDENCE_MAX_CHARS, focus: int = 0) -> str:
@@ -108,13 +137,16 @@ def error_line(text: str, wrappers: Iterable[str] = (), limit: int = EVIDENCE_MA
         limit: the longest result.
     """
     wrappers = tuple(wrappers)
-    lines = [ln.strip() for ln in text[-LINE_SCAN_CHARS:].split("\n")[-UNKNOWN_LINES:]]
+    start = max(0, len(text) - LINE_SCAN_CHARS)
+    if start > 0:  # from the start of the line the scan window begins in: never mid-word
+        start = text.rfind("\n", 0, start) + 1
+    lines = [ln.strip()[:LINE_CHARS] for ln in text[start:].split("\n")[-UNKNOWN_LINES:]]
     lines = [ln for ln in lines if ln]
     if not lines:
         return ""
     causes = [ln for ln in lines if not ln.startswith(NOT_A_CAUSE)]
     for line in causes:
-        if EXCEPTION_LINE.search(line) and not _is_wrapper(line, wrappers):
+        if exception_at(line) >= 0 and not _is_wrapper(line, wrappers):
             return trim_words(line, limit, _focus(line))
     for line in reversed(causes):
         if any(word in line for word in ERROR_WORDS) and not _is_wrapper(line, wrappers):
@@ -127,8 +159,8 @@ def error_line(text: str, wrappers: Iterable[str] = (), limit: int = EVIDENCE_MA
 
 
 def _focus(line: str) -> int:
-    found = EXCEPTION_LINE.search(line)
-    if found is not None:
-        return found.start()
+    found = exception_at(line)
+    if found >= 0:
+        return found
     positions = [p for p in (line.find(w) for w in ERROR_WORDS) if p >= 0]
     return min(positions) if positions else 0

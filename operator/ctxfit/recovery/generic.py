@@ -30,9 +30,12 @@ Sources:
   parallel size", "ep_size"); vLLM's "Tensor parallel size 16 is greater than the number of experts 8".
 - Hugging Face Hub access (ModelAccessDenied, permanent): huggingface_hub ``utils/_http.py``
   ``hf_raise_for_status`` "Cannot access gated repo for url ...", "Access to model X is restricted and
-  you are not in the authorized list" / "is restricted. You must have access to it and be authenticated",
+  you are not in the authorized list" / "is restricted. You must have access to it and be authenticated" (older:
+  "You must be authenticated to access it"),
   ``GatedRepoError``, "401 Client Error", "Repository Not Found for url" (a private repo without a
-  token); transformers "You are trying to access a gated repo."
+  token); transformers "You are trying to access a gated repo." and "X is not a local folder and is not a valid
+  model identifier listed on 'https://huggingface.co/models'" (a private repository without a token, or a
+  misspelt name: no knob fixes either).
 """
 
 from __future__ import annotations
@@ -55,8 +58,8 @@ from ctxfit.vocab.patterns import (
 )
 
 PARALLEL_WORDS = (
-    "tensor parallel", "tensor_parallel", "tp_size", "tp size", "TP size", "TP=", "tp=", "tp (", "TP (",
-    "pipeline parallel",
+    "tensor parallel", "Tensor parallel", "tensor_parallel", "tp_size", "tp size", "TP size", "TP=", "tp=",
+    "tp (", "TP (", "pipeline parallel",
     "pipeline_parallel", "pp_size", "PP=", "pp=", "ep_size", "expert parallel", "world_size", "attention_tp_size",
     "number of nodes", "_per_partition",
 )
@@ -83,16 +86,11 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
         kind=FailureKind.CUDA_DRIVER_TOO_OLD,
         markers=(
             "driver on your system is too old",
-            "CUDA driver version is insufficient",
-            "cudaErrorInsufficientDriver",
-            "forward compatibility was attempted on non supported HW",
-            "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
-            "cudaErrorCompatNotSupportedOnDevice",
-            "system has unsupported display driver / cuda driver combination",
-            "cudaErrorSystemDriverMismatch",
-            "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
-            "Driver/library version mismatch",
-            "please update your driver to a newer version",
+            "driver version is insufficient",
+            "forward compatibility was attempted",
+            "unsupported display driver",
+            "library version mismatch",
+            "update your driver to a newer version",
         ),
         rank=RANK_SPECIFIC,
         source="PyTorch c10/cuda/CUDAFunctions.cpp; CUDA runtime errors 35/803/804; nvidia-container-cli",
@@ -100,7 +98,8 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
             extractor("driverCudaVersion", r"found version " + NUM),
             extractor("requiredCudaVersion", r"cuda>=" + NUM, "float"),
         ),
-        covers=(("torch 1.8", "torch 2.14"), ("CUDA 11.0", "CUDA 13.0"), ("nvidia-container-toolkit 1.0", "1.17")),
+        covers=(("torch 1.10", "torch 2.14"), ("CUDA runtime errors 35/803/804", "3rd-party reports"),
+                ("nvidia-container-cli", "3rd-party reports")),
     ),
     FailurePattern(
         kind=FailureKind.INVALID_PARALLELISM,
@@ -110,7 +109,7 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
         "Megatron-style asserts",
         extractors=PARALLELISM_EXTRACTORS,
         requires_any=PARALLEL_WORDS,
-        covers=(("vLLM 0.1.0", "vLLM 0.33.x"), ("SGLang 0.3.0", "SGLang 0.5.23")),
+        covers=(("vLLM 0.2.0", "vLLM 0.6.x"), ("SGLang 0.3.6", "SGLang 0.5.4")),
     ),
     FailurePattern(
         kind=FailureKind.INVALID_PARALLELISM,
@@ -130,40 +129,47 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
     FailurePattern(
         kind=FailureKind.MODEL_ACCESS_DENIED,
         markers=(
-            "Cannot access gated repo",
-            "trying to access a gated repo",
-            "GatedRepoError",
-            "you are not in the authorized list",
-            "You must have access to it and be authenticated",
+            "gated repo",
+            "not in the authorized list",
+            "be authenticated to access it",
+            "not a valid model identifier",
             "401 Client Error",
             "Repository Not Found for url",
-            "RepositoryNotFoundError",
             "Invalid credentials in Authorization header",
         ),
         rank=RANK_SPECIFIC,
         source="huggingface_hub utils/_http.py hf_raise_for_status / errors.py; transformers hub.py",
-        covers=(("huggingface_hub 0.14", "huggingface_hub 1.x"), ("transformers 4.30", "transformers 5.x")),
+        covers=(("huggingface_hub 0.2x", "3rd-party reports + case eks-triton-vllm-llama3-gated-403"),
+                ("transformers 4.x", "3rd-party reports")),
     ),
     FailurePattern(
         kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
-        markers=("Error while creating shared memory segment", "exceeds memory available in /dev/shm",
-                 "failed to extend /dev/shm/"),
+        markers=("Error while creating shared memory segment", "exceeds memory available in /dev/shm"),
         rank=RANK_SPECIFIC,
         source="NCCL src/misc/shmutils.cc (2.x: 'Error while creating shared memory segment X (size N)'; "
         "2.19+: 'failed to extend /dev/shm/nccl-X to N bytes'); issue 3 /dev/shm wording",
         extractors=(
             extractor("requestedBytes", r"\(size " + NUM + r"\)"),
             extractor("requestedBytes", r"The request is for " + NUM + r" bytes"),
-            extractor("requestedBytes", r"/dev/shm/[\w.-]{1,80} to " + NUM + r" bytes"),
         ),
         covers=(("NCCL 2.7", "NCCL 2.27"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
+        markers=("failed to extend ",),
+        rank=RANK_SPECIFIC,
+        source="NCCL 2.19+ src/misc/shmutils.cc 'failed to extend /dev/shm/nccl-X to N bytes' (markers avoid '/': "
+        "str.find on a text of slashes is slow for patterns that contain one)",
+        requires_any=("/dev/shm",),
+        extractors=(extractor("requestedBytes", r"/dev/shm/[\w.-]{1,80} to " + NUM + r" bytes"),),
+        covers=(("NCCL 2.19", "3rd-party reports"),),
     ),
     FailurePattern(
         kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
         markers=("fp8e4nv not supported", "fp8e4nv data type is not supported"),
         rank=RANK_SPECIFIC,
         source="Triton 3.x (fp8e4nv needs SM 8.9+), raised through vLLM/SGLang attention kernels",
-        covers=(("Triton 2.1", "Triton 3.5"),),
+        covers=(("Triton 3.x", "3rd-party reports (vLLM issue 39133)"),),
     ),
     FailurePattern(
         kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
@@ -205,7 +211,7 @@ EVENT_PATTERNS: tuple[FailurePattern, ...] = (
         rank=RANK_SPECIFIC,
         source="nvidia-container-cli requirement check (containerd/CRI-O 'failed to create containerd task' Event)",
         extractors=(extractor("requiredCudaVersion", r"cuda>=" + NUM, "float"),),
-        covers=(("nvidia-container-toolkit 1.0", "1.17"),),
+        covers=(("nvidia-container-cli", "3rd-party reports"),),
     ),
 )
 """Patterns run over the pod's Event messages."""

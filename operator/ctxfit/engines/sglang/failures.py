@@ -112,8 +112,7 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
     ),
     FailurePattern(
         kind=FailureKind.INVALID_PARALLELISM,
-        markers=("must be divisible by moe_ep_size", "must be divisible by moe_tp_size",
-                 "tp_size must be divisible by number of nodes"),
+        markers=("must be divisible by moe_",),
         rank=RANK_ROOT,
         source="SGLang 0.5.4 model_executor/model_runner.py (MoE EP/TP split); 0.3.6-0.5.4 server_args.py (nodes)",
         extractors=PARALLELISM_EXTRACTORS,

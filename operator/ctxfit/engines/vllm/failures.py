@@ -166,9 +166,9 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
     ),
     FailurePattern(
         kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
-        markers=("KV cache is not supported by the", "does not support fp8 kv-cache", "does not support FP8 kv-cache",
-                 "does not support FP8 KV cache"),
+        markers=("not supported by the", "does not support fp8", "does not support FP8", "requires SM89"),
         rank=RANK_ROOT,
+        requires_any=("KV cache", "kv cache", "kv-cache", "kv_cache_dtype", "KV dtype", "fp8e4nv"),
         source="vLLM 0.18+ per-backend KV dtype checks ('FP8 KV cache is not supported by the X [attention] backend "
         "... requires SM89+'); FlashAttention backends without FP8 (flash_attn_supports_fp8() false, i.e. not SM90): "
         "V0 attention/backends/flash_attn.py 'does not support FP8 kv-cache', V1 v1/attention/backends/flash_attn.py "
@@ -176,16 +176,8 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         covers=(("0.6.0", "0.18.x"), ("0.33.0", "0.33.x")),
     ),
     FailurePattern(
-        kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
-        markers=("not supported by the", "requires SM89", "requires SM 8.9", "not valid for this configuration"),
-        rank=RANK_SPECIFIC,
-        source="vLLM attention selector / backends: any backend refusing the KV cache dtype",
-        requires_any=("KV cache", "kv cache", "kv-cache", "kv_cache_dtype", "KV dtype"),
-        covers=(("0.17.0", "0.33.x"),),
-    ),
-    FailurePattern(
         kind=FailureKind.MAMBA_CACHE_TOO_SMALL,
-        markers=("exceeds available Mamba cache blocks", "Mamba cache blocks"),
+        markers=("Mamba cache blocks",),
         rank=RANK_ROOT,
         source="vLLM 0.2x-0.33 config/compilation.py / v1/worker/gpu_model_runner.py (hybrid models)",
         requires_any=("max_num_seqs", "max-num-seqs", "decode sequence"),
@@ -198,8 +190,9 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
     ),
     FailurePattern(
         kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
-        markers=("Insufficient space in /dev/shm",),
+        markers=("Insufficient space in ",),
         rank=RANK_SPECIFIC,
+        requires_any=("/dev/shm",),
         source="vLLM 0.28-0.31 KV offload / shared-memory message queue /dev/shm capacity check ('N MiB required, "
         "M MiB free' [3rd-party reports]); main after PR 50358: 'A/B MiB required, C MiB free' on the next line",
         context_lines=1,
@@ -229,15 +222,12 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
     ),
     FailurePattern(
         kind=FailureKind.INVALID_PARALLELISM,
-        markers=(
-            "must be divisible by tensor parallel size",
-            "must be divisible by pipeline parallel size",
-            "is greater than the number of experts",
-        ),
+        markers=("must be divisible by tensor parallel size",),
         rank=RANK_ROOT,
-        source="vLLM 0.1-0.33 config.py / config/model.py verify_with_parallel_config; model files (experts)",
+        source="vLLM config.py verify_with_parallel_config (0.2-0.6 ValueError, read in copies of config.py); "
+        "0.10+ config/model.py pydantic 'Value error, ...' (issue 52435, a 2026 release); model files (experts)",
         extractors=PARALLELISM_EXTRACTORS,
-        covers=(("0.1.0", "0.33.x"),),
+        covers=(("0.2.0", "0.6.x"), ("0.10.0", "issue 52435 (2026)")),
     ),
     FailurePattern(
         kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,

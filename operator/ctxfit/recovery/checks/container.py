@@ -88,11 +88,12 @@ def check_shared_memory_too_small(ctx: PolicyContext) -> Decision | None:
         return None
     current = ctx.current.shm_bytes
     request = int(number_of(ctx, "requestedBytes") or 0)
-    free = number_of(ctx, "freeBytes")
-    held = max(0, current - int(free)) if request and free is not None and free <= current else 0
+    free_number = ctx.failure.numbers.get("freeBytes")
+    free = int(free_number) if isinstance(free_number, int | float) and 0 <= free_number <= current else None
+    held = current - free if request and free is not None else 0
     asked = f" (a {request:,}-byte segment failed)" if request else ""
     if held:
-        asked = f" ({request:,} bytes required with {int(free):,} free: others hold {held:,})"
+        asked = f" ({request:,} bytes required with {free:,} free: others hold {held:,})"
     head = f"/dev/shm of {bytes_to_quantity(current)} is too small{asked}"
     size = min(max(SHM_MINIMUM, 2 * current, round_up_size(request + held) if request else 0), MAX_HOST_BYTES)
     sizes = sorted({s for s in (size, min(2 * size, MAX_HOST_BYTES)) if s > current})

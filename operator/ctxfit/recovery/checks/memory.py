@@ -93,7 +93,7 @@ def check_no_kv_cache_memory(ctx: PolicyContext) -> Decision | None:
     raised, arithmetic = sized_raise(ctx, value, ceiling)
     candidates = [(ctx.current.model_copy(update={field: v}),
                    f"{head}; raising it to {v:g} ({arithmetic})" if i == 0 else f"{head}; raising it to {v:g} "
-                   f"(the sized step {raised[0]:g} is ruled out by an earlier failure)")
+                   f"(the sized step {raised[0]:g} already failed or is ruled out by an earlier failure)")
                   for i, v in enumerate(raised)]
     return propose(ctx, "NoKVCacheMemory", candidates, head)
 
@@ -118,7 +118,7 @@ def check_static_memory_too_small(ctx: PolicyContext) -> Decision | None:
     raised, arithmetic = sized_raise(ctx, failing, FRACTION_CEILING)
     candidates = [(ctx.current.model_copy(update={field: v}),
                    f"{head}; raising it to {v:g} ({arithmetic})" if i == 0 else f"{head}; raising it to {v:g} "
-                   f"(the sized step {raised[0]:g} is ruled out by an earlier failure)")
+                   f"(the sized step {raised[0]:g} already failed or is ruled out by an earlier failure)")
                   for i, v in enumerate(raised)]
     return propose(ctx, "StaticMemoryTooSmall", candidates, head)
 
