@@ -175,7 +175,7 @@ WORDINGS = [
             "OSError: acme/privat-model is not a local folder and is not a valid model identifier listed on "
             "'https://huggingface.co/models'\nIf this is a private repository, make sure to pass a token having "
             "permission to this repo", SGLANG),
-    Wording("hf-private-404", K.MODEL_ACCESS_DENIED,
+    Wording("hf-private-404", K.MODEL_NOT_FOUND,  # issue 11: a 404 (repo or revision) is ModelNotFound
             "huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error. Repository Not Found for url: "
             "https://huggingface.co/acme/private/resolve/main/config.json."),
 ]

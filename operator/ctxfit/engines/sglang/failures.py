@@ -142,9 +142,5 @@ PHASE_MARKERS: tuple[PhaseMarker, ...] = (
 )
 """Where SGLang is in its start-up, for CUDA OOMs without their own message."""
 
-from .rejections import CONTEXT_REJECTION_PATTERNS  # noqa: E402 - kept apart, see rejections.py
-
-FAILURE_PATTERNS = FAILURE_PATTERNS + CONTEXT_REJECTION_PATTERNS
-
 WORDING_COVERAGE: tuple[WordingCoverage, ...] = coverage_table(FAILURE_PATTERNS)
 """Which SGLang versions each pattern's wording was checked against: (kind, first marker, version ranges)."""
