@@ -104,8 +104,10 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
     ),
     FailurePattern(
         kind=FailureKind.KV_CACHE_TOO_SMALL,
-        # "tokens) ... (" keeps other programs' "exceeds the maximum allowed length" messages out
-        markers=("tokens) exceeds the maximum allowed length (",),
+        # SGLang's "Input length (N[ tokens]) exceeds ..." only: other programs' messages with the same words
+        # ("Username exceeds the maximum allowed length (24)") stay out
+        markers=("exceeds the maximum allowed length (",),
+        requires_any=("Input length (",),
         rank=RANK_HINT,
         source="SGLang 0.4.3-0.5.4 managers/utils.py validate_input_length (max_req_input_len)",
         extractors=(extractor("estimatedMaxContextLength", r"maximum allowed length \(" + NUM),),
