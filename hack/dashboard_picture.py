@@ -79,17 +79,18 @@ def render_svg(dashboard: dict[str, Any], source: str) -> str:
     """The dashboard's layout as an SVG document (see the module docstring)."""
     panels = dashboard["panels"]
     height = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in panels) * ROW_PX + CAPTION_PX + GAP
-    caption = (f"{escape(dashboard['title'])}: panel layout from {source}, drawn by "
-               "hack/dashboard_picture.py with SAMPLE DATA (not a screenshot, not a real cluster)")
+    caption = f"{escape(dashboard['title'])}: SAMPLE DATA, not a screenshot, not a real cluster"
+    origin = f"panel layout from {escape(source)}, drawn by hack/dashboard_picture.py"
     body = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
             f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif">',
             "<style>.panel{fill:#181b1f;stroke:#2c3235}.title{fill:#d8d9da;font-size:13px}"
             ".kind{fill:#6e7175;font-size:11px}.row{fill:#d8d9da;font-size:15px;font-weight:bold}"
             ".stat{fill:#73bf69;font-size:34px;font-weight:bold}.line{fill:none;stroke-width:1.6}"
             ".grid{stroke:#2c3235}.thead{fill:#8e9194;font-size:11px}.cell{fill:#ccccdc;font-size:11px}"
-            ".caption{fill:#ff780a;font-size:13px}</style>",
+            ".caption{fill:#ff780a;font-size:13px}.origin{fill:#8e9194;font-size:12px}</style>",
             f'<rect width="{WIDTH}" height="{height}" fill="#111217"/>',
-            f'<text x="8" y="26" class="caption">{caption}</text>']
+            f'<text x="8" y="18" class="caption">{caption}</text>',
+            f'<text x="8" y="36" class="origin">{origin}</text>']
     for panel in panels:
         body += _panel_svg(panel)
     return "\n".join([*body, "</svg>"]) + "\n"
