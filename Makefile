@@ -19,8 +19,10 @@ install:
 bins:
 	bash hack/k8s-bins.sh
 
+# DEMO_ARGS: extra hack/demo.py arguments, e.g. DEMO_ARGS="--dir /tmp/demo --once"
+DEMO_ARGS ?=
 demo: install bins
-	$(PYTHON) hack/demo.py
+	$(PYTHON) hack/demo.py $(DEMO_ARGS)
 
 lint:
 	ruff check operator tests bench hack

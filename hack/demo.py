@@ -12,6 +12,11 @@
 5. keeps running (so you can ``export KUBECONFIG=DIR/kubeconfig`` and look around) until Ctrl-C, then
    stops the operator and the cluster (exactly the processes it started) and removes the data.
 
+Stopping: SIGINT, SIGTERM or SIGHUP (handlers installed explicitly, so a SIGINT ignored by a
+non-interactive parent shell still works), or the ``make`` that started us being told to stop
+(``hack/parentwatch.py``: make waits for its children on SIGINT without passing it on). A second
+signal during the teardown is ignored, so the teardown always completes.
+
 ``--once`` tears down right after printing (CI smoke test).
 """
 
@@ -34,6 +39,7 @@ ROOT = HACK.parent
 sys.path.insert(0, str(HACK))
 
 import ctxfit_cluster as cc  # noqa: E402
+from parentwatch import FATAL, ParentWatch  # noqa: E402
 
 CRD = ROOT / "crds" / "inferenceservers.ctxfit.io.yaml"
 
@@ -125,10 +131,14 @@ def main(argv: list[str] | None = None) -> int:
 
     def on_signal(signum: int, _frame: object) -> None:
         nonlocal stopping
+        if stopping:  # already tearing down: let it finish
+            return
         stopping = True
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, on_signal)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    watch = ParentWatch().start()
     say("Kubernetes binaries (first run builds them from the Go module proxy: ~10 min, with progress)")
     bin_dir = cc.find_bin_dir()
     cluster = cc.Cluster(args.dir, bin_dir=bin_dir)
@@ -164,14 +174,16 @@ def main(argv: list[str] | None = None) -> int:
         print()
         return 0
     finally:
+        stopping = True
+        watch.stop()
         say("tearing down")
         if operator is not None:
             operator.stop()
             print("  operator stopped")
         cluster.stop()
         print(f"  cluster stopped, data removed (logs kept in {cluster.logs_dir})")
-        if stopping:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for sig in FATAL:
+            signal.signal(sig, signal.SIG_DFL)
 
 
 if __name__ == "__main__":

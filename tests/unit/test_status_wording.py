@@ -146,3 +146,22 @@ def test_near_maximum_warning_only_when_memory_bounds_the_maximum() -> None:
     tight = _plan(_kimi(target=near))
     assert tight.context_length == near
     assert [r for r in tight.reasons if NEAR_MAX in r]
+
+
+@pytest.mark.parametrize("name", ["kimi-128k.yaml", "glm5-200k.yaml", "dsv4-flash-512k.yaml"])
+@pytest.mark.parametrize("target", [4096, 32768, 131072, 200000, 262144, 524288, 1048576])
+def test_budget_fits_never_contradicts_itself(name: str, target: int) -> None:
+    body = spec(name, target=target)
+    body["context"]["minimum"] = min(body["context"].get("minimum") or 4096, target)
+    out = converge(snapshot(body), SETTINGS, never)
+    fits = out.status.condition(ConditionType.BUDGET_FITS)
+    assert fits is not None and fits.message
+    if fits.status == "True":
+        assert fits.reason in (Reason.FITS, Reason.FITS_BELOW_TARGET)
+        assert "does not fit" not in fits.message and "is not enough" not in fits.message
+        assert out.status.context_length is not None
+        assert (fits.reason is Reason.FITS) == (out.status.context_length >= target)
+        assert fits.message.startswith(f"context {out.status.context_length} fits")
+    else:
+        assert fits.reason in (Reason.DOES_NOT_FIT, Reason.INVALID_SPEC)
+        assert out.status.phase is Phase.FAILED

@@ -231,11 +231,8 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
 
 API_VERSION_DESCRIPTION = f"Versioned schema of this object: `{API_GROUP}/{API_VERSION}`."
 KIND_DESCRIPTION = f"The REST resource this object represents: `{KIND}`."
-METADATA_DESCRIPTION = (
-    "Standard object metadata "
-    "(https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata)."
-)
-"""Descriptions of the top-level keys, worded as in the Kubernetes API conventions."""
+"""Descriptions of the top-level keys, worded as in the Kubernetes API conventions. ``metadata`` gets none:
+the API server rejects a CRD whose schema specifies anything for it but name and generateName."""
 
 
 def build_crd() -> dict[str, Any]:
@@ -274,7 +271,7 @@ def build_crd() -> dict[str, Any]:
                             "properties": {
                                 "apiVersion": {"type": "string", "description": API_VERSION_DESCRIPTION},
                                 "kind": {"type": "string", "description": KIND_DESCRIPTION},
-                                "metadata": {"type": "object", "description": METADATA_DESCRIPTION},
+                                "metadata": {"type": "object"},
                                 "spec": spec_schema,
                                 "status": _status_schema(),
                             },

@@ -226,6 +226,7 @@ class EffectiveStatus(WireModel):
         """Every key present (null where not applicable), as ``EffectiveConfig.to_wire``."""
         return self.model_dump(by_alias=True, mode="json")
 
+
 class Attempt(WireModel):
     """One start of the engine with one effective configuration.
 

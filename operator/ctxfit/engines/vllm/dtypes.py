@@ -5,7 +5,7 @@ Rules, each from the wheels' attention backends:
   ("type fp8e4nv not supported in this architecture"); fp8_e5m2 still works there.
 - MLA + fp8 on SM 12.x: vLLM <= 0.17 has no fp8 MLA path (Triton MLA ``NotImplementedError
   ("TritonMLA V1 with FP8 KV cache not yet supported")``; 0.17 ``supported_kv_cache_dtypes =
-  ["auto","bfloat16"]``); 0.18+ supports it (vLLM PR #34597).
+  ["auto","bfloat16"]``); 0.18+ supports it (https://github.com/vllm-project/vllm/pull/34597).
 - Sparse MLA (DSA indexer) on SM 12.x in 0.33: FLASHINFER_MLA_SPARSE_SM120 forces ``fp8_ds_mla``.
 - DeepSeek-V3.2 style (indexer) models with an fp8 request use ``fp8_ds_mla`` (0.11 and 0.17 rewrite).
 - ``fp8_ds_mla`` applies only to MLA models with an indexer.

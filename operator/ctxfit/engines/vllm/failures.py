@@ -5,7 +5,7 @@ Sources (docs/engine-memory.md A.1, A.3, A.4, E; read in the published wheels un
   ``kv_cache_planning.py``): "To serve at least one request with the models's max seq len (N),
   (X GiB KV cache is needed, which is larger than the available KV cache memory (Y GiB).
   [Based on the available memory, the estimated maximum model length is E.] Try ...". "models's" up to
-  0.20, "model's" in 0.30+; the estimate since vLLM PR 16168 (absent in 0.8.x).
+  0.20, "model's" in 0.30+; the estimate since https://github.com/vllm-project/vllm/pull/16168 (absent in 0.8.x).
 - V0 0.4 - 0.6 ``worker/worker.py::raise_if_cache_size_invalid`` [3rd-party copy]: "The model's max
   seq len (N) is larger than the maximum number of tokens that can be stored in KV cache (E)."
 - "No available memory for the cache blocks." (V0 and V1, all versions).

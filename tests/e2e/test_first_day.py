@@ -1,0 +1,45 @@
+# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
+"""A user's first day against the real API server: `kubectl explain` documents every field, `describe`
+of a vLLM server shows no `<nil>` field, and the operator logs its decisions per server."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from .test_operator_kit import (  # noqa: F401 - api, crd, op are fixtures
+    OperatorProcess,
+    ServerClient,
+    api,
+    condition,
+    crd,
+    manifest,
+    op,
+)
+
+
+def test_kubectl_explain_documents_the_fields(cluster: Any, crd: Path) -> None:
+    out = cluster.kubectl("explain", "inferenceservers.spec.context.minimum")
+    assert "<no description>" not in out and "Smallest useful context (tokens)" in out
+    out = cluster.kubectl("explain", "inferenceservers.status.effective.memFractionStatic")
+    assert "SGLang only" in out
+    out = cluster.kubectl("explain", "inferenceservers.spec", "--recursive")
+    assert "<no description>" not in out
+
+
+def test_vllm_server_status_has_no_nil_and_logs_decisions(op: OperatorProcess, api: ServerClient,
+                                                          namespace: str) -> None:
+    api.create(manifest("kimi-128k.yaml"))
+    server = api.wait_phase("kimi-k25", "Ready")
+    assert "memFractionStatic" not in server["status"]["effective"]
+    assert all("memFractionStatic" not in a["effective"] for a in server["status"]["attempts"])
+    fits = condition(server, "BudgetFits")
+    assert fits["reason"] == "Fits" and "does not fit" not in fits["message"]
+    describe = subprocess.run([str(api.kubectl_bin), "describe", "infsrv", "kimi-k25", "-n", namespace],
+                              capture_output=True, text=True, check=True, env=api.env).stdout
+    assert "<nil>" not in describe and "Mem Fraction Static" not in describe
+    log = op.log_path.read_text()
+    for line in ("planned context 131072", "started attempt 1 with context 131072",
+                 "Ready: attempt 1 serves context 131072"):
+        assert f"[{namespace}/kimi-k25] {line}" in log, log[-3000:]
