@@ -176,9 +176,9 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         meta = body["metadata"]
         old, problem = read_status(body.get("status"))
         if problem is not None:  # stored status is input: never trusted past the spec's bounds
+            body = rt.kube.replace_status(body, old.to_wire())
             rt.kube.post_event(body, "Warning", Reason.INVALID_STATUS.value,
                                f"stored status discarded ({problem}); planning again from the spec")
-            body = rt.kube.replace_status(body, old.to_wire())
             meta = body["metadata"]
         snap = Snapshot(
             name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
