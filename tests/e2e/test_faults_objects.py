@@ -170,7 +170,7 @@ def test_service_refused_by_the_api_server_is_surfaced(op: OperatorProcess, api:
     cond = _rejections(server)
     assert cond is not None and cond["reason"] == "ObjectRejected"
     assert "Service base" in cond["message"] and "exceeded quota" in cond["message"], cond
-    warnings = [e for e in api.events("base") if e["reason"] == "ObjectRejected"]
+    warnings = api.wait(lambda: [e for e in api.events("base") if e["reason"] == "ObjectRejected"], "the Event")
     assert warnings and warnings[0]["type"] == "Warning" and "exceeded quota" in warnings[0]["message"]
     assert api.deployment("base") is not None  # the engine runs; only its Service is missing
     # the simulated engine becomes Ready: the server must still not claim to serve
@@ -200,7 +200,8 @@ def test_deployment_refused_by_the_api_server_is_surfaced(op: OperatorProcess, a
     cond = _rejections(server)
     assert cond is not None and "Deployment base" in cond["message"] and "exceeded quota" in cond["message"]
     assert condition(server, "Ready")["status"] == "False"
-    assert any(e["reason"] == "ObjectRejected" and e["type"] == "Warning" for e in api.events("base"))
+    api.wait(lambda: any(e["reason"] == "ObjectRejected" and e["type"] == "Warning" for e in api.events("base")),
+             "the Warning Event")
     assert api.deployment("base", missing_ok=True) is None
 
 
