@@ -59,8 +59,8 @@ tolerations = st.lists(st.fixed_dictionaries({}, optional={
     "effect": st.sampled_from(["NoSchedule", "PreferNoSchedule", "NoExecute"]),
     "tolerationSeconds": st.integers(-10, 10**6)}), max_size=3)
 images = st.one_of(st.text(IMAGE_CHARS, min_size=1, max_size=60),
-                   st.sampled_from(["vllm/vllm-openai:v0.11.0", "Vllm/Up:tag", "reg.io:5000/a/b:c", "a@sha256:" + "f" * 64,
-                                    "a:b:c", "localhost/x", "x:" + "t" * 129]))
+                   st.sampled_from(["vllm/vllm-openai:v0.11.0", "Vllm/Up:tag", "reg.io:5000/a/b:c",
+                                    "a@sha256:" + "f" * 64, "a:b:c", "localhost/x", "x:" + "t" * 129]))
 versions = st.one_of(st.text(string.ascii_letters + string.digits + ".-+_$() ", min_size=1, max_size=20),
                      st.sampled_from(["0.11.0", "v0.5.4.post1", "1.2.3-rc.1", "1.2", "0.11.0+cu128"]))
 args = st.lists(st.one_of(st.sampled_from(["--max-model-len", "--port=1", "--host", "-tp", "--enable-prefix-caching",
