@@ -88,6 +88,8 @@ REFUSED_AT_ADMISSION = {
     "image-shell": (variant("spec.engine.image", "vllm/vllm-openai:$(id)"), "spec.engine.image"),
     "cpu-1e30": (variant("spec.resources", {"cpu": "1e30"}), "resources.cpu"),
     "cpu-negative": (variant("spec.resources", {"cpu": "-1"}), "resources.cpu"),
+    "gpu-product": (variant("spec.gpu.product", "NVIDIA H100 (80GB)"), "spec.gpu.product"),
+    "annotation-huge": (variant("spec.pod", {"annotations": {"a": "x" * 300000}}), "spec.pod.annotations.a"),
     "memory-huge": (variant("spec.resources", {"memory": "1e30"}), "resources.memory"),
     # class 4: operator-faults.md section 6 and variants in both spellings and both engines
     "args-section-6": (variant("spec.engine.args", ["--max-model-len", "1048576", "--port", "9999",

@@ -94,6 +94,11 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
         engine["args"] = draw(args)
     if draw(st.booleans()):
         spec["resources"] = {"cpu": draw(quantities)}
+    if draw(st.booleans()):
+        spec["gpu"]["product"] = draw(st.sampled_from(["NVIDIA-H100-80GB-HBM3", "NVIDIA H100", "x" * 64, "-x"]))
+    if draw(st.booleans()):
+        pod.setdefault("annotations", {})["big"] = "x" * draw(st.sampled_from([10, 3072, 3073, 300000]))
+        spec["pod"] = pod
     return obj
 
 

@@ -24,6 +24,7 @@ from .validation import (
     IMAGE_REFERENCE_MAX,
     LABEL_VALUE,
     LABEL_VALUE_MAX,
+    MAX_ANNOTATION_VALUE,
     MAX_ANNOTATIONS,
     MAX_ARG_LENGTH,
     MAX_ARGS,
@@ -171,7 +172,7 @@ class GPUSpec(WireModel):
     """GPUs per replica. ``product`` is the GFD ``nvidia.com/gpu.product`` label; ``memory`` overrides it."""
 
     count: Annotated[int, Field(ge=1, le=64)]
-    product: str | None = None
+    product: Annotated[str, Field(max_length=LABEL_VALUE_MAX, pattern=LABEL_VALUE)] | None = None
     memory: Quantity | None = None
 
     @field_validator("memory")
@@ -258,7 +259,8 @@ class PodSpecOverrides(WireModel):
 
     labels: Annotated[dict[str, Annotated[str, Field(max_length=LABEL_VALUE_MAX, pattern=LABEL_VALUE)]],
                       Field(max_length=MAX_LABELS)] = Field(default_factory=dict)
-    annotations: Annotated[dict[str, str], Field(max_length=MAX_ANNOTATIONS)] = Field(default_factory=dict)
+    annotations: Annotated[dict[str, Annotated[str, Field(max_length=MAX_ANNOTATION_VALUE)]],
+                           Field(max_length=MAX_ANNOTATIONS)] = Field(default_factory=dict)
     tolerations: Annotated[list[Toleration], Field(max_length=MAX_TOLERATIONS)] = Field(default_factory=list)
 
     @field_validator("labels", "annotations")

@@ -57,6 +57,9 @@ MAX_ARG_LENGTH = 1024
 MAX_ENV = 128
 MAX_LABELS = 64
 MAX_ANNOTATIONS = 64
+MAX_ANNOTATION_VALUE = 3072
+"""64 values of 3 KiB plus keys stay under the API server's 256 KiB total for a pod's annotations
+(apimachinery ``ValidateAnnotationsSize``, ``TotalAnnotationSizeLimitB``) with room for ctxfit's own."""
 MAX_TOLERATIONS = 32
 CPU_MIN = "1m"
 CPU_MAX = "4096"
