@@ -98,6 +98,7 @@ REFUSED_AT_ADMISSION = {
     "args-port-equals": (variant("spec.engine.args", ["--port=9999"]), "use spec.serving.port"),
     "args-underscore": (variant("spec.engine.args", ["--gpu_memory_utilization", "0.99"]),
                         "spec.memory.gpuMemoryUtilization"),
+    "args-abbreviated": (variant("spec.engine.args", ["--max-model", "1048576"]), "--max-model-len is set by ctxfit"),
     "args-tp-short": (variant("spec.engine.args", ["-tp", "2"]), "spec.parallelism.tensor"),
     "args-sglang": (variant("spec.engine", {"kind": "sglang", "args": ["--context-length=1000000"]}),
                     "--context-length is set by ctxfit"),

@@ -234,6 +234,12 @@ def test_every_flag_an_engine_renders_is_managed(engine: EngineKind) -> None:
     (["--max-model-len-x"], "vllm", None),
     (["--enable-prefix-caching"], "vllm", None),
     (["--model-path", "x"], "sglang", "--model-path"),
+    (["--max-model", "5"], "vllm", "--max-model-len"),
+    (["--gpu_memory=0.99"], "vllm", "--gpu-memory-utilization"),
+    (["--context-len", "1"], "sglang", "--context-length"),
+    (["--max", "1"], "vllm", None),  # too short to be taken for a managed flag (ambiguous for argparse)
+    (["--enable-eplb"], "vllm", None),
+    (["--data-parallel-rank", "1"], "vllm", None),
 ], ids=lambda v: str(v))
 def test_managed_flags_both_spellings(args: list[str], engine: str, flag: str | None) -> None:
     found = managed_flag_in(args, engine)
