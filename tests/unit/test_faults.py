@@ -259,3 +259,15 @@ def test_managed_flags_are_unique_per_engine() -> None:
     for engine in EngineKind:
         names = [n for f in MANAGED_FLAGS if engine.value in f.engines for n in f.names]
         assert len(names) == len(set(names)), engine
+
+
+def test_an_unexpected_error_logs_its_traceback_once(caplog: pytest.LogCaptureFixture) -> None:
+    class Exploding(FakeKube):
+        def replace_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+            raise RuntimeError("boom")
+
+    rt = runtime(Exploding(server()))
+    for _ in range(3):
+        reconcile(rt, "ns", "kimi-k25", (RTX,), ())
+    tracebacks = [r for r in caplog.records if r.exc_info]
+    assert len(tracebacks) == 1 and sum("failed again" in r.getMessage() for r in caplog.records) == 2

@@ -214,7 +214,10 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         return Result(ERROR_RETRY_SECONDS, conflict=True)
     except Exception as exc:  # noqa: BLE001 - an operator must not crash-loop on one bad object
         rt.metrics.reconcile_errors.labels(type(exc).__name__).inc()
-        logger.exception("reconcile %s/%s failed", namespace, name)
+        if rt.rejections.first_error((namespace, name), f"{type(exc).__name__}: {exc}"):
+            logger.exception("reconcile %s/%s failed", namespace, name)
+        else:  # the same error again: one line, not a traceback every pass
+            logger.warning("reconcile %s/%s failed again: %s: %s", namespace, name, type(exc).__name__, exc)
         return Result(ERROR_RETRY_SECONDS * 2, conflict=True)
     finally:
         rt.metrics.reconcile_duration.observe(time.monotonic() - started)
