@@ -363,6 +363,8 @@ def _granted(run: OperatorRun) -> set[tuple[str, str, str, str]]:
     for role in run.rendered:
         if role["kind"] not in ("Role", "ClusterRole"):
             continue
+        if role["metadata"].get("labels", {}).get("ctxfit.io/role-for") == "users":
+            continue  # ctxfit-edit/ctxfit-view are bound to people, not to the operator's ServiceAccount
         ns = role["metadata"].get("namespace", "*")
         for rule in role["rules"]:
             for group in rule["apiGroups"]:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from ctxfit.vocab.text import clean_text
 from hypothesis import given
 from hypothesis import strategies as st
+
+REPO = Path(__file__).resolve().parents[2]
 
 CASES = [
     ("\x1b[31mCUDA out of memory\x1b[0m", "CUDA out of memory"),
@@ -44,3 +47,21 @@ def test_output_is_printable_utf8_and_idempotent(raw: str | bytes) -> None:
     assert all(ch in "\n\t" or (ord(ch) >= 0x20 and not 0x7f <= ord(ch) <= 0x9f) for ch in out)
     assert clean_text(out) == out
     json.dumps(out, ensure_ascii=False).encode("utf-8")
+
+
+def test_diagnose_cli_prints_no_escape_sequences(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The CLI side of class 8: a hostile message file is classified and printed without its escapes."""
+    from ctxfit.cli import main
+
+    server = tmp_path / "server.yaml"
+    server.write_text((REPO / "manifests" / "kimi-128k.yaml").read_text())
+    message = tmp_path / "message.txt"
+    message.write_bytes(b"\x1b]0;owned\x07\x1b[31mtorch.OutOfMemoryError: CUDA out of memory.\x1b[0m Tried to allocate "
+                        b"2.00 GiB\x00\xff\xfe\r\n")
+    for output in ("table", "json"):
+        code = main(["diagnose", "-f", str(server), "--message-file", str(message), "-o", output])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        assert "\x1b" not in out and "\x00" not in out and "owned" not in out and "\ufffd" not in out
+        assert "\\u001b" not in out and "\\u0000" not in out
+        assert "OutOfMemoryError" in out

@@ -25,6 +25,7 @@ from .validation import (
     IMAGE_REFERENCE_MAX,
     LABEL_VALUE,
     LABEL_VALUE_MAX,
+    MAX_ANNOTATION_VALUE,
     MAX_ANNOTATIONS,
     MAX_ARG_LENGTH,
     MAX_ARGS,
@@ -244,7 +245,7 @@ class GPUSpec(WireModel):
 
     count: Annotated[int, Field(ge=1, le=64)]
     """GPUs per replica (1-64); must equal tensor x pipeline x data parallelism. Requested as `nvidia.com/gpu`."""
-    product: str | None = None
+    product: Annotated[str, Field(max_length=LABEL_VALUE_MAX, pattern=LABEL_VALUE)] | None = None
     """GPU product as GPU Feature Discovery labels nodes (`nvidia.com/gpu.product`, e.g. `NVIDIA-H100-80GB-HBM3`); pods
     are pinned to it. Unset: the planner uses the eligible node's label.
     """
@@ -384,7 +385,8 @@ class PodSpecOverrides(WireModel):
     """Labels added to the engine pod template (ctxfit's own labels win on conflict); keys are qualified names,
     values Kubernetes label values (<= 63 characters).
     """
-    annotations: Annotated[dict[str, str], Field(max_length=MAX_ANNOTATIONS)] = Field(default_factory=dict)
+    annotations: Annotated[dict[str, Annotated[str, Field(max_length=MAX_ANNOTATION_VALUE)]],
+                           Field(max_length=MAX_ANNOTATIONS)] = Field(default_factory=dict)
     """Annotations added to the engine pod template."""
     tolerations: Annotated[list[Toleration], Field(max_length=MAX_TOLERATIONS)] = Field(default_factory=list)
     """Tolerations added to the engine pod (e.g. for tainted GPU nodes), Kubernetes Toleration objects."""

@@ -57,6 +57,9 @@ MAX_ARG_LENGTH = 1024
 MAX_ENV = 128
 MAX_LABELS = 64
 MAX_ANNOTATIONS = 64
+MAX_ANNOTATION_VALUE = 3072
+"""64 values of 3 KiB plus keys stay under the API server's 256 KiB total for a pod's annotations
+(apimachinery ``ValidateAnnotationsSize``, ``TotalAnnotationSizeLimitB``) with room for ctxfit's own."""
 MAX_TOLERATIONS = 32
 CPU_MIN = "1m"
 CPU_MAX = "4096"
@@ -114,14 +117,37 @@ MANAGED_FLAGS: tuple[ManagedFlag, ...] = (
 checks that every flag an engine renders is listed here."""
 
 
+ABBREVIATION_MIN_CHARS = 5
+"""Shortest abbreviation of a long flag (after ``--``) treated as that flag. Both engines parse with
+argparse's default ``allow_abbrev=True`` (vLLM ``FlexibleArgumentParser(ArgumentParser)`` in
+``vllm/utils/argparse_utils.py`` does not turn it off; SGLang ``sglang/srt/server_args.py`` uses
+``argparse.ArgumentParser``), so ``--max-model 5`` sets ``--max-model-len``. A shorter prefix is either
+ambiguous (argparse refuses it) or another flag."""
+
+
+def _chars(text: str) -> str:
+    return "".join("[-_]" if ch == "-" else re.escape(ch) for ch in text)
+
+
+def _prefixes(body: str) -> str:
+    """``body`` or any prefix of it at least ``ABBREVIATION_MIN_CHARS`` long, as nested optional groups."""
+    fixed = min(len(body), ABBREVIATION_MIN_CHARS)
+    pattern = ""
+    for ch in reversed(body[fixed:]):
+        pattern = f"({_chars(ch)}{pattern})?"
+    return _chars(body[:fixed]) + pattern
+
+
 def flag_pattern(names: tuple[str, ...]) -> str:
-    """RE2/Rust pattern matching an argument that sets one of ``names``: ``--flag``, ``--flag=v`` and vLLM's
-    underscore spelling ``--flag_name`` (vLLM ``FlexibleArgumentParser`` turns ``_`` into ``-``)."""
+    """RE2/Rust pattern matching an argument that sets one of ``names``: ``--flag``, ``--flag=v``, vLLM's
+    underscore spelling ``--flag_name`` (vLLM ``FlexibleArgumentParser.parse_args`` turns ``_`` into ``-``)
+    and argparse abbreviations of long flags (``--max-model``); single-dash aliases (``-tp``) exactly."""
     alternatives = []
     for name in names:
-        dashes = len(name) - len(name.lstrip("-"))
-        body = name[dashes:].replace("-", "[-_]")
-        alternatives.append("-" * dashes + body)
+        if name.startswith("--"):
+            alternatives.append("--" + _prefixes(name[2:]))
+        else:
+            alternatives.append("-" + _chars(name[1:]))
     return "^(" + "|".join(alternatives) + ")(=.*)?$"
 
 

@@ -51,8 +51,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def fail(message: str, code: int = EXIT_INVALID) -> int:
-    """Print one error line on stderr and return ``code``."""
-    print(f"ctxfit: error: {message}", file=sys.stderr)
+    """Print one error line on stderr (terminal escapes and controls removed: it may quote input) and return
+    ``code``."""
+    from ctxfit.vocab.text import clean_text
+
+    print(f"ctxfit: error: {clean_text(message)}", file=sys.stderr)
     return code
 
 

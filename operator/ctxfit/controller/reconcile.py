@@ -224,9 +224,9 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         meta = body["metadata"]
         old, problem = read_status(body.get("status"))
         if problem is not None:  # stored status is input: never trusted past the spec's bounds
+            body = rt.kube.replace_status(body, old.to_wire())
             rt.kube.post_event(body, "Warning", Reason.INVALID_STATUS.value,
                                f"stored status discarded ({problem}); planning again from the spec")
-            body = rt.kube.replace_status(body, old.to_wire())
             meta = body["metadata"]
         spec_dict = body.get("spec") or {}
         snap = Snapshot(
@@ -272,7 +272,10 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         return Result(ERROR_RETRY_SECONDS, conflict=True)
     except Exception as exc:  # noqa: BLE001 - an operator must not crash-loop on one bad object
         rt.metrics.reconcile_errors.labels(type(exc).__name__).inc()
-        logger.exception("reconcile %s/%s failed", namespace, name)
+        if rt.rejections.first_error((namespace, name), f"{type(exc).__name__}: {exc}"):
+            logger.exception("reconcile %s/%s failed", namespace, name)
+        else:  # the same error again: one line, not a traceback every pass
+            logger.warning("reconcile %s/%s failed again: %s: %s", namespace, name, type(exc).__name__, exc)
         return Result(ERROR_RETRY_SECONDS * 2, conflict=True)
     finally:
         rt.metrics.reconcile_duration.observe(time.monotonic() - started)

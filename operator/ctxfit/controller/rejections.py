@@ -38,6 +38,8 @@ REJECTED_STATUSES = frozenset({400, 403, 422})
 """HTTP codes of a refusal that retrying the same request cannot fix by itself (Invalid, Forbidden, BadRequest)."""
 RETRY_SECONDS = 10.0
 RETRY_MAX_SECONDS = 300.0
+"""Backoff of a refused object: doubling from 10 s to 300 s, the shape of client-go's
+``workqueue.NewItemExponentialFailureRateLimiter`` (slower start: a refusal needs a person to act)."""
 
 Key = tuple[str, str]
 
@@ -95,6 +97,7 @@ class RejectionBook:
     base_seconds: float = RETRY_SECONDS
     max_seconds: float = RETRY_MAX_SECONDS
     _entries: dict[tuple[Key, str], _Entry] = field(default_factory=dict)
+    _errors: dict[Key, str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def wait(self, key: Key, kind: str, obj: dict[str, Any] | None, now: float) -> float:
@@ -129,6 +132,15 @@ class RejectionBook:
         with self._lock:
             for entry_key in [k for k in self._entries if k[0] == key]:
                 del self._entries[entry_key]
+            self._errors.pop(key, None)
+
+    def first_error(self, key: Key, text: str) -> bool:
+        """Remember an unexpected reconcile error; True when it differs from the last one of ``key`` (log its
+        traceback once, not on every retry)."""
+        with self._lock:
+            new = self._errors.get(key) != text
+            self._errors[key] = text
+        return new
 
 
 def is_rejected(status: InferenceServerStatus) -> bool:
