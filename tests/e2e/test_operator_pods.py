@@ -225,7 +225,7 @@ def test_hand_edits_are_reverted(api: ServerClient, op: OperatorProcess, cluster
     patch = [{"op": "replace", "path": "/spec/template/spec/containers/0/args", "value": args}]
     cluster.kubectl("patch", "deployment", "llama", "-n", namespace, "--type=json", "-p", json.dumps(patch))
     api.wait(lambda: engine_container(api, "llama")["args"] == want["args"], "args reverted", timeout=10)
-    api.wait(lambda: any(e["reason"] == "DriftReverted" and "args" in e["message"] for e in api.events("llama")),
+    api.wait(lambda: any(e["reason"] == "DriftReverted" and "999999 -> 32768" in e["message"] for e in api.events("llama")),
              "DriftReverted Event for args", timeout=10)
     cluster.kubectl("set", "image", "deployment/llama", "engine=other/image:latest", "-n", namespace)
     api.wait(lambda: engine_container(api, "llama")["image"] == want["image"], "image reverted", timeout=10)
