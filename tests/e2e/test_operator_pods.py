@@ -9,7 +9,9 @@ afterwards, so deleting or cordoning them, or filling their GPUs, touches no oth
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -219,14 +221,16 @@ def test_hand_edits_are_reverted(api: ServerClient, op: OperatorProcess, cluster
     api.create(base())
     api.wait_phase("llama", "Ready")
     api.wait(lambda: api.service("llama"), "Service")
+    op.settle(2)
+    assert not [e for e in api.events("llama") if e["reason"] == "DriftReverted"], "no false drift"
     want = engine_container(api, "llama")
     args = list(want["args"])
     args[args.index("--max-model-len") + 1] = "999999"
     patch = [{"op": "replace", "path": "/spec/template/spec/containers/0/args", "value": args}]
     cluster.kubectl("patch", "deployment", "llama", "-n", namespace, "--type=json", "-p", json.dumps(patch))
     api.wait(lambda: engine_container(api, "llama")["args"] == want["args"], "args reverted", timeout=10)
-    api.wait(lambda: any(e["reason"] == "DriftReverted" and "args" in e["message"] for e in api.events("llama")),
-             "DriftReverted Event for args", timeout=10)
+    api.wait(lambda: any(e["reason"] == "DriftReverted" and "999999 -> 32768" in e["message"]
+                         for e in api.events("llama")), "DriftReverted Event for args", timeout=10)
     cluster.kubectl("set", "image", "deployment/llama", "engine=other/image:latest", "-n", namespace)
     api.wait(lambda: engine_container(api, "llama")["image"] == want["image"], "image reverted", timeout=10)
     api.wait(lambda: any(e["reason"] == "DriftReverted" and "other/image:latest" in e["message"]
@@ -307,3 +311,23 @@ def test_failed_by_node_loss_before_the_fix_recovers(api: ServerClient, cluster:
     assert [(a["number"], a["outcome"]) for a in server["status"]["attempts"]] == [
         (1, "Superseded"), (2, "Superseded"), (3, "Succeeded")]
     assert any(e["reason"] == "Reopened" for e in api.events("llama"))
+
+
+def test_what_the_api_server_stores_is_not_drift(api: ServerClient, namespace: str) -> None:
+    """Every golden rendering, created with a server-side dry run (the API server's defaults and canonical
+    quantities applied), compares equal to itself: no false drift, so no revert loop."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+    from ctxfit.controller.drift import drifted, live_deployment, owned_service_port
+    from ctxfit.render import render_deployment, render_service
+    from test_render import CASES, render_input
+
+    for case in CASES:
+        inp = dataclasses.replace(render_input(case), namespace=namespace)
+        want = render_deployment(inp)
+        stored = api.apps.api_client.sanitize_for_serialization(
+            api.apps.create_namespaced_deployment(namespace, want, dry_run="All"))
+        assert drifted(want, live_deployment(stored, "engine"), "engine") == [], case
+        service = render_service(inp)
+        stored_service = api.core.api_client.sanitize_for_serialization(
+            api.core.create_namespaced_service(namespace, service, dry_run="All"))
+        assert owned_service_port(stored_service, inp.name) == inp.spec.serving.port, case

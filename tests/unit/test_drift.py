@@ -106,6 +106,11 @@ def test_drift_description_names_fields_and_images() -> None:
     view = live_deployment(live, ENGINE)
     text = describe_drift(drifted(want, view, ENGINE), want, view, ENGINE)
     assert "args" in text and "'other/image:latest' ->" in text and _container(want)["image"] in text
+    assert "args --max-model-len 999999 -> " in text, text
+    extra = stored(want)
+    _container(extra)["args"].append("--enforce-eager")
+    view = live_deployment(extra, ENGINE)
+    assert "args removed --enforce-eager" in describe_drift(drifted(want, view, ENGINE), want, view, ENGINE)
 
 
 def test_replica_failure_only_for_the_observed_generation() -> None:

@@ -215,8 +215,9 @@ def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, se
     if cur is None or cur.outcome not in (AttemptOutcome.RUNNING, AttemptOutcome.SUCCEEDED):
         return
     node_names = {n.name for n in snap.nodes}
-    digest = _desired_digest(snap, spec, out, settings, cache)
-    pods, gone = attempt_pods(snap.pods, snap.name, cur.number, digest, node_names)
+    candidates = [p for p in snap.pods if p.attempt == cur.number]  # render the template only when needed
+    digest = _desired_digest(snap, spec, out, settings, cache) if candidates else None
+    pods, gone = attempt_pods(candidates, snap.name, cur.number, digest, node_names)
     failed = next((p for p in pods if p.failed), None)
     if failed is None and cur.outcome is AttemptOutcome.RUNNING:
         for pod in pods:

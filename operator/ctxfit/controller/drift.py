@@ -122,15 +122,29 @@ def drifted(desired: Mapping[str, Any], live: LiveDeployment, container_name: st
 def describe_drift(changed: list[str], desired: Mapping[str, Any], live: LiveDeployment,
                    container_name: str) -> str:
     """One line for the Event: which fields were reverted, with the image values when the image changed."""
+    container = _engine_container(((desired.get("spec") or {}).get("template") or {}).get("spec") or {},
+                                  container_name)
     parts = []
     for key in changed:
+        name = key.split(".", 1)[1]
+        want, have = container.get(name), live.fields.get(key)
         if key == "container.image":
-            want = _engine_container(((desired.get("spec") or {}).get("template") or {}).get("spec") or {},
-                                     container_name).get("image")
-            parts.append(f"image {live.fields.get(key)!r} -> {want!r}")
+            parts.append(f"image {have!r} -> {want!r}")
+        elif key in ("container.args", "container.command") and isinstance(want, list) and isinstance(have, list):
+            parts.append(f"{name} {_list_change(have, want)}")
         else:
-            parts.append(key.split(".", 1)[1])
+            parts.append(name)
     return ", ".join(parts)
+
+
+def _list_change(have: list[Any], want: list[Any]) -> str:
+    """The first difference of two argument lists, with the flag before it: ``--max-model-len 999999 -> 32768``."""
+    for index, (old, new) in enumerate(zip(have, want, strict=False)):
+        if old != new:
+            flag = f"{want[index - 1]} " if index and str(want[index - 1]).startswith("-") else ""
+            return f"{flag}{old} -> {new}"
+    longer, extra = (have, "removed") if len(have) > len(want) else (want, "restored")
+    return f"{extra} {' '.join(str(a) for a in longer[min(len(have), len(want)):])}"
 
 
 def owned_service_port(service: Mapping[str, Any], server: str) -> int | None:
