@@ -92,6 +92,14 @@ def test_storage_not_read_renders_without_a_cache() -> None:
     assert out.deployment is not None and "initContainers" not in out.deployment["spec"]["template"]["spec"]
 
 
+def test_a_failed_storage_class_list_keeps_the_cache_in_force() -> None:
+    first = started(spec())
+    again = converge(snap(spec(), first.status, storage=None, claim=bound(), deployment=applied(first)), SETTINGS,
+                     never)
+    assert again.deployment is None, "same pod template"
+    assert again.status.model == first.status.model
+
+
 def test_downloading_phase_shows_elapsed_time_and_bytes() -> None:
     first = started(spec())
     log = "ctxfit-download: 120000000000 of 595000000000 bytes\n"
