@@ -25,6 +25,7 @@ from ctxfit.api import API_GROUP, API_VERSION, PLURAL
 from ctxfit.render import SERVER_LABEL
 from ctxfit.render.labels import MANAGED_BY
 
+from .claims import ClaimsApi
 from .kube import Kube, load_api_client, service_port
 from .leader import LeaderElector
 from .metrics import Metrics
@@ -89,7 +90,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     kube = Kube(api_client, instance=identity)
     metrics = Metrics()
     metrics.serve(cfg.metrics_port)
-    runtime = Runtime(settings=cfg, kube=kube, metrics=metrics,
+    runtime = Runtime(settings=cfg, kube=kube, metrics=metrics, claims=ClaimsApi(kube),
                       event_pool=ThreadPoolExecutor(max_workers=2, thread_name_prefix="ctxfit-events"),
                       defer_status_after_create=True)
     state: State
