@@ -216,6 +216,13 @@ def observe_download(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, ca
         _weights_cached(out, "False", Reason.DOWNLOAD_RETRYING, message, now, snap.generation)
         out.requeue(DOWNLOAD_RECHECK_SECONDS)
         return True
+    if dl.state == "waiting" and dl.started_at is None:  # not started: scheduling, or the claim binding
+        claim = snap.claim if snap.claim is not None and snap.claim.name == cache.claim_name else None
+        why = (f"claim {claim.name} is {claim.phase or 'not bound'}" if claim is not None and claim.phase != "Bound"
+               else f"pod {pod.name} is {pod.phase or 'Pending'}")
+        _weights_cached(out, "False", Reason.DOWNLOADING, f"download not started yet: {why}", now, snap.generation)
+        out.requeue(DOWNLOAD_RECHECK_SECONDS)
+        return True
     elapsed = _seconds(dl.started_at or pod.created, snap.now)
     progress = parse_progress(snap.download_log(pod)) if snap.download_log is not None else None
     shown = ""
