@@ -59,6 +59,43 @@ def download_stages() -> list[dict[str, Any]]:
     return [it for it in items if isinstance(it, dict)]
 
 
+KEEP_INIT_TIMES = (
+    '{{ $initName := .name }}{{ $initStart := $now }}{{ $initEnd := $now }}'
+    '{{ range ( or $.status.initContainerStatuses list ) }}{{ if eq .name $initName }}'
+    '{{ $initStart = dig "state" "terminated" "startedAt" $now . }}'
+    '{{ $initEnd = dig "state" "terminated" "finishedAt" $now . }}'
+    '{{ end }}{{ end }}'
+)
+"""Template prefix for one init container: its recorded start/end when it already terminated (else now)."""
+
+
+def keep_download_times(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The engine stages, with their init-container statuses keeping the times a simulated download
+    recorded (they otherwise write ``now`` for both, and ``status.model.downloadSeconds`` would read 0).
+
+    Rewrites, inside each ``initContainerStatuses`` range of a stage's status template, the terminated
+    ``startedAt``/``finishedAt`` of ``$now``. Stages without such a block are returned unchanged.
+    """
+    start = "initContainerStatuses:"
+    for stage in stages:
+        template = (stage.get("spec", {}).get("next") or {}).get("statusTemplate")
+        if not isinstance(template, str) or start not in template:
+            continue
+        head, tail = template.split(start, 1)
+        opener = "{{ range .spec.initContainers }}"
+        if opener not in tail:
+            continue
+        before, block = tail.split(opener, 1)
+        body, after = block.split("{{ end }}\n", 1) if "{{ end }}\n" in block else (block, "")
+        if "terminated:" not in body:
+            continue
+        body = body.replace("finishedAt: {{ $now | Quote }}", "finishedAt: {{ $initEnd | Quote }}")
+        body = body.replace("startedAt: {{ $now | Quote }}", "startedAt: {{ $initStart | Quote }}")
+        stage["spec"]["next"]["statusTemplate"] = (head + start + before + opener + KEEP_INIT_TIMES + body
+                                                   + ("{{ end }}\n" + after if after or block.endswith("\n") else ""))
+    return stages
+
+
 def with_download(obj: dict[str, Any], *, delay_ms: int | None = None, message: str | None = None,
                   exit_code: int | None = None, fail_below_bytes: int | None = None) -> dict[str, Any]:
     """Set the simulated download's fate on an InferenceServer's pod template (spec.pod.annotations)."""

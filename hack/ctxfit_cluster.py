@@ -435,7 +435,7 @@ def kwok_config(bin_dir: Path) -> str:
         pod_ready,
         stock_stage(bin_dir, "pod/fast/pod-complete.yaml"),
         stock_stage(bin_dir, "pod/fast/pod-delete.yaml"),
-        *sim_stages(pod_ready),
+        *cluster_storage.keep_download_times(sim_stages(pod_ready)),
         *cluster_storage.download_stages(),
     ]
     return yaml.dump_all(docs, Dumper=_LiteralDumper, sort_keys=False, width=1000)
