@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import cluster_storage
 import yaml
 
 HACK_DIR = Path(__file__).resolve().parent
@@ -434,7 +435,8 @@ def kwok_config(bin_dir: Path) -> str:
         pod_ready,
         stock_stage(bin_dir, "pod/fast/pod-complete.yaml"),
         stock_stage(bin_dir, "pod/fast/pod-delete.yaml"),
-        *sim_stages(pod_ready),
+        *cluster_storage.keep_download_times(sim_stages(pod_ready)),
+        *cluster_storage.download_stages(),
     ]
     return yaml.dump_all(docs, Dumper=_LiteralDumper, sort_keys=False, width=1000)
 
@@ -753,6 +755,7 @@ class Cluster:
                 "--kube-api-qps=500",
                 "--kube-api-burst=1000",
                 "--concurrent-gc-syncs=10",
+                *cluster_storage.CONTROLLER_MANAGER_FLAGS,
                 "--v=1",
             ],
         )
@@ -816,6 +819,7 @@ class Cluster:
             60,
             "serviceaccount default/default",
         )
+        cluster_storage.install_storage(self)
 
     def _write_kubeconfig(self) -> None:
         kc = {

@@ -7,8 +7,11 @@
 2. starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok GPU nodes
    (hack/ctxfit_cluster.py) in DIR (default ~/.cache/ctxfit/cluster/demo);
 3. installs crds/inferenceservers.ctxfit.io.yaml, runs the operator (``python -m ctxfit.controller``,
-   log in DIR/logs/operator.log), applies the manifest and waits until it is Ready (or Failed);
-4. prints ``kubectl get infsrv``, the server's conditions and ``ctxfit plan -f MANIFEST``;
+   log in DIR/logs/operator.log), applies the manifest (with a simulated ``DOWNLOAD_MS`` download of
+   the weights into the server's claim, hack/cluster_storage.py) and waits until it is Ready (or Failed),
+   printing the Downloading step on the way;
+4. prints ``kubectl get infsrv``, the server's conditions, its claim (``kubectl get pvc``), the
+   ``model-download`` init container and ``ctxfit plan -f MANIFEST``;
 5. keeps running (so you can ``export KUBECONFIG=DIR/kubeconfig`` and look around) until Ctrl-C, then
    stops the operator and the cluster (exactly the processes it started) and removes the data.
 
@@ -39,9 +42,14 @@ ROOT = HACK.parent
 sys.path.insert(0, str(HACK))
 
 import ctxfit_cluster as cc  # noqa: E402
+from cluster_storage import with_download  # noqa: E402
 from parentwatch import FATAL, ParentWatch  # noqa: E402
 
 CRD = ROOT / "crds" / "inferenceservers.ctxfit.io.yaml"
+DOWNLOAD_MS = 6000
+"""The simulated download of the weights (kwok has no network): long enough to see the Downloading phase."""
+DOWNLOAD_LOG = "ctxfit-download: 212400000000 of 595000000000 bytes\n"
+"""What the download's log shows at that moment (served by kwok as every container's log in the demo)."""
 
 
 def say(text: str) -> None:
@@ -90,12 +98,17 @@ class Operator:
 
 
 def wait_settled(cluster: cc.Cluster, name: str, timeout: float) -> str:
-    """Wait until the server's phase is Ready or Failed; returns the phase (or the last one seen)."""
+    """Wait until the server's phase is Ready or Failed; returns the phase (or the last one seen).
+
+    Prints each new phase with the server's message (so the Downloading step shows)."""
     deadline = time.monotonic() + timeout
-    phase = ""
+    phase, shown = "", ""
     while time.monotonic() < deadline:
-        proc = cluster.kubectl_proc("get", "infsrv", name, "-o", "jsonpath={.status.phase}")
-        phase = proc.stdout.strip()
+        proc = cluster.kubectl_proc("get", "infsrv", name, "-o", "jsonpath={.status.phase}|{.status.message}")
+        phase, _, message = proc.stdout.strip().partition("|")
+        if phase and phase != shown:
+            print(f"  {name}: {phase}: {message}")
+            shown = phase
         if phase in ("Ready", "Failed"):
             return phase
         time.sleep(0.5)
@@ -111,8 +124,18 @@ def show(cluster: cc.Cluster, manifest: Path, name: str) -> None:
         print(f"  {cond['type']:<11} {cond['status']:<7} {cond['reason']}: {cond.get('message', '')}")
     if status.get("endpoint"):
         print(f"  endpoint: {status['endpoint']}")
+    if status.get("model"):
+        print(f"  model: {json.dumps(status['model'])}")
     say("kubectl get deploy,pods -l ctxfit.io/server=" + name)
     print(cluster.kubectl("get", "deploy,pods", "-l", f"ctxfit.io/server={name}", "-o", "wide"), end="")
+    say("kubectl get pvc (the weights cache, reused by every attempt)")
+    print(cluster.kubectl("get", "pvc", "-o", "wide"), end="")
+    pods = json.loads(cluster.kubectl("get", "pods", "-l", f"ctxfit.io/server={name}", "-o", "json"))["items"]
+    for pod in pods:
+        for init in pod.get("status", {}).get("initContainerStatuses", []):
+            state = init.get("state", {}).get("terminated") or {}
+            print(f"  {pod['metadata']['name']} init container {init['name']}: {state.get('reason', '?')} "
+                  f"{state.get('startedAt', '')} -> {state.get('finishedAt', '')}")
     say(f"ctxfit plan -f {manifest.relative_to(ROOT) if manifest.is_relative_to(ROOT) else manifest}")
     subprocess.run([sys.executable, "-m", "ctxfit.cli", "plan", "-f", str(manifest)], cwd=ROOT, check=False)
 
@@ -157,8 +180,10 @@ def main(argv: list[str] | None = None) -> int:
         say("running the operator (python -m ctxfit.controller)")
         operator = Operator(cluster.kubeconfig, cluster.logs_dir / "operator.log")
         operator.wait_healthy()
-        say(f"kubectl apply -f {manifest.name}")
-        print(cluster.kubectl("apply", "-f", str(manifest)), end="")
+        say(f"kubectl apply -f {manifest.name} (simulated download: {DOWNLOAD_MS / 1000:.0f} s)")
+        cluster.set_default_logs(DOWNLOAD_LOG, DOWNLOAD_LOG)
+        obj = with_download(yaml.safe_load(manifest.read_text()), delay_ms=DOWNLOAD_MS)
+        print(cluster.kubectl("apply", "-f", "-", input=json.dumps(obj)), end="")
         phase = wait_settled(cluster, name, args.timeout)
         print(f"  {name}: {phase}")
         show(cluster, manifest, name)

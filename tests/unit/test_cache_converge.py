@@ -92,6 +92,14 @@ def test_storage_not_read_renders_without_a_cache() -> None:
     assert out.deployment is not None and "initContainers" not in out.deployment["spec"]["template"]["spec"]
 
 
+def test_a_failed_storage_class_list_keeps_the_cache_in_force() -> None:
+    first = started(spec())
+    again = converge(snap(spec(), first.status, storage=None, claim=bound(), deployment=applied(first)), SETTINGS,
+                     never)
+    assert again.deployment is None, "same pod template"
+    assert again.status.model == first.status.model
+
+
 def test_downloading_phase_shows_elapsed_time_and_bytes() -> None:
     first = started(spec())
     log = "ctxfit-download: 120000000000 of 595000000000 bytes\n"
@@ -248,3 +256,14 @@ def test_unknown_download_error_repeating_goes_to_the_policy() -> None:
     assert [a.outcome.value for a in st.attempts] == ["Failed", "Running"]
     assert st.attempts[1].effective == st.attempts[0].effective, "Unknown retries the same configuration"
     assert RTX.product == st.node_product
+
+
+def test_a_download_that_has_not_started_says_what_it_waits_for() -> None:
+    first = started(spec())
+    waiting = replace(pod(1), download=DownloadView("waiting", None, None, 0, None, None, "", "kimi-weights"),
+                      phase="Pending")
+    pending = ClaimView("kimi-weights", KIMI_CLAIM, "Pending", "standard", None)
+    out = converge(snap(spec(), first.status, claim=pending, pods=(waiting,)), SETTINGS, never)
+    cached = out.status.condition(ConditionType.WEIGHTS_CACHED)
+    assert cached is not None and "claim kimi-weights is Pending" in cached.message
+    assert out.status.phase is not None and out.status.phase.value == "Starting"

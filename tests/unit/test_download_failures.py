@@ -197,3 +197,22 @@ def test_cache_modes_are_exclusive() -> None:
         kimi(cache={"emptyDir": {}, "hostPath": {"path": "/x"}})
     with pytest.raises(ValueError, match="exactly one"):
         kimi(cache={})
+
+
+@pytest.mark.parametrize("text,kind,permanent", [
+    (CASES["gated-new-hub"][0], "ModelAccessDenied", True),
+    (CASES["repo-not-found-v1"][0], "ModelNotFound", True),
+    (CASES["requests-503"][0], "DownloadInterrupted", False),
+], ids=["gated", "not-found", "503"])
+def test_diagnose_cli_knows_download_failures(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str,
+                                              kind: str, permanent: bool) -> None:
+    from ctxfit.cli import main
+
+    message = tmp_path / "message.txt"
+    message.write_text(text, encoding="utf-8")
+    code = main(["diagnose", "-f", str(REPO / "manifests" / "kimi-128k.yaml"), "--message-file", str(message),
+                 "-o", "json"])
+    doc = __import__("json").loads(capsys.readouterr().out)
+    assert doc["failure"]["kind"] == kind and doc["permanent"] is permanent
+    if not permanent:
+        assert code == 0 and doc["next"]["contextLength"] == 131072, "same configuration, no step-down"

@@ -219,3 +219,33 @@ def test_owned_objects_enqueue_their_server_only_when_what_is_compared_changes()
     call("MODIFIED", service, "services")
     call("DELETED", service, "services")
     assert added == [("ns", "kimi")] * 7
+
+
+class FakeClaims:
+    """``ClaimsApi`` with a default StorageClass; records claim writes in the FakeKube's call list."""
+
+    def __init__(self, kube: FakeKube) -> None:
+        self.kube = kube
+
+    def storage(self) -> Any:
+        from ctxfit.controller.cache_view import StorageView
+
+        return StorageView("standard", {"standard": False})
+
+    def get_claim(self, namespace: str, name: str) -> None:
+        self.kube.calls.append(f"get-claim:{name}")
+
+    def apply_claim(self, claim: dict[str, Any], *, exists: bool) -> None:
+        self.kube.calls.append(f"apply:{claim['kind']}:{claim['metadata']['name']}")
+
+    def delete_claim(self, namespace: str, name: str) -> None:
+        self.kube.calls.append(f"delete-claim:{name}")
+
+
+def test_the_cache_claim_is_created_before_the_deployment() -> None:
+    kube = FakeKube(server())
+    rt = runtime(kube)
+    rt.claims = FakeClaims(kube)  # type: ignore[assignment]
+    reconcile(rt, "ns", "kimi-k25", (RTX,), ())
+    assert kube.calls[:3] == ["get-claim:kimi-k25-weights", "apply:PersistentVolumeClaim:kimi-k25-weights",
+                              "apply:Deployment"]

@@ -193,3 +193,13 @@ def test_readme_shows_the_real_plan_output() -> None:
         return [line.rstrip() for line in text.strip().splitlines()]
 
     assert norm(shown) == norm(out.stdout)
+
+
+def test_plan_prints_the_weights_cache_and_its_size() -> None:
+    out = run_cli("plan", "-f", "manifests/kimi-128k.yaml")
+    assert "weights cache: volumeClaimTemplate: claim kimi-k25-weights of 615Gi" in out.stdout
+    doc = json.loads(run_cli("plan", "-f", "manifests/kimi-128k.yaml", "-o", "json").stdout)
+    assert doc["cache"]["mode"] == "volumeClaimTemplate" and doc["cache"]["sizeBytes"] == 615 * (1 << 30)
+    bare = json.loads(run_cli("plan", "-f", "manifests/kimi-128k.yaml", "-o", "json",
+                              "--no-default-storage-class").stdout)
+    assert bare["cache"]["mode"] == "emptyDir" and "every attempt downloads" in bare["cache"]["note"]

@@ -15,8 +15,9 @@ import sys
 import yaml
 from pydantic import ValidationError
 
-from ctxfit.api import GiB
+from ctxfit.api import GiB, InferenceServerSpec, bytes_to_quantity
 from ctxfit.budget.planner import Plan, plan
+from ctxfit.render.cache import CacheVolume, checkpoint_bytes, describe_cache, resolve_cache
 from ctxfit.vocab.inputs import PlanInputError
 
 from . import EXIT_DOES_NOT_FIT, EXIT_OK, fail
@@ -34,13 +35,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--calibration", help="a calibration table (ctxfit calibrate --save, or the operator's "
                         "ConfigMap) applied to the KV pool")
+    parser.add_argument(
+        "--no-default-storage-class", action="store_true",
+        help="plan the weights cache for a cluster without a default StorageClass (emptyDir)",
+    )
+
+
+def plan_cache(spec: InferenceServerSpec, result: Plan, name: str, has_default_storage_class: bool) -> tuple[
+        CacheVolume, str, dict[str, object]]:
+    """The weights cache the operator would use: (volume, why, ``-o json`` ``cache`` object)."""
+    checkpoint = checkpoint_bytes(spec, result.per_gpu.weights_bytes)
+    cache, _, note = resolve_cache(spec, server=name, has_default_storage_class=has_default_storage_class,
+                                   checkpoint=checkpoint)
+    doc: dict[str, object] = {"mode": cache.mode.value, "claimName": cache.claim_name, "sizeBytes": cache.size_bytes,
+                              "size": bytes_to_quantity(cache.size_bytes) if cache.size_bytes else None,
+                              "checkpointBytes": checkpoint, "downloads": cache.downloads, "note": note}
+    return cache, note, doc
 
 
 def _gib(n: int) -> str:
     return f"{n / GiB:.2f}"
 
 
-def render_table(result: Plan, name: str) -> None:
+def render_table(result: Plan, name: str, cache_line: str = "") -> None:
     """Print the plan as rich tables: per-GPU budget, context, command line, reasons."""
     from rich.console import Console
     from rich.table import Table
@@ -76,6 +93,8 @@ def render_table(result: Plan, name: str) -> None:
     console.print(summary)
     if result.fits:
         console.print("command: " + " ".join([*result.engine_command, *result.engine_args]), soft_wrap=True)
+    if cache_line:
+        console.print(cache_line, soft_wrap=True)
     for reason in result.reasons:
         console.print(f"- {reason}", soft_wrap=True)
 
@@ -101,11 +120,12 @@ def run(args: argparse.Namespace) -> int:
         return fail("config.json: " + validation_message(exc))
     except (ValueError, TypeError, ArithmeticError, RecursionError) as exc:
         return fail(f"{type(exc).__name__}: {exc}".splitlines()[0])
+    cache, note, cache_doc = plan_cache(server.spec, result, server.metadata.name, not args.no_default_storage_class)
     if args.output == "json":
-        json.dump(result.to_json(), sys.stdout, indent=2)
+        json.dump(result.to_json() | {"cache": cache_doc}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif args.output == "yaml":
-        yaml.safe_dump(result.to_json(), sys.stdout, sort_keys=False)
+        yaml.safe_dump(result.to_json() | {"cache": cache_doc}, sys.stdout, sort_keys=False)
     else:
-        render_table(result, server.metadata.name)
+        render_table(result, server.metadata.name, f"weights cache: {describe_cache(cache)}; {note}")
     return EXIT_OK if result.fits else EXIT_DOES_NOT_FIT

@@ -60,17 +60,21 @@ def _weights_bytes(out: Outcome) -> int | None:
 
 def resolve(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str,
             default_cache: str = "auto") -> CacheVolume | None:
-    """The cache in force (None when the StorageClasses were not read: render without a cache).
+    """The cache in force (None when the StorageClasses were never read: render without a cache).
 
     ``default_cache`` (``Settings.default_cache``): ``auto`` applies the default rule, ``emptyDir`` never
-    creates a claim for a server without ``spec.model.cache``.
+    creates a claim for a server without ``spec.model.cache``. When the StorageClasses cannot be read this
+    time, the mode already in ``status.model`` stays (a failed list must not change the pod template).
     """
-    if snap.storage is None:
-        return None
     st = out.status
     old = st.model
+    if snap.storage is None and old is None:
+        return None
     checkpoint = checkpoint_bytes(spec, _weights_bytes(out))
-    has_default = snap.storage.default_class is not None and default_cache == "auto"
+    if snap.storage is not None:
+        has_default = snap.storage.default_class is not None and default_cache == "auto"
+    else:
+        has_default = old is not None and old.cache is CacheMode.VOLUME_CLAIM_TEMPLATE
     owned = old is not None and old.cache is CacheMode.VOLUME_CLAIM_TEMPLATE
     cache, mode_spec, note = resolve_cache(spec, server=snap.name, has_default_storage_class=has_default,
                                            checkpoint=checkpoint, claim_name=old.claim_name if owned and old else None)
@@ -128,14 +132,14 @@ def _grow_claim(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, cache: 
                 now: str) -> str | None:
     """Grow the operator's full claim (same name when expandable, else the next name). None: cannot grow."""
     st = out.status
-    assert st.model is not None and cache.size_bytes is not None and snap.storage is not None
+    assert st.model is not None and cache.size_bytes is not None
     grown = grown_claim_bytes(cache.size_bytes, failure.numbers)
     template = spec.model.cache.volume_claim_template if spec.model.cache is not None else None
     class_name = template.storage_class_name if template is not None else None
     if grown is None:
         return None
     old_name = cache.claim_name or claim_name_for(snap.name)
-    if snap.storage.can_expand(class_name):
+    if snap.storage is not None and snap.storage.can_expand(class_name):
         name, how = old_name, "expanded in place (the StorageClass allows expansion)"
     else:
         generation = int(old_name.rsplit("-", 1)[1]) + 1 if old_name.rsplit("-", 1)[1].isdigit() else 2
@@ -210,6 +214,13 @@ def observe_download(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, ca
             out.events.append(EventNote("Warning", Reason.DOWNLOAD_RETRYING, message))
         mark_phase(out, Phase.DOWNLOADING, Reason.DOWNLOAD_RETRYING, message, now, snap.generation)
         _weights_cached(out, "False", Reason.DOWNLOAD_RETRYING, message, now, snap.generation)
+        out.requeue(DOWNLOAD_RECHECK_SECONDS)
+        return True
+    if dl.state == "waiting" and dl.started_at is None:  # not started: scheduling, or the claim binding
+        claim = snap.claim if snap.claim is not None and snap.claim.name == cache.claim_name else None
+        why = (f"claim {claim.name} is {claim.phase or 'not bound'}" if claim is not None and claim.phase != "Bound"
+               else f"pod {pod.name} is {pod.phase or 'Pending'}")
+        _weights_cached(out, "False", Reason.DOWNLOADING, f"download not started yet: {why}", now, snap.generation)
         out.requeue(DOWNLOAD_RECHECK_SECONDS)
         return True
     elapsed = _seconds(dl.started_at or pod.created, snap.now)

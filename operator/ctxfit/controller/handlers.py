@@ -27,6 +27,7 @@ from ctxfit.render import SERVER_LABEL
 from ctxfit.render.labels import MANAGED_BY
 
 from .calibration_store import CalibrationStore
+from .claims import ClaimsApi
 from .drift import owned_service_port
 from .kube import Kube, load_api_client
 from .leader import LeaderElector
@@ -94,7 +95,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     kube = Kube(api_client, instance=identity)
     metrics = Metrics()
     metrics.serve(cfg.metrics_port)
-    runtime = Runtime(settings=cfg, kube=kube, metrics=metrics,
+    runtime = Runtime(settings=cfg, kube=kube, metrics=metrics, claims=ClaimsApi(kube),
                       event_pool=ThreadPoolExecutor(max_workers=2, thread_name_prefix="ctxfit-events"),
                       defer_status_after_create=True,
                       calibration=CalibrationStore(kube, cfg.calibration_namespace, cfg.calibration_configmap)

@@ -31,7 +31,7 @@ from ctxfit.vocab.text import clean_lines, clean_text
 from . import rejections
 from .cache_view import ClaimView
 from .calibration_store import CalibrationStore
-from .claims import StorageCache, apply_claim, delete_claim, get_claim, storage
+from .claims import ClaimsApi
 from .converge import Outcome, Snapshot, converge
 from .decisions import decisions, log_decisions
 from .kube import Conflict, Kube
@@ -50,7 +50,8 @@ ERROR_RETRY_SECONDS = 5.0
 
 @dataclass
 class Runtime:
-    """What reconciles share (kept on kopf's ``memo``): settings, API wrapper, metrics, a bound on
+    """What reconciles share (kept on kopf's ``memo``): settings, API wrapper, the cache's claim calls
+    (``claims``; None: servers are rendered without a cache), metrics, a bound on
     concurrent Service creations (so they cannot hold every worker while Deployments wait), and an
     optional pool that posts Normal Events off the reconcile path (None: inline; Warnings are always
     posted inline, right after the status write that records them).
@@ -68,7 +69,7 @@ class Runtime:
     defer_status_after_create: bool = False
     rejections: RejectionBook = field(default_factory=RejectionBook)
     calibration: CalibrationStore | None = None
-    storage_cache: StorageCache = field(default_factory=StorageCache)
+    claims: ClaimsApi | None = None
 
 
 @dataclass(frozen=True)
@@ -130,10 +131,10 @@ DEFERRED = _Deferred()
 
 def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
     meta = body["metadata"]
-    if out.claim is not None:  # before the Deployment: its pods mount the claim
-        apply_claim(rt.kube, out.claim, exists=out.claim_exists)
-    if out.claim_delete is not None:
-        delete_claim(rt.kube, body["metadata"]["namespace"], out.claim_delete)
+    if rt.claims is not None and out.claim is not None:  # before the Deployment: its pods mount the claim
+        rt.claims.apply_claim(out.claim, exists=out.claim_exists)
+    if rt.claims is not None and out.claim_delete is not None:
+        rt.claims.delete_claim(body["metadata"]["namespace"], out.claim_delete)
     if out.deployment is not None:
         with refused("Deployment", meta["name"], out.deployment):
             rt.kube.apply(out.deployment, exists=snap.deployment is not None)
@@ -185,14 +186,16 @@ DOWNLOAD_LOG_LINES = 5
 def _claim(rt: Runtime, namespace: str, name: str, spec: dict[str, Any],
            old: InferenceServerStatus) -> ClaimView | None:
     """The cache's claim as it exists: the operator's, or the user's (None: absent, or no claim in this mode)."""
+    if rt.claims is None:
+        return None
     cache = (spec.get("model") or {}).get("cache") or {}
     user = (cache.get("persistentVolumeClaim") or {}).get("claimName")
     if user:  # the user's claim: read for its size (a full claim's message names it)
-        return get_claim(rt.kube, namespace, str(user))
+        return rt.claims.get_claim(namespace, str(user))
     if cache and "volumeClaimTemplate" not in cache:
         return None
     claim = old.model.claim_name if old.model is not None and old.model.claim_name else claim_name_for(name)
-    return get_claim(rt.kube, namespace, claim)
+    return rt.claims.get_claim(namespace, claim)
 
 
 class _Unknown:
@@ -232,7 +235,7 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         snap = Snapshot(
             name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
             spec=spec_dict, status=old, nodes=nodes, pods=pods, deployment=deployment,
-            service_port=service_port, now=datetime.now(UTC), storage=storage(rt.kube, rt.storage_cache),
+            service_port=service_port, now=datetime.now(UTC), storage=rt.claims.storage() if rt.claims else None,
             claim=_claim(rt, namespace, name, spec_dict, old),
             download_log=lambda pod: rt.kube.log_tail(namespace, pod.name, DOWNLOAD_CONTAINER, previous=False,
                                                       lines=DOWNLOAD_LOG_LINES),
