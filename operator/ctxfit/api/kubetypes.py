@@ -32,23 +32,31 @@ class KeyRef(WireModel):
     """``secretKeyRef`` / ``configMapKeyRef``: one key of a Secret or ConfigMap of the namespace."""
 
     name: ObjectName
+    """Name of the Secret or ConfigMap in the server's namespace."""
     key: ConfigKey
+    """Key within that Secret or ConfigMap."""
     optional: bool | None = None
+    """When true, a missing object or key leaves the variable unset instead of blocking the pod."""
 
 
 class FieldRef(WireModel):
     """``fieldRef``: a field of the pod (downward API)."""
 
     field_path: Annotated[str, Field(min_length=1, max_length=512, pattern=FIELD_PATH)]
+    """Pod field to expose, e.g. `metadata.name`, `status.podIP` (Kubernetes downward API)."""
     api_version: Literal["v1"] | None = None
+    """API version of the field path; only `v1`."""
 
 
 class ResourceFieldRef(WireModel):
     """``resourceFieldRef``: a limit or request of a container of the pod (downward API)."""
 
     resource: Annotated[str, Field(min_length=1, max_length=128, pattern=RESOURCE_FIELD)]
+    """Container resource to expose, e.g. `limits.memory`, `requests.cpu`."""
     container_name: Annotated[str, Field(max_length=63)] | None = None
+    """Container whose resource is read; unset: this container."""
     divisor: Annotated[str, Field(max_length=64, pattern=r"^[0-9]+(\.[0-9]+)?([numkMGTPE]|[KMGTPE]i)?$")] | None = None
+    """Quantity the value is divided by (`1Mi`); unset: 1."""
 
 
 class EnvVarSource(WireModel):
@@ -75,10 +83,15 @@ class Toleration(WireModel):
     """A pod toleration, as core/v1 ``Toleration``."""
 
     key: Annotated[str, Field(max_length=QUALIFIED_NAME_MAX, pattern=QUALIFIED_NAME)] | None = None
+    """Taint key tolerated; unset with operator Exists: every taint (the operator's policy may refuse that)."""
     operator: TolerationOperator | None = None
+    """`Equal` (default: key and value must match) or `Exists` (any value)."""
     value: Annotated[str, Field(max_length=LABEL_VALUE_MAX, pattern=LABEL_VALUE)] | None = None
+    """Taint value matched with operator Equal (a label value, <= 63 characters)."""
     effect: TaintEffect | None = None
+    """Taint effect tolerated: `NoSchedule`, `PreferNoSchedule` or `NoExecute`; unset: all."""
     toleration_seconds: int | None = None
+    """With effect NoExecute: seconds the pod stays bound after the taint appears; unset: forever."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Toleration:

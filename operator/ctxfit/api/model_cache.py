@@ -47,7 +47,9 @@ class TokenSecretRef(WireModel):
     """A key of a Secret in the server's namespace holding a Hugging Face token (gated/private models)."""
 
     name: Annotated[str, Field(min_length=1, max_length=253)]
+    """Secret in the server's namespace holding the Hugging Face token (rendered as `HF_TOKEN`)."""
     key: Annotated[str, Field(min_length=1, max_length=253)] = "token"
+    """Key of the token in that Secret."""
 
 
 def _read_write_once() -> list[AccessMode]:
@@ -58,9 +60,13 @@ class VolumeClaimTemplate(WireModel):
     """An operator-owned claim. ``size`` absent: checkpoint bytes x 1.1 + 5 GiB (``render.cache``)."""
 
     storage_class_name: Annotated[str, Field(min_length=1, max_length=253)] | None = None
+    """StorageClass of the operator-owned claim; unset: the cluster's default StorageClass."""
     access_modes: list[AccessMode] = Field(default_factory=_read_write_once)
+    """Access modes of the claim (`ReadWriteOnce` by default; `ReadWriteMany` to share across nodes)."""
     size: Quantity | None = None
+    """Claim size as a quantity (`700Gi`); unset: sized from the checkpoint bytes (see ctxfit.render.cache)."""
     retain: bool = False
+    """Keep the claim (and the downloaded weights) when the InferenceServer is deleted."""
 
     @field_validator("size")
     @classmethod
@@ -72,14 +78,18 @@ class UserClaim(WireModel):
     """The user's claim; ``readOnly: true`` = weights preloaded under ``subPath``, never downloaded."""
 
     claim_name: Annotated[str, Field(min_length=1, max_length=253)]
+    """Existing PersistentVolumeClaim in the server's namespace (e.g. a ReadWriteMany share holding weights)."""
     sub_path: str | None = None
+    """Directory inside the claim used as the Hugging Face cache; unset: the claim's root."""
     read_only: bool = False
+    """The weights are preloaded: mount read-only and never download."""
 
 
 class HostPathCache(WireModel):
     """A node-local directory used as the Hugging Face cache."""
 
     path: Annotated[str, Field(min_length=1, pattern=r"^/")]
+    """Absolute node-local directory used as the Hugging Face cache (kept on the node across attempts)."""
 
 
 class EmptyDirCache(WireModel):
