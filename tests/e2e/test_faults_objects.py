@@ -1,6 +1,6 @@
 # ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Issue 10, classes 1, 4, 5 and 8 on the real local control plane (reproductions from
-../shared/cases/operator-faults.md sections 1 and 6, the whitespace image of section 2, and variants).
+tests/fixtures/operator-faults.md sections 1 and 6, the whitespace image of section 2, and variants).
 
 1. Valid for the CRD, invalid for Kubernetes: refused at admission now (the API server's own message);
    what admission cannot see (a quota, a webhook) ends in ``ObjectsAccepted=False`` + a Warning Event
@@ -38,7 +38,7 @@ PRODUCT = "NVIDIA-H100-80GB-HBM3"
 
 
 def base(name: str = "base") -> dict[str, Any]:
-    """BASE of operator-faults.md: Llama-3.1-8B on one H100 (default node pool), vLLM, context 32768."""
+    """BASE of tests/fixtures/operator-faults.md: Llama-3.1-8B on one H100 (default node pool), vLLM, context 32768."""
     return {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceServer", "metadata": {"name": name},
         "spec": {
@@ -91,7 +91,7 @@ REFUSED_AT_ADMISSION = {
     "gpu-product": (variant("spec.gpu.product", "NVIDIA H100 (80GB)"), "spec.gpu.product"),
     "annotation-huge": (variant("spec.pod", {"annotations": {"a": "x" * 300000}}), "spec.pod.annotations.a"),
     "memory-huge": (variant("spec.resources", {"memory": "1e30"}), "resources.memory"),
-    # class 4: operator-faults.md section 6 and variants in both spellings and both engines
+    # class 4: tests/fixtures/operator-faults.md section 6 and variants in both spellings and both engines
     "args-section-6": (variant("spec.engine.args", ["--max-model-len", "1048576", "--port", "9999",
                                                     "--gpu-memory-utilization=0.99", "--host", "other"]),
                        "--max-model-len is set by ctxfit"),

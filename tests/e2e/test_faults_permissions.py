@@ -1,6 +1,6 @@
 # ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Issue 10, class 7 (who may do what) on the real local control plane, with impersonated users
-(the harness admin's kubeconfig + ``kubectl --as``), as in ../shared/cases/operator-faults.md section 8.
+(the harness admin's kubeconfig + ``kubectl --as``), as in tests/fixtures/operator-faults.md section 8.
 
 - The chart's ``ctxfit-edit``/``ctxfit-view`` ClusterRoles aggregate into ``edit``/``admin``/``view``: whoever
   may create pods in a namespace may create InferenceServers there, a viewer may only read them.

@@ -1,6 +1,6 @@
 # ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Readiness follows the pods, waiting is not failing, drift is reverted, pods are attributed by ownership
-(issue 10 classes 2, 3, 6; issue 9 item 9), on the local control plane (shared cases: operator-faults.md
+(issue 10 classes 2, 3, 6; issue 9 item 9), on the local control plane (tests/fixtures/operator-faults.md
 sections 2, 3, 4, 5, 7).
 
 Every test runs on its own A100 nodes (a product not in the default pool), added for the test and deleted
