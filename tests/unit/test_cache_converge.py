@@ -40,7 +40,10 @@ def downloading(attempt: int, state: str, *, claim: str = "kimi-weights", messag
     view = DownloadView(state, stamp(), stamp(finished) if finished is not None else None, restarts,
                         1 if state == "failed" else (0 if state == "succeeded" else None), "Error" if state == "failed"
                         else None, message, claim)
-    return replace(pod(attempt), download=view)
+    base = pod(attempt)
+    # the engine container starts only after the init containers finished (Kubernetes pod lifecycle)
+    engine_started = stamp(finished) if state == "succeeded" and finished is not None else None
+    return replace(base, download=view, facts=replace(base.facts, engine_started_at=engine_started))
 
 
 def bound(name: str = "kimi-weights", size: int = KIMI_CLAIM) -> ClaimView:
