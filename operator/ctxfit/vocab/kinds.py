@@ -63,6 +63,7 @@ PERMANENT_KINDS = frozenset(
         FailureKind.INVALID_PARALLELISM,
         FailureKind.CUDA_DRIVER_TOO_OLD,
         FailureKind.MODEL_ACCESS_DENIED,
+        FailureKind.MODEL_NOT_FOUND,
     }
 )
 """Kinds no configuration knob of ctxfit can fix: the policy stops at once (issue 9: configuration errors are
