@@ -242,10 +242,16 @@ class FakeClaims:
         self.kube.calls.append(f"delete-claim:{name}")
 
 
-def test_the_cache_claim_is_created_before_the_deployment() -> None:
+def test_the_cache_claim_follows_the_deployment_and_is_read_once_it_exists() -> None:
     kube = FakeKube(server())
     rt = runtime(kube)
     rt.claims = FakeClaims(kube)  # type: ignore[assignment]
+    first = reconcile(rt, "ns", "kimi-k25", (RTX,), ())
+    assert kube.calls[:2] == ["apply:Deployment", "apply:PersistentVolumeClaim:kimi-k25-weights"], \
+        "a fresh plan creates the claim without reading it first"
+    assert first.stored is not None
+    again = FakeKube(first.stored)
+    rt.claims = FakeClaims(again)  # type: ignore[assignment]
+    rt.kube = again  # type: ignore[assignment]
     reconcile(rt, "ns", "kimi-k25", (RTX,), ())
-    assert kube.calls[:3] == ["get-claim:kimi-k25-weights", "apply:PersistentVolumeClaim:kimi-k25-weights",
-                              "apply:Deployment"]
+    assert again.calls[0] == "get-claim:kimi-k25-weights"

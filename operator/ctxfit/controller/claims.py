@@ -57,16 +57,17 @@ class ClaimsApi:
         return claim_view(_json(rsp))
 
     def apply_claim(self, claim: dict[str, Any], *, exists: bool) -> None:
-        """Create the claim, or expand an existing one to the rendered request (a merge patch of the request)."""
+        """Create the claim (one that already exists is kept: the next pass reads it and expands it if it is
+        smaller), or expand an existing one to the rendered request (a merge patch of the request)."""
         meta = claim["metadata"]
         if not exists:
             try:
                 _release(self.core.create_namespaced_persistent_volume_claim(
                     meta["namespace"], cast(Any, claim), _preload_content=False))
-                return
             except ApiException as exc:
                 if exc.status != 409:
                     raise
+            return
         size = claim["spec"]["resources"]["requests"]["storage"]
         patch = {"spec": {"resources": {"requests": {"storage": size}}}}
         _release(self.core.patch_namespaced_persistent_volume_claim(

@@ -131,16 +131,19 @@ DEFERRED = _Deferred()
 
 def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
     meta = body["metadata"]
-    if rt.claims is not None and out.claim is not None:  # before the Deployment: its pods mount the claim
-        rt.claims.apply_claim(out.claim, exists=out.claim_exists)
-    if rt.claims is not None and out.claim_delete is not None:
-        rt.claims.delete_claim(body["metadata"]["namespace"], out.claim_delete)
     if out.deployment is not None:
         with refused("Deployment", meta["name"], out.deployment):
             rt.kube.apply(out.deployment, exists=snap.deployment is not None)
     if out.scale_to_zero:
         with refused("Deployment/scale", meta["name"], None):
             rt.kube.scale_to_zero(meta["namespace"], meta["name"])
+    # The claim right after the Deployment (the engine starts first; the scheduler waits for the claim),
+    # and a replaced claim deleted once the Deployment no longer mounts it.
+    if rt.claims is not None and out.claim is not None:
+        with refused("PersistentVolumeClaim", str(out.claim["metadata"]["name"]), out.claim):
+            rt.claims.apply_claim(out.claim, exists=out.claim_exists)
+    if rt.claims is not None and out.claim_delete is not None:
+        rt.claims.delete_claim(body["metadata"]["namespace"], out.claim_delete)
 
 
 def _apply_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
@@ -192,8 +195,8 @@ def _claim(rt: Runtime, namespace: str, name: str, spec: dict[str, Any],
     user = (cache.get("persistentVolumeClaim") or {}).get("claimName")
     if user:  # the user's claim: read for its size (a full claim's message names it)
         return rt.claims.get_claim(namespace, str(user))
-    if cache and "volumeClaimTemplate" not in cache:
-        return None
+    if (cache and "volumeClaimTemplate" not in cache) or old.model is None:
+        return None  # no claim in this mode, or a fresh plan: created without a read (exists: 409, kept)
     claim = old.model.claim_name if old.model is not None and old.model.claim_name else claim_name_for(name)
     return rt.claims.get_claim(namespace, claim)
 
