@@ -5,6 +5,7 @@ readable YAML, a malformed or unreadable ConfigMap never breaks planning."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -140,7 +141,8 @@ def test_reconcile_records_the_sample_before_the_status_that_holds_it() -> None:
     assert first.stored is not None
     kube.server = first.stored
     kube.calls.clear()
-    ready = pod(1, ready=True, name="kimi-k25-abc")
+    base = pod(1, ready=True, name="kimi-k25-abc")
+    ready = replace(base, facts=replace(base.facts, owner_replicaset="kimi-k25-5d8f7c9b4"))  # owned by its ReplicaSet
     second = reconcile(rt, "ns", "kimi-k25", (RTX,), (ready,))
     assert kube.calls[:3] == ["log:1048576", "configmap", "status"] and core.writes == 1
     assert second.stored is not None and second.stored["status"]["observed"]["attempt"] == 1

@@ -24,7 +24,7 @@ from ctxfit.controller.stepping import record_failure
 from ctxfit.recovery import Failure, initial_effective, observed_effective
 
 from .test_failure_cases import CASES, IDS, assert_next, assert_numbers, build_spec
-from .test_handlers import NOW, SETTINGS, applied, never, pod, snapshot, spec
+from .test_handlers import H100, NOW, RTX, SETTINGS, applied, never, pod, snapshot, spec
 
 
 @dataclass
@@ -67,8 +67,10 @@ def run(message: str, *, node: str = "rtx-0", body: dict[str, Any] | None = None
         status, deployment = start.status, applied(start)
     else:
         deployment = None
+    # the pod's node exists (a pod on a node that is gone is lost, not failed: controller.waiting)
+    nodes = (RTX, H100) if node in (RTX.name, H100.name) else (replace(RTX, name=node), H100)
     out = converge(snapshot(body, status, pods=(failed_pod(message, node, attempt),), deployment=deployment,
-                            now=NOW + timedelta(seconds=30 * attempt)), SETTINGS, diagnose)
+                            nodes=nodes, now=NOW + timedelta(seconds=30 * attempt)), SETTINGS, diagnose)
     return out, seen
 
 

@@ -48,6 +48,7 @@ from ctxfit.api.model_cache import CacheMode
 from ctxfit.vocab.kinds import DOWNLOAD_KINDS, Failure, FailureKind
 from ctxfit.vocab.patterns import NUM, RANK_HINT, RANK_ROOT, RANK_SPECIFIC, FailurePattern, extractor
 
+from .evidence import trim_words
 from .policy import Check, Decision, PolicyContext, permanent
 
 DOWNLOAD_PATTERNS: tuple[FailurePattern, ...] = (
@@ -177,7 +178,7 @@ def decide_download(ctx: PolicyContext, facts: ClaimFacts | None = None) -> Deci
     """
     facts = facts or _facts(ctx)
     failure, name = ctx.failure, ctx.spec.model.name
-    evidence = failure.evidence[:200]
+    evidence = trim_words(" ".join(failure.evidence.split()), 200)  # one line, cut at a word boundary
     kind = failure.kind
     if kind is FailureKind.MODEL_ACCESS_DENIED:
         token = (f"the token in {facts.token} was refused" if facts.token else
