@@ -3,7 +3,8 @@
 - ``add(key)``: reconcile soon; if that key is being reconciled now, once more right after (never two at
   once for one key, so one server's reconciles are serialized without locks);
 - ``add_after(key, seconds)``: reconcile later (keeps the earliest pending time per key);
-- at most ``concurrency`` reconciles run at a time.
+- at most ``concurrency`` reconciles run at a time; a key's first reconcile goes ahead of follow-ups
+  (``priority.PriorityGate``: a new server's Deployment before the status of earlier ones).
 Nothing here survives a restart, by design: status is the source of truth and the initial listing
 re-adds every object.
 """
@@ -13,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Hashable
+
+from .priority import PriorityGate
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +28,8 @@ class WorkQueue:
 
     def __init__(self, worker: Worker, concurrency: int) -> None:
         self._worker = worker
-        self._semaphore = asyncio.Semaphore(concurrency)
+        self._gate = PriorityGate(concurrency)
+        self._started: set[Hashable] = set()
         self._running: set[Hashable] = set()
         self._dirty: set[Hashable] = set()
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
@@ -70,11 +74,14 @@ class WorkQueue:
         if timer is not None:
             timer.cancel()
         self._dirty.discard(key)
+        self._started.discard(key)
 
     async def _run(self, key: Hashable) -> None:
         requeue: float | None = None
         try:
-            async with self._semaphore:
+            first = key not in self._started
+            async with self._gate.slot(0 if first else 1):
+                self._started.add(key)
                 requeue = await self._worker(key)
         except Exception:  # noqa: BLE001 - the worker reports its own errors; keep the queue alive
             logger.exception("reconcile of %s crashed", key)
