@@ -1,7 +1,7 @@
 """The InferenceServer API (``ctxfit.io/v1alpha1``): the one source of the CRD schema.
 
 Field names are the wire names of issue 2 (camelCase). Cross-field rules (tensor x pipeline x data ==
-gpu.count, minimum <= target, ...) raise ``ValueError`` whose message starts with the field path, so
+gpu.count x nodes, minimum <= target, ...) raise ``ValueError`` whose message starts with the field path, so
 the CLI and the operator can print one line that names the field and the rule.
 """
 
@@ -134,7 +134,7 @@ class EngineSpec(WireModel):
 
 
 class GPUSpec(WireModel):
-    """GPUs per replica. ``product`` is the GFD ``nvidia.com/gpu.product`` label; ``memory`` overrides it."""
+    """GPUs per node of a replica (a multi-node replica has ``gpu.count`` on each of ``spec.nodes``). ``product`` is the GFD ``nvidia.com/gpu.product`` label; ``memory`` overrides it."""
 
     count: Annotated[int, Field(ge=1, le=64)]
     product: str | None = None
@@ -237,16 +237,25 @@ class InferenceServerSpec(WireModel):
     serving: ServingSpec = Field(default_factory=ServingSpec)
     pod: PodSpecOverrides = Field(default_factory=PodSpecOverrides)
     replicas: Annotated[int, Field(ge=0, le=100)] = 1
+    nodes: Annotated[int, Field(ge=1, le=64)] = 1
+    """Nodes one replica spans (a LeaderWorkerSet group of this size when > 1), each with ``gpu.count`` GPUs."""
     attempts: Annotated[int, Field(ge=1, le=20)] = 5
 
     @model_validator(mode="after")
     def _parallel_matches_gpus(self) -> InferenceServerSpec:
         p = self.parallelism
         product = p.tensor * p.pipeline * p.data
-        if product != self.gpu.count:
+        gpus = self.gpu.count * self.nodes
+        if product != gpus and self.nodes == 1:
             raise ValueError(
                 "parallelism: tensor x pipeline x data must equal gpu.count "
                 f"({p.tensor} x {p.pipeline} x {p.data} = {product}, gpu.count is {self.gpu.count})"
+            )
+        if product != gpus:
+            raise ValueError(
+                "parallelism: tensor x pipeline x data must equal gpu.count x nodes "
+                f"({p.tensor} x {p.pipeline} x {p.data} = {product}, gpu.count x nodes is "
+                f"{self.gpu.count} x {self.nodes} = {gpus})"
             )
         if self.engine.kind is EngineKind.VLLM and self.memory.mem_fraction_static is not None:
             raise ValueError("memory.memFractionStatic: is an SGLang setting; vLLM uses gpuMemoryUtilization")

@@ -10,7 +10,8 @@ import yaml
 from pydantic import ValidationError
 
 from ctxfit.api import GiB
-from ctxfit.budget.planner import Plan, plan
+from ctxfit.budget.multinode import plan_group
+from ctxfit.budget.planner import Plan
 from ctxfit.vocab.inputs import PlanInputError
 
 from . import EXIT_DOES_NOT_FIT, EXIT_OK, fail
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             hf_config = load_hf_config(args.hf_config)
         elif args.fetch_config:
             hf_config = fetch_hf_config(server.spec.model.name)
-        result = plan(server.spec, hf_config=hf_config)
+        result, _ = plan_group(server.spec, hf_config=hf_config)
     except (ManifestError, PlanInputError) as exc:
         return fail(str(exc))
     except ValidationError as exc:  # e.g. a config.json whose fields break the Architecture rules
