@@ -134,7 +134,10 @@ class EngineSpec(WireModel):
 
 
 class GPUSpec(WireModel):
-    """GPUs per node of a replica (a multi-node replica has ``gpu.count`` on each of ``spec.nodes``). ``product`` is the GFD ``nvidia.com/gpu.product`` label; ``memory`` overrides it."""
+    """GPUs per node of a replica (``gpu.count`` on each of ``spec.nodes``).
+
+    ``product`` is the GFD ``nvidia.com/gpu.product`` label; ``memory`` overrides it.
+    """
 
     count: Annotated[int, Field(ge=1, le=64)]
     product: str | None = None

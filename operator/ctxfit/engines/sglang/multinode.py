@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ctxfit.api import EffectiveConfig, InferenceServerSpec
 
-from . import COMMAND
 from ..group import LEADER_ADDRESS_ENV, WORKER_INDEX_ENV, GroupRoles
+from . import COMMAND
 
 DIST_INIT_PORT = 20000
 """torch.distributed init port on the leader (the port SGLang's multi-node examples use)."""

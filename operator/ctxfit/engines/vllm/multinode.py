@@ -16,8 +16,8 @@ from __future__ import annotations
 from ctxfit.api import EffectiveConfig, InferenceServerSpec
 from ctxfit.vocab.version import parse_version
 
-from . import COMMAND
 from ..group import GROUP_SIZE_ENV, LEADER_ADDRESS_ENV, WORKER_INDEX_ENV, GroupRoles
+from . import COMMAND
 
 NATIVE_MULTINODE_SINCE = (0, 11, 1)
 """First vLLM release whose mp executor spans nodes (``--nnodes``/``--node-rank``/``--master-addr``)."""
