@@ -23,8 +23,10 @@ from ctxfit.api import EngineKind
 from ctxfit.api.status import InferenceServerStatus
 from ctxfit.recovery import Failure, Observation, classify
 from ctxfit.render.deployment import CONTAINER_NAME
+from ctxfit.render.leaderworkerset import LWS_KIND
 
 from .converge import Outcome, Snapshot, converge
+from .groupkube import apply_group, get_group, scale_group_to_zero
 from .kube import Conflict, Kube
 from .metrics import Metrics
 from .observe import DeploymentView, GPUNode, PodView, deployment_view
@@ -100,10 +102,22 @@ DEFERRED = _Deferred()
 
 def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
     if out.deployment is not None:
-        rt.kube.apply(out.deployment, exists=snap.deployment is not None)
+        if out.deployment["kind"] == LWS_KIND:
+            apply_group(rt.kube, out.deployment, exists=snap.deployment is not None)
+        else:
+            rt.kube.apply(out.deployment, exists=snap.deployment is not None)
     if out.scale_to_zero:
         meta = body["metadata"]
-        rt.kube.scale_to_zero(meta["namespace"], meta["name"])
+        if _multi_node(body):
+            scale_group_to_zero(rt.kube, meta["namespace"], meta["name"])
+        else:
+            rt.kube.scale_to_zero(meta["namespace"], meta["name"])
+
+
+def _multi_node(body: dict[str, Any]) -> bool:
+    """The stored spec asks for a multi-node group (its workload is a LeaderWorkerSet)."""
+    nodes = (body.get("spec") or {}).get("nodes")
+    return isinstance(nodes, int) and nodes > 1
 
 
 def _apply_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
@@ -164,6 +178,8 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             return Result(None)
         if isinstance(deployment, _Unknown):
             deployment = deployment_view(rt.kube.get_deployment(namespace, name))
+        if deployment is None and _multi_node(body):  # not in the Deployment index: read the LeaderWorkerSet
+            deployment = deployment_view(get_group(rt.kube, namespace, name))
         if isinstance(service_port, _Unknown):
             service_port = rt.kube.service_port(namespace, name)
         meta = body["metadata"]

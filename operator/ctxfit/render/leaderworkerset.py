@@ -21,7 +21,7 @@ from ctxfit.api import API_GROUP, API_VERSION, KIND, bytes_to_quantity
 from ctxfit.engines import get_engine
 from ctxfit.engines.group import GroupRoles, group_roles
 
-from .deployment import SHM_VOLUME, RenderInput, render_pod_template
+from .deployment import SHM_VOLUME, RenderInput, render_deployment, render_pod_template
 from .labels import (
     ATTEMPT_ANNOTATION,
     TEMPLATE_HASH_ANNOTATION,
@@ -118,10 +118,11 @@ def render_group_service(inp: RenderInput) -> dict[str, Any]:
     return service
 
 
+def render_service_for(inp: RenderInput) -> dict[str, Any]:
+    """The Service: selecting the leaders for ``spec.nodes`` > 1, every engine pod otherwise."""
+    return render_group_service(inp) if inp.spec.nodes > 1 else render_service(inp)
+
+
 def render_workload(inp: RenderInput) -> dict[str, Any]:
     """The engine workload: a Deployment for one node, a LeaderWorkerSet for ``spec.nodes`` > 1."""
-    if inp.spec.nodes > 1:
-        return render_leaderworkerset(inp)
-    from .deployment import render_deployment
-
-    return render_deployment(inp)
+    return render_leaderworkerset(inp) if inp.spec.nodes > 1 else render_deployment(inp)
