@@ -58,7 +58,8 @@ def start_lws(cluster: Cluster, timeout: float = 60) -> None:
         raise HarnessError(f"{cluster.bin_dir / LWS_BINARY} missing; run hack/k8s-bins.sh")
     crds = sorted((cluster.bin_dir / "lws" / "crd").glob("*.yaml"))
     cluster.kubectl("apply", "--server-side", *sum((["-f", str(c)] for c in crds), []))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=30s", f"crd/{LWS_CRD}")
+    wait_until(lambda: cluster.kubectl_proc("wait", "--for=condition=Established", "--timeout=5s",
+                                            f"crd/{LWS_CRD}").returncode == 0, 30, f"crd/{LWS_CRD} Established")
 
     webhook_port, metrics_port, health_port = free_ports(3)
     cert_dir = cluster.work_dir / "lws-certs"
