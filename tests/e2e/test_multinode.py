@@ -25,6 +25,7 @@ from .test_operator_kit import (  # noqa: F401 - api, crd, op are fixtures
     crd,
     manifest,
     op,
+    with_sim,
 )
 
 LWS = ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")
@@ -97,3 +98,49 @@ def test_three_nodes_where_two_exist_stays_planning(op: OperatorProcess, api: Se
     assert "a group needs 3 nodes with NVIDIA-H100-80GB-HBM3" in fits["message"] and "found 2" in fits["message"]
     op.settle(3)
     assert group(groups, api.namespace, "kimi-k25-2x8") is None and not api.pods("kimi-k25-2x8")
+
+
+KV_MESSAGE = (
+    "ValueError: To serve at least one request with the models's max seq len (262144), (17.16 GiB KV cache is "
+    "needed, which is larger than the available KV cache memory (11.70 GiB). Based on the available memory, the "
+    "estimated maximum model length is 178752. Try increasing `gpu_memory_utilization` or decreasing "
+    "`max_model_len` when initializing the engine."
+)
+
+
+def kimi_2x8_262k(**sim: Any) -> dict[str, Any]:
+    obj = manifest("kimi-k25-2x8-h100.yaml")
+    obj["spec"]["context"]["target"] = 262144
+    return with_sim(obj, "crash", message=KV_MESSAGE, **sim)
+
+
+def test_group_kv_failure_steps_the_whole_group_down_once(op: OperatorProcess, api: ServerClient,
+                                                           groups: CustomObjectsApi) -> None:
+    """The group's engine says 'estimated maximum model length is 178752' -> one step-down, the group is Ready."""
+    api.create(kimi_2x8_262k(fail_if=("ctxfit.io/context-length", 178752)))
+    server = api.wait_phase("kimi-k25-2x8", "Ready", timeout=180)
+    attempts = server["status"]["attempts"]
+    assert [a["outcome"] for a in attempts] == ["Failed", "Succeeded"]
+    assert attempts[0]["failureKind"] == "KVCacheTooSmall"
+    assert attempts[1]["effective"]["contextLength"] == server["status"]["contextLength"] <= 178752
+    lws = group(groups, api.namespace, "kimi-k25-2x8")
+    assert lws is not None
+    for role in ("leaderTemplate", "workerTemplate"):
+        annotations = lws["spec"]["leaderWorkerTemplate"][role]["metadata"]["annotations"]
+        assert annotations["ctxfit.io/attempt"] == "2"
+    pods = api.pods("kimi-k25-2x8")
+    assert sorted(p["metadata"]["annotations"]["ctxfit.io/attempt"] for p in pods) == ["2", "2"]
+
+
+def test_group_that_keeps_failing_ends_failed_within_the_budget(op: OperatorProcess, api: ServerClient,
+                                                                groups: CustomObjectsApi) -> None:
+    """A group whose engine fails at every size is recreated at most ``spec.attempts`` times, then Failed."""
+    obj = kimi_2x8_262k()
+    obj["spec"]["attempts"] = 3
+    api.create(obj)
+    server = api.wait_phase("kimi-k25-2x8", "Failed", timeout=240)
+    assert 1 <= len(server["status"]["attempts"]) <= 3
+    assert condition(server, "Ready")["status"] == "False"
+    lws = api.wait(lambda: (g := group(groups, api.namespace, "kimi-k25-2x8")) and g["spec"]["replicas"] == 0
+                   and g, "the group scaled to zero", timeout=60)
+    assert lws["spec"]["replicas"] == 0
