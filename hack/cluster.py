@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Local Kubernetes control plane for ctxfit (real etcd/apiserver/controller-manager/scheduler, kwok nodes).
 
-  hack/cluster.py up     [--dir DIR] [--no-default-nodes]   start; prints `export KUBECONFIG=...`
+  hack/cluster.py up     [--dir DIR] [--no-default-nodes] [--lws]   start; prints `export KUBECONFIG=...`
+                                                          (--lws: also the LeaderWorkerSet controller)
   hack/cluster.py down   [--dir DIR]                        stop exactly the started processes, remove data
   hack/cluster.py status [--dir DIR]                        up/down, kubeconfig, pids and ports
 
@@ -27,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         "--dir", default=str(cc.DEFAULT_WORK_DIR), help="work dir (state, kubeconfig, data, logs)"
     )
     ap.add_argument("--no-default-nodes", action="store_true", help="start without the default GPU node pool")
+    ap.add_argument("--lws", action="store_true", help="also run the LeaderWorkerSet controller (hack/addons_lws.py)")
     args = ap.parse_args(argv)
 
     cluster = cc.Cluster(args.dir)
@@ -36,6 +38,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"export KUBECONFIG={cluster.kubeconfig}")
             return 0
         secs = cluster.start(nodes=[] if args.no_default_nodes else None)
+        if args.lws:
+            from addons_lws import start_lws
+
+            start_lws(cluster)
         print(f"export KUBECONFIG={cluster.kubeconfig}")
         print(
             f"# started in {secs:.1f} s (logs: {cluster.logs_dir}; "

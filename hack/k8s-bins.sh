@@ -5,6 +5,7 @@
 #   etcd                                                             (go.etcd.io/etcd/server/v3 $ETCD_VERSION)
 #   kwok                                                             (sigs.k8s.io/kwok $KWOK_VERSION)
 #   helm                                                             (helm.sh/helm/v3 $HELM_VERSION)
+#   lws-controller, lws/ (CRD + webhook manifests)                   (sigs.k8s.io/lws $LWS_VERSION)
 #
 # Output: $CTXFIT_BIN_DIR (default ~/.cache/ctxfit/k8s/<k8s>-<etcd>-<kwok>-<helm>/), printed on the
 # last line of stdout. A no-op when every binary is already there. Recipe: a wrapper module that
@@ -16,6 +17,7 @@ K8S_VERSION=${K8S_VERSION:-v1.34.4}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 KWOK_VERSION=${KWOK_VERSION:-v0.7.0}
 HELM_VERSION=${HELM_VERSION:-v3.19.0}
+LWS_VERSION=${LWS_VERSION:-v0.7.0}
 
 STAGING_VERSION=v0.${K8S_VERSION#v1.}
 K8S_MINOR=$(echo "$K8S_VERSION" | cut -d. -f2)
@@ -113,6 +115,9 @@ if ! have helm; then
   GOBIN="$OUT/.helm" go install -ldflags "$HELM_LDF" helm.sh/helm/v3/cmd/helm@$HELM_VERSION
   mv "$OUT/.helm/helm" "$OUT/helm"; rmdir "$OUT/.helm"
 fi
+
+# LeaderWorkerSet controller (multi-node InferenceServers): built by hack/lws-bins.sh, same cache dir
+OUT="$OUT" LWS_VERSION="$LWS_VERSION" bash "$(dirname "$0")/lws-bins.sh"
 
 log "binaries ready in $OUT ($(( $(date +%s) - start )) s)"
 echo "$OUT"

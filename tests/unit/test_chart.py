@@ -304,6 +304,7 @@ NAMESPACED_RULES = {
     ("ctxfit.io", "inferenceservers/status"): {"update"},
     ("apps", "deployments"): {"get", "list", "watch", "create", "patch"},
     ("apps", "deployments/scale"): {"patch"},
+    ("leaderworkerset.x-k8s.io", "leaderworkersets"): {"get", "create", "patch"},
     ("", "services"): {"get", "list", "watch", "create", "patch"},
     ("", "pods"): {"list", "watch"},
     ("", "pods/log"): {"get"},

@@ -39,6 +39,8 @@ KINDS = {
     "persistent_volume_claim": ("", "persistentvolumeclaims"),
     "storage_class": ("storage.k8s.io", "storageclasses"),
 }
+# custom-object calls whose first argument names another API group (controller/groupkube.py)
+CUSTOM_GROUPS = {"LWS_GROUP": ("leaderworkerset.x-k8s.io", "leaderworkersets")}
 CLIENT_CALL = re.compile(r"^(read|get|list|create|replace|patch|delete)_(?:namespaced_|cluster_)?(\w+)$")
 # kopf's own needs (kopf 1.45 _core/reactor/observation.py, _core/engines/posting.py)
 KOPF = {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}}
@@ -61,6 +63,8 @@ def code_needs() -> tuple[Needs, list[str]]:
         tree = ast.parse(path.read_text())
         for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]:
             applies = any(isinstance(n, ast.Name) and n.id == "APPLY" for n in ast.walk(func))
+            first_arg = {id(n.func): ast.unparse(n.args[0]) for n in ast.walk(func)
+                         if isinstance(n, ast.Call) and n.args}
             # calls and bare references alike (`create = self.apps.create_namespaced_deployment`)
             for attr in [n for n in ast.walk(func) if isinstance(n, ast.Attribute)]:
                 match = CLIENT_CALL.match(attr.attr)
@@ -71,9 +75,12 @@ def code_needs() -> tuple[Needs, list[str]]:
                 if kind not in KINDS:
                     unknown.append(f"{path.name}:{attr.lineno} {attr.attr}")
                     continue
-                _add(needs, KINDS[kind], verb)
+                key = KINDS[kind]
+                if kind == "custom_object" and first_arg.get(id(attr)) in CUSTOM_GROUPS:
+                    key = CUSTOM_GROUPS[first_arg[id(attr)]]
+                _add(needs, key, verb)
                 if verb == "patch" and applies:  # server-side apply creates missing objects
-                    _add(needs, KINDS[kind], "create")
+                    _add(needs, key, "create")
         for call in [n for n in ast.walk(tree) if isinstance(n, ast.Call)]:
             name = ast.unparse(call.func)
             if name in ("kopf.index", "kopf.on.event") and call.args:

@@ -61,8 +61,8 @@ CEL_RULES: dict[str, list[dict[str, str]]] = {
     "InferenceServerSpec": [
         {
             "rule": f"{_or_one('parallelism.tensor')} * {_or_one('parallelism.pipeline')} * "
-            f"{_or_one('parallelism.data')} == self.gpu.count",
-            "message": "parallelism: tensor x pipeline x data must equal gpu.count",
+            f"{_or_one('parallelism.data')} == self.gpu.count * {_or_one('nodes')}",
+            "message": "parallelism: tensor x pipeline x data must equal gpu.count x nodes",
             "reason": "FieldValueInvalid",
         },
         {

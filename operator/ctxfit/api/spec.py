@@ -1,7 +1,7 @@
 """The InferenceServer API (``ctxfit.io/v1alpha1``): the one source of the CRD schema.
 
 Field names are the wire names of issue 2 (camelCase). Cross-field rules (tensor x pipeline x data ==
-gpu.count, minimum <= target, ...) raise ``ValueError`` whose message starts with the field path, so
+gpu.count x nodes, minimum <= target, ...) raise ``ValueError`` whose message starts with the field path, so
 the CLI and the operator can print one line that names the field and the rule.
 """
 
@@ -241,7 +241,10 @@ class EngineSpec(WireModel):
 
 
 class GPUSpec(WireModel):
-    """GPUs per replica. ``product`` is the GFD ``nvidia.com/gpu.product`` label; ``memory`` overrides it."""
+    """GPUs per node of a replica (``gpu.count`` on each of ``spec.nodes``).
+
+    ``product`` is the GFD ``nvidia.com/gpu.product`` label; ``memory`` overrides it.
+    """
 
     count: Annotated[int, Field(ge=1, le=64)]
     """GPUs per replica (1-64); must equal tensor x pipeline x data parallelism. Requested as `nvidia.com/gpu`."""
@@ -427,6 +430,8 @@ class InferenceServerSpec(WireModel):
     """Labels, annotations and tolerations added to the engine pod."""
     replicas: Annotated[int, Field(ge=0, le=100)] = 1
     """Engine pods (0-100); 0 keeps the plan but runs nothing."""
+    nodes: Annotated[int, Field(ge=1, le=64)] = 1
+    """Nodes one replica spans (a LeaderWorkerSet group of this size when > 1), each with ``gpu.count`` GPUs."""
     attempts: Annotated[int, Field(ge=1, le=20)] = 5
     """How many starts (1-20) the operator tries under one spec, stepping to a safer configuration after each
     classified failure, before phase Failed.
@@ -436,10 +441,17 @@ class InferenceServerSpec(WireModel):
     def _parallel_matches_gpus(self) -> InferenceServerSpec:
         p = self.parallelism
         product = p.tensor * p.pipeline * p.data
-        if product != self.gpu.count:
+        gpus = self.gpu.count * self.nodes
+        if product != gpus and self.nodes == 1:
             raise ValueError(
                 "parallelism: tensor x pipeline x data must equal gpu.count "
                 f"({p.tensor} x {p.pipeline} x {p.data} = {product}, gpu.count is {self.gpu.count})"
+            )
+        if product != gpus:
+            raise ValueError(
+                "parallelism: tensor x pipeline x data must equal gpu.count x nodes "
+                f"({p.tensor} x {p.pipeline} x {p.data} = {product}, gpu.count x nodes is "
+                f"{self.gpu.count} x {self.nodes} = {gpus})"
             )
         if self.engine.kind is EngineKind.VLLM and self.memory.mem_fraction_static is not None:
             raise ValueError("memory.memFractionStatic: is an SGLang setting; vLLM uses gpuMemoryUtilization")

@@ -16,7 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from ctxfit.api import GiB, InferenceServerSpec, bytes_to_quantity
-from ctxfit.budget.planner import Plan, plan
+from ctxfit.budget.planner import Plan
 from ctxfit.render.cache import CacheVolume, checkpoint_bytes, describe_cache, resolve_cache
 from ctxfit.vocab.inputs import PlanInputError
 
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             from .calibrate import load_table
 
             table = load_table(args.calibration)
-        result = plan(server.spec, hf_config=hf_config, calibration=table)
+        result, _ = plan_group(server.spec, hf_config=hf_config, calibration=table)
     except (ManifestError, PlanInputError) as exc:
         return fail(str(exc))
     except ValidationError as exc:  # e.g. a config.json whose fields break the Architecture rules

@@ -37,9 +37,10 @@ from ctxfit.api.status import (
 from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample
 from ctxfit.budget.planner import Plan, plan
 from ctxfit.recovery import Decision
-from ctxfit.render import RenderInput, endpoint_url, render_deployment, render_service
+from ctxfit.render import RenderInput, endpoint_url
 from ctxfit.render.cache import CacheVolume
 from ctxfit.render.deployment import CONTAINER_NAME, render_pod_template
+from ctxfit.render.leaderworkerset import render_service_for, render_workload
 from ctxfit.vocab.inputs import PlanInputError
 from ctxfit.vocab.kinds import Failure
 
@@ -49,6 +50,7 @@ from .cache_view import ClaimView, StorageView
 from .conditions import EventNote, mark_failed_spec, mark_no_node, mark_phase, plan_status
 from .drift import describe_drift, drifted
 from .driver import failed_driver_nodes, required_cuda
+from .group import best_group_node, group_shortage, pods_for_ready
 from .observe import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes
 from .observed import ReadStartup, mark_clamped, observe_startup
 from .pods import engine_digest
@@ -157,12 +159,13 @@ def _first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, setting
     """Choose a node and plan. Returns True when attempt 1 was created (False: waiting or failed)."""
     st = out.status
     nodes = eligible_nodes(spec, snap.nodes)
-    if not nodes:
-        mark_no_node(out, describe_nodes(spec, snap.nodes), now, snap.generation)
+    shortage = group_shortage(spec, nodes)
+    if not nodes or shortage:
+        mark_no_node(out, shortage or describe_nodes(spec, snap.nodes), now, snap.generation)
         out.waiting_for_nodes = True
         out.requeue(settings.node_recheck_seconds)
         return False
-    node = nodes[0]
+    node = best_group_node(spec, nodes)
     try:
         result = _plan_for(spec, node, settings, calibration=snap.calibration)
     except (PlanInputError, ValueError) as exc:
@@ -236,7 +239,7 @@ def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, se
                        lambda s, pin: _replan(s, pin, node, settings))
         return
     ready = [p for p in pods if p.ready]
-    if cur.outcome is AttemptOutcome.RUNNING and ready and len(ready) >= spec.replicas:
+    if cur.outcome is AttemptOutcome.RUNNING and ready and len(ready) >= pods_for_ready(spec):
         cur.outcome, cur.finished_at, cur.pod = AttemptOutcome.SUCCEEDED, now, ready[0].name
         out.finished.append(cur)
         out.events.append(EventNote("Normal", Reason.ENGINE_READY,
@@ -306,7 +309,7 @@ def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: 
         if wait > 0:
             out.requeue(wait)
             return
-    deployment = render_deployment(inp)
+    deployment = render_workload(inp)
     want_hash = deployment["metadata"]["annotations"]["ctxfit.io/pod-template-hash"]
     have = snap.deployment
     if have is None or have.template_hash != want_hash or have.replicas != deployment["spec"]["replicas"]:
@@ -320,7 +323,7 @@ def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: 
         if have is None:  # Service after the Deployment: a ClusterIP allocation is the slowest write
             out.requeue(SERVICE_DELAY_SECONDS)
         else:
-            out.service = render_service(inp)
+            out.service = render_service_for(inp)
     st.endpoint = endpoint_url(snap.name, snap.namespace, spec.serving.port)
 
 

@@ -41,6 +41,8 @@ NODE_LOSS_REASONS = frozenset({"Evicted", "NodeLost", "Shutdown", "Terminated", 
                                "UnexpectedAdmissionError", "NodeAffinity", "OutOfnvidia.com/gpu"})
 """``status.reason`` of a pod that was stopped by its node, not by its engine (kubelet eviction/shutdown/admission)."""
 POD_TEMPLATE_HASH_LABEL = "pod-template-hash"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+"""Label the LeaderWorkerSet controller puts on every pod of a group (sigs.k8s.io/lws api/leaderworkerset/v1)."""
 ENGINE_DIGEST_FIELDS = ("image", "command", "args")
 """Engine container fields a pod must share with the desired template to count as current (none is defaulted
 by the API server, so the rendered and the stored values compare as they are)."""
@@ -52,6 +54,8 @@ class PodFacts:
 
     Attributes:
         owner_replicaset: name of the controlling ReplicaSet (None: not owned by a ReplicaSet).
+        owner_statefulset: name of the controlling StatefulSet (LeaderWorkerSet groups; None otherwise).
+        group_name: the pod's ``leaderworkerset.sigs.k8s.io/name`` label (None: not an LWS pod).
         template_label: the ``pod-template-hash`` label.
         engine_digest: digest of the engine container's image/command/args (``engine_digest``).
         image: the engine container's image as in the pod spec.
@@ -64,6 +68,8 @@ class PodFacts:
     """
 
     owner_replicaset: str | None = None
+    owner_statefulset: str | None = None
+    group_name: str | None = None
     template_label: str | None = None
     engine_digest: str | None = None
     image: str | None = None
@@ -81,9 +87,10 @@ def engine_digest(container: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _controller_replicaset(meta: Mapping[str, Any]) -> str | None:
+def _controller_replicaset(meta: Mapping[str, Any], kind: str = "ReplicaSet") -> str | None:
+    """Name of the pod's controlling ``apps/v1`` ``kind`` (ReplicaSet, or StatefulSet for LWS groups)."""
     for ref in meta.get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("kind") == "ReplicaSet" and ref.get("apiVersion") == "apps/v1":
+        if ref.get("controller") and ref.get("kind") == kind and ref.get("apiVersion") == "apps/v1":
             return str(ref.get("name") or "") or None
     return None
 
@@ -128,6 +135,8 @@ def pod_facts(pod: Mapping[str, Any], container_name: str) -> PodFacts:
     waiting = ((engine_status or {}).get("state") or {}).get("waiting") or {}
     return PodFacts(
         owner_replicaset=_controller_replicaset(meta),
+        owner_statefulset=_controller_replicaset(meta, "StatefulSet"),
+        group_name=(meta.get("labels") or {}).get(LWS_NAME_LABEL),
         template_label=(meta.get("labels") or {}).get(POD_TEMPLATE_HASH_LABEL),
         engine_digest=engine_digest(engine) if engine else None,
         image=engine.get("image"),
@@ -149,6 +158,13 @@ def owned_by(pod: PodView, deployment: str, digest: str | None) -> bool:
     whose digest is unknown (no container: the API server never stores such a pod) is not checked.
     """
     facts = pod.facts
+    if facts.group_name is not None:
+        # a LeaderWorkerSet group's pod (multi-node): owned by one of its StatefulSets, the leaders' `<name>` or
+        # a group's workers' `<name>-<group index>` (sigs.k8s.io/lws pkg/controllers); leader and workers run
+        # different commands, so the engine digest is not compared (the attempt annotation still is)
+        sts = facts.owner_statefulset
+        return facts.group_name == deployment and sts is not None and (
+            sts == deployment or sts.startswith(f"{deployment}-"))
     if not facts.template_label or facts.owner_replicaset != f"{deployment}-{facts.template_label}":
         return False
     return digest is None or facts.engine_digest is None or facts.engine_digest == digest

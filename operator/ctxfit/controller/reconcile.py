@@ -26,6 +26,7 @@ from ctxfit.recovery import Failure, Observation, classify
 from ctxfit.recovery.download import as_download_failure
 from ctxfit.render.cache import DOWNLOAD_CONTAINER, claim_name_for
 from ctxfit.render.deployment import CONTAINER_NAME
+from ctxfit.render.leaderworkerset import LWS_KIND
 from ctxfit.vocab.text import clean_lines, clean_text
 
 from . import rejections
@@ -34,6 +35,7 @@ from .calibration_store import CalibrationStore
 from .claims import ClaimsApi
 from .converge import Outcome, Snapshot, converge
 from .decisions import decisions, log_decisions
+from .groupkube import apply_group, get_group, scale_group_to_zero
 from .kube import Conflict, Kube
 from .metrics import Metrics
 from .observe import DeploymentView, GPUNode, PodView, deployment_view
@@ -132,11 +134,17 @@ DEFERRED = _Deferred()
 def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
     meta = body["metadata"]
     if out.deployment is not None:
-        with refused("Deployment", meta["name"], out.deployment):
-            rt.kube.apply(out.deployment, exists=snap.deployment is not None)
+        with refused(out.deployment["kind"], meta["name"], out.deployment):
+            if out.deployment["kind"] == LWS_KIND:
+                apply_group(rt.kube, out.deployment, exists=snap.deployment is not None)
+            else:
+                rt.kube.apply(out.deployment, exists=snap.deployment is not None)
     if out.scale_to_zero:
         with refused("Deployment/scale", meta["name"], None):
-            rt.kube.scale_to_zero(meta["namespace"], meta["name"])
+            if _multi_node(body):
+                scale_group_to_zero(rt.kube, meta["namespace"], meta["name"])
+            else:
+                rt.kube.scale_to_zero(meta["namespace"], meta["name"])
     # The claim right after the Deployment (the engine starts first; the scheduler waits for the claim),
     # and a replaced claim deleted once the Deployment no longer mounts it.
     if rt.claims is not None and out.claim is not None:
@@ -144,6 +152,12 @@ def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
             rt.claims.apply_claim(out.claim, exists=out.claim_exists)
     if rt.claims is not None and out.claim_delete is not None:
         rt.claims.delete_claim(body["metadata"]["namespace"], out.claim_delete)
+
+
+def _multi_node(body: dict[str, Any]) -> bool:
+    """The stored spec asks for a multi-node group (its workload is a LeaderWorkerSet)."""
+    nodes = (body.get("spec") or {}).get("nodes")
+    return isinstance(nodes, int) and nodes > 1
 
 
 def _apply_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
@@ -225,6 +239,8 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             return Result(None)
         if isinstance(deployment, _Unknown):
             deployment = deployment_view(rt.kube.get_deployment(namespace, name))
+        if deployment is None and _multi_node(body):  # not in the Deployment index: read the LeaderWorkerSet
+            deployment = deployment_view(get_group(rt.kube, namespace, name))
         if isinstance(service_port, _Unknown):
             service_port = rt.kube.service_port(namespace, name)
         meta = body["metadata"]
