@@ -16,6 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from ctxfit.api import GiB, InferenceServerSpec, bytes_to_quantity
+from ctxfit.budget.multinode import plan_group
 from ctxfit.budget.planner import Plan
 from ctxfit.render.cache import CacheVolume, checkpoint_bytes, describe_cache, resolve_cache
 from ctxfit.vocab.inputs import PlanInputError
