@@ -52,3 +52,15 @@ def test_calibrate_unreadable_log_names_the_flag(tmp_path: Path, capsys: pytest.
     code = main(["calibrate", "-f", str(FIX / "llama31-8b-h100.yaml"), "--log", str(tmp_path / "missing.log")])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("ctxfit: error: --log: cannot read") and err.count("\n") == 1
+
+
+def test_a_hand_edited_table_keeps_only_the_newest_samples() -> None:
+    from ctxfit.budget.calibrate import KEEP_SAMPLES, CalibrationTable, correction
+
+    old = [{"id": f"old{i}", "residualBytes": 2 * 1024**3} for i in range(100)]
+    new = [{"id": f"new{i}", "residualBytes": -1024**3} for i in range(KEEP_SAMPLES)]
+    table = CalibrationTable.from_wire({"entries": [{"engine": "vllm", "version": "0.19", "gpu": "G", "tp": 1,
+                                                     "pp": 1, "count": 120, "samples": old + new}]})
+    (entry,) = table.entries.values()
+    assert [s.sample_id for s in entry.samples] == [s["id"] for s in new] and entry.count == 120
+    assert correction(s.residual_bytes for s in entry.samples) < 0
