@@ -49,3 +49,37 @@ def test_real_wording_through_the_cli(case: dict[str, Any], tmp_path: Path,
     out = capsys.readouterr()
     assert code == 0 and "Traceback" not in out.err
     assert json.loads(out.out)["failure"]["kind"] == case["kind"]
+
+
+ARC_SERVER = """apiVersion: ctxfit.io/v1alpha1
+kind: InferenceServer
+metadata: {name: arc}
+spec:
+  model:
+    name: some/model
+    architecture: {kvBytesPerToken: 16384, maxPositionEmbeddings: 131072}
+    weightsPerGPU: 10Gi
+  engine: {kind: vllm, version: "0.19.0"}
+  gpu: {count: 1, product: NVIDIA-L40S, memory: 46068Mi}
+  context: {target: 100000, minimum: 8192}
+  memory: {gpuMemoryUtilization: 0.9}
+"""
+# https://github.com/SergiioB/intel-arc-pro-b70-inference-cookbook/issues/4, the reporter's line wrap undone
+ARC_MESSAGE = ("(EngineCore pid=316) ValueError: To serve at least one request with the model's max seq len (100000), "
+               "(4.26 GiB KV cache is needed, which is larger than the available KV cache memory (4.25 GiB). Based on "
+               "the avai")
+
+
+def test_kv_step_trusts_the_engines_bytes_per_token_when_it_says_less_fits(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The spec's measured 16 KiB/token says 278k tokens fit in 4.25 GiB; vLLM's own numbers (4.26 GiB for 100000
+    tokens, ~45.7 KB/token) say 99765. The step must come from the smaller: 99765 x 0.75 -> 65536, not 98304."""
+    server, log, current = tmp_path / "s.yaml", tmp_path / "m.txt", tmp_path / "c.yaml"
+    server.write_text(ARC_SERVER)
+    log.write_text(ARC_MESSAGE)
+    current.write_text("contextLength: 100000\n")
+    code = main(["diagnose", "-f", str(server), "--message-file", str(log), "--current", str(current), "-o", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["failure"]["kind"] == "KVCacheTooSmall"
+    assert doc["next"]["contextLength"] == 65536
+    assert "from the message" in doc["explanation"]
