@@ -159,7 +159,8 @@ class CalibrationEntry:
         key = CalibrationKey(str(data["engine"]), str(data["version"]), str(data["gpu"]), int(data["tp"]),
                              int(data["pp"]))
         samples = [Sample.from_wire(s) for s in data.get("samples") or []]
-        return cls(key, max(int(data.get("count", len(samples))), len(samples)), samples)
+        count = max(int(data.get("count", len(samples))), len(samples))
+        return cls(key, count, samples[-KEEP_SAMPLES:])  # a hand-edited list keeps only the newest, as ``add``
 
 
 @dataclass(frozen=True)

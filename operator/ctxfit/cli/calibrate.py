@@ -21,12 +21,13 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from ctxfit.api import GiB
+from ctxfit.api import EngineKind, GiB
 from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample, correction
 from ctxfit.budget.planner import plan
-from ctxfit.engines.startup import parse_startup
+from ctxfit.engines.startup import logged_version, parse_startup
 from ctxfit.vocab.inputs import PlanInputError
 from ctxfit.vocab.startup import StartupReport
+from ctxfit.vocab.version import parse_version
 
 from . import EXIT_ERROR, EXIT_OK, fail
 from .hfconfig import load_hf_config
@@ -58,6 +59,28 @@ def load_table(path: str) -> CalibrationTable:
     return CalibrationTable.from_wire(doc)
 
 
+def read_log(path: str) -> str:
+    """The log's text (undecodable bytes replaced). Raises ``ManifestError`` naming ``--log`` when unreadable."""
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ManifestError(f"--log: cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def version_mismatch(kind: EngineKind, version: str | None, text: str) -> str | None:
+    """An error line when the log states an engine minor version other than ``spec.engine.version``'s: its
+    numbers would be filed as a calibration sample under the manifest's key (``engine/minor/...``) and bias
+    every plan of that key. None when they agree or either is unknown."""
+    logged = logged_version(kind, text)
+    if logged is None or not version:
+        return None
+    wanted = parse_version(version, default=(0, 0, 0))[:2]
+    if wanted == (0, 0) or logged == wanted:
+        return None
+    return (f"--log: the log was written by {kind.value} {logged[0]}.{logged[1]}, spec.engine.version is {version}: "
+            "calibrate with a start-up of the version the manifest names")
+
+
 def observed_json(report: StartupReport) -> dict[str, Any]:
     """``status.observed`` names (plus the terms vLLM prints)."""
     return {"kvCacheBytes": report.kv_cache_bytes, "kvCacheTokens": report.kv_cache_tokens,
@@ -73,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     """Compare, print, optionally save. See the module docstring for exit codes."""
     try:
         server = load_manifest(args.filename)
-        text = Path(args.log).read_text(encoding="utf-8", errors="replace")
+        text = read_log(args.log)
         table = load_table(args.calibration) if args.calibration else CalibrationTable()
         hf_config = load_hf_config(args.hf_config) if args.hf_config else None
         result = plan(server.spec, hf_config=hf_config)
@@ -83,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
         return fail("config.json: " + validation_message(exc))
     except (ValueError, TypeError, ArithmeticError) as exc:
         return fail(f"{type(exc).__name__}: {exc}".splitlines()[0])
+    mismatch = version_mismatch(server.spec.engine.kind, server.spec.engine.version, text)
+    if mismatch:
+        return fail(mismatch)
     report = parse_startup(server.spec.engine.kind, text)
     t = result.per_gpu
     predicted = {"kvCacheBytes": t.kv_cache_bytes, "kvCacheTokens": max(0, result.kv_pool_bytes)

@@ -20,3 +20,16 @@ def parse_startup(kind: EngineKind, text: str) -> StartupReport:
 
         return parse_sglang(text)
     assert_never(kind)
+
+
+def logged_version(kind: EngineKind, text: str) -> tuple[int, int] | None:
+    """(major, minor) of the engine that wrote ``text`` when the log states it (vLLM:
+    ``ctxfit.engines.vllm.startup.logged_version``); None when not observed (SGLang does not log its version in
+    the start-up lines it prints). Never raises."""
+    if kind is EngineKind.VLLM:
+        from .vllm.startup import logged_version as vllm_version
+
+        return vllm_version(text)
+    if kind is EngineKind.SGLANG:
+        return None
+    assert_never(kind)

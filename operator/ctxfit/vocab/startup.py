@@ -28,6 +28,11 @@ MAX_LINE_CHARS = 4096
 """Longer lines are cut (a ``server_args=`` dump can be long; the numbers sit near the start)."""
 MAX_SOURCE_LINES = 12
 """At most this many matched lines are kept as evidence (the first match of each field)."""
+MAX_BYTES = 1 << 50
+"""Largest plausible byte count (1 PiB: no GPU holds more); a larger one is a garbled line, not observed."""
+MAX_COUNT = 1 << 40
+"""Largest plausible token / block / request count or seconds (~1.1e12, far above any KV pool and inside the
+int64 range of the ``status.observed`` integer fields); a larger one is a garbled line, not observed."""
 
 FieldName = Literal[
     "weights_bytes",
@@ -135,15 +140,18 @@ def _to_value(match: re.Match[str], kind: ValueKind) -> int | float | None:
     number = parse_decimal(match.group(1))
     if number is None:
         return None
+    if not number.is_finite() or number < 0:
+        return None
     if kind == "int":
-        return int(number)
+        return int(number) if number <= MAX_COUNT else None
     if kind == "float":
-        return float(number)
+        return float(number) if number <= MAX_COUNT else None
     unit = match.group(2) if match.re.groups >= 2 and match.group(2) else "GiB"
     scale = UNIT_BYTES.get(unit)
-    if scale is None:
+    if scale is None or number > MAX_BYTES:
         return None
-    return int((number * Decimal(scale)).to_integral_value())
+    size = int((number * Decimal(scale)).to_integral_value())
+    return size if size <= MAX_BYTES else None
 
 
 def _fold(old: int | float | None, new: int | float, combine: Combine) -> int | float:

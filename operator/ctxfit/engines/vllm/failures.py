@@ -258,7 +258,10 @@ PHASE_MARKERS: tuple[PhaseMarker, ...] = (
     PhaseMarker(Phase.PROFILING, "Loading weights took", "vLLM model_loader"),
     PhaseMarker(Phase.PROFILING, "profile_run", "traceback frame (gpu_model_runner.profile_run)"),
     PhaseMarker(Phase.PROFILING, "determine_available_memory", "traceback frame (gpu_worker)"),
-    PhaseMarker(Phase.PROFILING, "Memory profiling takes", "vLLM V1 gpu_worker.py log"),
+    PhaseMarker(Phase.KV_READY, "Memory profiling takes", "vLLM V0 worker.py determine_num_available_blocks / V1 "
+                "gpu_worker.py determine_available_memory: logged after profile_run returned, the KV pool is sized"),
+    PhaseMarker(Phase.KV_READY, "Memory profiling results", "vLLM 0.6.4-0.6.6 worker.py (the same ledger, one line, "
+                "after profile_run)"),
     PhaseMarker(Phase.KV_READY, "Available KV cache memory", "vLLM gpu_worker.py log"),
     PhaseMarker(Phase.KV_READY, "GPU KV cache size", "vLLM kv_cache_utils.py log"),
     PhaseMarker(Phase.KV_READY, "# GPU blocks", "vLLM V0 executor log"),

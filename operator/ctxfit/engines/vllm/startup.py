@@ -32,8 +32,10 @@ Wordings (each read in the vLLM source named in ``source``; multi-rank logs repe
 
 from __future__ import annotations
 
+import re
+
 from ctxfit.vocab.patterns import NUM
-from ctxfit.vocab.startup import StartupPattern, StartupReport, scan
+from ctxfit.vocab.startup import MAX_LINE_CHARS, StartupPattern, StartupReport, scan
 
 _UNIT = r" ?(GiB|GB|MiB|MB)"
 _SP = r"\s{1,12}"
@@ -43,6 +45,8 @@ V1 = "vLLM V1 0.7 - 0.28"
 DEFAULT_BLOCK_SIZE = 16
 """Tokens per KV block when the log prints blocks but no block size: ``CacheConfig.block_size``
 default 16 on CUDA (vLLM ``config.py`` / ``config/cache.py`` ``CacheConfig``, 0.6 - 0.10)."""
+MAX_VERSION_SCAN_CHARS = 1 << 20
+"""Characters from the start of a log searched for the version line (vLLM states it in its first lines)."""
 
 STARTUP_PATTERNS: tuple[StartupPattern, ...] = (
     # weights
@@ -145,3 +149,27 @@ def parse_startup(text: str) -> StartupReport:
         activation = max(0, report.peak_torch_bytes - report.weights_bytes)
         report = report.with_values(["activation_bytes"], activation_bytes=activation)
     return report
+
+
+_LOGGED_VERSION = (
+    # V0 0.4 - 0.10 / V1 engine/llm_engine.py, v1/engine/core.py: "Initializing a V1 LLM engine (v0.9.1) with config"
+    # (older: "Initializing an LLM engine (v0.6.4) with config")
+    re.compile(r"Initializing an? (?:V[01] )?LLM engine \(v(\d{1,3})\.(\d{1,4})"),
+    # entrypoints/openai/api_server.py 0.4 - 0.11: "vLLM API server version 0.8.5.post1"
+    re.compile(r"vLLM API server version v?(\d{1,3})\.(\d{1,4})"),
+    # entrypoints/utils.py 0.12+ ASCII-art banner, last row: "... █ ▀▄▀ █  version 0.19.0"
+    re.compile(r"\u2580\u2584\u2580 \u2588 {1,8}version v?(\d{1,3})\.(\d{1,4})"),
+)
+
+
+def logged_version(text: str) -> tuple[int, int] | None:
+    """(major, minor) of the vLLM that wrote ``text``, from the first line that states it (see
+    ``_LOGGED_VERSION`` for the wordings and their sources); None when no line states it. Never raises."""
+    for line in text[:MAX_VERSION_SCAN_CHARS].splitlines():
+        if "version" not in line and "LLM engine (v" not in line:
+            continue
+        for regex in _LOGGED_VERSION:
+            found = regex.search(line[:MAX_LINE_CHARS])
+            if found:
+                return int(found.group(1)), int(found.group(2))
+    return None

@@ -29,15 +29,19 @@ def _kv_capacity(ctx: PolicyContext, requested: int) -> tuple[int | None, str]:
     if available is None:
         return None, "no capacity in the message"
     layout = layout_for(ctx, ctx.current.kv_cache_dtype)
-    if layout is not None:
-        fit = layout.max_context_for(int(available), block_size=BLOCK_SIZE)
-        return fit, f"{gib_text(available)} / {layout.kv_bytes_per_token:,} B per token = {fit} tokens"
     needed = number_of(ctx, "neededBytes")
+    from_message: tuple[int, str] | None = None
     if needed and requested > 0:
         per_token = needed / requested
         fit = int(available / per_token)
-        return fit, f"{gib_text(available)} / {per_token:,.0f} B per token (from the message) = {fit} tokens"
-    return None, "no bytes per token known"
+        from_message = fit, f"{gib_text(available)} / {per_token:,.0f} B per token (from the message) = {fit} tokens"
+    if layout is not None:
+        fit = layout.max_context_for(int(available), block_size=BLOCK_SIZE)
+        planned = fit, f"{gib_text(available)} / {layout.kv_bytes_per_token:,} B per token = {fit} tokens"
+        # the engine's own bytes per token (needed / requested) is what ran; when it says fewer tokens fit than
+        # the planned layout, the smaller of the two is the one that cannot fail again
+        return from_message if from_message is not None and from_message[0] < planned[0] else planned
+    return from_message if from_message is not None else (None, "no bytes per token known")
 
 
 def check_kv_cache_too_small(ctx: PolicyContext) -> Decision | None:
