@@ -189,7 +189,7 @@ TORCH_OOM_EXTRACTORS = (
     extractor("reservedBytes", SIZE + r" reserved in total by PyTorch", "size"),
     extractor("reservedBytes", SIZE + r" is reserved by PyTorch", "size"),
 )
-"""Numbers of PyTorch's CUDA OOM (c10 ``CUDACachingAllocator.cpp``, engine-memory.md C): torch >= 2.1
+"""Numbers of PyTorch's CUDA OOM (c10 ``CUDACachingAllocator.cpp``, docs/engine-memory.md C): torch >= 2.1
 "Tried to allocate X. GPU N has a total capacity of T of which F is free. Including non-PyTorch memory,
 this process has U memory in use. Of the allocated memory A is allocated by PyTorch, and R is reserved by
 PyTorch but unallocated."; torch 2.0 "(GPU N; T total capacity; A already allocated; F free; R reserved

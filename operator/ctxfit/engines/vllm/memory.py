@@ -1,4 +1,4 @@
-"""vLLM per-GPU memory model, one rule set per engine version family (engine-memory.md A.1).
+"""vLLM per-GPU memory model, one rule set per engine version family (docs/engine-memory.md A.1).
 
     requested = CUDA total x gpu-memory-utilization        (V1 v1/worker/utils.py::request_memory;
                                                             V0 worker/worker.py::determine_num_available_blocks)
@@ -74,7 +74,7 @@ CUDA_GRAPH_DEFAULT_CAPTURE = 512
 V1_OPT_IN_SINCE = (0, 7, 0)
 V1_DEFAULT_SINCE = (0, 8, 0)
 """The V1 engine is opt-in (``VLLM_USE_V1=1``) in 0.7, the default from 0.8.0 (``VLLM_USE_V1=0`` keeps V0),
-and the only engine from 0.11.0 (engine-memory.md A.3)."""
+and the only engine from 0.11.0 (docs/engine-memory.md A.3)."""
 V0_REMOVED_SINCE = (0, 11, 0)
 CUDAGRAPH_DEDUCTED_SINCE = (0, 20, 0)
 """VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 from 0.20.0 (0 in 0.18/0.19, absent in 0.11)."""

@@ -15,7 +15,7 @@
   utilization x total, ``gpu_worker.determine_available_memory``; SGLang's pool is fraction x total minus
   weights, ``model_runner.profile_max_num_token``); the 10% leaves room for allocator fragmentation and
   CUDA-graph pools. Below it the process had not yet allocated the pool: loading or profiling.
-- ``BLOCK_SIZE`` 16 tokens: vLLM ``CacheConfig.DEFAULT_BLOCK_SIZE`` (engine-memory.md A.2), used when
+- ``BLOCK_SIZE`` 16 tokens: vLLM ``CacheConfig.DEFAULT_BLOCK_SIZE`` (docs/engine-memory.md A.2), used when
   deriving the capacity from the available KV bytes.
 """
 
