@@ -109,6 +109,7 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         markers=("exceeds the maximum allowed length (",),
         requires_any=("Input length (",),
         rank=RANK_HINT,
+        requires_any=("Input length", "tokens)"),  # "Input length (N tokens) exceeds ... (M tokens)"
         source="SGLang 0.4.3-0.5.4 managers/utils.py validate_input_length (max_req_input_len)",
         extractors=(extractor("estimatedMaxContextLength", r"maximum allowed length \(" + NUM),),
         covers=(("0.4.3", "0.5.4"),),
