@@ -29,7 +29,13 @@ def group_spec(**changes: Any) -> dict[str, Any]:
 
 
 def member(attempt: int, name: str, *, ready: bool = False, terminated: str | None = None) -> PodView:
-    return replace(pod(attempt, ready=ready, terminated=terminated, name=name), node=name.replace("kimi", "h100"))
+    """A pod of LWS group 0 as the LWS controller makes it: labelled with the LWS name, owned by the leaders'
+    StatefulSet ``kimi`` (leader ``kimi-0``) or the group's workers' ``kimi-0`` (worker ``kimi-0-1``)."""
+    base = pod(attempt, ready=ready, terminated=terminated, name=name)
+    owner = "kimi" if name.count("-") == 1 else name.rsplit("-", 1)[0]
+    facts = replace(base.facts, owner_replicaset=None, template_label=None, owner_statefulset=owner, group_name="kimi")
+    worker_index = 0 if name.count("-") == 1 else int(name.rsplit("-", 1)[1])
+    return replace(base, node=f"h100-{worker_index}", facts=facts)  # one node per pod of the group
 
 
 def test_three_nodes_where_two_exist_stays_planning_with_needed_and_found() -> None:
