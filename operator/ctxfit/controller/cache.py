@@ -222,7 +222,7 @@ def observe_download(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, ca
                else f"pod {pod.name} is {pod.phase or 'Pending'}")
         _weights_cached(out, "False", Reason.DOWNLOADING, f"download not started yet: {why}", now, snap.generation)
         out.requeue(DOWNLOAD_RECHECK_SECONDS)
-        return True
+        return False  # the pod itself waits (scheduling, GPUs, image pull): controller.waiting says why
     elapsed = _seconds(dl.started_at or pod.created, snap.now)
     progress = parse_progress(snap.download_log(pod)) if snap.download_log is not None else None
     shown = ""

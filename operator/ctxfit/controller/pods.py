@@ -64,6 +64,7 @@ class PodFacts:
         engine_started_at: when the engine container first started (RFC 3339), None while it never ran.
         waiting_message: the engine container's ``state.waiting.message``.
         init_waiting: reason an init container is still running or waiting (None: all done or none).
+        init_waiting_reason: that init container's ``state.waiting.reason`` (e.g. ``ErrImagePull``).
         disrupted: the pod was stopped by its node or the control plane (DisruptionTarget, eviction).
     """
 
@@ -78,6 +79,7 @@ class PodFacts:
     engine_started_at: str | None = None
     waiting_message: str = ""
     init_waiting: str | None = None
+    init_waiting_reason: str | None = None
     disrupted: bool = False
 
 
@@ -104,6 +106,15 @@ def _started_at(status: Mapping[str, Any] | None) -> str | None:
             started = (state.get(phase) or {}).get("startedAt")
             if started:
                 return str(started)
+    return None
+
+
+def _init_waiting_reason(status: Mapping[str, Any]) -> str | None:
+    """``state.waiting.reason`` of the first init container that waits (None: none waits)."""
+    for init in status.get("initContainerStatuses") or []:
+        waiting = ((init.get("state") or {}).get("waiting") or {}).get("reason")
+        if waiting:
+            return str(waiting)
     return None
 
 
@@ -146,6 +157,7 @@ def pod_facts(pod: Mapping[str, Any], container_name: str) -> PodFacts:
         engine_started_at=_started_at(engine_status),
         waiting_message=str(waiting.get("message") or ""),
         init_waiting=_init_waiting(status),
+        init_waiting_reason=_init_waiting_reason(status),
         disrupted=(disruption is not None and disruption.get("status") == "True")
         or status.get("reason") in NODE_LOSS_REASONS,
     )
@@ -208,10 +220,12 @@ def waiting(pod: PodView, node_names: Collection[str]) -> PodWait | None:
     if lost(pod, node_names):
         where = f"node {pod.node} is gone" if pod.node and pod.node not in node_names else "it was disrupted"
         return PodWait(WaitKind.NODE_LOST, pod.name, f"pod {pod.name} was lost ({where}); waiting for its replacement")
-    if pod.waiting_reason in IMAGE_ERROR_REASONS:
+    if pod.waiting_reason in IMAGE_ERROR_REASONS or facts.init_waiting_reason in IMAGE_ERROR_REASONS:
+        # the engine image, or the init container's (model-download runs the engine's image)
+        reason = pod.waiting_reason if pod.waiting_reason in IMAGE_ERROR_REASONS else facts.init_waiting_reason
         detail = f": {facts.waiting_message}" if facts.waiting_message else ""
         return PodWait(WaitKind.IMAGE_ERROR, pod.name,
-                       f"cannot pull image {facts.image!r} ({pod.waiting_reason}){detail}", image=facts.image)
+                       f"cannot pull image {facts.image!r} ({reason}){detail}", image=facts.image)
     if pod.node is None:
         if facts.scheduled == "False":
             return PodWait(WaitKind.UNSCHEDULABLE, pod.name,

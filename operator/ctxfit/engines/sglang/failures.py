@@ -107,7 +107,6 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         # SGLang's "Input length (N[ tokens]) exceeds ..." only: other programs' messages with the same words
         # ("Username exceeds the maximum allowed length (24)") stay out
         markers=("exceeds the maximum allowed length (",),
-        requires_any=("Input length (",),
         rank=RANK_HINT,
         requires_any=("Input length", "tokens)"),  # "Input length (N tokens) exceeds ... (M tokens)"
         source="SGLang 0.4.3-0.5.4 managers/utils.py validate_input_length (max_req_input_len)",
