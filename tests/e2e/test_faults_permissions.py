@@ -42,14 +42,17 @@ def can_i(cluster: Any, user: str, namespace: str, verb: str, resource: str, *ex
 
 
 @pytest.fixture(scope="module")
-def user_roles(cluster: Any, crd: Path) -> None:
-    """The chart's user-facing ClusterRoles, applied as `helm install` would."""
+def user_roles(cluster: Any, crd: Path) -> Iterator[None]:
+    """The chart's user-facing ClusterRoles, applied as `helm install` would (deleted afterwards: they are
+    cluster-scoped, and a later `helm install` in the same cluster must not find them unowned)."""
     rendered = subprocess.run([str(Path(cluster.bin_dir) / "helm"), "template", "ctxfit", str(CHART),
                                "--show-only", "templates/user-roles.yaml"], capture_output=True, text=True, check=True)
     docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
     assert {d["metadata"]["name"] for d in docs} == {"ctxfit-edit", "ctxfit-view"}
     result = kubectl(cluster, "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
     assert result.returncode == 0, result.stderr
+    yield
+    kubectl(cluster, "delete", "clusterrole", "ctxfit-edit", "ctxfit-view", "--ignore-not-found")
 
 
 def bind(cluster: Any, namespace: str, user: str, role: str, kind: str = "ClusterRole") -> None:
