@@ -101,7 +101,9 @@ def test_unschedulable_pod_waits_past_the_startup_timeout(api: ServerClient, clu
     try:
         api.create(base())
         started = time.monotonic()
-        api.wait(lambda: ready_reason(api, "llama")[1] == "WaitingForGPUs", "WaitingForGPUs")
+        # the scheduler's first word may be about the weights claim (created right after the Deployment)
+        api.wait(lambda: ready_reason(api, "llama")[1] == "WaitingForGPUs"
+                 and "Insufficient nvidia.com/gpu" in ready_reason(api, "llama")[2], "WaitingForGPUs")
         phase, _, message = ready_reason(api, "llama")
         assert phase == "Starting"
         assert "Insufficient nvidia.com/gpu" in message and "waiting for GPUs" in message
