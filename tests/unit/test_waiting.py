@@ -207,3 +207,24 @@ def test_hand_edit_of_the_deployment_is_reverted_with_an_event() -> None:
     assert len(notes) == 1 and "other/image:latest" in notes[0].message
     same = converge(snapshot(spec(), start.status, deployment=replace(applied(start), live=live)), SETTINGS, never)
     assert same.deployment is None
+
+
+def test_a_missing_weights_claim_is_not_a_gpu_shortage() -> None:
+    """kube-scheduler's VolumeBinding message (claim created right after the Deployment) is a wait for the volume;
+    the GPU shortage that follows it is WaitingForGPUs."""
+    from dataclasses import replace as _replace
+
+    from ctxfit.controller.pods import WaitKind, waiting
+
+    from .test_handlers import pod
+
+    base = pod(1)
+    unscheduled = _replace(base, node=None, facts=_replace(
+        base.facts, engine_started_at=None, scheduled="False",
+        unschedulable_message='0/8 nodes are available: persistentvolumeclaim "llama-weights" not found.'))
+    wait = waiting(unscheduled, {"rtx-0"})
+    assert wait is not None and wait.kind is WaitKind.SCHEDULING and "llama-weights" in wait.message
+    gpus = _replace(unscheduled, facts=_replace(unscheduled.facts, unschedulable_message=(
+        "0/8 nodes are available: 1 Insufficient nvidia.com/gpu, 7 node(s) didn't match Pod's node affinity/selector.")))
+    wait = waiting(gpus, {"rtx-0"})
+    assert wait is not None and wait.kind is WaitKind.UNSCHEDULABLE and "Insufficient nvidia.com/gpu" in wait.message

@@ -41,6 +41,10 @@ NODE_LOSS_REASONS = frozenset({"Evicted", "NodeLost", "Shutdown", "Terminated", 
                                "UnexpectedAdmissionError", "NodeAffinity", "OutOfnvidia.com/gpu"})
 """``status.reason`` of a pod that was stopped by its node, not by its engine (kubelet eviction/shutdown/admission)."""
 POD_TEMPLATE_HASH_LABEL = "pod-template-hash"
+VOLUME_WAIT_MARKER = "persistentvolumeclaim"
+"""In the scheduler's ``PodScheduled`` message when a claim is missing or unbound (kube-scheduler
+VolumeBinding plugin: 'persistentvolumeclaim "x" not found', 'pod has unbound immediate PersistentVolumeClaims'
+is matched case-insensitively below)."""
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 """Label the LeaderWorkerSet controller puts on every pod of a group (sigs.k8s.io/lws api/leaderworkerset/v1)."""
 ENGINE_DIGEST_FIELDS = ("image", "command", "args")
@@ -227,6 +231,10 @@ def waiting(pod: PodView, node_names: Collection[str]) -> PodWait | None:
         return PodWait(WaitKind.IMAGE_ERROR, pod.name,
                        f"cannot pull image {facts.image!r} ({reason}){detail}", image=facts.image)
     if pod.node is None:
+        if facts.scheduled == "False" and VOLUME_WAIT_MARKER in facts.unschedulable_message.lower():
+            # the weights claim is not there or not bound yet (created with the Deployment): not a GPU shortage
+            return PodWait(WaitKind.SCHEDULING, pod.name,
+                           f"pod {pod.name} waits for its volume: {facts.unschedulable_message}")
         if facts.scheduled == "False":
             return PodWait(WaitKind.UNSCHEDULABLE, pod.name,
                            f"waiting for GPUs: pod {pod.name} cannot be scheduled: "
