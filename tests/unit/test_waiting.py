@@ -225,6 +225,7 @@ def test_a_missing_weights_claim_is_not_a_gpu_shortage() -> None:
     wait = waiting(unscheduled, {"rtx-0"})
     assert wait is not None and wait.kind is WaitKind.SCHEDULING and "llama-weights" in wait.message
     gpus = _replace(unscheduled, facts=_replace(unscheduled.facts, unschedulable_message=(
-        "0/8 nodes are available: 1 Insufficient nvidia.com/gpu, 7 node(s) didn't match Pod's node affinity/selector.")))
+        "0/8 nodes are available: 1 Insufficient nvidia.com/gpu, "
+        "7 node(s) didn't match Pod's node affinity/selector.")))
     wait = waiting(gpus, {"rtx-0"})
     assert wait is not None and wait.kind is WaitKind.UNSCHEDULABLE and "Insufficient nvidia.com/gpu" in wait.message
