@@ -562,6 +562,21 @@ class Cluster:
         cmd = [str(self.bin_dir / "kubectl"), "--kubeconfig", str(self.kubeconfig), *map(str, args)]
         return subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
 
+    def wait_established(self, *crds: str, timeout: float = 60) -> None:
+        """Wait until every CRD (``name.group``) is Established. Not ``kubectl wait``: right after a create the
+        CRD's status has no conditions yet, and kubectl then fails at once (".status.conditions accessor
+        error: <nil>") instead of waiting."""
+        deadline = time.monotonic() + timeout
+        jsonpath = '{.status.conditions[?(@.type=="Established")].status}'
+        pending = list(crds)
+        while pending:
+            pending = [c for c in pending if self.kubectl_proc("get", "crd", c, "-o", f"jsonpath={jsonpath}")
+                       .stdout.strip() != "True"]
+            if pending and time.monotonic() > deadline:
+                raise RuntimeError(f"CRDs not Established after {timeout:.0f} s: {', '.join(pending)}")
+            if pending:
+                time.sleep(0.25)
+
     def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120) -> str:
         """Run the cluster's kubectl; returns stdout, raises KubectlError on failure if check."""
         proc = self.kubectl_proc(*args, input=input, timeout=timeout)
@@ -774,13 +789,7 @@ class Cluster:
             ],
         )
         (self.work_dir / "kwok.yaml").write_text(kwok_config(self.bin_dir))
-        self.kubectl(
-            "wait",
-            "--for=condition=Established",
-            "--timeout=30s",
-            "crd/logs.kwok.x-k8s.io",
-            "crd/clusterlogs.kwok.x-k8s.io",
-        )
+        self.wait_established("logs.kwok.x-k8s.io", "clusterlogs.kwok.x-k8s.io", timeout=30)
         self._spawn(
             "kwok",
             [

@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         print(cluster.kubectl("get", "nodes", "-L", "nvidia.com/gpu.product,nvidia.com/gpu.count"), end="")
         say("installing the InferenceServer CRD")
         cluster.kubectl("apply", "-f", str(CRD))
-        cluster.kubectl("wait", "--for=condition=Established", "crd/inferenceservers.ctxfit.io", "--timeout=60s")
+        cluster.wait_established("inferenceservers.ctxfit.io", timeout=60)
         say("running the operator (python -m ctxfit.controller)")
         operator = Operator(cluster.kubeconfig, cluster.logs_dir / "operator.log")
         operator.wait_healthy()

@@ -110,7 +110,7 @@ def monitoring_crds(cluster: cc.Cluster) -> Iterator[None]:
             cluster.apply(monitoring_crd(kind, plural, schema))
             created.append(name)
     for name in created:
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+        cluster.wait_established(name, timeout=60)
     yield
     for name in created:
         cluster.kubectl("delete", "crd", name, "--wait=false", check=False)

@@ -233,7 +233,7 @@ class ServerClient:
 def crd(cluster: Any) -> Path:
     """The checked-in CRD, applied once and Established."""
     cluster.kubectl("apply", "-f", str(CRD_FILE))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/inferenceservers.ctxfit.io", "--timeout=30s")
+    cluster.wait_established("inferenceservers.ctxfit.io", timeout=30)
     return CRD_FILE
 
 

@@ -71,7 +71,9 @@ def test_observe_calibrate_and_survive_restarts(cluster: Any, crd: Path, api: Se
     plans: dict[str, dict[str, Any]] = {}
 
     def make(server: str, context: int) -> str:
-        plan = plans.get(server) or api.get(server)["status"]["plan"]
+        # the pod can appear before the status that holds the plan (a new server's first pass only creates
+        # the Deployment): wait for the plan rather than serve no log
+        plan = plans.get(server) or api.wait(lambda: api.get(server)["status"]["plan"], f"{server} planned", 60)
         plans[server] = plan
         uncalibrated = plan["perGPU"]["kvCacheBytes"] - (plan.get("calibrationBytes") or 0)
         return vllm_startup_log(kv_cache_bytes=uncalibrated + RESIDUAL, kv_bytes_per_token=plan["kvBytesPerToken"],
