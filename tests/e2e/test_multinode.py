@@ -35,7 +35,7 @@ LWS = ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")
 def lws(cluster: Any) -> Any:
     """The LWS controller, started once on the session's cluster."""
     if not lws_available(cluster):
-        pytest.skip(f"{LWS_BINARY} not built (bash hack/k8s-bins.sh)")
+        pytest.fail(f"{LWS_BINARY} not built: run bash hack/k8s-bins.sh (make test does)")
     if LWS_BINARY not in cluster.state.get("processes", {}):
         start_lws(cluster)
     return cluster

@@ -103,7 +103,7 @@ def test_pre_load_memory_by_topology() -> None:
     assert pre_load_used_bytes("NVIDIA-H100-80GB-HBM3", 1) == CUDA_CONTEXT
     assert pre_load_used_bytes("NVIDIA-H100-80GB-HBM3", 8) == CUDA_CONTEXT + NCCL_INIT_NVSWITCH
     # SGLang 0.5.2 on 8x H100 printed 77.43 GiB free of 79.19 at load begin: 1.76 GiB used
-    assert 1.5 <= (CUDA_CONTEXT + NCCL_INIT_NVSWITCH) / GiB <= 2.1
+    assert abs(pre_load_used_bytes("NVIDIA-H100-80GB-HBM3", 8) / GiB - (79.19 - 77.43)) <= 0.3
     assert pre_load_used_bytes("NVIDIA-GeForce-RTX-4090", 4) == CUDA_CONTEXT
 
 

@@ -98,7 +98,10 @@ def test_every_handed_startup(case: dict[str, Any]) -> None:
         assert abs(report.kv_cache_bytes / GIB - want) <= 2 * TOL_GIB
     if "maxRunningRequests" in observed and "max_total_num_tokens" in (case.get("log") or ""):
         assert report.max_running_requests == observed["maxRunningRequests"]
-    assert len(report.source_lines) >= 1 or not report.observed
+    # every value carries its evidence: a verbatim line of this start-up's log
+    assert report.source_lines, f"{case['id']}: values without source lines"
+    log = case.get("log") or ""
+    assert all(line.strip() in log for line in report.source_lines), case["id"]
 
 
 def test_v1_019_full_ledger() -> None:
