@@ -129,7 +129,7 @@ _V1 = OverheadConstants(
 )
 FITTED: dict[Family, OverheadConstants] = {
     Family.V0: OverheadConstants(
-        copies=ActivationCopies(sampler=3.698, sorting_sampler=9.907, forward=1.953, moe=2.083),
+        copies=ActivationCopies(sampler=3.698, sorting_sampler=9.952, forward=1.953, moe=2.083),
         non_torch_bytes=_V1.non_torch_bytes,
         nvlink_buffers_bytes=_V1.nvlink_buffers_bytes,
     ),
