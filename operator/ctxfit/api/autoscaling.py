@@ -151,6 +151,7 @@ class AutoscalingStatus(WireModel):
         capacity_source: ``observed`` (the engine's start-up log) or ``planned`` (ctxfit's prediction).
         scaled_object: name of the KEDA ScaledObject (the server's name).
         paused: the ScaledObject is paused (``autoscaling.keda.sh/paused``), e.g. while the server is Failed.
+        cold_start_seconds: seconds a new replica spends loading weights (observed, else estimated at 0.5 GB/s).
         rule: the rule in one sentence, as ``ctxfit plan`` prints it.
     """
 
@@ -165,4 +166,5 @@ class AutoscalingStatus(WireModel):
     capacity_source: CapacitySource | None = None
     scaled_object: str | None = None
     paused: bool | None = None
+    cold_start_seconds: int | None = None
     rule: str | None = None
