@@ -259,17 +259,19 @@ def _tokens_text(tokens: int) -> str:
 
 
 def describe(found: Thresholds, autoscaling: AutoscalingSpec, cold_start: tuple[int, str]) -> str:
-    """One sentence, e.g. "scale out at 68% KV = 154k tokens, or > 4 waiting requests per replica; ...".
+    """One sentence, e.g. "scale out at 63% KV = 280k of 444k tokens (planned; one more 32,768-token request no
+    longer fits above 93%), or > 3 waiting requests per replica; 1..4 replicas; cold start ~33 s ...".
 
     Shown by ``ctxfit plan`` and written to ``status.autoscaling.rule``.
     """
     seconds, source = cold_start
-    kv_why = "kvCacheUsageTarget" if found.kv_from_spec else (
-        f"{found.full_fraction:.0%} = one more {found.capacity.context_length:,}-token request no longer fits")
+    capacity = found.capacity
+    why = "kvCacheUsageTarget" if found.kv_from_spec else (
+        f"one more {capacity.context_length:,}-token request no longer fits above {found.full_fraction:.0%}")
     zero = ", scales to zero when idle" if autoscaling.min_replicas == 0 else ""
     return (
-        f"scale out at {found.kv_usage_fraction:.0%} KV = {_tokens_text(found.kv_usage_tokens)} tokens "
-        f"({kv_why}; {found.capacity.source} pool {_tokens_text(found.capacity.pool_tokens)} tokens), "
+        f"scale out at {found.kv_usage_fraction:.0%} KV = {_tokens_text(found.kv_usage_tokens)} of "
+        f"{_tokens_text(capacity.pool_tokens)} tokens ({capacity.source}; {why}), "
         f"or > {found.queue} waiting requests per replica; "
         f"{autoscaling.min_replicas}..{autoscaling.max_replicas} replicas{zero}; "
         f"cold start ~{seconds} s loading weights ({source})"
