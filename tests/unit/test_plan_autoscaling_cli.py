@@ -90,3 +90,11 @@ def test_invalid_autoscaling_is_one_line_exit_2(tmp_path: Path) -> None:
     out = run_cli("plan", "-f", str(path))
     assert out.returncode == 2
     assert "scaleToZero" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_readme_shows_the_real_rule() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    shown = readme.split(f"$ ctxfit plan -f {MANIFEST}\n", 1)[1].split("```", 1)[0]
+    shown_line = next(x for x in shown.splitlines() if x.startswith("autoscaling: "))
+    out = run_cli("plan", "-f", MANIFEST)
+    assert shown_line in out.stdout.splitlines()

@@ -58,8 +58,9 @@ from ctxfit.vocab.defaults import LOAD_BYTES_PER_SECOND
 HPA_TOLERANCE = 0.1
 """kube-controller-manager ``--horizontal-pod-autoscaler-tolerance`` default."""
 KV_THRESHOLD_STEP = 0.001
-"""1 / 1000. KEDA turns a trigger threshold into a milli-quantity (``pkg/scalers/scaler.go`` ``GetMetricTargetMili``:
-``int64(value * 1000)``), so a KV threshold is a whole number of thousandths, at least one."""
+"""KEDA turns a trigger threshold into a quantity in thousandths (KEDA 2.20 ``pkg/scalers/scaler.go``
+``GetMetricTargetMili`` -> ``quantityFromFloat64``: ``fmt.Sprintf("%.3f", value)``; older releases
+``int64(value * 1000)``), so a derived KV threshold is a whole number of thousandths, at least one."""
 
 CapacitySource = Literal["planned", "observed"]
 
