@@ -12,32 +12,68 @@ from __future__ import annotations
 
 import atexit
 import copy
-import ctypes
 import datetime
 import ipaddress
 import json
 import os
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import cluster_storage
 import yaml
+from cluster_procs import (
+    HACK_DIR,
+    K8S_BINS_SCRIPT,
+    REPO_DIR,
+    HarnessError,
+    _set_pdeathsig,
+    alive_processes,
+    check_alive,
+    find_bin_dir,
+    free_ports,
+    log,
+    pid_alive,
+    pid_exe,
+    port_listening,
+    spawn,
+    stop_processes,
+    wait_http,
+    wait_until,
+)
 
-HACK_DIR = Path(__file__).resolve().parent
-REPO_DIR = HACK_DIR.parent
-K8S_BINS_SCRIPT = HACK_DIR / "k8s-bins.sh"
+# The public names, wherever they are defined: importers (tests/, bench/, hack/) use `ctxfit_cluster.X`.
+__all__ = [
+    # this module
+    "COMPONENTS",
+    "DEFAULT_WORK_DIR",
+    "STATE_FILE",
+    "Cluster",
+    "sweep_stale",
+    "temp_cluster_dir",
+    # cluster_procs
+    "HACK_DIR",
+    "K8S_BINS_SCRIPT",
+    "REPO_DIR",
+    "HarnessError",
+    "_set_pdeathsig",
+    "find_bin_dir",
+    "free_ports",
+    "log",
+    "pid_alive",
+    "pid_exe",
+    "port_listening",
+    "wait_until",
+]
+
 SIM_STAGES_FILE = HACK_DIR / "kwok" / "sim-stages.yaml"
 KWOK_VERSION = "v0.7.0"
 
@@ -55,18 +91,10 @@ NEVER_READY_IP = "10.244.255.254"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 
-class HarnessError(RuntimeError):
-    pass
-
-
 class KubectlError(HarnessError):
     def __init__(self, args: list[str], proc: subprocess.CompletedProcess[str]):
         self.proc = proc
         super().__init__(f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
-
-
-def log(msg: str) -> None:
-    print(f"[cluster {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -181,95 +209,6 @@ def default_nodes() -> list[NodeSpec]:
         nodes += [gpu_node(f"{gpu_type}-{i}", gpu_type, 8) for i in range(n)]
     nodes += [gpu_node(f"l4-{i}", "l4", 1, cpu="16", memory="64Gi") for i in range(2)]
     return nodes
-
-
-# --------------------------------------------------------------------------------------------
-# helpers
-
-
-def find_bin_dir(build: bool = True) -> Path:
-    """The directory with the binaries: $CTXFIT_K8S_BIN_DIR, else the last stdout line of
-    hack/k8s-bins.sh (a no-op when cached; builds them otherwise)."""
-    env = os.environ.get("CTXFIT_K8S_BIN_DIR")
-    if env:
-        return Path(env)
-    if not build:
-        raise HarnessError("CTXFIT_K8S_BIN_DIR not set")
-    proc = subprocess.run(["bash", str(K8S_BINS_SCRIPT)], stdout=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        raise HarnessError(f"hack/k8s-bins.sh failed with exit code {proc.returncode}")
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    if not lines:
-        raise HarnessError("hack/k8s-bins.sh printed no directory")
-    return Path(lines[-1].strip())
-
-
-def free_ports(n: int) -> list[int]:
-    """n distinct free TCP ports on 127.0.0.1 (held open together so they are distinct)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def port_listening(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.5)
-        return s.connect_ex((host, port)) == 0
-
-
-def pid_alive(pid: int) -> bool:
-    """True if pid exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-        return state not in ("Z", "X")
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-
-
-def pid_exe(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().split(b"\0", 1)[0].decode()
-    except OSError:
-        return None
-
-
-_PRCTL: Any
-try:  # resolved in the parent: the child (between fork and exec) only makes the call
-    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):  # not Linux
-    _PRCTL = None
-
-
-def _set_pdeathsig() -> None:
-    """PR_SET_PDEATHSIG(SIGKILL): the child dies when the parent (the test run) dies."""
-    if _PRCTL is not None:
-        _PRCTL(1, int(signal.SIGKILL))
-
-
-def wait_until(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    last_exc: Exception | None = None
-    while True:
-        try:
-            val = pred()
-            if val:
-                return val
-        except Exception as exc:  # noqa: BLE001 - polled condition
-            last_exc = exc
-        if time.monotonic() > deadline:
-            raise HarnessError(
-                f"timed out after {timeout:.0f}s waiting for {what}" + (f": {last_exc}" if last_exc else "")
-            )
-        time.sleep(interval)
 
 
 # --------------------------------------------------------------------------------------------
@@ -528,12 +467,7 @@ class Cluster:
     # ---- status
     def running_components(self) -> dict[str, int]:
         """Recorded processes that are still alive and still run our binary."""
-        alive = {}
-        for name, info in self.state.get("processes", {}).items():
-            pid = info["pid"]
-            if pid_alive(pid) and pid_exe(pid) == info["exe"]:
-                alive[name] = pid
-        return alive
+        return alive_processes(self.state.get("processes", {}))
 
     def is_up(self) -> bool:
         if not self.state.get("ports"):
@@ -642,40 +576,20 @@ class Cluster:
         return self.start_seconds
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
+        """Start bin_dir/`name` (log: logs/`name`.log) and record it in state.json, to be stopped by stop()."""
         exe = str(self.bin_dir / name)
-        logf = open(self.logs_dir / f"{name}.log", "ab")
-        proc = subprocess.Popen(
-            [exe, *args],
-            stdin=subprocess.DEVNULL,
-            stdout=logf,
-            stderr=subprocess.STDOUT,
-            cwd=self.work_dir,
-            env={**os.environ, **(env or {})},
-            start_new_session=True,  # own process group: stopped as a group, untouched by ^C of the shell
-            preexec_fn=_set_pdeathsig if self._die_with_parent else None,
-        )
-        logf.close()
+        proc = spawn(exe, args, self.logs_dir / f"{name}.log", self.work_dir, env, self._die_with_parent)
         self._procs[name] = proc
         self.state["processes"][name] = {"pid": proc.pid, "pgid": proc.pid, "exe": exe}
         self._save_state()
 
     def _check_alive(self, *names: str) -> None:
+        """Raise HarnessError (with the log tail) if one of the named processes we started has exited."""
         for n in names:
-            p = self._procs.get(n)
-            if p is not None and p.poll() is not None:
-                tail = (self.logs_dir / f"{n}.log").read_text(errors="replace")[-3000:]
-                raise HarnessError(f"{n} exited with {p.returncode}; log tail:\n{tail}")
+            check_alive(n, self._procs.get(n), self.logs_dir / f"{n}.log")
 
     def _wait_http(self, name: str, url: str, timeout: float, ctx: ssl.SSLContext | None = None) -> None:
-        def ok() -> bool:
-            self._check_alive(name)
-            try:
-                with urllib.request.urlopen(url, context=ctx, timeout=2) as r:
-                    return bool(r.status == 200)
-            except (urllib.error.URLError, OSError):
-                return False
-
-        wait_until(ok, timeout, f"{name} at {url}")
+        wait_http(name, url, timeout, ctx, lambda: self._check_alive(name))
 
     def _start(self, nodes: list[NodeSpec], timeout: float) -> None:
         p = self.ports
@@ -865,39 +779,7 @@ class Cluster:
         `grace` seconds. Removes the data dir, PKI and state file (logs/ is kept)."""
         if not self.state:
             self.load_state()
-        procs = self.state.get("processes", {})
-        targets = {}
-        for name, info in procs.items():
-            pid = info["pid"]
-            if pid_alive(pid) and pid_exe(pid) == info["exe"]:
-                targets[name] = info
-        for info in targets.values():
-            try:
-                os.killpg(info["pgid"], signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace
-        while targets and time.monotonic() < deadline:
-            for n in list(self._procs):
-                self._procs[n].poll()
-            if not any(pid_alive(i["pid"]) for i in targets.values()):
-                break
-            time.sleep(0.1)
-        for info in targets.values():
-            if pid_alive(info["pid"]):
-                try:
-                    os.killpg(info["pgid"], signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        for pr in list(self._procs.values()):
-            try:
-                pr.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        # also wait for non-children to disappear (they are reaped by init)
-        end = time.monotonic() + 5
-        while any(pid_alive(i["pid"]) for i in targets.values()) and time.monotonic() < end:
-            time.sleep(0.05)
+        stop_processes(self.state.get("processes", {}), self._procs.values(), grace)
         self._procs.clear()
         if remove_data:
             for d in (self.data_dir, self.pki, self.pod_logs_dir, self.work_dir / "home"):
