@@ -13,7 +13,6 @@ from __future__ import annotations
 import atexit
 import copy
 import datetime
-import ipaddress
 import json
 import os
 import shutil
@@ -30,6 +29,7 @@ from typing import Any
 
 import cluster_storage
 import yaml
+from cluster_pki import admin_ssl_context, generate_pki, unverified_ssl_context, write_kubeconfig
 from cluster_procs import (
     HACK_DIR,
     K8S_BINS_SCRIPT,
@@ -59,6 +59,8 @@ __all__ = [
     "Cluster",
     "sweep_stale",
     "temp_cluster_dir",
+    # cluster_pki
+    "generate_pki",
     # cluster_procs
     "HACK_DIR",
     "K8S_BINS_SCRIPT",
@@ -209,104 +211,6 @@ def default_nodes() -> list[NodeSpec]:
         nodes += [gpu_node(f"{gpu_type}-{i}", gpu_type, 8) for i in range(n)]
     nodes += [gpu_node(f"l4-{i}", "l4", 1, cpu="16", memory="64Gi") for i in range(2)]
     return nodes
-
-
-# --------------------------------------------------------------------------------------------
-# PKI
-
-
-def generate_pki(pki: Path) -> None:
-    """CA, an admin cert (system:masters, also the serving cert of the apiserver and kwok) and an SA key."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    pki.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
-    until = now + datetime.timedelta(days=3650)
-
-    def key() -> ec.EllipticCurvePrivateKey:
-        return ec.generate_private_key(ec.SECP256R1())
-
-    def write_key(k: ec.EllipticCurvePrivateKey, name: str) -> None:
-        (pki / name).write_bytes(
-            k.private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-            )
-        )
-        os.chmod(pki / name, 0o600)
-
-    ca_key = key()
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ctxfit-test-ca")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(until)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    (pki / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    write_key(ca_key, "ca.key")
-
-    admin_key = key()
-    sans = [
-        x509.DNSName(n)
-        for n in (
-            "localhost",
-            "kubernetes",
-            "kubernetes.default",
-            "kubernetes.default.svc",
-            "kubernetes.default.svc.cluster.local",
-        )
-    ] + [x509.IPAddress(ipaddress.ip_address(a)) for a in ("127.0.0.1", "::1", "10.96.0.1")]
-    admin = (
-        x509.CertificateBuilder()
-        .subject_name(
-            x509.Name(
-                [
-                    x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
-                    x509.NameAttribute(NameOID.COMMON_NAME, "ctxfit-admin"),
-                ]
-            )
-        )
-        .issuer_name(ca_name)
-        .public_key(admin_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(until)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(True, False, True, False, False, False, False, False, False), critical=True
-        )
-        .add_extension(
-            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
-            critical=False,
-        )
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    (pki / "admin.crt").write_bytes(admin.public_bytes(serialization.Encoding.PEM))
-    write_key(admin_key, "admin.key")
-
-    sa_key = key()
-    write_key(sa_key, "sa.key")
-    (pki / "sa.pub").write_bytes(
-        sa_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -481,9 +385,7 @@ class Cluster:
 
     # ---- HTTP to the apiserver (stdlib)
     def _ssl_context(self) -> ssl.SSLContext:
-        ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
-        ctx.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
-        return ctx
+        return admin_ssl_context(self.pki)
 
     def _get(self, path: str, timeout: float = 3) -> str:
         with urllib.request.urlopen(self.server + path, context=self._ssl_context(), timeout=timeout) as r:
@@ -595,7 +497,7 @@ class Cluster:
         p = self.ports
         pki = self.pki
         generate_pki(pki)
-        self._write_kubeconfig()
+        write_kubeconfig(self.kubeconfig, self.server, pki)
 
         # etcd
         self._spawn(
@@ -727,9 +629,7 @@ class Cluster:
         self.set_default_logs("simulated engine log\n", "simulated engine log (previous container)\n")
         self.add_nodes(nodes, wait=False)
 
-        insecure = ssl.create_default_context()
-        insecure.check_hostname = False
-        insecure.verify_mode = ssl.CERT_NONE
+        insecure = unverified_ssl_context()
         self._wait_http(
             "kube-controller-manager", f"https://127.0.0.1:{p['controller_manager']}/healthz", 60, insecure
         )
@@ -743,36 +643,6 @@ class Cluster:
             "serviceaccount default/default",
         )
         cluster_storage.install_storage(self)
-
-    def _write_kubeconfig(self) -> None:
-        kc = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [
-                {
-                    "name": "ctxfit",
-                    "cluster": {"server": self.server, "certificate-authority": str(self.pki / "ca.crt")},
-                }
-            ],
-            "users": [
-                {
-                    "name": "ctxfit-admin",
-                    "user": {
-                        "client-certificate": str(self.pki / "admin.crt"),
-                        "client-key": str(self.pki / "admin.key"),
-                    },
-                }
-            ],
-            "contexts": [
-                {
-                    "name": "ctxfit",
-                    "context": {"cluster": "ctxfit", "user": "ctxfit-admin", "namespace": "default"},
-                }
-            ],
-            "current-context": "ctxfit",
-        }
-        self.kubeconfig.write_text(yaml.safe_dump(kc, sort_keys=False))
-        os.chmod(self.kubeconfig, 0o600)
 
     def stop(self, remove_data: bool = True, grace: float = 8.0) -> None:
         """Stop exactly the recorded processes (whole process groups): SIGTERM, then SIGKILL after
