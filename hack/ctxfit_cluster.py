@@ -20,8 +20,6 @@ import ssl
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +27,8 @@ from typing import Any
 
 import cluster_storage
 import yaml
-from cluster_pki import admin_ssl_context, generate_pki, unverified_ssl_context, write_kubeconfig
+from cluster_kubectl import KubectlClient, KubectlError
+from cluster_pki import generate_pki, unverified_ssl_context, write_kubeconfig
 from cluster_procs import (
     HACK_DIR,
     K8S_BINS_SCRIPT,
@@ -59,6 +58,8 @@ __all__ = [
     "Cluster",
     "sweep_stale",
     "temp_cluster_dir",
+    # cluster_kubectl
+    "KubectlError",
     # cluster_pki
     "generate_pki",
     # cluster_procs
@@ -91,12 +92,6 @@ NEVER_READY_IP = "10.244.255.254"
 
 # The processes, in start order; they are stopped all together (SIGTERM, then SIGKILL).
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-
-
-class KubectlError(HarnessError):
-    def __init__(self, args: list[str], proc: subprocess.CompletedProcess[str]):
-        self.proc = proc
-        super().__init__(f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -296,7 +291,7 @@ def cri_log(lines: Iterable[str] | str, stream: str = "stdout") -> str:
 # the cluster
 
 
-class Cluster:
+class Cluster(KubectlClient):
     """One local control plane. Work dir layout: state.json, kubeconfig, pki/, data/ (etcd),
     logs/<component>.log, kwok.yaml, podlogs/ (files served by kwok for `kubectl logs`)."""
 
@@ -382,53 +377,6 @@ class Cluster:
             return self._get("/readyz") == "ok"
         except Exception:  # noqa: BLE001
             return False
-
-    # ---- HTTP to the apiserver (stdlib)
-    def _ssl_context(self) -> ssl.SSLContext:
-        return admin_ssl_context(self.pki)
-
-    def _get(self, path: str, timeout: float = 3) -> str:
-        with urllib.request.urlopen(self.server + path, context=self._ssl_context(), timeout=timeout) as r:
-            return str(r.read().decode())
-
-    # ---- kubectl
-    def kubectl_proc(
-        self, *args: str, input: str | None = None, timeout: float = 120
-    ) -> subprocess.CompletedProcess[str]:
-        cmd = [str(self.bin_dir / "kubectl"), "--kubeconfig", str(self.kubeconfig), *map(str, args)]
-        return subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
-
-    def wait_established(self, *crds: str, timeout: float = 60) -> None:
-        """Wait until every CRD (``name.group``) is Established. Not ``kubectl wait``: right after a create the
-        CRD's status has no conditions yet, and kubectl then fails at once (".status.conditions accessor
-        error: <nil>") instead of waiting."""
-        deadline = time.monotonic() + timeout
-        jsonpath = '{.status.conditions[?(@.type=="Established")].status}'
-        pending = list(crds)
-        while pending:
-            pending = [c for c in pending if self.kubectl_proc("get", "crd", c, "-o", f"jsonpath={jsonpath}")
-                       .stdout.strip() != "True"]
-            if pending and time.monotonic() > deadline:
-                raise RuntimeError(f"CRDs not Established after {timeout:.0f} s: {', '.join(pending)}")
-            if pending:
-                time.sleep(0.25)
-
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120) -> str:
-        """Run the cluster's kubectl; returns stdout, raises KubectlError on failure if check."""
-        proc = self.kubectl_proc(*args, input=input, timeout=timeout)
-        if check and proc.returncode != 0:
-            raise KubectlError(list(map(str, args)), proc)
-        return str(proc.stdout)
-
-    def kubectl_json(self, *args: str) -> Any:
-        return json.loads(self.kubectl(*args, "-o", "json"))
-
-    def apply(self, objs: dict[str, Any] | list[dict[str, Any]] | str, namespace: str | None = None) -> str:
-        """kubectl apply -f - of a manifest (YAML text, a dict or a list of dicts), in `namespace`."""
-        if not isinstance(objs, str):
-            objs = yaml.safe_dump_all(objs if isinstance(objs, list) else [objs], sort_keys=False)
-        ns = ["-n", namespace] if namespace else []
-        return self.kubectl(*ns, "apply", "-f", "-", input=objs)
 
     # ---- lifecycle
     def start(
@@ -703,16 +651,6 @@ class Cluster:
             return want <= ok
 
         wait_until(ready, timeout, f"nodes Ready: {sorted(want)}", interval=0.3)
-
-    # ---- namespaces
-    def create_namespace(self, name: str, wait_service_account: bool = True, timeout: float = 30) -> None:
-        self.kubectl("create", "namespace", name)
-        if wait_service_account:
-            wait_until(
-                lambda: self.kubectl_proc("-n", name, "get", "serviceaccount", "default").returncode == 0,
-                timeout,
-                f"serviceaccount {name}/default",
-            )
 
     # ---- pod logs served by kwok (`kubectl logs`, `kubectl logs --previous`)
     def set_default_logs(self, current: str, previous: str | None = None) -> None:
