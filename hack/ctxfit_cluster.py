@@ -4,8 +4,20 @@ etcd, kube-apiserver, kube-controller-manager and kube-scheduler (built by hack/
 subprocesses on 127.0.0.1 with free ports; kwok plays the kubelets of fake GPU nodes and simulates
 the inference engine's fate through pod labels/annotations (contract: hack/README.md).
 
-Used by `hack/cluster.py up|down|status` and by the session fixture in tests/e2e/conftest.py.
-Only the standard library, PyYAML and `cryptography` are needed.
+This module is the facade: ``Cluster`` (paths, state.json, the start sequence, stop) and, re-exported,
+every public name of the pieces it is built from, each readable alone:
+
+  cluster_procs.py       errors, waits, free ports, PIDs; spawning, watching, stopping the processes
+  cluster_pki.py         CA, admin certificate, service-account key, kubeconfig, TLS contexts
+  cluster_components.py  command lines of etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+  cluster_kwok.py        kwok: stages (kwok.yaml), CRDs, command line, served pod logs (PodLogsMixin)
+  cluster_kubectl.py     kubectl and HTTPS to the apiserver (KubectlClient, the base class of Cluster)
+  cluster_nodes.py       fake GPU nodes: NodeSpec, GPU_TYPES, the default pool (NodesMixin)
+  cluster_storage.py     the default StorageClass and the simulated model download
+  addons_*.py            optional components started on a running cluster (addons_lws.py: LeaderWorkerSet)
+
+Used by `hack/cluster.py up|down|status`, hack/demo.py, bench/ and the session fixture in
+tests/e2e/conftest.py. Only the standard library, PyYAML and `cryptography` are needed.
 """
 
 from __future__ import annotations
@@ -22,6 +34,14 @@ from pathlib import Path
 from typing import Any
 
 import cluster_storage
+from cluster_components import (
+    COMPONENTS,
+    SERVICE_CIDR,
+    apiserver_args,
+    controller_manager_args,
+    etcd_args,
+    scheduler_args,
+)
 from cluster_kubectl import KubectlError
 from cluster_kwok import (
     KWOK_POD_CIDR,
@@ -58,57 +78,31 @@ from cluster_procs import (
     wait_until,
 )
 
-# The public names, wherever they are defined: importers (tests/, bench/, hack/) use `ctxfit_cluster.X`.
+# The public names, wherever they are defined: importers (tests/, bench/, hack/) use `ctxfit_cluster.X`,
+# so a name moved into a piece stays listed here.
 __all__ = [
     # this module
-    "COMPONENTS",
-    "DEFAULT_WORK_DIR",
-    "STATE_FILE",
-    "Cluster",
-    "sweep_stale",
-    "temp_cluster_dir",
+    "DEFAULT_WORK_DIR", "STATE_FILE", "Cluster", "sweep_stale", "temp_cluster_dir",
+    # cluster_components
+    "COMPONENTS", "SERVICE_CIDR",
     # cluster_kwok
-    "KWOK_POD_CIDR",
-    "KWOK_VERSION",
-    "NEVER_READY_IP",
-    "SIM_STAGES_FILE",
-    "cri_log",
-    "kwok_config",
-    "kwok_crd",
-    "sim_stages",
-    "stock_stage",
+    "KWOK_POD_CIDR", "KWOK_VERSION", "NEVER_READY_IP", "SIM_STAGES_FILE", "cri_log", "kwok_config", "kwok_crd",
+    "sim_stages", "stock_stage",
     # cluster_kubectl
     "KubectlError",
     # cluster_nodes
-    "GPU_TYPES",
-    "NodeSpec",
-    "default_nodes",
-    "gpu_node",
+    "GPU_TYPES", "NodeSpec", "default_nodes", "gpu_node",
     # cluster_pki
     "generate_pki",
     # cluster_procs
-    "HACK_DIR",
-    "K8S_BINS_SCRIPT",
-    "REPO_DIR",
-    "HarnessError",
-    "_set_pdeathsig",
-    "find_bin_dir",
-    "free_ports",
-    "log",
-    "pid_alive",
-    "pid_exe",
-    "port_listening",
-    "wait_until",
+    "HACK_DIR", "K8S_BINS_SCRIPT", "REPO_DIR", "HarnessError", "_set_pdeathsig", "find_bin_dir", "free_ports", "log",
+    "pid_alive", "pid_exe", "port_listening", "wait_until",
 ]
 
 DEFAULT_WORK_DIR = (
     Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ctxfit" / "cluster" / "default"
 )
 STATE_FILE = "state.json"
-SERVICE_CIDR = "10.96.0.0/16"
-
-# The processes, in start order; they are stopped all together (SIGTERM, then SIGKILL).
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 
 
 # --------------------------------------------------------------------------------------------
@@ -193,6 +187,7 @@ class Cluster(NodesMixin, PodLogsMixin):
         return alive_processes(self.state.get("processes", {}))
 
     def is_up(self) -> bool:
+        """Every recorded process runs and the apiserver answers /readyz."""
         if not self.state.get("ports"):
             return False
         if set(self.running_components()) != set(self.state.get("processes", {})):
@@ -263,67 +258,21 @@ class Cluster(NodesMixin, PodLogsMixin):
             check_alive(n, self._procs.get(n), self.logs_dir / f"{n}.log")
 
     def _wait_http(self, name: str, url: str, timeout: float, ctx: ssl.SSLContext | None = None) -> None:
+        """Until `url` answers 200; raises HarnessError at once if process `name` exits meanwhile."""
         wait_http(name, url, timeout, ctx, lambda: self._check_alive(name))
 
     def _start(self, nodes: list[NodeSpec], timeout: float) -> None:
+        """The start sequence: PKI, etcd, apiserver, kwok's CRDs, controller-manager, scheduler, kwok,
+        default pod logs and nodes, then wait for all of them, the default ServiceAccount and storage."""
         p = self.ports
         pki = self.pki
         generate_pki(pki)
         write_kubeconfig(self.kubeconfig, self.server, pki)
 
-        # etcd
-        self._spawn(
-            "etcd",
-            [
-                "--name=node0",
-                f"--data-dir={self.data_dir / 'etcd'}",
-                f"--listen-client-urls=http://127.0.0.1:{p['etcd']}",
-                f"--advertise-client-urls=http://127.0.0.1:{p['etcd']}",
-                f"--listen-peer-urls=http://127.0.0.1:{p['etcd_peer']}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd_peer']}",
-                f"--initial-cluster=node0=http://127.0.0.1:{p['etcd_peer']}",
-                "--unsafe-no-fsync=true",
-                "--auto-compaction-retention=1",
-                "--quota-backend-bytes=8589934592",
-                "--log-level=warn",
-            ],
-        )
+        self._spawn("etcd", etcd_args(p, self.data_dir))
         self._wait_http("etcd", f"http://127.0.0.1:{p['etcd']}/health", 30)
 
-        # kube-apiserver
-        self._spawn(
-            "kube-apiserver",
-            [
-                f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={p['apiserver']}",
-                f"--cert-dir={pki}",
-                f"--tls-cert-file={pki / 'admin.crt'}",
-                f"--tls-private-key-file={pki / 'admin.key'}",
-                f"--client-ca-file={pki / 'ca.crt'}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-account-key-file={pki / 'sa.pub'}",
-                f"--service-account-signing-key-file={pki / 'sa.key'}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--authorization-mode=RBAC",
-                "--allow-privileged=true",
-                "--endpoint-reconciler-type=none",
-                "--enable-priority-and-fairness=false",
-                "--kubelet-preferred-address-types=InternalIP",
-                f"--proxy-client-cert-file={pki / 'admin.crt'}",
-                f"--proxy-client-key-file={pki / 'admin.key'}",
-                f"--requestheader-client-ca-file={pki / 'ca.crt'}",
-                "--requestheader-allowed-names=",
-                "--requestheader-username-headers=X-Remote-User",
-                "--requestheader-group-headers=X-Remote-Group",
-                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-                f"--kubelet-client-certificate={pki / 'admin.crt'}",
-                f"--kubelet-client-key={pki / 'admin.key'}",
-                "--profiling=false",
-                "--v=1",
-            ],
-        )
+        self._spawn("kube-apiserver", apiserver_args(p, pki))
         self._wait_http("kube-apiserver", f"{self.server}/readyz", 60, self._ssl_context())
 
         # kwok's Logs/ClusterLogs CRDs (kwok watches them: `--enable-crds=Logs,ClusterLogs`)
@@ -332,50 +281,8 @@ class Cluster(NodesMixin, PodLogsMixin):
         ]
         self.kubectl("apply", *sum((["-f", str(c)] for c in crds), []))
 
-        kc = str(self.kubeconfig)
-        common_auth = [
-            f"--kubeconfig={kc}",
-            f"--authentication-kubeconfig={kc}",
-            f"--authorization-kubeconfig={kc}",
-        ]
-        self._spawn(
-            "kube-controller-manager",
-            [
-                *common_auth,
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={p['controller_manager']}",
-                f"--cert-dir={self.data_dir / 'kcm-certs'}",
-                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
-                f"--root-ca-file={pki / 'ca.crt'}",
-                f"--service-account-private-key-file={pki / 'sa.key'}",
-                f"--cluster-signing-cert-file={pki / 'ca.crt'}",
-                f"--cluster-signing-key-file={pki / 'ca.key'}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--use-service-account-credentials=false",
-                "--node-monitor-period=5s",
-                "--node-monitor-grace-period=3m20s",
-                "--kube-api-qps=500",
-                "--kube-api-burst=1000",
-                "--concurrent-gc-syncs=10",
-                *cluster_storage.CONTROLLER_MANAGER_FLAGS,
-                "--v=1",
-            ],
-        )
-        self._spawn(
-            "kube-scheduler",
-            [
-                *common_auth,
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={p['scheduler']}",
-                f"--cert-dir={self.data_dir / 'scheduler-certs'}",
-                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
-                "--kube-api-qps=500",
-                "--kube-api-burst=1000",
-                "--v=1",
-            ],
-        )
+        self._spawn("kube-controller-manager", controller_manager_args(p, self.kubeconfig, self.data_dir, pki))
+        self._spawn("kube-scheduler", scheduler_args(p, self.kubeconfig, self.data_dir))
         (self.work_dir / "kwok.yaml").write_text(kwok_config(self.bin_dir))
         self.wait_established("logs.kwok.x-k8s.io", "clusterlogs.kwok.x-k8s.io", timeout=30)
         self._spawn(
@@ -424,10 +331,12 @@ class Cluster(NodesMixin, PodLogsMixin):
             self._save_state()
 
     def env(self) -> dict[str, str]:
+        """Environment for a subprocess using this cluster: KUBECONFIG, and the binaries first on PATH."""
         return {"KUBECONFIG": str(self.kubeconfig), "PATH": f"{self.bin_dir}:{os.environ.get('PATH', '')}"}
 
 
 def temp_cluster_dir(prefix: str = "ctxfit-e2e-") -> Path:
+    """A new temp work dir (after removing those of killed runs with the same prefix)."""
     sweep_stale(prefix)
     return Path(tempfile.mkdtemp(prefix=prefix))
 
