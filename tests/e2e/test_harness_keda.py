@@ -138,7 +138,7 @@ def test_keda_accepts_a_prometheus_scaled_object(
         so = cluster.kubectl_json("get", f"{plural}.{group}", server, "-n", namespace)
         return so if conditions(so).get("Ready", {}).get("status") == "True" else None
 
-    so = cc.wait_until(ready, 60, f"ScaledObject {server} Ready (KEDA log: {keda.log_path})")
+    so = cc.wait_until(ready, 120, f"ScaledObject {server} Ready (KEDA log: {keda.log_path})")
     assert conditions(so)["Ready"]["reason"] == "ScaledObjectReady"
     assert so["status"]["hpaName"] == hpa_name(server)
     assert so["status"]["scaleTargetKind"] == "apps/v1.Deployment"
@@ -153,12 +153,12 @@ def test_keda_accepts_a_prometheus_scaled_object(
     assert (owner["kind"], owner["name"]) == ("ScaledObject", server)
     # Without KEDA's metrics apiserver the HPA cannot read the trigger, but it still enforces its bounds
     cc.wait_until(lambda: cluster.kubectl_json("get", "deployment", server, "-n", namespace)["spec"]["replicas"] == 2,
-                  60, "the HPA to raise the Deployment to minReplicas")
+                  120, "the HPA to raise the Deployment to minReplicas")
 
     # KEDA's scale loop evaluates the trigger query against the real Prometheus every pollingInterval
-    cc.wait_until(lambda: keda.scaler_metric(namespace, server) == 0.42, 30, "KEDA to read 0.42 from Prometheus")
+    cc.wait_until(lambda: keda.scaler_metric(namespace, server) == 0.42, 90, "KEDA to read 0.42 from Prometheus")
     pod.set("vllm:kv_cache_usage_perc", 0.91)
-    cc.wait_until(lambda: keda.scaler_metric(namespace, server) == 0.91, 30, "KEDA to read 0.91 from Prometheus")
+    cc.wait_until(lambda: keda.scaler_metric(namespace, server) == 0.91, 90, "KEDA to read 0.91 from Prometheus")
     so = cluster.kubectl_json("get", f"{plural}.{group}", server, "-n", namespace)
     assert conditions(so)["Active"]["status"] == "True", "a value above activationThreshold (0) is active"
 
