@@ -25,7 +25,9 @@ https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#algor
 average usage at which a replica is actually added is ``(1 + tau) x t = F x (1 - h)``: the headroom
 point, strictly below the full point even with ``h = 0``. Scaling out there, not at ``F``, is the point:
 a new replica takes a whole cold start (minutes of weight loading) to help, and requests keep arriving
-meanwhile. ``0 < t < F <= 1`` always holds. ``t x C`` is the same threshold in tokens.
+meanwhile. ``t`` is rounded down to whole thousandths and is at least 0.001 (KEDA's precision,
+``KV_THRESHOLD_STEP``); a full point below ``0.001 x (1 + tau)`` counts as "at most one request" above.
+``0 < t < F <= 1`` always holds. ``floor(t x C)`` is the same threshold in tokens.
 
 **The queue threshold** ``q = max(1, floor(h x M_eff))`` waiting requests per replica, where ``M_eff =
 min(M, maxNumSeqs) x d`` is the replica's concurrency at the served context: a backlog larger than the
@@ -48,12 +50,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ctxfit.api import InferenceServerSpec
 from ctxfit.api.autoscaling import AutoscalingSpec, AutoscalingStatus
 from ctxfit.api.observed import ObservedStatus
 from ctxfit.vocab.defaults import LOAD_BYTES_PER_SECOND
 
 HPA_TOLERANCE = 0.1
 """kube-controller-manager ``--horizontal-pod-autoscaler-tolerance`` default."""
+KV_THRESHOLD_STEP = 0.001
+"""1 / 1000. KEDA turns a trigger threshold into a milli-quantity (``pkg/scalers/scaler.go`` ``GetMetricTargetMili``:
+``int64(value * 1000)``), so a KV threshold is a whole number of thousandths, at least one."""
 
 CapacitySource = Literal["planned", "observed"]
 
@@ -111,7 +117,7 @@ class Thresholds:
 
     Attributes:
         kv_usage_fraction: average KV usage per replica above which KEDA adds replicas (``t``), in (0, 1);
-            a derived one is rounded to 4 significant digits (the ScaledObject carries it as text).
+            a derived one is rounded down to whole thousandths, at least 0.001 (``KV_THRESHOLD_STEP``).
         kv_usage_tokens: the same in tokens of one engine's pool (``floor(t x C)``).
         full_fraction: the full point ``F`` (module docstring), in (0, 1].
         full_tokens: ``floor(F x C)``.
@@ -135,8 +141,15 @@ class Thresholds:
 
 
 def full_fraction(max_concurrency: float) -> float:
-    """``F = 1 - 1 / M`` for ``M > 1``; 1 (the whole pool) when the pool holds at most one full-context request."""
-    return 1.0 - 1.0 / max_concurrency if max_concurrency > 1.0 else 1.0
+    """``F = 1 - 1 / M``; 1 (the whole pool) when the pool holds at most one full-context request.
+
+    "At most one" includes ``1 - 1 / M < KV_THRESHOLD_STEP x (1 + HPA_TOLERANCE)``: a full point so close to
+    zero that no threshold KEDA can express lies below it.
+    """
+    if max_concurrency <= 1.0:
+        return 1.0
+    full = 1.0 - 1.0 / max_concurrency
+    return full if full >= KV_THRESHOLD_STEP * (1.0 + HPA_TOLERANCE) else 1.0
 
 
 def thresholds(
@@ -160,7 +173,7 @@ def thresholds(
     warnings: list[str] = []
     concurrency = max(capacity.max_concurrency, 0.0)
     full = full_fraction(concurrency)
-    if concurrency <= 1.0:
+    if concurrency <= 1.0 or 1.0 - 1.0 / concurrency != full:
         warnings.append(
             f"the KV pool ({capacity.pool_tokens:,} tokens) holds {concurrency:.2f} requests of the served context "
             f"({capacity.context_length:,} tokens): the KV threshold is relative to the whole pool and any waiting "
@@ -176,7 +189,8 @@ def thresholds(
                 f"{target * (1.0 + HPA_TOLERANCE):.0%} KV usage (HPA tolerance 10%), at or past the {full:.0%} "
                 f"at which one more {capacity.context_length:,}-token request no longer fits; "
                 f"ctxfit would use {derived:.0%}")
-    kv = target if target is not None else float(f"{derived:.4g}")
+    steps = math.floor(derived / KV_THRESHOLD_STEP)
+    kv = target if target is not None else max(1, steps) / 1000
     concurrent = min(concurrency, float(max_num_seqs)) if max_num_seqs else concurrency
     queue_override = autoscaling.queue_target if autoscaling is not None else None
     if queue_override is not None and queue_override < 1:
@@ -194,6 +208,34 @@ def thresholds(
         queue_from_spec=queue_override is not None,
         warnings=tuple(warnings),
     )
+
+
+def server_thresholds(
+    spec: InferenceServerSpec,
+    *,
+    kv_pool_bytes: int,
+    kv_bytes_per_token: int,
+    context_length: int,
+    max_num_seqs: int | None,
+    headroom: float,
+    observed: ObservedStatus | None = None,
+) -> Thresholds:
+    """The thresholds of one server from its plan and, when present, ``status.observed`` (observed beats planned).
+
+    The plan's numbers are ``status.plan`` (``kvPoolBytes``, ``kvBytesPerToken``, ``contextLength``,
+    ``headroom``) with ``status.effective.maxNumSeqs``, or the same fields of ``ctxfit plan``'s ``Plan``;
+    ``spec.autoscaling`` supplies the overrides and ``spec.parallelism.data`` the engines per replica.
+    Raises ``ValueError`` as ``thresholds`` does (e.g. a plan with no context).
+    """
+    planned = planned_capacity(kv_pool_bytes=kv_pool_bytes, kv_bytes_per_token=kv_bytes_per_token,
+                               context_length=context_length)
+    return thresholds(observed_capacity(observed, planned), headroom=headroom, autoscaling=spec.autoscaling,
+                      max_num_seqs=max_num_seqs, data_parallel=spec.parallelism.data)
+
+
+def weights_per_replica_bytes(spec: InferenceServerSpec, weights_per_gpu_bytes: int) -> int:
+    """Weight bytes one replica loads: per GPU x tensor x pipeline (as the startup budget counts them)."""
+    return weights_per_gpu_bytes * spec.parallelism.tensor * spec.parallelism.pipeline
 
 
 def cold_start_seconds(weights_per_replica_bytes: int, observed: ObservedStatus | None) -> tuple[int, str]:
