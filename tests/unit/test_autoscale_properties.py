@@ -170,7 +170,8 @@ def test_sentence_and_status() -> None:
     spec = AutoscalingSpec(max_replicas=4)
     found = thresholds(Capacity(226_000, 32768, 226_000 / 32768), headroom=0.25)
     text = describe(found, spec, (80, "estimated at 0.5 GB/s"))
-    assert text.startswith("scale out at 58% KV = 132k tokens")
+    assert text.startswith("scale out at 58% KV = 132k of 226k tokens (planned; one more 32,768-token request no "
+                           "longer fits above 86%)")
     assert "or > 1 waiting requests per replica; 1..4 replicas; cold start ~80 s" in text
     status = autoscaling_status(found, spec, scaled_object="s", paused=False, cold_start=(80, "observed"))
     assert (status.kv_cache_usage_threshold, status.kv_cache_tokens_threshold, status.queue_threshold) == \

@@ -89,7 +89,7 @@ def test_owner_labels_and_bounds() -> None:
     assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == ("InferenceServer", "llama31-8b",
                                                                                  UID, True)
     assert doc["metadata"]["labels"]["ctxfit.io/server"] == "llama31-8b"
-    assert "annotations" not in doc["metadata"]
+    assert doc["metadata"]["annotations"] == {PAUSED_ANNOTATION: "false"}  # one patch pauses and resumes
     spec = doc["spec"]
     assert (spec["minReplicaCount"], spec["maxReplicaCount"], spec["cooldownPeriod"]) == (1, 4, 300)
     assert spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"] == \

@@ -15,14 +15,15 @@ smaller than one more request of the served context ``R``: ``F = 1 - R / C = 1 -
 new full-context request must wait in the queue (or, in vLLM, preempt a running one) even though the
 engine is not "full". When the pool holds at most one such request (``M <= 1``: a pool smaller than one
 full-context request, which issue 12 reports as ContextClamped), no usage level leaves room for one, so
-``F`` is taken as the whole pool (``F = 1``) and the queue trigger (threshold 1) does the work.
+``F`` is taken as the whole pool (``F = 1``) and the queue trigger (threshold 1 with one engine per pod)
+does the work.
 
 **The KV threshold** ``t = F x (1 - h) / (1 + tau)``: ``h`` is the server's headroom
 (``spec.context.headroom``, default 0.25: the share of the pool kept free for bursts and fragmentation)
 and ``tau = 0.1`` the HPA's default tolerance (kube-controller-manager
 ``--horizontal-pod-autoscaler-tolerance``: the HPA changes nothing while ``|metric / target - 1| <= tau``,
 https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#algorithm-details), so the
-average usage at which a replica is actually added is ``(1 + tau) x t = F x (1 - h)``: the headroom
+average usage at which a replica is actually added is ``(1 + tau) x t <= F x (1 - h)``: the headroom
 point, strictly below the full point even with ``h = 0``. Scaling out there, not at ``F``, is the point:
 a new replica takes a whole cold start (minutes of weight loading) to help, and requests keep arriving
 meanwhile. ``t`` is rounded down to whole thousandths and is at least 0.001 (KEDA's precision,
@@ -58,8 +59,9 @@ from ctxfit.vocab.defaults import LOAD_BYTES_PER_SECOND
 HPA_TOLERANCE = 0.1
 """kube-controller-manager ``--horizontal-pod-autoscaler-tolerance`` default."""
 KV_THRESHOLD_STEP = 0.001
-"""1 / 1000. KEDA turns a trigger threshold into a milli-quantity (``pkg/scalers/scaler.go`` ``GetMetricTargetMili``:
-``int64(value * 1000)``), so a KV threshold is a whole number of thousandths, at least one."""
+"""KEDA turns a trigger threshold into a quantity in thousandths (KEDA 2.20 ``pkg/scalers/scaler.go``
+``GetMetricTargetMili`` -> ``quantityFromFloat64``: ``fmt.Sprintf("%.3f", value)``; older releases
+``int64(value * 1000)``), so a derived KV threshold is a whole number of thousandths, at least one."""
 
 CapacitySource = Literal["planned", "observed"]
 
@@ -178,7 +180,7 @@ def thresholds(
             f"the KV pool ({capacity.pool_tokens:,} tokens) holds {concurrency:.2f} requests of the served context "
             f"({capacity.context_length:,} tokens): the KV threshold is relative to the whole pool and any waiting "
             "request adds a replica")
-    derived = full * (1.0 - headroom) / (1.0 + HPA_TOLERANCE)
+    derived = max(1, math.floor(full * (1.0 - headroom) / (1.0 + HPA_TOLERANCE) / KV_THRESHOLD_STEP)) / 1000
     target = autoscaling.kv_cache_usage_target if autoscaling is not None else None
     if target is not None:
         if not 0.0 < target < 1.0:
@@ -188,9 +190,8 @@ def thresholds(
                 f"autoscaling.kvCacheUsageTarget {target:g}: KEDA adds a replica only above "
                 f"{target * (1.0 + HPA_TOLERANCE):.0%} KV usage (HPA tolerance 10%), at or past the {full:.0%} "
                 f"at which one more {capacity.context_length:,}-token request no longer fits; "
-                f"ctxfit would use {derived:.0%}")
-    steps = math.floor(derived / KV_THRESHOLD_STEP)
-    kv = target if target is not None else max(1, steps) / 1000
+                f"ctxfit would use {derived:.1%}")
+    kv = target if target is not None else derived
     concurrent = min(concurrency, float(max_num_seqs)) if max_num_seqs else concurrency
     queue_override = autoscaling.queue_target if autoscaling is not None else None
     if queue_override is not None and queue_override < 1:
@@ -259,17 +260,19 @@ def _tokens_text(tokens: int) -> str:
 
 
 def describe(found: Thresholds, autoscaling: AutoscalingSpec, cold_start: tuple[int, str]) -> str:
-    """One sentence, e.g. "scale out at 68% KV = 154k tokens, or > 4 waiting requests per replica; ...".
+    """One sentence, e.g. "scale out at 63% KV = 280k of 444k tokens (planned; one more 32,768-token request no
+    longer fits above 93%), or > 3 waiting requests per replica; 1..4 replicas; cold start ~33 s ...".
 
     Shown by ``ctxfit plan`` and written to ``status.autoscaling.rule``.
     """
     seconds, source = cold_start
-    kv_why = "kvCacheUsageTarget" if found.kv_from_spec else (
-        f"{found.full_fraction:.0%} = one more {found.capacity.context_length:,}-token request no longer fits")
+    capacity = found.capacity
+    why = "kvCacheUsageTarget" if found.kv_from_spec else (
+        f"one more {capacity.context_length:,}-token request no longer fits above {found.full_fraction:.0%}")
     zero = ", scales to zero when idle" if autoscaling.min_replicas == 0 else ""
     return (
-        f"scale out at {found.kv_usage_fraction:.0%} KV = {_tokens_text(found.kv_usage_tokens)} tokens "
-        f"({kv_why}; {found.capacity.source} pool {_tokens_text(found.capacity.pool_tokens)} tokens), "
+        f"scale out at {found.kv_usage_fraction:.0%} KV = {_tokens_text(found.kv_usage_tokens)} of "
+        f"{_tokens_text(capacity.pool_tokens)} tokens ({capacity.source}; {why}), "
         f"or > {found.queue} waiting requests per replica; "
         f"{autoscaling.min_replicas}..{autoscaling.max_replicas} replicas{zero}; "
         f"cold start ~{seconds} s loading weights ({source})"

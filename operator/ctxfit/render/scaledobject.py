@@ -28,6 +28,9 @@ Shape (KEDA ScaledObject specification, https://keda.sh/docs/2.20/reference/scal
   KV pool: the KV-usage sum is divided by ``parallelism.data`` so that it counts replicas, not pools.
 - ``paused``: the annotation ``autoscaling.keda.sh/paused: "true"`` (KEDA 2.20: the scale loop stops and
   the HPA is deleted, replicas stay where they are; KEDA ``controllers/keda/scaledobject_controller.go``).
+  Not paused, the annotation is ``"false"`` (KEDA ``apis/keda/v1alpha1/scaledobject_types.go``
+  ``NeedToBePausedByAnnotation`` parses it with ``strconv.ParseBool``), so one patch of the rendered object
+  both pauses and resumes.
 - Owned by the InferenceServer (garbage-collected with it), labelled like the other rendered objects.
 """
 
@@ -144,9 +147,8 @@ def render_scaled_object(inp: ScaledObjectInput) -> dict[str, Any]:
         "namespace": inp.namespace,
         "labels": common_labels(inp.name, kind),
         "ownerReferences": [owner_reference(f"{API_GROUP}/{API_VERSION}", KIND, inp.name, inp.uid)],
+        "annotations": {PAUSED_ANNOTATION: "true" if inp.paused else "false"},
     }
-    if inp.paused:
-        metadata["annotations"] = {PAUSED_ANNOTATION: "true"}
     spec: dict[str, Any] = {
         "scaleTargetRef": scale_target_ref(inp.spec, inp.name),
         "pollingInterval": POLLING_INTERVAL_SECONDS,
