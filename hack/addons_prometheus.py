@@ -188,9 +188,13 @@ class Prometheus:
         url = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
         try:
             with urllib.request.urlopen(url, timeout=10) as r:
-                body = json.loads(r.read().decode())
-        except urllib.error.HTTPError as exc:
-            body = json.loads(exc.read().decode() or "{}")
+                text = r.read().decode()
+        except urllib.error.HTTPError as exc:  # 400/422 carry the PromQL error as JSON
+            text = exc.read().decode()
+        try:
+            body = json.loads(text)
+        except ValueError:
+            raise HarnessError(f"prometheus {path} {params}: not JSON: {text[:300]!r}") from None
         if body.get("status") != "success":
             raise HarnessError(f"prometheus {path} {params}: {body.get('errorType')}: {body.get('error')}")
         return dict(body["data"])
