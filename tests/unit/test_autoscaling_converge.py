@@ -25,6 +25,8 @@ from ctxfit.controller.observe import DeploymentView, deployment_view
 from ctxfit.controller.settings import Settings
 from ctxfit.recovery import Failure, FailureKind
 
+from .test_converge_group import H100_0, H100_1, group_spec, member
+from .test_converge_group import KV_FAILURE as GROUP_KV_FAILURE
 from .test_handlers import KV_FAILURE, NOW, applied, diagnosed, never, pod, snapshot, spec
 
 KEDA = Settings(backoff_seconds=10, metrics_port=0, health_port=0, keda_enabled=True,
@@ -272,3 +274,26 @@ def test_up_to_date_compares_what_ctxfit_renders() -> None:
     rendered["spec"]["maxReplicaCount"] = 5
     assert not up_to_date(rendered, live)
     assert not up_to_date({**rendered, "metadata": {"annotations": {PAUSED: "true"}}}, live)
+
+
+def test_a_multi_node_server_scales_its_leaderworkerset_and_keeps_the_group_count() -> None:
+    """``spec.nodes`` > 1: the ScaledObject targets the LeaderWorkerSet; a new configuration keeps its replicas."""
+    body = group_spec(autoscaling={"minReplicas": 1, "maxReplicas": 2})
+    nodes = (H100_0, H100_1)
+    first = converge(snap(body, nodes=nodes), KEDA, never)
+    assert first.deployment is not None and first.deployment["kind"] == "LeaderWorkerSet"
+    assert first.deployment["spec"]["replicas"] == 1
+    groups = replace(applied(first), replicas=2, current_replicas=2)  # the HPA asked for a second group
+    second = converge(snap(body, first.status, nodes=nodes, deployment=groups), KEDA, never)
+    assert second.deployment is None
+    assert second.scaled_object is not None
+    assert second.scaled_object["spec"]["scaleTargetRef"] == {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": "kimi"}
+    failed = converge(snap(body, second.status, nodes=nodes, deployment=groups,
+                           pods=(member(1, "kimi-0", terminated="Error"),), now=NOW + timedelta(seconds=30)),
+                      KEDA, diagnosed(GROUP_KV_FAILURE))
+    assert len(failed.status.attempts) == 2
+    later = converge(snap(body, failed.status, nodes=nodes, deployment=groups, now=NOW + timedelta(seconds=90)),
+                     KEDA, never)
+    assert later.deployment is not None and later.deployment["kind"] == "LeaderWorkerSet"
+    assert "replicas" not in later.deployment["spec"], "the new configuration keeps the HPA's group count"
