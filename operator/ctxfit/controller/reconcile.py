@@ -3,8 +3,9 @@
 Runs in a worker thread (the API client is synchronous). Order of writes: status first (compare-and-
 swap; a conflict means someone else moved first, so nothing else is written and the key is requeued),
 then its Events, then the Deployment/Service, then metrics (a fresh plan applies the Deployment first,
-see ``_write``). Errors never escape: they are logged, counted
-in ``ctxfit_reconcile_errors_total{reason}`` and the key is retried later.
+see ``_write``). A KEDA ScaledObject (``spec.autoscaling``) is written after the workload, except a pause,
+which comes before it, so KEDA stops before the replicas drop to 0 (``_apply_scaling``). Errors never
+escape: they are logged, counted in ``ctxfit_reconcile_errors_total{reason}`` and the key is retried later.
 """
 
 from __future__ import annotations
