@@ -43,6 +43,7 @@ class ConditionType(StrEnum):
     OBJECTS_ACCEPTED = "ObjectsAccepted"
     ADMITTED = "Admitted"
     WEIGHTS_CACHED = "WeightsCached"
+    AUTOSCALING = "Autoscaling"
 
 
 class Reason(StrEnum):
@@ -92,6 +93,17 @@ class Reason(StrEnum):
     INVALID_STATUS = "InvalidStatus"
     DRIFT_REVERTED = "DriftReverted"
     REOPENED = "Reopened"
+    # Autoscaling (spec.autoscaling: the KEDA ScaledObject)
+    SCALED_OBJECT_READY = "ScaledObjectReady"
+    SCALED_OBJECT_PENDING = "ScaledObjectPending"
+    SCALED_OBJECT_NOT_READY = "ScaledObjectNotReady"
+    AUTOSCALING_PAUSED = "AutoscalingPaused"
+    KEDA_NOT_INSTALLED = "KEDANotInstalled"
+    KEDA_DISABLED = "KEDADisabled"
+    SCALED_OBJECT_DELETED = "ScaledObjectDeleted"
+    # Events only (autoscaling)
+    SCALED_OBJECT_CREATED = "ScaledObjectCreated"
+    AUTOSCALING_RESUMED = "AutoscalingResumed"
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]
@@ -121,7 +133,7 @@ class Condition(WireModel):
     """One Kubernetes-style condition. ``lastTransitionTime`` changes only when ``status`` changes."""
 
     type: ConditionType
-    """Ready, BudgetFits or Degraded."""
+    """Ready, BudgetFits, Degraded, ObjectsAccepted, Admitted, WeightsCached or Autoscaling."""
     status: ConditionStatus
     """True, False or Unknown."""
     reason: Reason

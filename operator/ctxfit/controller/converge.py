@@ -45,6 +45,7 @@ from ctxfit.vocab.inputs import PlanInputError
 from ctxfit.vocab.kinds import Failure
 
 from . import admission_policy
+from .autoscaling import ScalingSnapshot, converge_autoscaling, leave_replicas, pause_live, wanted_replicas
 from .cache import observe_download, resolve
 from .cache_view import ClaimView, StorageView
 from .conditions import EventNote, mark_failed_spec, mark_no_node, mark_phase, plan_status
@@ -90,11 +91,13 @@ class Snapshot:
     storage: StorageView | None = None
     claim: ClaimView | None = None
     download_log: Callable[[PodView], str] | None = None
+    scaling: ScalingSnapshot | None = None
 
 
 @dataclass
 class Outcome:
-    """What to do: write ``status`` (when changed), apply ``deployment``/``service`` (when not None)."""
+    """What to do: write ``status`` (when changed), apply ``deployment``/``service``/``scaled_object`` (when not
+    None); ``scaled_object_delete``/``scaled_object_pause``: delete or pause the live ScaledObject."""
 
     status: InferenceServerStatus
     deployment: dict[str, Any] | None = None
@@ -110,6 +113,9 @@ class Outcome:
     claim: dict[str, Any] | None = None
     claim_exists: bool = False
     claim_delete: str | None = None
+    scaled_object: dict[str, Any] | None = None
+    scaled_object_delete: bool = False
+    scaled_object_pause: bool = False
 
     def requeue(self, seconds: float) -> None:
         """Look again after ``seconds`` at the latest (keeps the earliest request)."""
@@ -117,8 +123,9 @@ class Outcome:
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
 
 
-HISTORY_NEUTRAL_FIELDS = ("replicas", "attempts", "pod")
-"""Spec fields whose change keeps the plan and the attempt history (they do not change what fits)."""
+HISTORY_NEUTRAL_FIELDS = ("replicas", "attempts", "pod", "autoscaling")
+"""Spec fields whose change keeps the plan and the attempt history (they do not change what fits; adding or
+removing ``autoscaling`` restarts no engine)."""
 
 
 def spec_key(spec: InferenceServerSpec) -> str:
@@ -264,7 +271,7 @@ def _render_input(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, setti
     return RenderInput(
         name=snap.name, namespace=snap.namespace, uid=snap.uid, spec=spec, effective=cur.effective.to_config(),
         attempt=cur.number, gpu_product=st.node_product, image=settings.image_for(spec.engine.kind.value),
-        replicas=0 if st.phase is Phase.FAILED else None,
+        replicas=wanted_replicas(spec, snap.deployment, st.phase is Phase.FAILED, snap.scaling).count,
         avoid_nodes=tuple(failed_driver_nodes(st.attempts)), min_cuda=required_cuda(spec), cache=cache,
     )
 
@@ -312,13 +319,17 @@ def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: 
     deployment = render_workload(inp)
     want_hash = deployment["metadata"]["annotations"]["ctxfit.io/pod-template-hash"]
     have = snap.deployment
-    if have is None or have.template_hash != want_hash or have.replicas != deployment["spec"]["replicas"]:
+    write_replicas = wanted_replicas(spec, have, st.phase is Phase.FAILED, snap.scaling).write
+    if have is None or have.template_hash != want_hash or (write_replicas and
+                                                          have.replicas != deployment["spec"]["replicas"]):
         if not (have is None and st.phase is Phase.FAILED):
             out.deployment = deployment
     elif have.live is not None and (changed := drifted(deployment, have.live, CONTAINER_NAME)):
         out.deployment = deployment
         out.events.append(EventNote("Warning", Reason.DRIFT_REVERTED, "reverted a change to Deployment "
                                     f"{snap.name}: {describe_drift(changed, deployment, have.live, CONTAINER_NAME)}"))
+    if out.deployment is not None and not write_replicas:
+        leave_replicas(out.deployment)
     if snap.service_port != spec.serving.port and st.phase is not Phase.FAILED:
         if have is None:  # Service after the Deployment: a ClusterIP allocation is the slowest write
             out.requeue(SERVICE_DELAY_SECONDS)
@@ -346,6 +357,7 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
         st.observed_generation = snap.generation
         if snap.deployment is not None and snap.deployment.replicas != 0:
             out.scale_to_zero = True
+        pause_live(out, snap.scaling, snap.name, now, snap.generation)
         return out
     out.spec = spec
     refused = admission_policy.refusal(spec, settings)
@@ -353,6 +365,7 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
         admission_policy.mark_refused(out, refused, now, snap.generation)
         st.observed_generation = snap.generation
         out.scale_to_zero = snap.deployment is not None and snap.deployment.replicas != 0
+        pause_live(out, snap.scaling, snap.name, now, snap.generation)
         return out
     admission_policy.mark_admitted(out, now, snap.generation)
     key = spec_key(spec)
@@ -368,6 +381,7 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
         _observe_attempt(snap, spec, out, settings, diagnose, now, read_startup, cache)
         mark_clamped(out, now, snap.generation)
     _desired(snap, spec, out, settings, cache)
+    converge_autoscaling(snap, spec, out, settings, now)
     st.observed_generation = snap.generation
     return out
 

@@ -48,7 +48,11 @@ def best_group_node(spec: InferenceServerSpec, eligible: Sequence[GPUNode]) -> G
 
 
 def pods_for_ready(spec: InferenceServerSpec) -> int:
-    """Ready pods that make the server Ready: ``replicas`` pods, or every pod of every group."""
+    """Ready pods that make the server Ready: ``replicas`` pods, or every pod of every group. With
+    ``spec.autoscaling`` the count is the autoscaler's, not ``spec.replicas``: one replica (all pods of one
+    group) Ready is enough."""
+    if spec.autoscaling is not None:
+        return spec.nodes
     return spec.replicas * spec.nodes
 
 

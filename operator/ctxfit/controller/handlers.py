@@ -228,7 +228,8 @@ async def on_pod(event: kopf.RawEvent, body: kopf.Body, namespace: str, labels: 
 async def on_owned(event: kopf.RawEvent, body: kopf.Body, namespace: str, name: str, resource: kopf.Resource,
                    memo: kopf.Memo, **indexes: Any) -> None:
     """An owned Deployment or Service (named like its server) changed in what the operator compares (template,
-    replicas, ReplicaFailure, port) or was deleted -> reconcile its server now, not at the resync."""
+    replicas asked for and present, ReplicaFailure, port) or was deleted -> reconcile its server now, not at the
+    resync."""
     state = _remember(memo, indexes)
     uid = str(body.metadata.uid)
     view: object = deployment_view(dict(body)) if resource.plural == "deployments" \

@@ -23,6 +23,8 @@ from ctxfit.vocab.text import clean_text
 FIELD_MANAGER = "ctxfit"
 COMPONENT = "ctxfit-operator"
 MERGE_PATCH = "application/merge-patch+json"
+WORKLOAD_KINDS = frozenset({"Deployment", "LeaderWorkerSet"})
+"""Kinds whose ``spec.replicas`` an autoscaler may own."""
 
 
 def _pointer(key: str) -> str:
@@ -30,9 +32,19 @@ def _pointer(key: str) -> str:
 
 
 def _replace_ops(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    """RFC 6902 ops: replace ``/spec`` whole; add each of ctxfit's metadata labels and annotations."""
+    """RFC 6902 ops: replace ``/spec`` whole; add each of ctxfit's metadata labels and annotations.
+
+    A workload rendered without ``spec.replicas`` (the autoscaler owns the count, ``controller/autoscaling.py``)
+    gets one ``replace`` per other ``spec`` field instead, so the live ``replicas`` is never written (a whole
+    ``spec`` without it would be defaulted back to 1 by the API server).
+    """
     meta = obj["metadata"]
-    ops: list[dict[str, Any]] = [{"op": "replace", "path": "/spec", "value": obj["spec"]}]
+    spec = obj["spec"]
+    if obj.get("kind") in WORKLOAD_KINDS and "replicas" not in spec:
+        ops: list[dict[str, Any]] = [{"op": "add", "path": f"/spec/{_pointer(key)}", "value": value}
+                                     for key, value in spec.items()]
+    else:
+        ops = [{"op": "replace", "path": "/spec", "value": spec}]
     for field in ("labels", "annotations"):
         for key, value in meta.get(field, {}).items():
             ops.append({"op": "add", "path": f"/metadata/{field}/{_pointer(key)}", "value": value})

@@ -137,12 +137,15 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
 
 @dataclass(frozen=True)
 class DeploymentView:
-    """What matters of the existing Deployment: its pod-template hash annotation and replicas; ``live``: the
+    """What matters of the existing Deployment (or LeaderWorkerSet): its pod-template hash annotation,
+    ``replicas`` (``spec.replicas``: the count asked for, by the operator or the autoscaler's HPA),
+    ``current_replicas`` (``status.replicas``: the count it has now; None: not reported yet); ``live``: the
     fields drift is checked on and its ReplicaFailure message (``controller/drift.py``; None: not read)."""
 
     template_hash: str | None
     replicas: int | None
     live: LiveDeployment | None = None
+    current_replicas: int | None = None
 
 
 def deployment_view(deployment: Mapping[str, Any] | None) -> DeploymentView | None:
@@ -152,7 +155,15 @@ def deployment_view(deployment: Mapping[str, Any] | None) -> DeploymentView | No
     meta = deployment.get("metadata") or {}
     return DeploymentView(template_hash=(meta.get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION),
                           replicas=(deployment.get("spec") or {}).get("replicas"),
-                          live=live_deployment(deployment, CONTAINER_NAME))
+                          live=live_deployment(deployment, CONTAINER_NAME),
+                          current_replicas=_status_replicas(deployment.get("status") or {}))
+
+
+def _status_replicas(status: Mapping[str, Any]) -> int | None:
+    """``status.replicas``; 0 when omitted (``omitempty``) by a controller that reported at all, else None."""
+    if "replicas" in status:
+        return int(status["replicas"])
+    return 0 if status.get("observedGeneration") is not None else None
 
 
 @dataclass(frozen=True)

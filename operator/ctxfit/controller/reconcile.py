@@ -3,8 +3,9 @@
 Runs in a worker thread (the API client is synchronous). Order of writes: status first (compare-and-
 swap; a conflict means someone else moved first, so nothing else is written and the key is requeued),
 then its Events, then the Deployment/Service, then metrics (a fresh plan applies the Deployment first,
-see ``_write``). Errors never escape: they are logged, counted
-in ``ctxfit_reconcile_errors_total{reason}`` and the key is retried later.
+see ``_write``). A KEDA ScaledObject (``spec.autoscaling``) is written after the workload, except a pause,
+which comes before it, so KEDA stops before the replicas drop to 0 (``_apply_scaling``). Errors never
+escape: they are logged, counted in ``ctxfit_reconcile_errors_total{reason}`` and the key is retried later.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ctxfit.render.leaderworkerset import LWS_KIND
 from ctxfit.vocab.text import clean_lines, clean_text
 
 from . import rejections
+from .autoscaling import paused_rendering
 from .cache_view import ClaimView
 from .calibration_store import CalibrationStore
 from .claims import ClaimsApi
@@ -40,6 +42,14 @@ from .kube import Conflict, Kube
 from .metrics import Metrics
 from .observe import DeploymentView, GPUNode, PodView, deployment_view
 from .rejections import RejectionBook, refused
+from .scalekube import (
+    KedaMemo,
+    KedaNotInstalled,
+    apply_scaled_object,
+    delete_scaled_object,
+    pause_scaled_object,
+    read_scaling,
+)
 from .settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -72,6 +82,7 @@ class Runtime:
     rejections: RejectionBook = field(default_factory=RejectionBook)
     calibration: CalibrationStore | None = None
     claims: ClaimsApi | None = None
+    keda: KedaMemo = field(default_factory=KedaMemo)
 
 
 @dataclass(frozen=True)
@@ -131,8 +142,27 @@ class _Deferred:
 DEFERRED = _Deferred()
 
 
+def _apply_scaling(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot, *, pausing: bool) -> None:
+    """The ScaledObject's writes of this pass that belong before the workload's (``pausing``: a pause must
+    stop KEDA before replicas drop to 0) or after it (KEDA checks its scale target at once)."""
+    meta = body["metadata"]
+    live = snap.scaling.live if snap.scaling is not None else None
+    obj = out.scaled_object
+    try:
+        if pausing and out.scaled_object_pause:
+            pause_scaled_object(rt.kube, meta["namespace"], meta["name"])
+        if obj is not None and paused_rendering(obj) is pausing:
+            with refused("ScaledObject", meta["name"], obj):
+                apply_scaled_object(rt.kube, obj, live)
+        if not pausing and out.scaled_object_delete:
+            delete_scaled_object(rt.kube, meta["namespace"], meta["name"])
+    except KedaNotInstalled:  # removed since it was read: the next pass says so in status
+        rt.keda.found_absent(time.monotonic())
+
+
 def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
     meta = body["metadata"]
+    _apply_scaling(rt, body, out, snap, pausing=True)
     if out.deployment is not None:
         with refused(out.deployment["kind"], meta["name"], out.deployment):
             if out.deployment["kind"] == LWS_KIND:
@@ -152,6 +182,7 @@ def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
             rt.claims.apply_claim(out.claim, exists=out.claim_exists)
     if rt.claims is not None and out.claim_delete is not None:
         rt.claims.delete_claim(body["metadata"]["namespace"], out.claim_delete)
+    _apply_scaling(rt, body, out, snap, pausing=False)
 
 
 def _multi_node(body: dict[str, Any]) -> bool:
@@ -259,6 +290,8 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             download_log=lambda pod: rt.kube.log_tail(namespace, pod.name, DOWNLOAD_CONTAINER, previous=False,
                                                       lines=DOWNLOAD_LOG_LINES),
             calibration=rt.calibration.table() if rt.calibration is not None else None,  # cached; used to plan
+            scaling=read_scaling(rt.kube, rt.keda, rt.settings.keda_enabled, namespace, name,
+                                 spec_dict.get("autoscaling") is not None, old.autoscaling is not None),
         )
         engine_text = str((snap.spec.get("engine") or {}).get("kind", ""))
         engine = EngineKind(engine_text) if engine_text in EngineKind.__members__.values() else EngineKind.VLLM

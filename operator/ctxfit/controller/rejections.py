@@ -12,6 +12,9 @@ newer API server's rule can still refuse the Deployment or Service with 400/403/
   e.g. after a spec fix, is tried at once); the backoff is kept in memory, so a restarted operator tries
   once at start-up and then backs off again;
 - once every object is accepted, ``ObjectsAccepted`` is True again.
+
+A refused KEDA ScaledObject (``spec.autoscaling``; e.g. KEDA's admission webhook) is handled the same way,
+except that Ready is not held: the server serves at its current replica count, only autoscaling is missing.
 """
 
 from __future__ import annotations
@@ -149,11 +152,22 @@ def is_rejected(status: InferenceServerStatus) -> bool:
     return cond is not None and cond.status == "False"
 
 
+AUTOSCALER_KIND = "ScaledObject"
+"""A refusal of this kind does not hold Ready (see the module docstring)."""
+
+
+def _holds_ready(message: str) -> bool:
+    """The refusal ``message`` (``Rejected.describe``) is of an object the server needs to serve."""
+    return not message.startswith(f"the API server refused {AUTOSCALER_KIND} ")
+
+
 def mark_rejected(status: InferenceServerStatus, message: str, now: str, generation: int) -> None:
-    """``ObjectsAccepted`` False with ``message``; Ready False, no endpoint, a Ready phase becomes Starting."""
+    """``ObjectsAccepted`` False with ``message``; Ready False, no endpoint, a Ready phase becomes Starting
+    (not for a refused ScaledObject)."""
     status.set_condition(ConditionType.OBJECTS_ACCEPTED, "False", Reason.OBJECT_REJECTED, message, now=now,
                          generation=generation)
-    hold_ready(status, message, now, generation)
+    if _holds_ready(message):
+        hold_ready(status, message, now, generation)
 
 
 def hold_ready(status: InferenceServerStatus, message: str, now: str, generation: int) -> None:
@@ -183,7 +197,7 @@ def hold(book: RejectionBook, key: Key, out: Outcome, monotonic: float, now: str
     if not is_rejected(out.status):
         return
     waiting = False
-    for kind, obj in (("Deployment", out.deployment), ("Service", out.service)):
+    for kind, obj in (("Deployment", out.deployment), ("Service", out.service), (AUTOSCALER_KIND, out.scaled_object)):
         if obj is None:
             continue
         wait = book.wait(key, kind, obj, monotonic)
@@ -192,13 +206,17 @@ def hold(book: RejectionBook, key: Key, out: Outcome, monotonic: float, now: str
             out.requeue(wait)
             if kind == "Deployment":
                 out.deployment = None
-            else:
+            elif kind == "Service":
                 out.service = None
-    if out.deployment is None and out.service is None and not waiting:
+            else:
+                out.scaled_object = None
+    if out.deployment is None and out.service is None and out.scaled_object is None and not waiting:
         mark_accepted(out.status, now, generation)
         return
     cond = out.status.condition(ConditionType.OBJECTS_ACCEPTED)
-    hold_ready(out.status, cond.message if cond else "an object was refused", now, generation)
+    message = cond.message if cond else "an object was refused"
+    if _holds_ready(message):
+        hold_ready(out.status, message, now, generation)
 
 
 def applied(book: RejectionBook, key: Key, out: Outcome) -> bool:
@@ -208,8 +226,11 @@ def applied(book: RejectionBook, key: Key, out: Outcome) -> bool:
         book.accepted(key, "Deployment")
     if out.service is not None:
         book.accepted(key, "Service")
+    if out.scaled_object is not None:
+        book.accepted(key, AUTOSCALER_KIND)
     return is_rejected(out.status) and not book.pending(key) and (out.deployment is not None or
-                                                                  out.service is not None)
+                                                                  out.service is not None or
+                                                                  out.scaled_object is not None)
 
 
 def record(kube: Kube, book: RejectionBook, key: Key, rejected: Rejected, status: InferenceServerStatus,
