@@ -317,7 +317,7 @@ def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: 
             out.deployment = deployment
     elif have.live is not None and (changed := drifted(deployment, have.live, CONTAINER_NAME)):
         out.deployment = deployment
-        out.events.append(EventNote("Warning", Reason.DRIFT_REVERTED, "reverted a change to Deployment "
+        out.events.append(EventNote("Warning", Reason.DRIFT_REVERTED, f"reverted a change to {deployment['kind']} "
                                     f"{snap.name}: {describe_drift(changed, deployment, have.live, CONTAINER_NAME)}"))
     if snap.service_port != spec.serving.port and st.phase is not Phase.FAILED:
         if have is None:  # Service after the Deployment: a ClusterIP allocation is the slowest write
