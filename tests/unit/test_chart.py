@@ -200,6 +200,7 @@ BAD_VALUES = {
     "headroom-not-a-fraction": ({"operator.defaultHeadroom": "25%"}, "defaultHeadroom"),
     "headroom-one": ({"operator.defaultHeadroom": 1}, "defaultHeadroom"),
     "too-many-attempts": ({"operator.maxAttempts": 50}, "maxAttempts"),
+    "no-group-restarts": ({"operator.groupRestartBudget": 0}, "groupRestartBudget"),
 }
 
 
@@ -219,7 +220,7 @@ def _env(objs: list[dict[str, Any]]) -> dict[str, Any]:
 ENV_CASES = {
     "default": ({}, {"CTXFIT_WATCH_NAMESPACES": "", "CTXFIT_METRICS_PORT": "9090", "CTXFIT_HEALTH_PORT": "8080"},
                 ["CTXFIT_PEERING", "CTXFIT_DEFAULT_HEADROOM", "CTXFIT_VLLM_IMAGE", "CTXFIT_SGLANG_IMAGE",
-                 "CTXFIT_MAX_ATTEMPTS"]),
+                 "CTXFIT_MAX_ATTEMPTS", "CTXFIT_GROUP_RESTART_BUDGET"]),
     "namespaces": ({"watchNamespaces": ["a", "b"]}, {"CTXFIT_WATCH_NAMESPACES": "a,b"}, []),
     "ports": ({"metrics.port": 9191, "operator.healthPort": 8181},
               {"CTXFIT_METRICS_PORT": "9191", "CTXFIT_HEALTH_PORT": "8181"}, []),
@@ -228,9 +229,10 @@ ENV_CASES = {
     "peering-forced-off": ({"replicaCount": 2, "peering.enabled": False}, {}, ["CTXFIT_PEERING"]),
     "peering-forced-on": ({"peering.enabled": True, "peering.name": "lead"}, {"CTXFIT_PEERING": "lead"}, []),
     "operator-defaults": ({"operator.defaultHeadroom": "0.2", "operator.vllmImage": "v:1",
-                           "operator.sglangImage": "s:1", "operator.maxAttempts": 3},
+                           "operator.sglangImage": "s:1", "operator.maxAttempts": 3,
+                           "operator.groupRestartBudget": 4},
                           {"CTXFIT_DEFAULT_HEADROOM": "0.2", "CTXFIT_VLLM_IMAGE": "v:1", "CTXFIT_SGLANG_IMAGE": "s:1",
-                           "CTXFIT_MAX_ATTEMPTS": "3"}, []),
+                           "CTXFIT_MAX_ATTEMPTS": "3", "CTXFIT_GROUP_RESTART_BUDGET": "4"}, []),
     "extra-env": ({"operator.extraEnv": [{"name": "X", "value": "1"}]}, {"X": "1"}, []),
     "metrics-off": ({"metrics.enabled": False}, {"CTXFIT_METRICS_PORT": "0"}, []),
 }
