@@ -15,7 +15,8 @@ help:
 install:
 	$(PYTHON) -m pip install -q -e ".[test]"
 
-# Kubernetes binaries, etcd, kwok, helm from the Go module proxy (cached; ~9 min cold)
+# Kubernetes binaries, etcd, kwok, helm, the LWS controller and the KEDA operator from the Go module proxy
+# (cached; ~9 min cold for Kubernetes alone, up to ~25 min more for KEDA: hack/keda-bins.sh)
 bins:
 	bash hack/k8s-bins.sh
 

@@ -70,7 +70,8 @@ class Startup:
 
 
 def hf_config(fields: dict[str, Any]) -> dict[str, Any]:
-    """A config.json with the fields the overhead model reads (attention geometry is irrelevant here)."""
+    """A config.json with the fields the overhead model reads (attention geometry is irrelevant here);
+    ``hidden`` and ``quant`` (a ``quantization_config.quant_method``) where the fixture gives them."""
     config: dict[str, Any] = {
         "num_hidden_layers": fields.get("layers", 32),
         "num_attention_heads": 32,
@@ -80,6 +81,10 @@ def hf_config(fields: dict[str, Any]) -> dict[str, Any]:
         "intermediate_size": fields["intermediate"],
         "max_position_embeddings": 1 << 20,
     }
+    if fields.get("hidden"):
+        config["hidden_size"] = fields["hidden"]
+    if fields.get("quant"):
+        config["quantization_config"] = {"quant_method": fields["quant"]}
     moe = fields.get("moe")
     if moe:
         config.update(

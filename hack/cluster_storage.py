@@ -9,7 +9,8 @@ the `kubernetes.io/host-path` provisioner, the in-tree test provisioner (kube-co
 volumes, so the StorageClass says `allowVolumeExpansion: false` and a full claim is replaced by a new,
 larger one.
 
-Used by hack/ctxfit_cluster.py (flags, kwok config, install after start); tests import the names.
+Used by hack/cluster_components.py (controller-manager flags), hack/cluster_kwok.py (kwok config) and
+hack/ctxfit_cluster.py (install after start); tests import the names.
 """
 
 from __future__ import annotations

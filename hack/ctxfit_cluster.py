@@ -4,456 +4,112 @@ etcd, kube-apiserver, kube-controller-manager and kube-scheduler (built by hack/
 subprocesses on 127.0.0.1 with free ports; kwok plays the kubelets of fake GPU nodes and simulates
 the inference engine's fate through pod labels/annotations (contract: hack/README.md).
 
-Used by `hack/cluster.py up|down|status` and by the session fixture in tests/e2e/conftest.py.
-Only the standard library, PyYAML and `cryptography` are needed.
+This module is the facade: ``Cluster`` (paths, state.json, the start sequence, stop) and, re-exported,
+every public name of the pieces it is built from, each readable alone:
+
+  cluster_procs.py       errors, waits, free ports, PIDs; spawning, watching, stopping the processes
+  cluster_pki.py         CA, admin certificate, service-account key, kubeconfig, TLS contexts
+  cluster_components.py  command lines of etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+  cluster_kwok.py        kwok: stages (kwok.yaml), CRDs, command line, served pod logs (PodLogsMixin)
+  cluster_kubectl.py     kubectl and HTTPS to the apiserver (KubectlClient, the base class of Cluster)
+  cluster_nodes.py       fake GPU nodes: NodeSpec, GPU_TYPES, the default pool (NodesMixin)
+  cluster_storage.py     the default StorageClass and the simulated model download
+  addons_*.py            optional components started on a running cluster (addons_lws.py: LeaderWorkerSet)
+
+Used by `hack/cluster.py up|down|status`, hack/demo.py, bench/ and the session fixture in
+tests/e2e/conftest.py. Only the standard library, PyYAML and `cryptography` are needed.
 """
 
 from __future__ import annotations
 
 import atexit
-import copy
-import ctypes
-import datetime
-import ipaddress
 import json
 import os
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
-import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import cluster_storage
-import yaml
+from cluster_components import (
+    COMPONENTS,
+    SERVICE_CIDR,
+    apiserver_args,
+    controller_manager_args,
+    etcd_args,
+    scheduler_args,
+)
+from cluster_kubectl import KubectlError
+from cluster_kwok import (
+    KWOK_POD_CIDR,
+    KWOK_VERSION,
+    NEVER_READY_IP,
+    SIM_STAGES_FILE,
+    PodLogsMixin,
+    cri_log,
+    kwok_args,
+    kwok_config,
+    kwok_crd,
+    sim_stages,
+    stock_stage,
+)
+from cluster_nodes import GPU_TYPES, NodesMixin, NodeSpec, default_nodes, gpu_node
+from cluster_pki import generate_pki, unverified_ssl_context, write_kubeconfig
+from cluster_procs import (
+    HACK_DIR,
+    K8S_BINS_SCRIPT,
+    REPO_DIR,
+    HarnessError,
+    _set_pdeathsig,
+    alive_processes,
+    check_alive,
+    find_bin_dir,
+    free_ports,
+    log,
+    pid_alive,
+    pid_exe,
+    port_listening,
+    spawn,
+    stop_processes,
+    wait_http,
+    wait_until,
+)
 
-HACK_DIR = Path(__file__).resolve().parent
-REPO_DIR = HACK_DIR.parent
-K8S_BINS_SCRIPT = HACK_DIR / "k8s-bins.sh"
-SIM_STAGES_FILE = HACK_DIR / "kwok" / "sim-stages.yaml"
-KWOK_VERSION = "v0.7.0"
+# The public names, wherever they are defined: importers (tests/, bench/, hack/) use `ctxfit_cluster.X`,
+# so a name moved into a piece stays listed here.
+__all__ = [
+    # this module
+    "DEFAULT_WORK_DIR", "STATE_FILE", "Cluster", "sweep_stale", "temp_cluster_dir",
+    # cluster_components
+    "COMPONENTS", "SERVICE_CIDR",
+    # cluster_kwok
+    "KWOK_POD_CIDR", "KWOK_VERSION", "NEVER_READY_IP", "SIM_STAGES_FILE", "cri_log", "kwok_config", "kwok_crd",
+    "sim_stages", "stock_stage",
+    # cluster_kubectl
+    "KubectlError",
+    # cluster_nodes
+    "GPU_TYPES", "NodeSpec", "default_nodes", "gpu_node",
+    # cluster_pki
+    "generate_pki",
+    # cluster_procs
+    "HACK_DIR", "K8S_BINS_SCRIPT", "REPO_DIR", "HarnessError", "_set_pdeathsig", "find_bin_dir", "free_ports", "log",
+    "pid_alive", "pid_exe", "port_listening", "wait_until",
+]
 
 DEFAULT_WORK_DIR = (
     Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ctxfit" / "cluster" / "default"
 )
 STATE_FILE = "state.json"
-KWOK_POD_CIDR = "10.244.0.1/16"  # the pool hands out addresses from .0.1 on
-SERVICE_CIDR = "10.96.0.0/16"
-# kwok v0.7.0 cannot template an Event message, so never-ready pods report this fixed pod IP and the
-# Unhealthy event names it (see hack/kwok/sim-stages.yaml).
-NEVER_READY_IP = "10.244.255.254"
-
-# The processes, in start order; they are stopped all together (SIGTERM, then SIGKILL).
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-
-
-class HarnessError(RuntimeError):
-    pass
-
-
-class KubectlError(HarnessError):
-    def __init__(self, args: list[str], proc: subprocess.CompletedProcess[str]):
-        self.proc = proc
-        super().__init__(f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
-
-
-def log(msg: str) -> None:
-    print(f"[cluster {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-# --------------------------------------------------------------------------------------------
-# GPU nodes
-
-
-@dataclass
-class NodeSpec:
-    """A fake node carrying NVIDIA GPU Feature Discovery labels and nvidia.com/gpu capacity."""
-
-    name: str
-    product: str | None = None  # nvidia.com/gpu.product, e.g. NVIDIA-H100-80GB-HBM3; None = CPU node
-    gpu_memory_mib: int = 0  # nvidia.com/gpu.memory
-    gpu_count: int = 0  # nvidia.com/gpu.count and capacity nvidia.com/gpu
-    compute: tuple[int, int] = (0, 0)  # nvidia.com/gpu.compute.major / .minor
-    family: str | None = None  # nvidia.com/gpu.family
-    cpu: str = "128"
-    memory: str = "1536Gi"
-    pods: str = "110"
-    ephemeral_storage: str = "2Ti"
-    labels: dict[str, str] = field(default_factory=dict)
-    annotations: dict[str, str] = field(default_factory=dict)
-    taints: list[dict[str, str]] = field(default_factory=list)
-
-    def manifest(self) -> dict[str, Any]:
-        labels = {
-            "type": "kwok",
-            "kubernetes.io/hostname": self.name,
-            "kubernetes.io/os": "linux",
-            "kubernetes.io/arch": "amd64",
-            "node.kubernetes.io/instance-type": "kwok",
-        }
-        resources = {
-            "cpu": self.cpu,
-            "memory": self.memory,
-            "pods": self.pods,
-            "ephemeral-storage": self.ephemeral_storage,
-        }
-        if self.product:
-            labels.update(
-                {
-                    "nvidia.com/gpu.present": "true",
-                    "nvidia.com/gpu.product": self.product,
-                    "nvidia.com/gpu.memory": str(self.gpu_memory_mib),
-                    "nvidia.com/gpu.count": str(self.gpu_count),
-                    "nvidia.com/gpu.compute.major": str(self.compute[0]),
-                    "nvidia.com/gpu.compute.minor": str(self.compute[1]),
-                }
-            )
-            if self.family:
-                labels["nvidia.com/gpu.family"] = self.family
-            resources["nvidia.com/gpu"] = str(self.gpu_count)
-        labels.update(self.labels)
-        node: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "Node",
-            "metadata": {
-                "name": self.name,
-                "labels": labels,
-                "annotations": {
-                    "node.alpha.kubernetes.io/ttl": "0",
-                    "kwok.x-k8s.io/node": "fake",
-                    **self.annotations,
-                },
-            },
-            "spec": {},
-            "status": {
-                "capacity": dict(resources),
-                "allocatable": dict(resources),
-                "nodeInfo": {
-                    "architecture": "amd64",
-                    "operatingSystem": "linux",
-                    "kubeletVersion": "fake",
-                    "kubeProxyVersion": "fake",
-                    "bootID": "",
-                    "containerRuntimeVersion": "",
-                    "kernelVersion": "",
-                    "machineID": "",
-                    "osImage": "",
-                    "systemUUID": "",
-                },
-                "phase": "Running",
-            },
-        }
-        if self.taints:
-            node["spec"]["taints"] = list(self.taints)
-        return node
-
-
-GPU_TYPES: dict[str, dict[str, Any]] = {
-    "rtx-pro-6000": dict(
-        product="NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition",
-        gpu_memory_mib=97887,
-        compute=(12, 0),
-        family="blackwell",
-    ),
-    "h100": dict(product="NVIDIA-H100-80GB-HBM3", gpu_memory_mib=81559, compute=(9, 0), family="hopper"),
-    "h200": dict(product="NVIDIA-H200", gpu_memory_mib=143771, compute=(9, 0), family="hopper"),
-    "l4": dict(product="NVIDIA-L4", gpu_memory_mib=23034, compute=(8, 9), family="ada-lovelace"),
-}
-
-
-def gpu_node(name: str, gpu_type: str, gpu_count: int = 8, **kw: Any) -> NodeSpec:
-    """NodeSpec for one of GPU_TYPES (rtx-pro-6000, h100, h200, l4)."""
-    return NodeSpec(name=name, gpu_count=gpu_count, **{**GPU_TYPES[gpu_type], **kw})
-
-
-def default_nodes() -> list[NodeSpec]:
-    """The default pool: 2x 8xRTX PRO 6000, 2x 8xH100, 1x 8xH200, 2x 1xL4."""
-    nodes: list[NodeSpec] = []
-    for gpu_type, n in (("rtx-pro-6000", 2), ("h100", 2), ("h200", 1)):
-        nodes += [gpu_node(f"{gpu_type}-{i}", gpu_type, 8) for i in range(n)]
-    nodes += [gpu_node(f"l4-{i}", "l4", 1, cpu="16", memory="64Gi") for i in range(2)]
-    return nodes
-
-
-# --------------------------------------------------------------------------------------------
-# helpers
-
-
-def find_bin_dir(build: bool = True) -> Path:
-    """The directory with the binaries: $CTXFIT_K8S_BIN_DIR, else the last stdout line of
-    hack/k8s-bins.sh (a no-op when cached; builds them otherwise)."""
-    env = os.environ.get("CTXFIT_K8S_BIN_DIR")
-    if env:
-        return Path(env)
-    if not build:
-        raise HarnessError("CTXFIT_K8S_BIN_DIR not set")
-    proc = subprocess.run(["bash", str(K8S_BINS_SCRIPT)], stdout=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        raise HarnessError(f"hack/k8s-bins.sh failed with exit code {proc.returncode}")
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    if not lines:
-        raise HarnessError("hack/k8s-bins.sh printed no directory")
-    return Path(lines[-1].strip())
-
-
-def free_ports(n: int) -> list[int]:
-    """n distinct free TCP ports on 127.0.0.1 (held open together so they are distinct)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def port_listening(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.5)
-        return s.connect_ex((host, port)) == 0
-
-
-def pid_alive(pid: int) -> bool:
-    """True if pid exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-        return state not in ("Z", "X")
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-
-
-def pid_exe(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().split(b"\0", 1)[0].decode()
-    except OSError:
-        return None
-
-
-_PRCTL: Any
-try:  # resolved in the parent: the child (between fork and exec) only makes the call
-    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):  # not Linux
-    _PRCTL = None
-
-
-def _set_pdeathsig() -> None:
-    """PR_SET_PDEATHSIG(SIGKILL): the child dies when the parent (the test run) dies."""
-    if _PRCTL is not None:
-        _PRCTL(1, int(signal.SIGKILL))
-
-
-def wait_until(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    last_exc: Exception | None = None
-    while True:
-        try:
-            val = pred()
-            if val:
-                return val
-        except Exception as exc:  # noqa: BLE001 - polled condition
-            last_exc = exc
-        if time.monotonic() > deadline:
-            raise HarnessError(
-                f"timed out after {timeout:.0f}s waiting for {what}" + (f": {last_exc}" if last_exc else "")
-            )
-        time.sleep(interval)
-
-
-# --------------------------------------------------------------------------------------------
-# PKI
-
-
-def generate_pki(pki: Path) -> None:
-    """CA, an admin cert (system:masters, also the serving cert of the apiserver and kwok) and an SA key."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    pki.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
-    until = now + datetime.timedelta(days=3650)
-
-    def key() -> ec.EllipticCurvePrivateKey:
-        return ec.generate_private_key(ec.SECP256R1())
-
-    def write_key(k: ec.EllipticCurvePrivateKey, name: str) -> None:
-        (pki / name).write_bytes(
-            k.private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-            )
-        )
-        os.chmod(pki / name, 0o600)
-
-    ca_key = key()
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ctxfit-test-ca")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(until)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    (pki / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    write_key(ca_key, "ca.key")
-
-    admin_key = key()
-    sans = [
-        x509.DNSName(n)
-        for n in (
-            "localhost",
-            "kubernetes",
-            "kubernetes.default",
-            "kubernetes.default.svc",
-            "kubernetes.default.svc.cluster.local",
-        )
-    ] + [x509.IPAddress(ipaddress.ip_address(a)) for a in ("127.0.0.1", "::1", "10.96.0.1")]
-    admin = (
-        x509.CertificateBuilder()
-        .subject_name(
-            x509.Name(
-                [
-                    x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
-                    x509.NameAttribute(NameOID.COMMON_NAME, "ctxfit-admin"),
-                ]
-            )
-        )
-        .issuer_name(ca_name)
-        .public_key(admin_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(until)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(True, False, True, False, False, False, False, False, False), critical=True
-        )
-        .add_extension(
-            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
-            critical=False,
-        )
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    (pki / "admin.crt").write_bytes(admin.public_bytes(serialization.Encoding.PEM))
-    write_key(admin_key, "admin.key")
-
-    sa_key = key()
-    write_key(sa_key, "sa.key")
-    (pki / "sa.pub").write_bytes(
-        sa_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# kwok configuration
-
-
-def _load_yaml_docs(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
-
-
-def stock_stage(bin_dir: Path, rel: str) -> dict[str, Any]:
-    """A stock kwok stage, from the copy k8s-bins.sh keeps beside the binaries (or the module cache)."""
-    candidates = [bin_dir / "kwok-stages" / rel]
-    gomodcache = os.environ.get("GOMODCACHE") or str(Path.home() / "go" / "pkg" / "mod")
-    candidates.append(Path(gomodcache) / f"sigs.k8s.io/kwok@{KWOK_VERSION}" / "kustomize" / "stage" / rel)
-    for c in candidates:
-        if c.exists():
-            return _load_yaml_docs(c)[0]
-    raise HarnessError(f"kwok stage {rel} not found in {[str(c) for c in candidates]}")
-
-
-def kwok_crd(bin_dir: Path, name: str) -> Path:
-    candidates = [bin_dir / "kwok-crds" / name]
-    gomodcache = os.environ.get("GOMODCACHE") or str(Path.home() / "go" / "pkg" / "mod")
-    candidates.append(
-        Path(gomodcache) / f"sigs.k8s.io/kwok@{KWOK_VERSION}" / "kustomize" / "crd" / "bases" / name
-    )
-    for c in candidates:
-        if c.exists():
-            return c
-    raise HarnessError(f"kwok CRD {name} not found in {[str(c) for c in candidates]}")
-
-
-def sim_stages(pod_ready: dict[str, Any]) -> list[dict[str, Any]]:
-    """ctxfit's simulated-engine stages (hack/kwok/sim-stages.yaml), anchors resolved."""
-    text = SIM_STAGES_FILE.read_text().replace("NEVER_READY_IP", NEVER_READY_IP)
-    items = yaml.safe_load(text)
-    stages = [it for it in items if isinstance(it, dict)]
-    for st in stages:
-        if st["spec"].get("next") == "STOCK_POD_READY":
-            st["spec"]["next"] = copy.deepcopy(pod_ready["spec"]["next"])
-    return stages
-
-
-class _LiteralDumper(yaml.SafeDumper):
-    """Dumps multi-line strings (templates) as literal blocks, so kwok.yaml stays readable."""
-
-
-def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
-    if "\n" in data:
-        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data)
-
-
-_LiteralDumper.add_representer(str, _str_representer)
-
-
-def kwok_config(bin_dir: Path) -> str:
-    """The full kwok config: KwokConfiguration, stock node and pod stages, then ours."""
-    pod_ready = stock_stage(bin_dir, "pod/fast/pod-ready.yaml")
-    docs: list[dict[str, Any]] = [
-        {"kind": "KwokConfiguration", "apiVersion": "config.kwok.x-k8s.io/v1alpha1", "options": {}},
-        stock_stage(bin_dir, "node/fast/node-initialize.yaml"),
-        stock_stage(bin_dir, "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml"),
-        pod_ready,
-        stock_stage(bin_dir, "pod/fast/pod-complete.yaml"),
-        stock_stage(bin_dir, "pod/fast/pod-delete.yaml"),
-        *cluster_storage.keep_download_times(sim_stages(pod_ready)),
-        *cluster_storage.download_stages(),
-    ]
-    return yaml.dump_all(docs, Dumper=_LiteralDumper, sort_keys=False, width=1000)
-
-
-def cri_log(lines: Iterable[str] | str, stream: str = "stdout") -> str:
-    """Text in the CRI log format kwok serves (`<RFC3339Nano> stdout F <line>`)."""
-    if isinstance(lines, str):
-        lines = lines.splitlines()
-    ts = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
-    return "".join(f"{ts} {stream} F {ln}\n" for ln in lines)
 
 
 # --------------------------------------------------------------------------------------------
 # the cluster
 
 
-class Cluster:
+class Cluster(NodesMixin, PodLogsMixin):
     """One local control plane. Work dir layout: state.json, kubeconfig, pki/, data/ (etcd),
     logs/<component>.log, kwok.yaml, podlogs/ (files served by kwok for `kubectl logs`)."""
 
@@ -528,14 +184,10 @@ class Cluster:
     # ---- status
     def running_components(self) -> dict[str, int]:
         """Recorded processes that are still alive and still run our binary."""
-        alive = {}
-        for name, info in self.state.get("processes", {}).items():
-            pid = info["pid"]
-            if pid_alive(pid) and pid_exe(pid) == info["exe"]:
-                alive[name] = pid
-        return alive
+        return alive_processes(self.state.get("processes", {}))
 
     def is_up(self) -> bool:
+        """Every recorded process runs and the apiserver answers /readyz."""
         if not self.state.get("ports"):
             return False
         if set(self.running_components()) != set(self.state.get("processes", {})):
@@ -544,55 +196,6 @@ class Cluster:
             return self._get("/readyz") == "ok"
         except Exception:  # noqa: BLE001
             return False
-
-    # ---- HTTP to the apiserver (stdlib)
-    def _ssl_context(self) -> ssl.SSLContext:
-        ctx = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
-        ctx.load_cert_chain(str(self.pki / "admin.crt"), str(self.pki / "admin.key"))
-        return ctx
-
-    def _get(self, path: str, timeout: float = 3) -> str:
-        with urllib.request.urlopen(self.server + path, context=self._ssl_context(), timeout=timeout) as r:
-            return str(r.read().decode())
-
-    # ---- kubectl
-    def kubectl_proc(
-        self, *args: str, input: str | None = None, timeout: float = 120
-    ) -> subprocess.CompletedProcess[str]:
-        cmd = [str(self.bin_dir / "kubectl"), "--kubeconfig", str(self.kubeconfig), *map(str, args)]
-        return subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
-
-    def wait_established(self, *crds: str, timeout: float = 60) -> None:
-        """Wait until every CRD (``name.group``) is Established. Not ``kubectl wait``: right after a create the
-        CRD's status has no conditions yet, and kubectl then fails at once (".status.conditions accessor
-        error: <nil>") instead of waiting."""
-        deadline = time.monotonic() + timeout
-        jsonpath = '{.status.conditions[?(@.type=="Established")].status}'
-        pending = list(crds)
-        while pending:
-            pending = [c for c in pending if self.kubectl_proc("get", "crd", c, "-o", f"jsonpath={jsonpath}")
-                       .stdout.strip() != "True"]
-            if pending and time.monotonic() > deadline:
-                raise RuntimeError(f"CRDs not Established after {timeout:.0f} s: {', '.join(pending)}")
-            if pending:
-                time.sleep(0.25)
-
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120) -> str:
-        """Run the cluster's kubectl; returns stdout, raises KubectlError on failure if check."""
-        proc = self.kubectl_proc(*args, input=input, timeout=timeout)
-        if check and proc.returncode != 0:
-            raise KubectlError(list(map(str, args)), proc)
-        return str(proc.stdout)
-
-    def kubectl_json(self, *args: str) -> Any:
-        return json.loads(self.kubectl(*args, "-o", "json"))
-
-    def apply(self, objs: dict[str, Any] | list[dict[str, Any]] | str, namespace: str | None = None) -> str:
-        """kubectl apply -f - of a manifest (YAML text, a dict or a list of dicts), in `namespace`."""
-        if not isinstance(objs, str):
-            objs = yaml.safe_dump_all(objs if isinstance(objs, list) else [objs], sort_keys=False)
-        ns = ["-n", namespace] if namespace else []
-        return self.kubectl(*ns, "apply", "-f", "-", input=objs)
 
     # ---- lifecycle
     def start(
@@ -642,100 +245,34 @@ class Cluster:
         return self.start_seconds
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
+        """Start bin_dir/`name` (log: logs/`name`.log) and record it in state.json, to be stopped by stop()."""
         exe = str(self.bin_dir / name)
-        logf = open(self.logs_dir / f"{name}.log", "ab")
-        proc = subprocess.Popen(
-            [exe, *args],
-            stdin=subprocess.DEVNULL,
-            stdout=logf,
-            stderr=subprocess.STDOUT,
-            cwd=self.work_dir,
-            env={**os.environ, **(env or {})},
-            start_new_session=True,  # own process group: stopped as a group, untouched by ^C of the shell
-            preexec_fn=_set_pdeathsig if self._die_with_parent else None,
-        )
-        logf.close()
+        proc = spawn(exe, args, self.logs_dir / f"{name}.log", self.work_dir, env, self._die_with_parent)
         self._procs[name] = proc
         self.state["processes"][name] = {"pid": proc.pid, "pgid": proc.pid, "exe": exe}
         self._save_state()
 
     def _check_alive(self, *names: str) -> None:
+        """Raise HarnessError (with the log tail) if one of the named processes we started has exited."""
         for n in names:
-            p = self._procs.get(n)
-            if p is not None and p.poll() is not None:
-                tail = (self.logs_dir / f"{n}.log").read_text(errors="replace")[-3000:]
-                raise HarnessError(f"{n} exited with {p.returncode}; log tail:\n{tail}")
+            check_alive(n, self._procs.get(n), self.logs_dir / f"{n}.log")
 
     def _wait_http(self, name: str, url: str, timeout: float, ctx: ssl.SSLContext | None = None) -> None:
-        def ok() -> bool:
-            self._check_alive(name)
-            try:
-                with urllib.request.urlopen(url, context=ctx, timeout=2) as r:
-                    return bool(r.status == 200)
-            except (urllib.error.URLError, OSError):
-                return False
-
-        wait_until(ok, timeout, f"{name} at {url}")
+        """Until `url` answers 200; raises HarnessError at once if process `name` exits meanwhile."""
+        wait_http(name, url, timeout, ctx, lambda: self._check_alive(name))
 
     def _start(self, nodes: list[NodeSpec], timeout: float) -> None:
+        """The start sequence: PKI, etcd, apiserver, kwok's CRDs, controller-manager, scheduler, kwok,
+        default pod logs and nodes, then wait for all of them, the default ServiceAccount and storage."""
         p = self.ports
         pki = self.pki
         generate_pki(pki)
-        self._write_kubeconfig()
+        write_kubeconfig(self.kubeconfig, self.server, pki)
 
-        # etcd
-        self._spawn(
-            "etcd",
-            [
-                "--name=node0",
-                f"--data-dir={self.data_dir / 'etcd'}",
-                f"--listen-client-urls=http://127.0.0.1:{p['etcd']}",
-                f"--advertise-client-urls=http://127.0.0.1:{p['etcd']}",
-                f"--listen-peer-urls=http://127.0.0.1:{p['etcd_peer']}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{p['etcd_peer']}",
-                f"--initial-cluster=node0=http://127.0.0.1:{p['etcd_peer']}",
-                "--unsafe-no-fsync=true",
-                "--auto-compaction-retention=1",
-                "--quota-backend-bytes=8589934592",
-                "--log-level=warn",
-            ],
-        )
+        self._spawn("etcd", etcd_args(p, self.data_dir))
         self._wait_http("etcd", f"http://127.0.0.1:{p['etcd']}/health", 30)
 
-        # kube-apiserver
-        self._spawn(
-            "kube-apiserver",
-            [
-                f"--etcd-servers=http://127.0.0.1:{p['etcd']}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={p['apiserver']}",
-                f"--cert-dir={pki}",
-                f"--tls-cert-file={pki / 'admin.crt'}",
-                f"--tls-private-key-file={pki / 'admin.key'}",
-                f"--client-ca-file={pki / 'ca.crt'}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-account-key-file={pki / 'sa.pub'}",
-                f"--service-account-signing-key-file={pki / 'sa.key'}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--authorization-mode=RBAC",
-                "--allow-privileged=true",
-                "--endpoint-reconciler-type=none",
-                "--enable-priority-and-fairness=false",
-                "--kubelet-preferred-address-types=InternalIP",
-                f"--proxy-client-cert-file={pki / 'admin.crt'}",
-                f"--proxy-client-key-file={pki / 'admin.key'}",
-                f"--requestheader-client-ca-file={pki / 'ca.crt'}",
-                "--requestheader-allowed-names=",
-                "--requestheader-username-headers=X-Remote-User",
-                "--requestheader-group-headers=X-Remote-Group",
-                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-                f"--kubelet-client-certificate={pki / 'admin.crt'}",
-                f"--kubelet-client-key={pki / 'admin.key'}",
-                "--profiling=false",
-                "--v=1",
-            ],
-        )
+        self._spawn("kube-apiserver", apiserver_args(p, pki))
         self._wait_http("kube-apiserver", f"{self.server}/readyz", 60, self._ssl_context())
 
         # kwok's Logs/ClusterLogs CRDs (kwok watches them: `--enable-crds=Logs,ClusterLogs`)
@@ -744,68 +281,13 @@ class Cluster:
         ]
         self.kubectl("apply", *sum((["-f", str(c)] for c in crds), []))
 
-        kc = str(self.kubeconfig)
-        common_auth = [
-            f"--kubeconfig={kc}",
-            f"--authentication-kubeconfig={kc}",
-            f"--authorization-kubeconfig={kc}",
-        ]
-        self._spawn(
-            "kube-controller-manager",
-            [
-                *common_auth,
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={p['controller_manager']}",
-                f"--cert-dir={self.data_dir / 'kcm-certs'}",
-                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
-                f"--root-ca-file={pki / 'ca.crt'}",
-                f"--service-account-private-key-file={pki / 'sa.key'}",
-                f"--cluster-signing-cert-file={pki / 'ca.crt'}",
-                f"--cluster-signing-key-file={pki / 'ca.key'}",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--use-service-account-credentials=false",
-                "--node-monitor-period=5s",
-                "--node-monitor-grace-period=3m20s",
-                "--kube-api-qps=500",
-                "--kube-api-burst=1000",
-                "--concurrent-gc-syncs=10",
-                *cluster_storage.CONTROLLER_MANAGER_FLAGS,
-                "--v=1",
-            ],
-        )
-        self._spawn(
-            "kube-scheduler",
-            [
-                *common_auth,
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={p['scheduler']}",
-                f"--cert-dir={self.data_dir / 'scheduler-certs'}",
-                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
-                "--kube-api-qps=500",
-                "--kube-api-burst=1000",
-                "--v=1",
-            ],
-        )
+        self._spawn("kube-controller-manager", controller_manager_args(p, self.kubeconfig, self.data_dir, pki))
+        self._spawn("kube-scheduler", scheduler_args(p, self.kubeconfig, self.data_dir))
         (self.work_dir / "kwok.yaml").write_text(kwok_config(self.bin_dir))
         self.wait_established("logs.kwok.x-k8s.io", "clusterlogs.kwok.x-k8s.io", timeout=30)
         self._spawn(
             "kwok",
-            [
-                f"--kubeconfig={kc}",
-                f"--config={self.work_dir / 'kwok.yaml'}",
-                "--manage-all-nodes=false",
-                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-                "--node-ip=127.0.0.1",
-                f"--node-port={p['kwok']}",
-                f"--server-address=127.0.0.1:{p['kwok']}",
-                f"--tls-cert-file={pki / 'admin.crt'}",
-                f"--tls-private-key-file={pki / 'admin.key'}",
-                f"--cidr={KWOK_POD_CIDR}",
-                "--node-lease-duration-seconds=40",
-                "--enable-crds=Logs,ClusterLogs",
-            ],
+            kwok_args(p["kwok"], self.kubeconfig, self.work_dir / "kwok.yaml", pki),
             env={"HOME": str(self.work_dir / "home")},
         )
 
@@ -813,9 +295,7 @@ class Cluster:
         self.set_default_logs("simulated engine log\n", "simulated engine log (previous container)\n")
         self.add_nodes(nodes, wait=False)
 
-        insecure = ssl.create_default_context()
-        insecure.check_hostname = False
-        insecure.verify_mode = ssl.CERT_NONE
+        insecure = unverified_ssl_context()
         self._wait_http(
             "kube-controller-manager", f"https://127.0.0.1:{p['controller_manager']}/healthz", 60, insecure
         )
@@ -830,74 +310,12 @@ class Cluster:
         )
         cluster_storage.install_storage(self)
 
-    def _write_kubeconfig(self) -> None:
-        kc = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [
-                {
-                    "name": "ctxfit",
-                    "cluster": {"server": self.server, "certificate-authority": str(self.pki / "ca.crt")},
-                }
-            ],
-            "users": [
-                {
-                    "name": "ctxfit-admin",
-                    "user": {
-                        "client-certificate": str(self.pki / "admin.crt"),
-                        "client-key": str(self.pki / "admin.key"),
-                    },
-                }
-            ],
-            "contexts": [
-                {
-                    "name": "ctxfit",
-                    "context": {"cluster": "ctxfit", "user": "ctxfit-admin", "namespace": "default"},
-                }
-            ],
-            "current-context": "ctxfit",
-        }
-        self.kubeconfig.write_text(yaml.safe_dump(kc, sort_keys=False))
-        os.chmod(self.kubeconfig, 0o600)
-
     def stop(self, remove_data: bool = True, grace: float = 8.0) -> None:
         """Stop exactly the recorded processes (whole process groups): SIGTERM, then SIGKILL after
         `grace` seconds. Removes the data dir, PKI and state file (logs/ is kept)."""
         if not self.state:
             self.load_state()
-        procs = self.state.get("processes", {})
-        targets = {}
-        for name, info in procs.items():
-            pid = info["pid"]
-            if pid_alive(pid) and pid_exe(pid) == info["exe"]:
-                targets[name] = info
-        for info in targets.values():
-            try:
-                os.killpg(info["pgid"], signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace
-        while targets and time.monotonic() < deadline:
-            for n in list(self._procs):
-                self._procs[n].poll()
-            if not any(pid_alive(i["pid"]) for i in targets.values()):
-                break
-            time.sleep(0.1)
-        for info in targets.values():
-            if pid_alive(info["pid"]):
-                try:
-                    os.killpg(info["pgid"], signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        for pr in list(self._procs.values()):
-            try:
-                pr.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        # also wait for non-children to disappear (they are reaped by init)
-        end = time.monotonic() + 5
-        while any(pid_alive(i["pid"]) for i in targets.values()) and time.monotonic() < end:
-            time.sleep(0.05)
+        stop_processes(self.state.get("processes", {}), self._procs.values(), grace)
         self._procs.clear()
         if remove_data:
             for d in (self.data_dir, self.pki, self.pod_logs_dir, self.work_dir / "home"):
@@ -912,105 +330,13 @@ class Cluster:
             self.state["processes"] = {}
             self._save_state()
 
-    # ---- nodes
-    def add_node(self, spec: NodeSpec | None = None, wait: bool = True, **kw: Any) -> str:
-        """Add a fake node: add_node(NodeSpec(...)) or add_node(name=..., gpu_type="h100", gpu_count=8, ...)
-        or add_node(name=..., product=..., gpu_memory_mib=..., gpu_count=..., compute=(9, 0))."""
-        if spec is None:
-            gpu_type = kw.pop("gpu_type", None)
-            spec = (
-                gpu_node(kw.pop("name"), gpu_type, kw.pop("gpu_count", 8), **kw)
-                if gpu_type
-                else NodeSpec(**kw)
-            )
-        self.add_nodes([spec], wait=wait)
-        return spec.name
-
-    def add_nodes(self, specs: list[NodeSpec], wait: bool = True, timeout: float = 60) -> None:
-        if not specs:
-            return
-        # create (not apply): a Node's status is kept on create, which is how the GPU capacity gets in
-        self.kubectl(
-            "create", "-f", "-", input=yaml.safe_dump_all([s.manifest() for s in specs], sort_keys=False)
-        )
-        if wait:
-            self.wait_nodes_ready([s.name for s in specs], timeout=timeout)
-
-    def wait_nodes_ready(self, names: list[str], timeout: float = 60) -> None:
-        """Until each node is Ready and has no node.kubernetes.io/not-ready taint (schedulable)."""
-        want = set(names)
-
-        def ready() -> bool:
-            items = self.kubectl_json("get", "nodes")["items"]
-            ok = set()
-            for n in items:
-                conds = {c["type"]: c["status"] for c in n.get("status", {}).get("conditions", [])}
-                taints = [t["key"] for t in n.get("spec", {}).get("taints", []) or []]
-                if conds.get("Ready") == "True" and "node.kubernetes.io/not-ready" not in taints:
-                    ok.add(n["metadata"]["name"])
-            return want <= ok
-
-        wait_until(ready, timeout, f"nodes Ready: {sorted(want)}", interval=0.3)
-
-    # ---- namespaces
-    def create_namespace(self, name: str, wait_service_account: bool = True, timeout: float = 30) -> None:
-        self.kubectl("create", "namespace", name)
-        if wait_service_account:
-            wait_until(
-                lambda: self.kubectl_proc("-n", name, "get", "serviceaccount", "default").returncode == 0,
-                timeout,
-                f"serviceaccount {name}/default",
-            )
-
-    # ---- pod logs served by kwok (`kubectl logs`, `kubectl logs --previous`)
-    def set_default_logs(self, current: str, previous: str | None = None) -> None:
-        """Text served for every pod's containers unless a pod has its own (set_pod_logs)."""
-        self.pod_logs_dir.mkdir(parents=True, exist_ok=True)
-        cur = self.pod_logs_dir / "default.log"
-        prev = self.pod_logs_dir / "default-previous.log"
-        cur.write_text(cri_log(current))
-        prev.write_text(cri_log(previous if previous is not None else ""))
-        self.apply(
-            {
-                "apiVersion": "kwok.x-k8s.io/v1alpha1",
-                "kind": "ClusterLogs",
-                "metadata": {"name": "ctxfit-default"},
-                "spec": {"selector": {}, "logs": [{"logsFile": str(cur), "previousLogsFile": str(prev)}]},
-            }
-        )
-
-    def set_pod_logs(
-        self,
-        namespace: str,
-        pod: str,
-        current: str,
-        previous: str | None = None,
-        containers: list[str] | None = None,
-    ) -> None:
-        """Serve `current` (and `previous` for --previous) as the logs of one pod (a kwok Logs object
-        named like the pod). Text is plain lines; it is written in CRI format."""
-        d = self.pod_logs_dir / namespace
-        d.mkdir(parents=True, exist_ok=True)
-        cur, prev = d / f"{pod}.log", d / f"{pod}-previous.log"
-        cur.write_text(cri_log(current))
-        prev.write_text(cri_log(previous if previous is not None else ""))
-        entry: dict[str, Any] = {"logsFile": str(cur), "previousLogsFile": str(prev)}
-        if containers:
-            entry["containers"] = containers
-        self.apply(
-            {
-                "apiVersion": "kwok.x-k8s.io/v1alpha1",
-                "kind": "Logs",
-                "metadata": {"name": pod, "namespace": namespace},
-                "spec": {"logs": [entry]},
-            }
-        )
-
     def env(self) -> dict[str, str]:
+        """Environment for a subprocess using this cluster: KUBECONFIG, and the binaries first on PATH."""
         return {"KUBECONFIG": str(self.kubeconfig), "PATH": f"{self.bin_dir}:{os.environ.get('PATH', '')}"}
 
 
 def temp_cluster_dir(prefix: str = "ctxfit-e2e-") -> Path:
+    """A new temp work dir (after removing those of killed runs with the same prefix)."""
     sweep_stale(prefix)
     return Path(tempfile.mkdtemp(prefix=prefix))
 

@@ -6,6 +6,7 @@
 #   kwok                                                             (sigs.k8s.io/kwok $KWOK_VERSION)
 #   helm                                                             (helm.sh/helm/v3 $HELM_VERSION)
 #   lws-controller, lws/ (CRD + webhook manifests)                   (sigs.k8s.io/lws $LWS_VERSION)
+#   keda-operator, keda/crd/ (KEDA's CRDs)                           (github.com/kedacore/keda/v2 $KEDA_VERSION)
 #
 # Output: $CTXFIT_BIN_DIR (default ~/.cache/ctxfit/k8s/<k8s>-<etcd>-<kwok>-<helm>/), printed on the
 # last line of stdout. A no-op when every binary is already there. Recipe: a wrapper module that
@@ -18,6 +19,7 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 KWOK_VERSION=${KWOK_VERSION:-v0.7.0}
 HELM_VERSION=${HELM_VERSION:-v3.19.0}
 LWS_VERSION=${LWS_VERSION:-v0.7.0}
+KEDA_VERSION=${KEDA_VERSION:-v2.20.2}
 
 STAGING_VERSION=v0.${K8S_VERSION#v1.}
 K8S_MINOR=$(echo "$K8S_VERSION" | cut -d. -f2)
@@ -118,6 +120,8 @@ fi
 
 # LeaderWorkerSet controller (multi-node InferenceServers): built by hack/lws-bins.sh, same cache dir
 OUT="$OUT" LWS_VERSION="$LWS_VERSION" bash "$(dirname "$0")/lws-bins.sh"
+# KEDA operator (autoscaling e2e): built by hack/keda-bins.sh, same cache dir
+OUT="$OUT" KEDA_VERSION="$KEDA_VERSION" bash "$(dirname "$0")/keda-bins.sh"
 
 log "binaries ready in $OUT ($(( $(date +%s) - start )) s)"
 echo "$OUT"

@@ -2,9 +2,9 @@
 
 The wording is the engines' own (as in tests/fixtures/startups/startups.yaml: vLLM 0.19
 ``gpu_model_runner.py``/``gpu_worker.py``/``kv_cache_utils.py``, SGLang 0.5.2 ``model_runner.py``/
-``memory_pool.py``/``scheduler.py``); only the numbers are the test's. ``Cluster.set_namespace_logs``
-(hack/ctxfit_cluster.py) serves such a log for every pod of a namespace, so the operator reads it when
-the pod becomes Ready.
+``memory_pool.py``/``scheduler.py``); only the numbers are the test's. ``StartupLogServer`` serves such
+a log to every new engine pod of a namespace (``Cluster.set_pod_logs``, hack/cluster_kwok.py), so the
+operator reads it when the pod becomes Ready.
 """
 
 from __future__ import annotations

@@ -201,6 +201,9 @@ BAD_VALUES = {
     "headroom-one": ({"operator.defaultHeadroom": 1}, "defaultHeadroom"),
     "too-many-attempts": ({"operator.maxAttempts": 50}, "maxAttempts"),
     "no-group-restarts": ({"operator.groupRestartBudget": 0}, "groupRestartBudget"),
+    "keda-without-prometheus": ({"autoscaling.keda.enabled": True}, "prometheusAddress"),
+    "prometheus-not-a-url": ({"autoscaling.keda.enabled": True, "autoscaling.prometheusAddress": "prometheus:9090"},
+                             "prometheusAddress"),
 }
 
 
@@ -220,7 +223,12 @@ def _env(objs: list[dict[str, Any]]) -> dict[str, Any]:
 ENV_CASES = {
     "default": ({}, {"CTXFIT_WATCH_NAMESPACES": "", "CTXFIT_METRICS_PORT": "9090", "CTXFIT_HEALTH_PORT": "8080"},
                 ["CTXFIT_PEERING", "CTXFIT_DEFAULT_HEADROOM", "CTXFIT_VLLM_IMAGE", "CTXFIT_SGLANG_IMAGE",
-                 "CTXFIT_MAX_ATTEMPTS", "CTXFIT_GROUP_RESTART_BUDGET"]),
+                 "CTXFIT_MAX_ATTEMPTS", "CTXFIT_KEDA_ENABLED", "CTXFIT_PROMETHEUS_ADDRESS",
+                 "CTXFIT_GROUP_RESTART_BUDGET"]),
+    "keda": ({"autoscaling.keda.enabled": True, "autoscaling.prometheusAddress": "http://prom.monitoring.svc:9090"},
+             {"CTXFIT_KEDA_ENABLED": "true", "CTXFIT_PROMETHEUS_ADDRESS": "http://prom.monitoring.svc:9090"}, []),
+    "prometheus-without-keda": ({"autoscaling.prometheusAddress": "http://prom:9090"}, {},
+                                ["CTXFIT_KEDA_ENABLED", "CTXFIT_PROMETHEUS_ADDRESS"]),
     "namespaces": ({"watchNamespaces": ["a", "b"]}, {"CTXFIT_WATCH_NAMESPACES": "a,b"}, []),
     "ports": ({"metrics.port": 9191, "operator.healthPort": 8181},
               {"CTXFIT_METRICS_PORT": "9191", "CTXFIT_HEALTH_PORT": "8181"}, []),
@@ -320,6 +328,8 @@ CLUSTER_RULES = {
 }
 NAMESPACES_RULE = {("", "namespaces"): {"list", "watch"}}
 CALIBRATION_ROLE = {("Role", NAMESPACE, f"{RELEASE}-calibration"): {("", "configmaps"): {"get", "update", "create"}}}
+KEDA_RULES = {("keda.sh", "scaledobjects"): {"get", "create", "patch", "delete"}}
+KEDA_ON = {"autoscaling.keda.enabled": True, "autoscaling.prometheusAddress": "http://prom.monitoring.svc:9090"}
 
 RBAC_CASES = {
     "cluster-wide": ({}, {("ClusterRole", None, f"{RELEASE}-cluster"): CLUSTER_RULES,
@@ -333,6 +343,12 @@ RBAC_CASES = {
                          ("ClusterRole", None, RELEASE): NAMESPACED_RULES,
                          ("Role", NAMESPACE, f"{RELEASE}-leader-election"): {
                              ("coordination.k8s.io", "leases"): {"get", "update", "create"}}, **CALIBRATION_ROLE}),
+    # ScaledObjects only when KEDA autoscaling is on, in every scope the InferenceServers live in
+    "keda": (KEDA_ON, {("ClusterRole", None, f"{RELEASE}-cluster"): CLUSTER_RULES,
+                       ("ClusterRole", None, RELEASE): {**NAMESPACED_RULES, **KEDA_RULES}, **CALIBRATION_ROLE}),
+    "keda-namespaced": ({**KEDA_ON, "watchNamespaces": ["team-a"]},
+                        {("ClusterRole", None, f"{RELEASE}-cluster"): {**CLUSTER_RULES, **NAMESPACES_RULE},
+                         ("Role", "team-a", RELEASE): {**NAMESPACED_RULES, **KEDA_RULES}, **CALIBRATION_ROLE}),
 }
 
 

@@ -39,8 +39,13 @@ KINDS = {
     "persistent_volume_claim": ("", "persistentvolumeclaims"),
     "storage_class": ("storage.k8s.io", "storageclasses"),
 }
-# custom-object calls whose first argument names another API group (controller/groupkube.py)
-CUSTOM_GROUPS = {"LWS_GROUP": ("leaderworkerset.x-k8s.io", "leaderworkersets")}
+# custom-object calls whose first argument names another API group (controller/groupkube.py; KEDA's
+# ScaledObjects for spec.autoscaling)
+CUSTOM_GROUPS = {"LWS_GROUP": ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+                 "KEDA_GROUP": ("keda.sh", "scaledobjects")}
+# resources the chart grants only when a value turns the feature on (templates/rbac.yaml): without it the
+# operator must not be allowed them, with it exactly what the code uses
+OPTIONAL = {("keda.sh", "scaledobjects"): "autoscaling.keda.enabled"}
 CLIENT_CALL = re.compile(r"^(read|get|list|create|replace|patch|delete)_(?:namespaced_|cluster_)?(\w+)$")
 # kopf's own needs (kopf 1.45 _core/reactor/observation.py, _core/engines/posting.py)
 KOPF = {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}}
@@ -129,7 +134,9 @@ def test_rbac_grants_exactly_what_the_code_uses(sets: dict[str, Any], namespaced
     leases = {k: v for k, v in needs.items() if k[1] == "leases"}
     own = {k: v for k, v in needs.items() if k[1] == "configmaps"}  # the calibration ConfigMap, release namespace
     cluster = {k: v for k, v in needs.items() if k[1] in CLUSTER_SCOPED} | KOPF
-    namespaced = {k: v for k, v in needs.items() if k not in cluster and k not in leases and k not in own}
+    off = {k for k, value in OPTIONAL.items() if not sets.get(value)}
+    namespaced = {k: v for k, v in needs.items()
+                  if k not in cluster and k not in leases and k not in own and k not in off}
     namespaced_mode = namespaced_scopes != ["cluster"]
     if namespaced_mode:
         cluster |= KOPF_NAMESPACED

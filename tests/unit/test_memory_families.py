@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -11,12 +12,14 @@ from ctxfit.engines.overhead import (
     CUDA_CONTEXT,
     NCCL_INIT_NVSWITCH,
     SamplerWarmup,
+    activation_peak,
     nvswitch_system,
     pre_load_used_bytes,
 )
 from ctxfit.engines.vllm import VLLM, memory
+from ctxfit.engines.vllm.dequant import dequant_bytes
 from ctxfit.engines.vllm.memory import Family, family, v0_batched_tokens
-from ctxfit.vocab.inputs import resolve_inputs
+from ctxfit.vocab.inputs import PlanInputs, quantization_method, resolve_inputs
 
 LLAMA_8B = {
     "num_hidden_layers": 32,
@@ -166,3 +169,99 @@ def test_engine_max_batched_tokens_is_what_the_profile_uses_for_v1() -> None:
     profile = memory.profile_inputs(inputs, effective, max_num_batched_tokens=VLLM().max_num_batched_tokens(inputs))
     assert profile.sizes.max_num_batched_tokens == 8192
     assert profile.family is Family.V1 and profile.warmup is SamplerWarmup.LEAN
+
+
+@pytest.mark.parametrize(
+    ("config", "args", "expected"),
+    [
+        ({}, [], None),
+        ({"quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": True}}, [], "bitsandbytes"),
+        ({"quantization_config": {"quant_method": "bitsandbytes", "load_in_8bit": True}}, [], "bitsandbytes-8bit"),
+        ({"quantization_config": {"quant_method": "AWQ"}}, [], "awq"),
+        ({}, ["--quantization", "bitsandbytes"], "bitsandbytes"),
+        ({"quantization_config": {"quant_method": "gptq"}}, ["--quantization=gptq_marlin"], "gptq_marlin"),
+        ({"quantization_config": "bitsandbytes"}, [], None),  # not a dict: unknown, not an error
+    ],
+    ids=lambda v: str(v),
+)
+def test_quantization_method(config: dict[str, Any], args: list[str], expected: str | None) -> None:
+    assert quantization_method(config, args) == expected
+
+
+QWQ_32B_BNB = {
+    "num_hidden_layers": 64,
+    "num_attention_heads": 40,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "hidden_size": 5120,
+    "vocab_size": 152064,
+    "intermediate_size": 27648,
+    "max_position_embeddings": 131072,
+    "quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": True},
+}
+
+
+def _qwq_stage(config: dict[str, Any]) -> tuple[PlanInputs, memory.ProfileInputs]:
+    spec = InferenceServerSpec.model_validate(
+        {
+            "model": {"name": "unsloth/QwQ-32B-unsloth-bnb-4bit", "weightsPerGPU": "10Gi"},
+            "engine": {"kind": "vllm", "version": "0.8.5", "env": [{"name": "VLLM_USE_V1", "value": "0"}]},
+            "gpu": {"count": 2, "product": "NVIDIA-GeForce-RTX-5090"},
+            "parallelism": {"pipeline": 2},
+            "context": {"target": 50000},
+            "memory": {"gpuMemoryUtilization": 0.85},
+        }
+    )
+    inputs = resolve_inputs(spec, hf_config=config)
+    engine = get_engine(spec.engine.kind)
+    effective = engine.default_effective(inputs, kv_cache_dtype="auto").model_copy(update={"context_length": 50000})
+    tokens = VLLM().max_num_batched_tokens(inputs)
+    return inputs, memory.profile_inputs(inputs, effective, max_num_batched_tokens=tokens)
+
+
+def test_bnb_dequant_buffer_is_the_largest_shard_and_its_output() -> None:
+    inputs, profile = _qwq_stage(QWQ_32B_BNB)
+    assert inputs.quantization == "bitsandbytes"
+    tokens = profile.sizes.max_num_batched_tokens
+    assert tokens == 2048  # V0 at 50000 tokens: chunked prefill, 2048-token profile
+    assert dequant_bytes(inputs, tokens) == (27648 * 5120 + tokens * 27648) * 2
+    assert profile.sizes.dequant_bytes == dequant_bytes(inputs, tokens)
+    unquantized, _ = _qwq_stage({k: v for k, v in QWQ_32B_BNB.items() if k != "quantization_config"})
+    assert dequant_bytes(unquantized, tokens) == 0
+    eight_bit = {**QWQ_32B_BNB, "quantization_config": {"quant_method": "bitsandbytes", "load_in_8bit": True}}
+    assert dequant_bytes(_qwq_stage(eight_bit)[0], tokens) == 0
+
+
+def test_bnb_dequant_moves_the_forward_only_stage_toward_its_ledger() -> None:
+    """vllm issue 14452 (tests/fixtures/startups): QwQ-32B bnb-4bit, PP 2; the first stage does not sample and
+    prints "PyTorch activation peak memory takes 1.01GiB" (its forward alone)."""
+    _, profile = _qwq_stage(QWQ_32B_BNB)
+    copies = memory.FITTED[Family.V0].copies
+    no_sampler = replace(profile.sizes, sampler_logits_bytes=0)
+    with_dequant = activation_peak(no_sampler, copies, warmup=SamplerWarmup.SORTING).bytes / GiB
+    without = activation_peak(replace(no_sampler, dequant_bytes=0), copies, warmup=SamplerWarmup.SORTING).bytes / GiB
+    assert abs(with_dequant - 1.01) < abs(without - 1.01)
+    assert with_dequant < 1.01  # the term is the shard and its output, not a fitted pad
+
+
+def test_bnb_moe_dequantizes_every_expert() -> None:
+    config = {
+        **LLAMA_8B,
+        "hidden_size": 2048,
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "moe_intermediate_size": 768,
+        "intermediate_size": 6144,
+        "quantization_config": {"quant_method": "bitsandbytes"},
+    }
+    spec = InferenceServerSpec.model_validate(
+        {
+            "model": {"name": "Qwen/Qwen3-30B-A3B-bnb-4bit", "weightsPerGPU": "17Gi"},
+            "engine": {"kind": "vllm", "version": "0.10.0"},
+            "gpu": {"count": 2, "product": "NVIDIA-H100-80GB-HBM3"},
+            "parallelism": {"tensor": 2},
+            "context": {"target": 8192},
+        }
+    )
+    inputs = resolve_inputs(spec, hf_config=config)
+    assert dequant_bytes(inputs, 8192) == 128 * 3 * (768 // 2) * 2048 * 2

@@ -55,13 +55,33 @@ def test_code_constants_are_the_full_data_fit() -> None:
         assert abs(fitted.nvlink_buffers_bytes - code.nvlink_buffers_bytes) < 0.01 * GiB
 
 
-def test_v0_leave_one_out_meets_the_targets_in_median() -> None:
+KNOWN_V0_OVER = {"vllm-v0-qwq32b-bnb4-2x5090-pp2"}
+"""The one V0 start-up over the bound: its last pipeline stage profiles 12.2 fp32 [seqs, vocab] copies where the
+other V0 ledgers imply 7.5-10.3 (bench/overhead_fit.py docstring); no other V0 start-up may join it."""
+
+
+def test_v0_leave_one_out_meets_the_median_target() -> None:
     prepared = prepare([c for c in all_startups() if c.family == "vllm-v0" and not c.exclude])
     rows = loo_rows(prepared, memory.FITTED[memory.Family.V1], FREE_CONSTANTS["vllm-v0"])
     stats = family_stats(rows)
-    assert stats["n"] == 6
+    assert stats["n"] == 9
     assert stats["median_abs"] <= TARGET_MEDIAN_GIB
-    assert stats["over_share"] <= 1 / 6  # one bitsandbytes start-up (dequantization buffers not modelled)
+    assert {r.case_id for r in rows if r.over} <= KNOWN_V0_OVER
+
+
+def test_sglang_families_meet_both_targets() -> None:
+    """SGLang has no fitted parameter, so the in-code error is the leave-one-out error."""
+    rows = planner_rows([c for c in all_startups() if c.engine_kind == "sglang" and not c.exclude])
+    for fam, n in (("sglang-0.4", 4), ("sglang-0.5", 2)):
+        stats = family_stats([r for r in rows if r.family == fam])
+        assert stats["n"] == n, fam
+        assert stats["median_abs"] <= TARGET_MEDIAN_GIB, fam
+        assert stats["over_share"] < TARGET_OVER_SHARE, fam
+
+
+def test_excluded_start_ups_say_why() -> None:
+    for case in listed_startups():
+        assert case.exclude is None or len(case.exclude) > 20, case.case_id
 
 
 def test_v1_leave_one_out_on_other_versions_and_gpus() -> None:
@@ -85,10 +105,11 @@ def test_in_code_accuracy_per_family() -> None:
     rows = planner_rows([c for c in all_startups() if not c.exclude])
     by_family = {f: family_stats([r for r in rows if r.family == f]) for f in {r.family for r in rows}}
     assert by_family["vllm-v1"]["n"] == 64
-    for fam in ("vllm-v1", "vllm-v0", "sglang-0.5"):
+    for fam in ("vllm-v1", "vllm-v0", "sglang-0.4", "sglang-0.5"):
         assert by_family[fam]["median_abs"] <= TARGET_MEDIAN_GIB, fam
-    assert by_family["vllm-v1"]["over_share"] < TARGET_OVER_SHARE
-    assert by_family["sglang-0.5"]["over_share"] == 0
+    for fam in ("vllm-v1", "sglang-0.4", "sglang-0.5"):
+        assert by_family[fam]["over_share"] < TARGET_OVER_SHARE, fam
+    assert {r.case_id for r in rows if r.family == "vllm-v0" and r.over} <= KNOWN_V0_OVER
     # vLLM >= 0.20: one start-up, V1 constants, no fit of its own: it must at least not over-predict
     assert by_family["vllm-v1-0.20"]["n"] == 1 and by_family["vllm-v1-0.20"]["over_share"] == 0
 

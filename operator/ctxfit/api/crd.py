@@ -24,6 +24,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
 from .admission import ADMISSION_CEL_RULES, ROOT_CEL_RULES
+from .autoscaling import AUTOSCALING_CEL_RULES, SPEC_CEL_RULES
 from .fielddocs import document_schema
 from .kubetypes import KUBE_CEL_RULES
 from .model_cache import CACHE_CEL_RULES
@@ -75,8 +76,10 @@ CEL_RULES: dict[str, list[dict[str, str]]] = {
             "message": "memory.gpuMemoryUtilization: is a vLLM setting; SGLang uses memFractionStatic",
             "reason": "FieldValueForbidden",
         },
+        *SPEC_CEL_RULES,
     ],
     **CACHE_CEL_RULES,
+    **AUTOSCALING_CEL_RULES,
     "ContextSpec": [
         {
             "rule": f"!{_present('minimum')} || !{_present('target')} || self.minimum <= self.target",
@@ -222,6 +225,12 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "type": "integer",
         "jsonPath": ".spec.context.target",
         "description": "Requested context length (tokens)",
+    },
+    {
+        "name": "Replicas",
+        "type": "integer",
+        "jsonPath": ".status.replicas",
+        "description": "Engine replicas the workload has now (set by the autoscaler when spec.autoscaling is set)",
     },
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from .autoscaling import REPLICAS_MESSAGE, AutoscalingSpec
 from .base import WireModel
 from .kubetypes import EnvVarSource, Toleration
 from .model_cache import ModelCache, TokenSecretRef
@@ -429,12 +430,18 @@ class InferenceServerSpec(WireModel):
     pod: PodSpecOverrides = Field(default_factory=PodSpecOverrides)
     """Labels, annotations and tolerations added to the engine pod."""
     replicas: Annotated[int, Field(ge=0, le=100)] = 1
-    """Engine pods (0-100); 0 keeps the plan but runs nothing."""
+    """Engine pods (0-100); 0 keeps the plan but runs nothing. With autoscaling: only the initial count, within
+    autoscaling.minReplicas..maxReplicas; the autoscaler owns the count afterwards.
+    """
     nodes: Annotated[int, Field(ge=1, le=64)] = 1
     """Nodes one replica spans (a LeaderWorkerSet group of this size when > 1), each with ``gpu.count`` GPUs."""
     attempts: Annotated[int, Field(ge=1, le=20)] = 5
     """How many starts (1-20) the operator tries under one spec, stepping to a safer configuration after each
     classified failure, before phase Failed.
+    """
+    autoscaling: AutoscalingSpec | None = None
+    """Scale replicas with KEDA on the engine's KV-cache usage and waiting requests, thresholds from the server's own
+    capacity (needs KEDA and the chart's autoscaling.keda.enabled). Unset: no autoscaling; replicas is the count.
     """
 
     @model_validator(mode="after")
@@ -452,6 +459,13 @@ class InferenceServerSpec(WireModel):
                 "parallelism: tensor x pipeline x data must equal gpu.count x nodes "
                 f"({p.tensor} x {p.pipeline} x {p.data} = {product}, gpu.count x nodes is "
                 f"{self.gpu.count} x {self.nodes} = {gpus})"
+            )
+        scaling = self.autoscaling
+        if scaling is not None and "replicas" in self.model_fields_set and not (
+            scaling.min_replicas <= self.replicas <= scaling.max_replicas
+        ):
+            raise ValueError(
+                f"{REPLICAS_MESSAGE} ({scaling.min_replicas}..{scaling.max_replicas}), not {self.replicas}"
             )
         if self.engine.kind is EngineKind.VLLM and self.memory.mem_fraction_static is not None:
             raise ValueError("memory.memFractionStatic: is an SGLang setting; vLLM uses gpuMemoryUtilization")

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from .autoscaling import AutoscalingStatus
 from .base import WireModel
 from .effective import EffectiveConfig
 from .model_cache import ModelStatus
@@ -297,6 +298,10 @@ class InferenceServerStatus(WireModel):
         message: one line for humans (the latest explanation).
         observed: the engine's own start-up accounting for the newest Ready attempt, and the error.
         model: the weights cache in force and the last download (``ctxfit.api.model_cache``).
+        replicas: engine replicas the workload has now (its ``status.replicas``; printer column REPLICAS), for
+            every server, autoscaled or not.
+        autoscaling: the autoscaling thresholds in force, the ScaledObject and the replica counts
+            (``ctxfit.api.autoscaling``); absent without ``spec.autoscaling``.
     """
 
     observed_generation: int | None = None
@@ -312,6 +317,8 @@ class InferenceServerStatus(WireModel):
     message: str | None = None
     observed: ObservedStatus | None = None
     model: ModelStatus | None = None
+    replicas: int | None = None
+    autoscaling: AutoscalingStatus | None = None
 
     @classmethod
     def from_body(cls, status: dict[str, Any] | None) -> InferenceServerStatus:

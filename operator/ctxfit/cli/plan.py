@@ -16,6 +16,13 @@ import yaml
 from pydantic import ValidationError
 
 from ctxfit.api import GiB, InferenceServerSpec, bytes_to_quantity
+from ctxfit.budget.autoscale import (
+    autoscaling_status,
+    cold_start_seconds,
+    server_thresholds,
+    weights_per_replica_bytes,
+)
+from ctxfit.budget.context import DEFAULT_HEADROOM
 from ctxfit.budget.multinode import plan_group
 from ctxfit.budget.planner import Plan
 from ctxfit.render.cache import CacheVolume, checkpoint_bytes, describe_cache, resolve_cache
@@ -54,11 +61,35 @@ def plan_cache(spec: InferenceServerSpec, result: Plan, name: str, has_default_s
     return cache, note, doc
 
 
+def plan_autoscaling(spec: InferenceServerSpec, result: Plan, name: str) -> tuple[list[str], dict[str, object] | None]:
+    """``spec.autoscaling`` thresholds from the plan, as the operator derives them before the engine reports.
+
+    Returns (human lines, ``-o json`` ``autoscaling`` object); ([], None) without ``spec.autoscaling``.
+    The JSON keys are ``status.autoscaling``'s, plus ``kvCacheFullFraction``/``kvCacheFullTokens`` (the point
+    where one more full-context request no longer fits) and ``warnings``.
+    """
+    scaling = spec.autoscaling
+    if scaling is None:
+        return [], None
+    if not result.fits or result.context_length <= 0:
+        return ["autoscaling: no thresholds (nothing fits)"], {"error": "nothing fits"}
+    headroom = spec.context.headroom if spec.context.headroom is not None else DEFAULT_HEADROOM
+    found = server_thresholds(spec, kv_pool_bytes=result.kv_pool_bytes, kv_bytes_per_token=result.kv_bytes_per_token,
+                              context_length=result.context_length, max_num_seqs=result.effective.max_num_seqs,
+                              headroom=headroom)
+    cold = cold_start_seconds(weights_per_replica_bytes(spec, result.per_gpu.weights_bytes), None)
+    status = autoscaling_status(found, scaling, scaled_object=name, paused=False, cold_start=cold)
+    doc: dict[str, object] = {**status.to_wire(), "kvCacheFullFraction": round(found.full_fraction, 4),
+                              "kvCacheFullTokens": found.full_tokens, "warnings": list(found.warnings)}
+    doc.pop("paused", None)
+    return [f"autoscaling: {status.rule}", *(f"- autoscaling: {w}" for w in found.warnings)], doc
+
+
 def _gib(n: int) -> str:
     return f"{n / GiB:.2f}"
 
 
-def render_table(result: Plan, name: str, cache_line: str = "") -> None:
+def render_table(result: Plan, name: str, cache_line: str = "", extra_lines: tuple[str, ...] = ()) -> None:
     """Print the plan as rich tables: per-GPU budget, context, command line, reasons."""
     from rich.console import Console
     from rich.table import Table
@@ -96,6 +127,8 @@ def render_table(result: Plan, name: str, cache_line: str = "") -> None:
         console.print("command: " + " ".join([*result.engine_command, *result.engine_args]), soft_wrap=True)
     if cache_line:
         console.print(cache_line, soft_wrap=True)
+    for line in extra_lines:
+        console.print(line, soft_wrap=True)
     for reason in result.reasons:
         console.print(f"- {reason}", soft_wrap=True)
 
@@ -122,11 +155,14 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, TypeError, ArithmeticError, RecursionError) as exc:
         return fail(f"{type(exc).__name__}: {exc}".splitlines()[0])
     cache, note, cache_doc = plan_cache(server.spec, result, server.metadata.name, not args.no_default_storage_class)
+    scaling_lines, scaling_doc = plan_autoscaling(server.spec, result, server.metadata.name)
+    doc = result.to_json() | {"cache": cache_doc} | ({"autoscaling": scaling_doc} if scaling_doc is not None else {})
     if args.output == "json":
-        json.dump(result.to_json() | {"cache": cache_doc}, sys.stdout, indent=2)
+        json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif args.output == "yaml":
-        yaml.safe_dump(result.to_json() | {"cache": cache_doc}, sys.stdout, sort_keys=False)
+        yaml.safe_dump(doc, sys.stdout, sort_keys=False)
     else:
-        render_table(result, server.metadata.name, f"weights cache: {describe_cache(cache)}; {note}")
+        render_table(result, server.metadata.name, f"weights cache: {describe_cache(cache)}; {note}",
+                     tuple(scaling_lines))
     return EXIT_OK if result.fits else EXIT_DOES_NOT_FIT

@@ -30,6 +30,8 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.settings`` (no modu
 | ``CTXFIT_CALIBRATION_NAMESPACE`` | ``POD_NAMESPACE`` / ``default`` | namespace of that ConfigMap (the operator's) |
 | ``CTXFIT_DEFAULT_CACHE`` | auto | cache without ``spec.model.cache``: ``auto`` default-class claim, ``emptyDir`` |
 | ``CTXFIT_LOG_LEVEL`` | INFO | DEBUG, INFO (one line per decision per server), WARNING or ERROR |
+| ``CTXFIT_KEDA_ENABLED`` | false | render a KEDA ScaledObject for servers with ``spec.autoscaling`` |
+| ``CTXFIT_PROMETHEUS_ADDRESS`` | empty | Prometheus URL the ScaledObjects' triggers query (needed with KEDA) |
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ class Settings(BaseSettings):
     calibration_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
     default_cache: Literal["auto", "emptyDir"] = "auto"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    keda_enabled: bool = False
+    prometheus_address: str = ""
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -14,6 +14,11 @@ The activation peak is the largest of a few transient buffers, each ``copies x o
 - MoE: the fused-MoE intermediate caches ``[tokens, top_k, 2 x moe_intermediate / TP]`` bf16 (vLLM
   ``fused_moe`` cache1/cache2/cache3), alive at the same time as the sampler buffers' peak in V1.
 
+- Weight dequantization (bitsandbytes 4-bit): each quantized matmul of the profiled forward
+  materializes one bf16 copy of its weight shard (and, for MoE, all local experts) for the duration
+  of the matmul; ``ActivationSizes.dequant_bytes`` carries that buffer, sized by
+  ``engines/vllm/dequant.py``, on top of the forward it belongs to.
+
 The copy counts are fitted per engine version family (``ActivationCopies``; the values live next to each
 engine's memory model, the fit and its leave-one-out error in ``bench/overhead_fit.py``).
 
@@ -96,6 +101,8 @@ class ActivationSizes:
     max_num_seqs: int
     max_num_batched_tokens: int
     vocab: int
+    dequant_bytes: int = 0
+    """Transient bf16 weight copies of a quantized forward (bitsandbytes), alive with the forward's buffers."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,7 @@ def activation_sizes(
     moe: MoE | None,
     tensor_parallel: int,
     has_sampler: bool = True,
+    dequant_bytes: int = 0,
 ) -> ActivationSizes:
     """One copy of each profile-run buffer on one GPU.
 
@@ -125,6 +133,7 @@ def activation_sizes(
         moe: MoE sizes or None (dense).
         tensor_parallel: TP size (divides the MLP / expert intermediate, not the logits, which are gathered).
         has_sampler: False on pipeline stages that do not sample.
+        dequant_bytes: transient dequantized weights of the forward (0 unless quantized that way).
 
     Returns:
         ``ActivationSizes`` in bytes.
@@ -137,14 +146,15 @@ def activation_sizes(
     if moe is not None:
         per_tp = max(1, moe.intermediate_size // tensor_parallel)
         moe_cache = max_num_batched_tokens * moe.top_k * 2 * per_tp * BF16_BYTES
-    return ActivationSizes(sampler, forward, moe_cache, max_num_seqs, max_num_batched_tokens, vocab)
+    return ActivationSizes(sampler, forward, moe_cache, max_num_seqs, max_num_batched_tokens, vocab, dequant_bytes)
 
 
 def activation_peak(sizes: ActivationSizes, copies: ActivationCopies, *, warmup: SamplerWarmup) -> ActivationEstimate:
     """Transient activation peak of the profile run, bytes.
 
-    Dense: ``max(forward, sampler)`` (the forward's buffers are freed before sampling). MoE: ``sampler +
-    moe caches`` (the sweep's MoE rows sit above the sampler term by about the caches).
+    Dense: ``max(forward + dequant, sampler)`` (the forward's buffers, dequantized weight copies included,
+    are freed before sampling). MoE: ``sampler + moe caches + dequant`` (the sweep's MoE rows sit above the
+    sampler term by about the caches; the dequantized experts are added on the safe side).
     """
     if warmup is SamplerWarmup.LOGITS_ONLY:
         sampler = sizes.max_num_batched_tokens * sizes.vocab * BF16_BYTES
@@ -153,14 +163,15 @@ def activation_peak(sizes: ActivationSizes, copies: ActivationCopies, *, warmup:
         sampler_copies = copies.sorting_sampler if warmup is SamplerWarmup.SORTING else copies.sampler
         sampler = int(sampler_copies * sizes.sampler_logits_bytes)
         what = f"sampler warm-up {sizes.max_num_seqs} seqs x vocab {sizes.vocab}"
+    dequant = f" + {sizes.dequant_bytes / GiB:.2f} GiB dequantized weights" if sizes.dequant_bytes else ""
     if sizes.moe_cache_bytes:
         return ActivationEstimate(
-            sampler + int(copies.moe * sizes.moe_cache_bytes),
-            f"{what} + fused-MoE caches at {sizes.max_num_batched_tokens} tokens",
+            sampler + int(copies.moe * sizes.moe_cache_bytes) + sizes.dequant_bytes,
+            f"{what} + fused-MoE caches at {sizes.max_num_batched_tokens} tokens{dequant}",
         )
-    forward = int(copies.forward * sizes.forward_mlp_bytes)
+    forward = int(copies.forward * sizes.forward_mlp_bytes) + sizes.dequant_bytes
     if forward > sampler:
-        return ActivationEstimate(forward, f"dense forward of {sizes.max_num_batched_tokens} tokens")
+        return ActivationEstimate(forward, f"dense forward of {sizes.max_num_batched_tokens} tokens{dequant}")
     return ActivationEstimate(sampler, what)
 
 

@@ -52,6 +52,9 @@ class PlanInputs:
             num_experts_per_tok, moe_intermediate_size), None for dense or unknown.
         hybrid: recurrent-state geometry of a hybrid model (catalog or config.json), else None.
         total_layers: num_hidden_layers including non-attention layers (pipeline stages split these).
+        quantization: weight quantization that changes the forward's buffers, from config.json
+            ``quantization_config`` (``quant_method``; ``"bitsandbytes-8bit"`` when ``load_in_8bit``) or
+            ``engine.args`` ``--quantization X``; None when unquantized or unknown.
     """
 
     spec: InferenceServerSpec
@@ -70,6 +73,7 @@ class PlanInputs:
     moe: MoE | None = None
     hybrid: HybridState | None = None
     total_layers: int | None = None
+    quantization: str | None = None
 
     @property
     def tp(self) -> int:
@@ -180,7 +184,26 @@ def resolve_inputs(
         moe=model.moe if model else moe_from_hf_config(text),
         hybrid=hybrid,
         total_layers=total_layers,
+        quantization=quantization_method(text, spec.engine.args),
     )
+
+
+def quantization_method(text: dict[str, Any], args: list[str]) -> str | None:
+    """The weight quantization method: ``engine.args`` ``--quantization X`` (or ``--quantization=X``) wins
+    over config.json ``quantization_config.quant_method``; bitsandbytes with ``load_in_8bit`` is
+    ``"bitsandbytes-8bit"`` (the 4-bit and 8-bit paths keep different buffers). Lower case; None if absent."""
+    for i, arg in enumerate(args):
+        if arg == "--quantization" and i + 1 < len(args):
+            return args[i + 1].lower()
+        if arg.startswith("--quantization="):
+            return arg.split("=", 1)[1].lower()
+    config = text.get("quantization_config")
+    if not isinstance(config, dict) or not isinstance(config.get("quant_method"), str):
+        return None
+    method = str(config["quant_method"]).lower()
+    if method == "bitsandbytes" and config.get("load_in_8bit"):
+        return "bitsandbytes-8bit"
+    return method
 
 
 def moe_from_hf_config(text: dict[str, Any]) -> MoE | None:

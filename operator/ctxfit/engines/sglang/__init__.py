@@ -5,6 +5,11 @@ Flags (``python3 -m sglang.launch_server``): ``--model-path``, ``--tp-size``, ``
 ``--max-running-requests``, ``--cuda-graph-max-bs`` (``--cuda-graph-max-bs-decode`` from 0.5.23),
 ``--enable-metrics`` (B.1, B.3). Health: ``GET /health``; readiness log "The server is fired up and
 ready to roll!"; KV metric ``sglang:token_usage``.
+
+Metrics (SGLang ``python/sglang/srt/metrics/collector.py`` ``SchedulerMetricsCollector``, exported with
+``--enable-metrics``): ``sglang:token_usage`` (0-1 fraction of the KV pool's tokens in use) and
+``sglang:num_queue_reqs`` (requests in the waiting queue) have kept their names across 0.4-0.5; one series per
+data-parallel rank, from its TP-0 scheduler (all TP ranks only with ``--enable-metrics-for-all-schedulers``).
 """
 
 from __future__ import annotations

@@ -6,6 +6,14 @@ Flags: ``vllm serve MODEL`` with ``--tensor-parallel-size``, ``--pipeline-parall
 and ``--max-cudagraph-capture-size`` (0.11+; vLLM ``config/compilation.py``) [flag history
 unverified before 0.11]. Health: ``GET /health`` (0.33 ``entrypoints/serve/instrumentator/health.py``);
 metrics: ``vllm:kv_cache_usage_perc`` (older ``vllm:gpu_cache_usage_perc``) (A.4).
+
+Metric names across versions (vLLM ``vllm/v1/metrics/loggers.py``; the rename is PR #18354,
+https://github.com/vllm-project/vllm/pull/18354): up to 0.9.1 only ``vllm:gpu_cache_usage_perc``; from 0.9.2
+both, the old one "DEPRECATED: Use vllm:kv_cache_usage_perc instead"; 0.11 hides the old one (shown only with
+``--show-hidden-metrics-for-version=0.10``); from 0.12 only ``vllm:kv_cache_usage_perc``. Both are a 0-1 fraction
+of the KV blocks in use, one series per engine (label ``engine``: one per data-parallel rank).
+``vllm:num_requests_waiting`` kept its name throughout. The autoscaler reads both KV names
+(``ctxfit.render.scaledobject``), newer first.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ Families (``Family``) and what differs between them:
   sorts the whole vocabulary (``model_runner._dummy_run``: ``top_k = vocab - 1``). No CUDA-graph term
   (captured after the KV cache, outside the budget). 0.6.5-0.6.x count ~1.5 GiB more non-torch
   (``V0_PROFILER_BASELINE_BYTES``).
+- **All families**: a bitsandbytes 4-bit checkpoint adds its dequantized weight shards to the profiled
+  forward (``dequant.py``).
 - **V1 before 0.20**: ``gpu_worker.determine_available_memory`` budgets the same terms; the forward is
   ``max_num_batched_tokens`` (always chunked, ``batch_defaults``), whatever the context. The sampler step
   (``overhead.SamplerWarmup``): none in 0.7 (logits of all tokens), a sorting warm-up in 0.8-0.16, a
@@ -62,6 +64,8 @@ from ctxfit.engines.overhead import (
     activation_sizes,
     nvswitch_system,
 )
+
+from .dequant import dequant_bytes
 
 if TYPE_CHECKING:
     from ctxfit.vocab.inputs import PlanInputs
@@ -125,7 +129,7 @@ _V1 = OverheadConstants(
 )
 FITTED: dict[Family, OverheadConstants] = {
     Family.V0: OverheadConstants(
-        copies=ActivationCopies(sampler=3.698, sorting_sampler=9.907, forward=1.953, moe=2.083),
+        copies=ActivationCopies(sampler=3.698, sorting_sampler=9.952, forward=1.953, moe=2.083),
         non_torch_bytes=_V1.non_torch_bytes,
         nvlink_buffers_bytes=_V1.nvlink_buffers_bytes,
     ),
@@ -269,6 +273,7 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
             intermediate_size=inputs.intermediate_size,
             moe=inputs.moe,
             tensor_parallel=inputs.tp,
+            dequant_bytes=dequant_bytes(inputs, tokens),
         ),
         warmup=sampler_warmup(fam, version),
         nvlink_multi_gpu=multi_gpu,
