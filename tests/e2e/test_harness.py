@@ -693,3 +693,35 @@ def test_cli_up_status_down_leaves_nothing(tmp_path: Path, cluster: cc.Cluster) 
         env=env,
     )
     assert st.returncode == 1 and st.stdout.startswith("down")
+
+
+def test_conditional_failure_of_one_role(cluster: cc.Cluster, namespace: str, watcher: PodWatcher) -> None:
+    """fail-if-label: only the pods with that label value fail (a group's workers, not its leader)."""
+    cond = {
+        "sim.ctxfit.io/fail-if-label": "ctxfit.io/role=worker",
+        "sim.ctxfit.io/fail-if-annotation": "ctxfit.io/context-length",
+        "sim.ctxfit.io/fail-if-above": "65536",
+        "sim.ctxfit.io/restart-delay-ms": "500",
+    }
+    crash = {"sim.ctxfit.io/behavior": "crash"}
+    long, short = {"ctxfit.io/context-length": "131072"}, {"ctxfit.io/context-length": "32768"}
+    cluster.apply(
+        [
+            pod("worker-long", labels={**crash, "ctxfit.io/role": "worker"}, annotations={**cond, **long}),
+            pod("worker-short", labels={**crash, "ctxfit.io/role": "worker"}, annotations={**cond, **short}),
+            pod("leader-long", labels={**crash, "ctxfit.io/role": "leader"}, annotations={**cond, **long}),
+            pod("unlabelled-long", labels=crash, annotations={**cond, **long}),
+            pod("other-value", labels={**crash, "ctxfit.io/role": "worker-2"}, annotations={**cond, **long}),
+        ],
+        namespace=namespace,
+    )
+    for name in ("worker-short", "leader-long", "unlabelled-long", "other-value"):
+        wait_for(
+            lambda n=name: condition(get_pod(cluster, namespace, n), "Ready") == "True", 30, f"{name} Ready"
+        )
+    wait_for(
+        lambda: engine_status(get_pod(cluster, namespace, "worker-long")).get("restartCount", 0) >= 1,
+        30,
+        "worker-long crashing",
+    )
+    assert not watcher.ever_ready("worker-long")

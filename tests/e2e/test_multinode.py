@@ -144,3 +144,33 @@ def test_group_that_keeps_failing_ends_failed_within_the_budget(op: OperatorProc
     lws = api.wait(lambda: (g := group(groups, api.namespace, "kimi-k25-2x8")) and g["spec"]["replicas"] == 0
                    and g, "the group scaled to zero", timeout=60)
     assert lws["spec"]["replicas"] == 0
+
+
+def test_hand_edit_of_the_group_is_reverted(op: OperatorProcess, api: ServerClient, groups: CustomObjectsApi) -> None:
+    """A hand edit of the LeaderWorkerSet (worker command line, group size) is drift: applied again, one Event."""
+    api.create(manifest("kimi-k25-2x8-h100.yaml"))
+    api.wait_phase("kimi-k25-2x8", "Ready", timeout=120)
+    rendered = group(groups, api.namespace, "kimi-k25-2x8")
+    assert rendered is not None
+    op.settle(6)  # > one resync (5 s): the stored LeaderWorkerSet, with the webhook's defaults, is not drift
+    assert not [e for e in api.events("kimi-k25-2x8") if e["reason"] == "DriftReverted"]
+    worker = "/spec/leaderWorkerTemplate/workerTemplate/spec/containers/0/args"
+    groups.patch_namespaced_custom_object(
+        *LWS[:2], api.namespace, LWS[2], "kimi-k25-2x8",
+        [{"op": "replace", "path": worker, "value": ["exec sleep infinity"]},
+         {"op": "replace", "path": "/spec/leaderWorkerTemplate/size", "value": 3}],
+        _content_type="application/json-patch+json")
+    reverted = api.wait(lambda: [e for e in api.events("kimi-k25-2x8") if e["reason"] == "DriftReverted"],
+                        "a DriftReverted Event", timeout=60)
+    assert reverted[0]["type"] == "Warning"
+    assert reverted[0]["message"].startswith("reverted a change to LeaderWorkerSet kimi-k25-2x8: worker args ")
+    assert "exec sleep infinity -> exec ray start" in reverted[0]["message"]
+    assert reverted[0]["message"].endswith("size 3 -> 2")
+    now = api.wait(lambda: (g := group(groups, api.namespace, "kimi-k25-2x8"))
+                   and g["spec"]["leaderWorkerTemplate"]["size"] == 2 and g, "size 2 again", timeout=30)
+    template = now["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    assert template["args"] == rendered["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0][
+        "args"]
+    api.wait_phase("kimi-k25-2x8", "Ready", timeout=120)
+    op.settle(6)
+    assert len([e for e in api.events("kimi-k25-2x8") if e["reason"] == "DriftReverted"]) == 1, "reverted once"

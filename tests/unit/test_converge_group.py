@@ -28,14 +28,18 @@ def group_spec(**changes: Any) -> dict[str, Any]:
     return body
 
 
-def member(attempt: int, name: str, *, ready: bool = False, terminated: str | None = None) -> PodView:
-    """A pod of LWS group 0 as the LWS controller makes it: labelled with the LWS name, owned by the leaders'
-    StatefulSet ``kimi`` (leader ``kimi-0``) or the group's workers' ``kimi-0`` (worker ``kimi-0-1``)."""
-    base = pod(attempt, ready=ready, terminated=terminated, name=name)
+def member(attempt: int, name: str, *, ready: bool = False, terminated: str | None = None, uid: str | None = None,
+           revision: str = "rev-1", deleting: bool = False) -> PodView:
+    """A pod of LWS group 0 as the LWS controller makes it: labelled with the LWS name, group and worker index
+    and template revision, owned by the leaders' StatefulSet ``kimi`` (leader ``kimi-0``) or the group's
+    workers' ``kimi-0`` (worker ``kimi-0-1``). ``uid``: its ``metadata.uid`` (default: one per name)."""
+    base = pod(attempt, ready=ready, terminated=terminated, name=name, deleting=deleting)
     owner = "kimi" if name.count("-") == 1 else name.rsplit("-", 1)[0]
-    facts = replace(base.facts, owner_replicaset=None, template_label=None, owner_statefulset=owner, group_name="kimi")
     worker_index = 0 if name.count("-") == 1 else int(name.rsplit("-", 1)[1])
-    return replace(base, node=f"h100-{worker_index}", facts=facts)  # one node per pod of the group
+    facts = replace(base.facts, owner_replicaset=None, template_label=None, owner_statefulset=owner, group_name="kimi",
+                    group_index=0, worker_index=worker_index, revision=revision)
+    return replace(base, node=f"h100-{worker_index}", facts=facts,  # one node per pod of the group
+                   uid=uid or f"uid-{name}")
 
 
 def test_three_nodes_where_two_exist_stays_planning_with_needed_and_found() -> None:

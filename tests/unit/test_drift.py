@@ -7,6 +7,7 @@ import copy
 from typing import Any
 
 import pytest
+from ctxfit.controller.converge import converge
 from ctxfit.controller.drift import describe_drift, drifted, live_deployment
 from ctxfit.controller.observe import deployment_view
 from ctxfit.render import render_deployment
@@ -151,3 +152,105 @@ def test_service_edited_away_from_the_rendering_is_applied_again(edit: Any, port
     server, rendered = service["metadata"]["name"], service["spec"]["ports"][0]["port"]
     edit(service)
     assert owned_service_port(service, server) == (rendered if port else None)
+
+
+# LeaderWorkerSet (multi-node): both templates, the group's size and restart policy
+
+
+def desired_group(case: str = "vllm-native-2x8") -> dict[str, Any]:
+    from ctxfit.render.leaderworkerset import render_leaderworkerset
+
+    from .test_render_group import render_input as group_input
+
+    return render_leaderworkerset(group_input(case))
+
+
+def stored_group(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as stored: the LWS webhook's defaults (sigs.k8s.io/lws ``pkg/webhooks/leaderworkerset_webhook.go``
+    ``Default``) and the API server's pod-template defaults in both templates."""
+    live = copy.deepcopy(obj)
+    live["metadata"]["generation"] = 1
+    live["spec"]["networkConfig"] = {"subdomainPolicy": "Shared"}
+    live["spec"]["rolloutStrategy"]["rollingUpdateConfiguration"]["partition"] = 0
+    live["status"] = {"replicas": 1, "conditions": [{"type": "Available", "status": "True"}]}
+    group = live["spec"]["leaderWorkerTemplate"]
+    for role in ("leaderTemplate", "workerTemplate"):
+        as_deployment = stored({"metadata": {}, "spec": {"template": group[role]}})
+        group[role] = as_deployment["spec"]["template"]
+    return live
+
+
+def _group_container(lws: dict[str, Any], role: str) -> dict[str, Any]:
+    container: dict[str, Any] = lws["spec"]["leaderWorkerTemplate"][f"{role}Template"]["spec"]["containers"][0]
+    return container
+
+
+@pytest.mark.parametrize("case", ["vllm-native-2x8", "vllm-ray-2x8", "sglang-2x8"])
+def test_stored_group_rendering_is_not_drift(case: str) -> None:
+    want = desired_group(case)
+    view = deployment_view(stored_group(want))
+    assert view is not None and view.live is not None
+    assert drifted(want, view.live, ENGINE) == []
+    assert {"leader.container.args", "worker.container.args", "group.size", "group.restartPolicy"} <= set(
+        view.live.fields)
+
+
+@pytest.mark.parametrize(("edit", "field"), [
+    pytest.param(lambda g: _group_container(g, "leader").update(image="other/vllm:1"), "leader.container.image",
+                 id="leader-image"),
+    pytest.param(lambda g: _group_container(g, "worker")["args"].append("--enforce-eager"),
+                 "worker.container.args", id="worker-args"),
+    pytest.param(lambda g: _group_container(g, "worker").update(command=["sleep", "inf"]),
+                 "worker.container.command", id="worker-command"),
+    pytest.param(lambda g: _group_container(g, "worker").update(startupProbe={"exec": {"command": ["true"]}}),
+                 "worker.container.startupProbe", id="worker-probe-added"),
+    pytest.param(lambda g: g["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["volumes"].pop(),
+                 "worker.pod.volumes", id="worker-volume-removed"),
+    pytest.param(lambda g: g["spec"]["leaderWorkerTemplate"].update(size=3), "group.size", id="size"),
+    pytest.param(lambda g: g["spec"]["leaderWorkerTemplate"].update(restartPolicy="None"), "group.restartPolicy",
+                 id="restart-policy"),
+    pytest.param(lambda g: g["spec"]["leaderWorkerTemplate"].pop("restartPolicy"), "group.restartPolicy",
+                 id="restart-policy-removed"),
+])
+def test_group_hand_edits_are_drift(edit: Any, field: str) -> None:
+    want = desired_group()
+    live = stored_group(want)
+    edit(live)
+    changed = drifted(want, live_deployment(live, ENGINE), ENGINE)
+    assert field in changed, changed
+    assert changed == [field], "only the edited field"
+
+
+def test_group_drift_description_names_the_role() -> None:
+    want = desired_group()
+    live = stored_group(want)
+    _group_container(live, "worker")["args"].append("--enforce-eager")
+    _group_container(live, "leader")["image"] = "other/vllm:1"
+    live["spec"]["leaderWorkerTemplate"]["size"] = 3
+    view = live_deployment(live, ENGINE)
+    text = describe_drift(drifted(want, view, ENGINE), want, view, ENGINE)
+    image = _group_container(want, "leader")["image"]
+    assert text == f"leader image 'other/vllm:1' -> {image!r}, worker args removed --enforce-eager, size 3 -> 2"
+
+
+def test_group_drift_in_converge_is_reverted_with_an_event() -> None:
+    """A hand edit of the LeaderWorkerSet (same hash annotation, same replicas) is applied again, with an Event."""
+    from .test_converge_group import H100_0, H100_1, group_spec
+    from .test_handlers import SETTINGS, never, snapshot
+
+    body = group_spec()
+    nodes = (H100_0, H100_1)
+    start = converge(snapshot(body, nodes=nodes), SETTINGS, never)
+    assert start.deployment is not None
+    same = converge(snapshot(body, start.status, nodes=nodes,
+                             deployment=deployment_view(stored_group(start.deployment))), SETTINGS, never)
+    assert same.deployment is None and not [e for e in same.events if e.reason.value == "DriftReverted"]
+    edited = stored_group(start.deployment)
+    edited["spec"]["leaderWorkerTemplate"]["size"] = 3
+    _group_container(edited, "worker")["args"][-1] = "7"
+    out = converge(snapshot(body, start.status, nodes=nodes, deployment=deployment_view(edited)), SETTINGS, never)
+    assert out.deployment == start.deployment, "the rendering is applied again"
+    drift = [e for e in out.events if e.reason.value == "DriftReverted"]
+    assert len(drift) == 1 and drift[0].type == "Warning"
+    assert drift[0].message == ("reverted a change to LeaderWorkerSet kimi: worker args 7 -> exec ray start "
+                                "--address=${LWS_LEADER_ADDRESS}:6379 --block, size 3 -> 2")

@@ -8,6 +8,7 @@ and the leader-only Service for attempt 1 of the planner's configuration). Regen
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 import yaml
 from ctxfit.api import InferenceServer
 from ctxfit.budget.multinode import plan_group
+from ctxfit.engines.vllm.multinode import MASTER_PORT, RAY_PORT, uses_ray
 from ctxfit.render import RenderInput, render_deployment
 from ctxfit.render.leaderworkerset import (
     WORKER_INDEX_LABEL,
@@ -103,6 +105,41 @@ def test_vllm_native_multinode_has_rank_and_headless_workers() -> None:
         assert a[a.index("--node-rank") + 1] == rank
         assert a[a.index("--master-addr") + 1] == "$(LWS_LEADER_ADDRESS)"
     assert "--headless" in worker["args"] and "--headless" not in leader["args"]
+
+
+@pytest.mark.parametrize(("version", "ray"), [
+    ("0.8.5", True),
+    ("0.11.0", True),  # no --nnodes/--node-rank/--master-addr in 0.11.0's arg_utils.py
+    ("v0.11.0", True),
+    ("0.11.1rc1", True),  # pre-releases of the boundary may predate the flags
+    ("0.11.1.dev42+g1234abc", True),
+    ("0.11.1", False),  # the flags are in 0.11.1 (vllm-project/vllm pull request 23691)
+    ("v0.11.1", False),
+    ("0.11.1+cu128", False),  # a local build of the release
+    ("0.11.2", False),
+    ("0.12.0rc1", False),
+    (None, False),  # unset: DEFAULT_VERSION (0.20.0)
+], ids=str)
+def test_vllm_native_multinode_boundary_both_sides(version: str | None, ray: bool) -> None:
+    inp = render_input("vllm-native-2x8")
+    engine = inp.spec.engine.model_copy(update={"version": version})
+    spec = inp.spec.model_copy(update={"engine": engine})
+    assert uses_ray(spec) is ray
+    leader, worker = containers(render_leaderworkerset(replace(inp, spec=spec)))
+    if ray:
+        assert leader["command"] == ["/bin/sh", "-c"] and "--nnodes" not in leader["args"][0]
+        assert worker["args"] == [f"exec ray start --address=${{LWS_LEADER_ADDRESS}}:{RAY_PORT} --block"]
+    else:
+        assert leader["command"] == ["vllm", "serve"] and "ray" not in " ".join(leader["args"])
+        assert worker["args"][worker["args"].index("--master-port") + 1] == str(MASTER_PORT)
+
+
+def test_native_rendezvous_port_is_vllms_own_default_not_the_data_parallel_port() -> None:
+    """vLLM 0.11.1 ``ParallelConfig``: ``master_port`` 29501, ``data_parallel_master_port`` 29500 (also bound on
+    the leader when data parallelism spans the nodes)."""
+    assert MASTER_PORT == 29501
+    leader, _ = containers(render_leaderworkerset(render_input("vllm-native-2x8")))
+    assert leader["args"][leader["args"].index("--master-port") + 1] == "29501"
 
 
 def test_sglang_rank_from_worker_index_and_init_addr_from_leader() -> None:

@@ -67,6 +67,7 @@ class Reason(StrEnum):
     WAITING_FOR_POD = "WaitingForPod"
     IMAGE_PULL_FAILED = "ImagePullFailed"
     POD_CREATION_FAILED = "PodCreationFailed"
+    GROUP_RESTARTS_EXHAUSTED = "GroupRestartsExhausted"
     # Degraded
     AS_PLANNED = "AsPlanned"
     BELOW_TARGET = "BelowTarget"
@@ -104,6 +105,7 @@ class Reason(StrEnum):
     # Events only (autoscaling)
     SCALED_OBJECT_CREATED = "ScaledObjectCreated"
     AUTOSCALING_RESUMED = "AutoscalingResumed"
+    GROUP_RECREATED = "GroupRecreated"
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]
@@ -240,6 +242,18 @@ class EffectiveStatus(WireModel):
         return self.model_dump(by_alias=True, mode="json")
 
 
+class GroupLeader(WireModel):
+    """The leader pod of one LeaderWorkerSet group as last seen (multi-node servers): a new uid with the same
+    template revision is the group recreated by the LWS controller, not a rollout."""
+
+    group: int = Field(ge=0, le=10000)
+    """The group's index (pod label ``leaderworkerset.sigs.k8s.io/group-index``)."""
+    uid: str = Field(max_length=64)
+    """The leader pod's ``metadata.uid``."""
+    revision: str | None = Field(default=None, max_length=63)
+    """The pod's ``leaderworkerset.sigs.k8s.io/template-revision-hash`` label (the LWS template revision)."""
+
+
 class Attempt(WireModel):
     """One start of the engine with one effective configuration.
 
@@ -255,6 +269,11 @@ class Attempt(WireModel):
         explanation: the policy's sentence (what was seen, what changes next).
         pod: the pod the outcome was read from.
         node: the node that pod ran on (a ``CUDADriverTooOld`` failure excludes it from later attempts).
+        group_restarts: multi-node only: times the LeaderWorkerSet controller recreated this attempt's group(s)
+            since they were last all Ready (``RecreateGroupOnPodRestart``); past the operator's budget
+            (``CTXFIT_GROUP_RESTART_BUDGET``) the server ends Failed with ``GroupRestartsExhausted``.
+        group_leaders: multi-node only: the leader pod of each group as last seen (how a recreation is told
+            from a rollout; kept in status so an operator restart neither loses nor repeats a count).
     """
 
     number: int = Field(ge=1)
@@ -268,6 +287,8 @@ class Attempt(WireModel):
     explanation: str | None = None
     pod: str | None = None
     node: str | None = None
+    group_restarts: int | None = Field(default=None, ge=0, le=10000)
+    group_leaders: list[GroupLeader] | None = Field(default=None, max_length=10000)
 
 
 class InferenceServerStatus(WireModel):

@@ -52,6 +52,7 @@ from .conditions import EventNote, mark_failed_spec, mark_no_node, mark_phase, p
 from .drift import describe_drift, drifted
 from .driver import failed_driver_nodes, required_cuda
 from .group import best_group_node, group_shortage, pods_for_ready
+from .group_restarts import follow_group, reopen_group
 from .observe import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes
 from .observed import ReadStartup, mark_clamped, observe_startup
 from .pods import engine_digest
@@ -245,6 +246,8 @@ def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, se
         record_failure(out, spec, cur, failed, failure, node, settings, snap.now, snap.generation,
                        lambda s, pin: _replan(s, pin, node, settings))
         return
+    if follow_group(out, spec, cur, pods, settings.group_restart_budget, now, snap.generation):
+        return  # a group recreated past its budget: Failed
     ready = [p for p in pods if p.ready]
     if cur.outcome is AttemptOutcome.RUNNING and ready and len(ready) >= pods_for_ready(spec):
         cur.outcome, cur.finished_at, cur.pod = AttemptOutcome.SUCCEEDED, now, ready[0].name
@@ -326,7 +329,7 @@ def _desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: 
             out.deployment = deployment
     elif have.live is not None and (changed := drifted(deployment, have.live, CONTAINER_NAME)):
         out.deployment = deployment
-        out.events.append(EventNote("Warning", Reason.DRIFT_REVERTED, "reverted a change to Deployment "
+        out.events.append(EventNote("Warning", Reason.DRIFT_REVERTED, f"reverted a change to {deployment['kind']} "
                                     f"{snap.name}: {describe_drift(changed, deployment, have.live, CONTAINER_NAME)}"))
     if out.deployment is not None and not write_replicas:
         leave_replicas(out.deployment)
@@ -374,6 +377,7 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
     if st.plan is None:
         _first_plan(snap, spec, out, settings, now)
     reopen(out, snap.generation, now)
+    reopen_group(out, snap.generation, now)
     cache = resolve(snap, spec, out, now, settings.default_cache)
     if st.phase is not Phase.FAILED and not observe_download(
             snap, spec, out, cache, lambda pod: diagnose(pod, pod.restart_count),

@@ -1,4 +1,10 @@
-"""Drift: what matters in the live Deployment compared with the desired one (pure, no kopf, no API client).
+"""Drift: what matters in the live workload compared with the desired one (pure, no kopf, no API client).
+
+The workload is the engine Deployment, or for a multi-node server its LeaderWorkerSet: there the leader and
+the worker templates are compared field by field (``leader.container.args``, ``worker.pod.volumes``...)
+together with the group's ``size`` and ``restartPolicy`` (``spec.leaderWorkerTemplate``,
+sigs.k8s.io/lws ``api/leaderworkerset/v1/leaderworkerset_types.go``): a group of another size or one the LWS
+controller no longer recreates as a whole is not the group ctxfit planned.
 
 The operator's own ``ctxfit.io/pod-template-hash`` annotation survives a hand edit (``kubectl set image``,
 ``kubectl edit`` of the args), so it cannot tell whether the running template is the rendered one.
@@ -24,12 +30,17 @@ from kubernetes.utils.quantity import parse_quantity
 
 from ctxfit.render.deployment import PORT_NAME
 from ctxfit.render.labels import selector_labels
+from ctxfit.render.leaderworkerset import LWS_KIND
 
 CONTAINER_FIELDS = ("image", "command", "args", "env", "resources", "ports", "volumeMounts",
                     "startupProbe", "readinessProbe", "livenessProbe")
 """Engine container fields compared with the rendering (apps/v1 PodSpec ``containers[]``)."""
 POD_FIELDS = ("volumes",)
 """Pod spec fields compared with the rendering."""
+GROUP_ROLES = ("leader", "worker")
+"""LeaderWorkerSet templates compared (``spec.leaderWorkerTemplate.<role>Template``)."""
+GROUP_FIELDS = ("size", "restartPolicy")
+"""``spec.leaderWorkerTemplate`` fields compared with the rendering (keys ``group.<field>``)."""
 REPLICA_FAILURE = "ReplicaFailure"
 """Deployment condition set when its ReplicaSet cannot create pods (``pkg/controller/deployment/util``
 ``NewDeploymentCondition(ReplicaFailure, ...)`` copied from the ReplicaSet's condition)."""
@@ -54,21 +65,45 @@ def _engine_container(template_spec: Mapping[str, Any], container_name: str) -> 
     return next((c for c in containers if c.get("name") == container_name), {})
 
 
-def _fields(deployment: Mapping[str, Any], container_name: str) -> dict[str, Any]:
-    template_spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+def _template_fields(template_spec: Mapping[str, Any], container_name: str, prefix: str) -> dict[str, Any]:
     container = _engine_container(template_spec, container_name)
     out: dict[str, Any] = {}
     for key in CONTAINER_FIELDS:
         if container.get(key) not in (None, {}, []):
-            out[f"container.{key}"] = container[key]
+            out[f"{prefix}container.{key}"] = container[key]
     for key in POD_FIELDS:
         if template_spec.get(key) not in (None, {}, []):
-            out[f"pod.{key}"] = template_spec[key]
+            out[f"{prefix}pod.{key}"] = template_spec[key]
     return out
 
 
+def _group_template(workload: Mapping[str, Any]) -> Mapping[str, Any]:
+    return ((workload.get("spec") or {}).get("leaderWorkerTemplate") or {})
+
+
+def _fields(workload: Mapping[str, Any], container_name: str) -> dict[str, Any]:
+    if workload.get("kind") == LWS_KIND:
+        group = _group_template(workload)
+        out: dict[str, Any] = {}
+        for role in GROUP_ROLES:
+            template_spec = (group.get(f"{role}Template") or {}).get("spec") or {}
+            out.update(_template_fields(template_spec, container_name, f"{role}."))
+        out.update({f"group.{key}": group[key] for key in GROUP_FIELDS if group.get(key) is not None})
+        return out
+    template_spec = ((workload.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return _template_fields(template_spec, container_name, "")
+
+
+def _keys(workload: Mapping[str, Any]) -> list[str]:
+    """Every compared key of a workload of this kind, in a stable order."""
+    plain = [*(f"container.{k}" for k in CONTAINER_FIELDS), *(f"pod.{k}" for k in POD_FIELDS)]
+    if workload.get("kind") == LWS_KIND:
+        return [*(f"{role}.{key}" for role in GROUP_ROLES for key in plain), *(f"group.{k}" for k in GROUP_FIELDS)]
+    return plain
+
+
 def live_deployment(deployment: Mapping[str, Any], container_name: str) -> LiveDeployment:
-    """Fold a Deployment (dict, rendered or as stored) into a ``LiveDeployment``."""
+    """Fold a Deployment or a LeaderWorkerSet (dict, rendered or as stored) into a ``LiveDeployment``."""
     failure = None
     status = deployment.get("status") or {}
     generation = int((deployment.get("metadata") or {}).get("generation") or 0)
@@ -105,35 +140,41 @@ def _same(desired: Any, live: Any, *, quantities: bool) -> bool:
 
 
 def drifted(desired: Mapping[str, Any], live: LiveDeployment, container_name: str) -> list[str]:
-    """Names (``container.args``, ``pod.volumes``...) of the compared fields where ``live`` differs from the
-    rendered ``desired`` Deployment; [] when it matches."""
+    """Names (``container.args``, ``pod.volumes``; ``leader.container.image``, ``group.size``... for a
+    LeaderWorkerSet) of the compared fields where ``live`` differs from the rendered ``desired``; [] when it
+    matches."""
     want = _fields(desired, container_name)
     changed = []
-    for key in (*(f"container.{k}" for k in CONTAINER_FIELDS), *(f"pod.{k}" for k in POD_FIELDS)):
+    for key in _keys(desired):
         if key not in want:
             if key in live.fields:
                 changed.append(key)
             continue
-        if not _same(want[key], live.fields.get(key), quantities=key == "container.resources"):
+        if not _same(want[key], live.fields.get(key), quantities=key.endswith("container.resources")):
             changed.append(key)
     return changed
 
 
 def describe_drift(changed: list[str], desired: Mapping[str, Any], live: LiveDeployment,
                    container_name: str) -> str:
-    """One line for the Event: which fields were reverted, with the image values when the image changed."""
-    container = _engine_container(((desired.get("spec") or {}).get("template") or {}).get("spec") or {},
-                                  container_name)
+    """One line for the Event: which fields were reverted, with the image values when the image changed and
+    the first changed argument; a LeaderWorkerSet's fields name their role (``worker args ...``, ``size 3 -> 2``)."""
+    want_fields = _fields(desired, container_name)
     parts = []
     for key in changed:
-        name = key.split(".", 1)[1]
-        want, have = container.get(name), live.fields.get(key)
-        if key == "container.image":
-            parts.append(f"image {have!r} -> {want!r}")
-        elif key in ("container.args", "container.command") and isinstance(want, list) and isinstance(have, list):
-            parts.append(f"{name} {_list_change(have, want)}")
+        role, _, rest = key.rpartition(".")
+        name = rest
+        where = role.split(".")[0] + " " if role.split(".")[0] in GROUP_ROLES else ""
+        want, have = want_fields.get(key), live.fields.get(key)
+        if key.endswith("container.image"):
+            parts.append(f"{where}image {have!r} -> {want!r}")
+        elif key.endswith(("container.args", "container.command")) and isinstance(want, list) \
+                and isinstance(have, list):
+            parts.append(f"{where}{name} {_list_change(have, want)}")
+        elif key.startswith("group."):
+            parts.append(f"{name} {have!r} -> {want!r}")
         else:
-            parts.append(name)
+            parts.append(f"{where}{name}")
     return ", ".join(parts)
 
 

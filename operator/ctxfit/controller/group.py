@@ -59,3 +59,12 @@ def pods_for_ready(spec: InferenceServerSpec) -> int:
 def group_is_ready(spec: InferenceServerSpec, pods: Sequence[PodView]) -> bool:
     """All pods of the wanted groups are Ready (the leader's probe covers the API; workers are Running)."""
     return sum(1 for p in pods if p.ready) >= pods_for_ready(spec)
+
+
+def crash_evidence(pod: PodView) -> bool:
+    """A group pod the LWS controller is deleting still shows why: its engine container restarted after a
+    termination (``RecreateGroupOnPodRestart`` deletes the group right after a container restart,
+    sigs.k8s.io/lws ``pkg/utils/pod/pod_utils.go`` ``ContainerRestarted``), so the termination it shows is the
+    engine's own, not the deletion's."""
+    return pod.facts.group_name is not None and pod.deleting and pod.restart_count > 0 \
+        and pod.termination is not None

@@ -56,6 +56,7 @@ class PodView:
         facts: ownership, scheduling, image and start facts (``controller/pods.py``).
         download: the ``model-download`` init container (None: the pod has none).
         reason, message: the pod's ``status.reason``/``status.message`` (e.g. Evicted and why).
+        uid: ``metadata.uid`` (a LeaderWorkerSet group recreated has a leader of the same name and a new uid).
     """
 
     name: str
@@ -74,6 +75,7 @@ class PodView:
     download: DownloadView | None = None
     reason: str | None = None
     message: str = ""
+    uid: str = ""
 
     @property
     def failed(self) -> bool:
@@ -132,6 +134,7 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         download=download_view(pod),
         reason=status.get("reason"),
         message=str(status.get("message") or ""),
+        uid=str(meta.get("uid") or ""),
     )
 
 

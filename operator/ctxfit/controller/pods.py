@@ -47,6 +47,11 @@ VolumeBinding plugin: 'persistentvolumeclaim "x" not found', 'pod has unbound im
 is matched case-insensitively below)."""
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 """Label the LeaderWorkerSet controller puts on every pod of a group (sigs.k8s.io/lws api/leaderworkerset/v1)."""
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_REVISION_LABEL = "leaderworkerset.sigs.k8s.io/template-revision-hash"
+"""Labels of LWS group pods (``leaderworkerset_types.go`` ``GroupIndexLabelKey``, ``WorkerIndexLabelKey``,
+``RevisionKey``): which group, which pod of it (0 = the leader), which template revision."""
 ENGINE_DIGEST_FIELDS = ("image", "command", "args")
 """Engine container fields a pod must share with the desired template to count as current (none is defaulted
 by the API server, so the rendered and the stored values compare as they are)."""
@@ -60,6 +65,8 @@ class PodFacts:
         owner_replicaset: name of the controlling ReplicaSet (None: not owned by a ReplicaSet).
         owner_statefulset: name of the controlling StatefulSet (LeaderWorkerSet groups; None otherwise).
         group_name: the pod's ``leaderworkerset.sigs.k8s.io/name`` label (None: not an LWS pod).
+        group_index, worker_index, revision: its LWS group index, index in the group (0: leader) and template
+            revision labels (None: absent or not a number).
         template_label: the ``pod-template-hash`` label.
         engine_digest: digest of the engine container's image/command/args (``engine_digest``).
         image: the engine container's image as in the pod spec.
@@ -75,6 +82,9 @@ class PodFacts:
     owner_replicaset: str | None = None
     owner_statefulset: str | None = None
     group_name: str | None = None
+    group_index: int | None = None
+    worker_index: int | None = None
+    revision: str | None = None
     template_label: str | None = None
     engine_digest: str | None = None
     image: str | None = None
@@ -135,6 +145,10 @@ def _init_waiting(status: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _index(text: object) -> int | None:
+    return int(text) if isinstance(text, str) and text.isdigit() else None
+
+
 def pod_facts(pod: Mapping[str, Any], container_name: str) -> PodFacts:
     """Fold a Pod (dict) into ``PodFacts``; ``container_name`` names the engine container."""
     meta = pod.get("metadata") or {}
@@ -148,10 +162,14 @@ def pod_facts(pod: Mapping[str, Any], container_name: str) -> PodFacts:
     scheduled = conditions.get("PodScheduled")
     disruption = conditions.get(DISRUPTION_CONDITION)
     waiting = ((engine_status or {}).get("state") or {}).get("waiting") or {}
+    labels = meta.get("labels") or {}
     return PodFacts(
         owner_replicaset=_controller_replicaset(meta),
         owner_statefulset=_controller_replicaset(meta, "StatefulSet"),
-        group_name=(meta.get("labels") or {}).get(LWS_NAME_LABEL),
+        group_name=labels.get(LWS_NAME_LABEL),
+        group_index=_index(labels.get(LWS_GROUP_INDEX_LABEL)),
+        worker_index=_index(labels.get(LWS_WORKER_INDEX_LABEL)),
+        revision=labels.get(LWS_REVISION_LABEL),
         template_label=(meta.get("labels") or {}).get(POD_TEMPLATE_HASH_LABEL),
         engine_digest=engine_digest(engine) if engine else None,
         image=engine.get("image"),

@@ -13,6 +13,7 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.settings`` (no modu
 | ``CTXFIT_DEFAULT_HEADROOM`` | 0.25 | KV headroom when ``spec.context.headroom`` is unset |
 | ``CTXFIT_VLLM_IMAGE`` / ``CTXFIT_SGLANG_IMAGE`` | engine's official image | default images |
 | ``CTXFIT_MAX_ATTEMPTS`` | 5 | cap on attempts per spec (``spec.attempts`` may be lower) |
+| ``CTXFIT_GROUP_RESTART_BUDGET`` | 3 | multi-node: group recreations without Ready before Failed |
 | ``CTXFIT_BACKOFF_SECONDS`` | 10 | wait before attempt 2; doubles per attempt |
 | ``CTXFIT_BACKOFF_MAX_SECONDS`` | 300 | cap of that wait |
 | ``CTXFIT_RESYNC_SECONDS`` | 300 | periodic re-reconcile of every server |
@@ -56,6 +57,9 @@ class Settings(BaseSettings):
     vllm_image: str = ""
     sglang_image: str = ""
     max_attempts: Annotated[int, Field(ge=1, le=20)] = 5
+    group_restart_budget: Annotated[int, Field(ge=1, le=100)] = 3
+    """Recreations of one attempt's LeaderWorkerSet group(s) tolerated without the group becoming Ready; the
+    next one ends the server Failed (``GroupRestartsExhausted``; ``controller/group_restarts.py``)."""
     backoff_seconds: Annotated[float, Field(ge=0)] = 10.0
     backoff_max_seconds: Annotated[float, Field(ge=0)] = 300.0
     resync_seconds: Annotated[float, Field(gt=0)] = 300.0

@@ -1,17 +1,32 @@
 """vLLM across several nodes: Ray for the versions that need it, the native multiprocessing mode after.
 
-- vLLM < 0.11.1: multi-node runs only on Ray (``ParallelConfig.distributed_executor_backend`` falls back
-  to ``ray`` when the world size exceeds the node's GPUs; docs "Distributed Inference and Serving": "multi-node
+Where each flag appeared (read in the released wheels' ``vllm/engine/arg_utils.py`` and
+``vllm/entrypoints/cli/serve.py``):
+
+- ``--headless`` and ``--data-parallel-address``: vLLM 0.9.0 (absent in 0.8.5), for multi-node *data*
+  parallelism only: a headless node runs data-parallel engines, the tensor/pipeline group of one engine
+  still has to fit one node.
+- ``--nnodes``/``-n``, ``--node-rank``/``-r``, ``--master-addr``, ``--master-port``: vLLM 0.11.1 (absent in
+  0.11.0), from "[V1] Support MP Executor for multi node distributed inference"
+  (https://github.com/vllm-project/vllm/pull/23691). ``ParallelConfig`` picks the ``mp`` backend when
+  ``nnodes > 1`` (``vllm/config/parallel.py``), and ``serve --headless`` on a node whose
+  ``node_rank_within_dp > 0`` runs a "headless multiproc executor": the node's tensor/pipeline ranks
+  without the API server (``run_headless`` in ``vllm/entrypoints/cli/serve.py``).
+
+So:
+
+- vLLM < 0.11.1 (and pre-releases of 0.11.1, ``0.11.1rc1``/``0.11.1.dev...``, built before or while the
+  flags landed): multi-node runs only on Ray (docs "Distributed Inference and Serving": "multi-node
   inferencing currently requires Ray"). The leader starts the Ray head, waits until ``LWS_GROUP_SIZE``
   nodes have joined, then runs ``vllm serve ... --distributed-executor-backend ray``; workers run
   ``ray start --address LEADER:6379 --block``.
-- vLLM >= 0.11.1: the multiprocessing executor spans nodes (``vllm/config/parallel.py`` ``ParallelConfig``
-  fields ``nnodes``, ``node_rank``, ``master_addr``, ``master_port``; ``vllm/engine/arg_utils.py`` flags
-  ``--nnodes --node-rank --master-addr --master-port``; nodes other than rank 0 run ``--headless``, i.e.
-  workers without the API server).
+- vLLM >= 0.11.1: every pod runs ``vllm serve ... --nnodes N --node-rank R --master-addr LEADER
+  --master-port P``; the workers (rank >= 1) add ``--headless``.
 """
 
 from __future__ import annotations
+
+import re
 
 from ctxfit.api import EffectiveConfig, InferenceServerSpec
 from ctxfit.vocab.version import parse_version
@@ -20,16 +35,22 @@ from ..group import GROUP_SIZE_ENV, LEADER_ADDRESS_ENV, WORKER_INDEX_ENV, GroupR
 from . import COMMAND
 
 NATIVE_MULTINODE_SINCE = (0, 11, 1)
-"""First vLLM release whose mp executor spans nodes (``--nnodes``/``--node-rank``/``--master-addr``)."""
+"""First vLLM release whose mp executor spans nodes: ``--nnodes``/``--node-rank``/``--master-addr`` are in
+0.11.1's ``vllm/engine/arg_utils.py`` and not in 0.11.0's (vllm-project/vllm pull request 23691)."""
 DEFAULT_VERSION = (0, 20, 0)
 """Version assumed when ``spec.engine.version`` is unset (``ctxfit.vocab.inputs.DEFAULT_ENGINE_VERSION``)."""
-MASTER_PORT = 29500
-"""torch.distributed rendezvous port of the native mode (the PyTorch default ``MASTER_PORT``)."""
+MASTER_PORT = 29501
+"""torch.distributed rendezvous port of the native mode: vLLM's own default (``ParallelConfig.master_port``
+in ``vllm/config/parallel.py``, 0.11.1). Not 29500: that is ``ParallelConfig.data_parallel_master_port``,
+which the leader also binds when data parallelism spans the nodes."""
 RAY_PORT = 6379
 """Ray GCS port (``ray start --head`` default, ``ray_constants.DEFAULT_PORT``)."""
 RAY_OBJECT_STORE_FRACTION = 0.3
 """Ray's object store defaults to 30% of the container's memory (``ray_constants``
 ``DEFAULT_OBJECT_STORE_MEMORY_PROPORTION``) and lives in /dev/shm, so /dev/shm must hold it too."""
+
+_PRERELEASE = re.compile(r"^v?\d+\.\d+(?:\.\d+)?[.-]?(?:dev|rc|a|alpha|b|beta)\d*", re.IGNORECASE)
+"""A PEP 440 pre-release or dev build of a version (``0.11.1rc1``, ``0.11.1.dev42+gabc``)."""
 
 _WAIT_FOR_RAY_NODES = (
     'until [ "$(python3 -c \'import ray; ray.init(address="auto", logging_level="ERROR"); '
@@ -38,8 +59,13 @@ _WAIT_FOR_RAY_NODES = (
 
 
 def uses_ray(spec: InferenceServerSpec) -> bool:
-    """True for vLLM versions before ``NATIVE_MULTINODE_SINCE`` (multi-node needs a Ray cluster)."""
-    return parse_version(spec.engine.version, default=DEFAULT_VERSION) < NATIVE_MULTINODE_SINCE
+    """True for vLLM versions before ``NATIVE_MULTINODE_SINCE`` and for pre-releases of it (``0.11.1rc1``,
+    ``0.11.1.dev42+g...``: builds between 0.11.0 and 0.11.1 may predate the flags); Ray runs on every version,
+    the native flags only from 0.11.1. Unset version: ``DEFAULT_VERSION`` (native)."""
+    version = parse_version(spec.engine.version, default=DEFAULT_VERSION)
+    if version != NATIVE_MULTINODE_SINCE:
+        return version < NATIVE_MULTINODE_SINCE
+    return bool(_PRERELEASE.match((spec.engine.version or "").strip()))
 
 
 def _quote(args: list[str]) -> str:

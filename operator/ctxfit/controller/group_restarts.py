@@ -1,0 +1,126 @@
+"""The restart budget of a multi-node group (pure): a LeaderWorkerSet group recreated again and again without
+ever becoming Ready ends Failed, never in an endless recreate loop.
+
+Why a budget of its own: with ``restartPolicy: RecreateGroupOnPodRestart`` the LWS controller deletes a
+group's leader pod as soon as any container of the group restarted or any of its pods was deleted
+(sigs.k8s.io/lws ``pkg/controllers/pod_controller.go`` ``handleRestartPolicy``, which records a
+``RecreateGroupOnPodRestart`` Event on the LeaderWorkerSet), and the leaders' StatefulSet creates a new
+leader of the same name, with the same template revision and a new uid. An engine failure the operator can
+read (a termination, a log line) steps the attempt down as for one pod (``stepping.record_failure``; a group
+pod the LWS controller is already deleting still counts as evidence when its engine container restarted,
+``group.crash_evidence``). Everything else that recreates the group - a worker evicted or deleted again and
+again, a crash whose pod was gone before the operator saw it - uses neither an attempt nor the startup
+deadline, so without this budget it could go on forever.
+
+Counting (``Attempt.groupRestarts``/``groupLeaders`` in status, so an operator restart neither loses nor
+repeats a count): per group index, the leader pod's uid and template revision
+(``leaderworkerset.sigs.k8s.io/template-revision-hash``) are remembered; a new uid with the same revision is
+one recreation (a new revision is a rollout: ctxfit's own template change or a reverted hand edit). The count
+starts over when every pod of the attempt's groups is Ready (progress). A group recreated more than
+``Settings.group_restart_budget`` times without that ends the attempt and the server Failed with reason
+``GroupRestartsExhausted`` and a Warning Event; the LeaderWorkerSet is scaled to 0. A later spec change
+(generation) starts a fresh attempt with the same configuration (``reopen_group``); a change of what the plan
+depends on starts over anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ctxfit.api import InferenceServerSpec
+from ctxfit.api.status import Attempt, AttemptOutcome, ConditionType, GroupLeader, Phase, Reason
+from ctxfit.vocab.kinds import FailureKind
+
+from .conditions import EventNote, mark_phase
+from .group import pods_for_ready
+from .observe import PodView
+
+if TYPE_CHECKING:
+    from .converge import Outcome
+
+BUDGET_SETTING = "CTXFIT_GROUP_RESTART_BUDGET"
+
+
+def _leaders(pods: Sequence[PodView]) -> dict[int, PodView]:
+    """Group index -> its live leader pod (worker index 0), among ``pods``."""
+    out: dict[int, PodView] = {}
+    for pod in pods:
+        facts = pod.facts
+        if facts.worker_index == 0 and facts.group_index is not None and pod.uid and not pod.deleting:
+            out[facts.group_index] = pod
+    return out
+
+
+def count_recreations(cur: Attempt, pods: Sequence[PodView]) -> list[PodView]:
+    """Remember the leaders of ``pods`` (the attempt's own) on ``cur``; returns the leaders that are new
+    incarnations of a known group (same revision, new uid), each counted once in ``cur.group_restarts``."""
+    known = {leader.group: leader for leader in cur.group_leaders or []}
+    recreated: list[PodView] = []
+    for index, pod in sorted(_leaders(pods).items()):
+        seen = known.get(index)
+        if seen is not None and seen.uid == pod.uid:
+            continue
+        if seen is not None and seen.revision == pod.facts.revision:
+            recreated.append(pod)
+        known[index] = GroupLeader(group=index, uid=pod.uid, revision=pod.facts.revision)
+    if known and [leader.model_dump() for leader in cur.group_leaders or []] != \
+            [known[i].model_dump() for i in sorted(known)]:
+        cur.group_leaders = [known[i] for i in sorted(known)]
+    if recreated:
+        cur.group_restarts = (cur.group_restarts or 0) + len(recreated)
+    return recreated
+
+
+def follow_group(out: Outcome, spec: InferenceServerSpec, cur: Attempt, pods: Sequence[PodView], budget: int,
+                 now: str, generation: int) -> bool:
+    """Count the attempt's group recreations (see the module docstring); True when the budget is exhausted and
+    the server was marked Failed (the caller stops there). Single-node specs are never touched."""
+    if spec.nodes <= 1:
+        return False
+    recreated = count_recreations(cur, pods)
+    restarts = cur.group_restarts or 0
+    if sum(1 for p in pods if p.ready) >= pods_for_ready(spec):
+        if restarts:
+            cur.group_restarts = 0  # every group Ready: progress, the count starts over
+        return False
+    if not recreated:
+        return False
+    last = recreated[-1]
+    where = f" on {last.node}" if last.node else ""
+    seen = (f"the LeaderWorkerSet recreated group {last.facts.group_index} of attempt {cur.number} "
+            f"(new leader pod {last.name}{where}): {restarts} recreation(s) without every pod Ready")
+    if restarts <= budget:
+        out.events.append(EventNote("Warning", Reason.GROUP_RECREATED,
+                                    f"{seen}; budget {budget} ({BUDGET_SETTING})"))
+        return False
+    explanation = (f"recreated more than {budget} times ({BUDGET_SETTING}) without becoming Ready and without a "
+                   "failure the engine reported: see the LeaderWorkerSet's RecreateGroupOnPodRestart Events and "
+                   "the group pods' Events (evictions, deletions, node problems)")
+    cur.outcome, cur.finished_at, cur.pod, cur.node = AttemptOutcome.FAILED, now, last.name, last.node
+    cur.failure_kind = FailureKind.UNKNOWN.value
+    cur.evidence = seen
+    cur.explanation = explanation
+    out.finished.append(cur)
+    message = f"{seen}; {explanation}; no further attempts, scaled to 0"
+    mark_phase(out, Phase.FAILED, Reason.GROUP_RESTARTS_EXHAUSTED, message, now, generation)
+    out.events.append(EventNote("Warning", Reason.GROUP_RESTARTS_EXHAUSTED, message))
+    return True
+
+
+def reopen_group(out: Outcome, generation: int, now: str) -> None:
+    """A server Failed with ``GroupRestartsExhausted`` whose spec changed since (a new generation, e.g. edited
+    ``spec.pod`` tolerations) gets a fresh attempt with the same configuration and a fresh count."""
+    st = out.status
+    ready = st.condition(ConditionType.READY)
+    if st.phase is not Phase.FAILED or ready is None or ready.reason is not Reason.GROUP_RESTARTS_EXHAUSTED:
+        return
+    newest = st.current_attempt
+    if newest is None or ready.observed_generation is None or generation <= ready.observed_generation:
+        return
+    st.attempts.append(Attempt(number=newest.number + 1, effective=newest.effective.model_copy(deep=True),
+                               started_at=now))
+    message = (f"spec changed (generation {generation}) after {Reason.GROUP_RESTARTS_EXHAUSTED.value}: "
+               f"starting attempt {newest.number + 1}")
+    out.events.append(EventNote("Normal", Reason.REOPENED, message))
+    mark_phase(out, Phase.STARTING, Reason.ENGINE_STARTING, message, now, generation)
