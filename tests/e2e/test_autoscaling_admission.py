@@ -33,6 +33,8 @@ REFUSED = {
     "replicas-zero": (scaled({"maxReplicas": 2}, replicas=0), "initial count"),
     "kv-target-one": (scaled({"maxReplicas": 2, "kvCacheUsageTarget": 1}), "kvCacheUsageTarget"),
     "kv-target-zero": (scaled({"maxReplicas": 2, "kvCacheUsageTarget": 0}), "kvCacheUsageTarget"),
+    # KEDA would send it to the HPA as averageValue "0.000", which the API server refuses: nothing would scale
+    "kv-target-below-keda-precision": (scaled({"maxReplicas": 2, "kvCacheUsageTarget": 0.0004}), "kvCacheUsageTarget"),
     "queue-zero": (scaled({"maxReplicas": 2, "queueTarget": 0}), "queueTarget"),
     "delay-negative": (scaled({"maxReplicas": 2, "scaleDownDelaySeconds": -5}), "scaleDownDelaySeconds"),
 }
@@ -54,6 +56,7 @@ ACCEPTED = {
     "scale-to-zero": scaled({"minReplicas": 0, "maxReplicas": 2, "scaleToZero": True}),
     "scale-to-zero-start-at-zero": scaled({"minReplicas": 0, "maxReplicas": 2, "scaleToZero": True}, replicas=0),
     "replicas-at-max": scaled({"maxReplicas": 2}, replicas=2),
+    "kv-target-smallest": scaled({"maxReplicas": 2, "kvCacheUsageTarget": 0.001}),
 }
 
 

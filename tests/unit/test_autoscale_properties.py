@@ -110,8 +110,10 @@ def test_bad_inputs_raise(kwargs: dict[str, float], message: str) -> None:
         thresholds(Capacity(1000, 100, 10.0), **kwargs)  # type: ignore[arg-type]
 
 
-def test_override_out_of_range_raises() -> None:
-    spec = AutoscalingSpec.model_construct(min_replicas=1, max_replicas=2, kv_cache_usage_target=1.5,
+@pytest.mark.parametrize("target", [1.5, 0.0004], ids=["above-1", "below-keda-precision"])
+def test_override_out_of_range_raises(target: float) -> None:
+    """0.0004 would reach KEDA as "0.000" (``%.3f``): an HPA averageValue of 0, which the API server refuses."""
+    spec = AutoscalingSpec.model_construct(min_replicas=1, max_replicas=2, kv_cache_usage_target=target,
                                            queue_target=None, scale_down_delay_seconds=300, scale_to_zero=False)
     with pytest.raises(ValueError, match="kvCacheUsageTarget"):
         thresholds(Capacity(1000, 100, 10.0), headroom=0.25, autoscaling=spec)

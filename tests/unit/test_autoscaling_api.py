@@ -49,10 +49,12 @@ def test_defaults() -> None:
     ({"maxReplicas": 2, "scaleToZero": True}, MIN_ZERO_MESSAGE),
     ({"maxReplicas": 2, "kvCacheUsageTarget": 1.0}, "kvCacheUsageTarget"),
     ({"maxReplicas": 2, "kvCacheUsageTarget": 0.0}, "kvCacheUsageTarget"),
+    ({"maxReplicas": 2, "kvCacheUsageTarget": 0.0004}, "kvCacheUsageTarget"),
     ({"maxReplicas": 2, "queueTarget": 0}, "queueTarget"),
     ({"maxReplicas": 2, "scaleDownDelaySeconds": -1}, "scaleDownDelaySeconds"),
     ({"maxReplicas": 2, "bogus": 1}, "bogus"),
-], ids=["no-max", "max-0", "max<min", "zero-without-flag", "flag-without-zero", "kv-1", "kv-0", "queue-0",
+], ids=["no-max", "max-0", "max<min", "zero-without-flag", "flag-without-zero", "kv-1", "kv-0",
+        "kv-below-keda-precision", "queue-0",
         "delay-negative", "unknown"])
 def test_refused(autoscaling: dict[str, Any], message: str) -> None:
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -28,6 +28,14 @@ MAX_REPLICAS = 100
 """Upper bound of ``minReplicas``/``maxReplicas``: the same as ``spec.replicas``."""
 MAX_SCALE_DOWN_DELAY_SECONDS = 24 * 3600
 MAX_QUEUE_TARGET = 100000
+MIN_KV_CACHE_USAGE_TARGET = 0.001
+"""Smallest ``kvCacheUsageTarget``: KEDA turns a trigger threshold into a quantity in thousandths (KEDA 2.20
+``pkg/scalers/scaler.go`` ``GetMetricTargetMili``: ``fmt.Sprintf("%.3f", value)``), so a smaller target becomes
+an HPA ``averageValue`` of 0, which the API server refuses ("must be positive", k8s.io/kubernetes
+``pkg/apis/autoscaling/validation/validation.go`` ``validateMetricTarget``) and nothing scales. A CEL rule, not
+the schema's ``minimum``: kube-openapi checks a JSON integer against an integer-truncated bound
+(``validate/values.go`` ``MinimumInt``), so ``minimum: 0.001`` would let ``0`` through; ``exclusiveMinimum: 0``
+keeps refusing it."""
 
 
 class AutoscalingSpec(WireModel):
@@ -44,9 +52,9 @@ class AutoscalingSpec(WireModel):
     max_replicas: Annotated[int, Field(ge=1, le=MAX_REPLICAS)]
     """Most replicas (1-100), at least minReplicas."""
     kv_cache_usage_target: Annotated[float, Field(gt=0.0, lt=1.0)] | None = None
-    """Average KV-cache usage per replica (fraction in (0, 1)) above which KEDA adds replicas. Unset: from the
-    server's own capacity (status.autoscaling.kvCacheUsageThreshold: below the point where one more full-context
-    request no longer fits).
+    """Average KV-cache usage per replica (fraction in [0.001, 1): KEDA's precision is a thousandth) above which
+    KEDA adds replicas. Unset: from the server's own capacity (status.autoscaling.kvCacheUsageThreshold: below the
+    point where one more full-context request no longer fits).
     """
     queue_target: Annotated[int, Field(ge=1, le=MAX_QUEUE_TARGET)] | None = None
     """Average waiting requests per replica above which KEDA adds replicas (1-100000). Unset: from the server's
@@ -69,6 +77,8 @@ class AutoscalingSpec(WireModel):
             raise ValueError(SCALE_TO_ZERO_MESSAGE)
         if self.scale_to_zero and self.min_replicas != 0:
             raise ValueError(MIN_ZERO_MESSAGE)
+        if self.kv_cache_usage_target is not None and self.kv_cache_usage_target < MIN_KV_CACHE_USAGE_TARGET:
+            raise ValueError(f"{KV_TARGET_MESSAGE}, not {self.kv_cache_usage_target:g}")
         return self
 
 
@@ -76,6 +86,10 @@ SCALE_TO_ZERO_MESSAGE = (
     "autoscaling.minReplicas: 0 needs scaleToZero: true (a cold start costs the model's load time)"
 )
 MIN_ZERO_MESSAGE = "autoscaling.scaleToZero: true needs minReplicas: 0"
+KV_TARGET_MESSAGE = (
+    f"autoscaling.kvCacheUsageTarget: at least {MIN_KV_CACHE_USAGE_TARGET} (KEDA rounds thresholds to thousandths; "
+    "a smaller one reaches the HPA as 0)"
+)
 REPLICAS_MESSAGE = (
     "replicas: with autoscaling it is the initial count and must lie within "
     "autoscaling.minReplicas..autoscaling.maxReplicas"
@@ -115,6 +129,11 @@ AUTOSCALING_CEL_RULES: dict[str, list[dict[str, str]]] = {
         {
             "rule": f"!{_scale_to_zero('self')} || {_min_replicas('self')} == 0",
             "message": MIN_ZERO_MESSAGE,
+            "reason": "FieldValueInvalid",
+        },
+        {
+            "rule": f"!has(self.kvCacheUsageTarget) || self.kvCacheUsageTarget >= {MIN_KV_CACHE_USAGE_TARGET}",
+            "message": KV_TARGET_MESSAGE,
             "reason": "FieldValueInvalid",
         },
     ],

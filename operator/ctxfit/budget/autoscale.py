@@ -41,7 +41,7 @@ larger of the two triggers winning. Because the sum does not grow while a new re
 the desired count does not run away during a cold start.
 
 User overrides: ``spec.autoscaling.kvCacheUsageTarget`` and ``queueTarget`` replace ``t`` and ``q`` as
-given (``ValueError`` outside (0, 1) / below 1); a KV target whose effective scale-out point
+given (``ValueError`` outside [0.001, 1) / below 1); a KV target whose effective scale-out point
 ``(1 + tau) x t`` reaches the full point is kept but warned about.
 """
 
@@ -183,8 +183,8 @@ def thresholds(
     derived = max(1, math.floor(full * (1.0 - headroom) / (1.0 + HPA_TOLERANCE) / KV_THRESHOLD_STEP)) / 1000
     target = autoscaling.kv_cache_usage_target if autoscaling is not None else None
     if target is not None:
-        if not 0.0 < target < 1.0:
-            raise ValueError(f"autoscaling.kvCacheUsageTarget {target} is outside (0, 1)")
+        if not KV_THRESHOLD_STEP <= target < 1.0:
+            raise ValueError(f"autoscaling.kvCacheUsageTarget {target} is outside [{KV_THRESHOLD_STEP}, 1)")
         if target * (1.0 + HPA_TOLERANCE) >= full:
             warnings.append(
                 f"autoscaling.kvCacheUsageTarget {target:g}: KEDA adds a replica only above "
