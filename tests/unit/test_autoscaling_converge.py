@@ -182,6 +182,24 @@ def test_an_invalid_spec_pauses_a_live_scaled_object() -> None:
     bad = converge(snap(body, out.status, deployment=deployment, live=live), KEDA, never)
     assert bad.scale_to_zero and bad.scaled_object_pause
     assert autoscaling_reason(bad) == ("False", "AutoscalingPaused")
+    assert bad.status.autoscaling is not None and bad.status.autoscaling.paused is True, \
+        "status says paused, as the condition and the Event do"
+    still_bad = converge(snap(body, bad.status, deployment=replace(deployment, replicas=0, current_replicas=0),
+                              live=replace(live, annotations={**live.annotations, PAUSED: "true"})), KEDA, never)
+    assert not still_bad.scaled_object_pause and not still_bad.events
+    assert still_bad.status.autoscaling is not None and still_bad.status.autoscaling.paused is True
+    assert autoscaling_reason(still_bad) == ("False", "AutoscalingPaused")
+
+
+def test_a_server_that_fails_without_a_plan_says_paused_in_status() -> None:
+    """Failed with nothing that fits any more (a new spec): the live ScaledObject is paused, and status says so."""
+    body = auto_spec()
+    out, deployment, live = running(body, replicas=2)
+    body["model"]["weightsPerGPU"] = "200Gi"
+    failed = converge(snap(body, out.status, deployment=deployment, live=live, generation=2), KEDA, never)
+    assert failed.status.phase is not None and failed.status.phase.value == "Failed"
+    assert failed.scaled_object_pause and autoscaling_reason(failed) == ("False", "AutoscalingPaused")
+    assert failed.status.autoscaling is not None and failed.status.autoscaling.paused is True
 
 
 def test_keda_not_installed_is_a_condition_looked_at_again_every_minute() -> None:

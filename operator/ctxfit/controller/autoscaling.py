@@ -199,9 +199,13 @@ def remove_scaling(out: Outcome, scaling: ScalingSnapshot | None, name: str, now
 
 def pause_live(out: Outcome, scaling: ScalingSnapshot | None, name: str, now: str, generation: int) -> None:
     """The spec is invalid or refused (nothing renders): pause a live ScaledObject so KEDA cannot wake the
-    workload the operator scales to 0."""
+    workload the operator scales to 0. ``status.autoscaling.paused`` says so too, like the condition."""
     live = scaling.live if scaling is not None else None
-    if live is None or live.paused:
+    if live is None:
+        return
+    out.status.autoscaling = (out.status.autoscaling or AutoscalingStatus()).model_copy(
+        update={"scaled_object": name, "paused": True})
+    if live.paused:
         return
     out.scaled_object_pause = True
     message = f"ScaledObject {name} paused: the server is Failed"
