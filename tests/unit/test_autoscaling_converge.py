@@ -160,6 +160,17 @@ def test_a_failed_server_pauses_its_scaled_object_and_releases_the_gpus() -> Non
     assert autoscaling_reason(failed) == ("False", "AutoscalingPaused")
     assert "AutoscalingPaused" in [e.reason.value for e in failed.events]
     assert failed.status.autoscaling is not None and failed.status.autoscaling.paused is True
+    assert failed.status.autoscaling.desired_replicas == 0, "the count written with the pause, not the HPA's 3"
+
+
+def test_desired_replicas_is_the_count_the_operator_writes_in_the_pass() -> None:
+    """Create, resume and a count outside the bounds: status shows what the workload is set to, not the old count."""
+    created = converge(snap(auto_spec(replicas=2)), KEDA, never)
+    assert created.status.autoscaling is not None and created.status.autoscaling.desired_replicas == 2
+    out, deployment, live = running(auto_spec())
+    clamped = converge(snap(auto_spec(), out.status, deployment=replace(deployment, replicas=9), live=live),
+                       KEDA, never)
+    assert clamped.status.autoscaling is not None and clamped.status.autoscaling.desired_replicas == 4
 
 
 def test_a_fixed_spec_resumes_autoscaling_at_the_initial_count() -> None:
@@ -173,6 +184,8 @@ def test_a_fixed_spec_resumes_autoscaling_at_the_initial_count() -> None:
     assert fixed.deployment is not None and fixed.deployment["spec"]["replicas"] == 2
     assert fixed.scaled_object is not None and fixed.scaled_object["metadata"]["annotations"][PAUSED] == "false"
     assert "AutoscalingResumed" in [e.reason.value for e in fixed.events]
+    assert fixed.status.autoscaling is not None and fixed.status.autoscaling.desired_replicas == 2
+    assert fixed.status.autoscaling.paused is False
 
 
 def test_an_invalid_spec_pauses_a_live_scaled_object() -> None:
@@ -184,6 +197,7 @@ def test_an_invalid_spec_pauses_a_live_scaled_object() -> None:
     assert autoscaling_reason(bad) == ("False", "AutoscalingPaused")
     assert bad.status.autoscaling is not None and bad.status.autoscaling.paused is True, \
         "status says paused, as the condition and the Event do"
+    assert bad.status.autoscaling.desired_replicas == 0, "scaled to 0 with the pause"
     still_bad = converge(snap(body, bad.status, deployment=replace(deployment, replicas=0, current_replicas=0),
                               live=replace(live, annotations={**live.annotations, PAUSED: "true"})), KEDA, never)
     assert not still_bad.scaled_object_pause and not still_bad.events
@@ -200,6 +214,7 @@ def test_a_server_that_fails_without_a_plan_says_paused_in_status() -> None:
     assert failed.status.phase is not None and failed.status.phase.value == "Failed"
     assert failed.scaled_object_pause and autoscaling_reason(failed) == ("False", "AutoscalingPaused")
     assert failed.status.autoscaling is not None and failed.status.autoscaling.paused is True
+    assert failed.scale_to_zero and failed.status.autoscaling.desired_replicas == 0
 
 
 def test_keda_not_installed_is_a_condition_looked_at_again_every_minute() -> None:

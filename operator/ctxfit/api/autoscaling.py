@@ -161,7 +161,9 @@ class AutoscalingStatus(WireModel):
         min_replicas: ``spec.autoscaling.minReplicas`` in force.
         max_replicas: ``spec.autoscaling.maxReplicas`` in force.
         current_replicas: replicas the workload has now (the HPA's ``status.currentReplicas``).
-        desired_replicas: replicas the autoscaler wants (the HPA's ``status.desiredReplicas``).
+        desired_replicas: the workload's ``spec.replicas``: what the autoscaler wants (the HPA writes its
+            ``status.desiredReplicas`` there), or the count the operator sets in the same pass (creation, 0 while
+            Failed, the start count on resuming, the nearest bound).
         kv_cache_usage_threshold: average KV-cache usage per replica (fraction in (0, 1)) above which KEDA
             scales out.
         kv_cache_tokens_threshold: the same threshold in tokens of the KV pool per replica.

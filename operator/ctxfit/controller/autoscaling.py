@@ -22,7 +22,8 @@ its HPA and leaves the count), and ``status.autoscaling`` is cleared once it is 
 Replica counts in status, read from the workload the operator already watches (no HPA read, no RBAC for it):
 ``status.replicas`` (every server) and ``status.autoscaling.currentReplicas`` are its ``status.replicas``;
 ``status.autoscaling.desiredReplicas`` is its ``spec.replicas``, which the HPA sets to its ``desiredReplicas``
-through the scale subresource (``horizontal.go`` ``reconcileAutoscaler``: ``UpdateScale`` when they differ).
+through the scale subresource (``horizontal.go`` ``reconcileAutoscaler``: ``UpdateScale`` when they differ), or
+the count the operator writes in the same pass (rules 1-4), so status never shows the count being replaced.
 
 KEDA absent (the ``keda.sh`` CRDs not served) or turned off in the operator's settings: condition
 ``Autoscaling`` False (``KEDANotInstalled`` / ``KEDADisabled``) saying so, one Warning Event, no crash and no
@@ -203,8 +204,10 @@ def pause_live(out: Outcome, scaling: ScalingSnapshot | None, name: str, now: st
     live = scaling.live if scaling is not None else None
     if live is None:
         return
-    out.status.autoscaling = (out.status.autoscaling or AutoscalingStatus()).model_copy(
-        update={"scaled_object": name, "paused": True})
+    update: dict[str, Any] = {"scaled_object": name, "paused": True}
+    if out.scale_to_zero:
+        update["desired_replicas"] = 0
+    out.status.autoscaling = (out.status.autoscaling or AutoscalingStatus()).model_copy(update=update)
     if live.paused:
         return
     out.scaled_object_pause = True
@@ -297,6 +300,17 @@ def _thresholds(spec: InferenceServerSpec, st: InferenceServerStatus) -> Thresho
                              headroom=st.plan.headroom, observed=st.observed)
 
 
+def replica_counts(have: DeploymentView | None, out: Outcome) -> dict[str, int | None]:
+    """``status.autoscaling``'s ``currentReplicas`` (the workload's ``status.replicas``) and ``desiredReplicas``:
+    the count this pass writes (create, Failed = 0, resume, a bound), else the workload's ``spec.replicas``."""
+    desired = have.replicas if have is not None else None
+    if out.scale_to_zero:
+        desired = 0
+    elif out.deployment is not None and "replicas" in out.deployment["spec"]:
+        desired = out.deployment["spec"]["replicas"]
+    return {"current_replicas": have.current_replicas if have is not None else None, "desired_replicas": desired}
+
+
 def converge_autoscaling(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings,
                          now: str) -> None:
     """``status.replicas``, ``status.autoscaling`` and the ScaledObject for this pass (module docstring)."""
@@ -308,8 +322,7 @@ def converge_autoscaling(snap: Snapshot, spec: InferenceServerSpec, out: Outcome
         remove_scaling(out, snap.scaling, snap.name, now, snap.generation)
         return
     failed = st.phase is Phase.FAILED
-    counts = {"current_replicas": have.current_replicas if have is not None else None,
-              "desired_replicas": have.replicas if have is not None else None}
+    counts = replica_counts(have, out)
     try:
         found = _thresholds(spec, st)
     except ValueError as exc:
