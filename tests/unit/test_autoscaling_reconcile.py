@@ -12,6 +12,7 @@ from ctxfit.api.status import ConditionType, InferenceServerStatus
 from ctxfit.controller.kube import _replace_ops
 from ctxfit.controller.observe import DeploymentView, deployment_view
 from ctxfit.controller.reconcile import Runtime, reconcile
+from ctxfit.controller.rejections import RejectionBook
 from ctxfit.controller.scalekube import (
     ABSENT_MEMO_SECONDS,
     KedaMemo,
@@ -214,6 +215,35 @@ def test_a_refused_scaled_object_is_reported_without_holding_ready() -> None:
     assert again.requeue_after is not None and again.requeue_after <= 10, "retried after the backoff"
     assert kube.calls.count("create:scaledobjects") == 1, "not before"
     assert rt.metrics.registry.get_sample_value("ctxfit_reconcile_errors_total", {"reason": "rejected_403"}) == 1
+
+
+def test_a_refused_scaled_object_is_not_reported_as_created() -> None:
+    """The Autoscaling condition agrees with ObjectsAccepted: refused, not "created ... waiting for KEDA"."""
+    invalid = api_error(422, {"kind": "Status", "code": 422, "reason": "Invalid",
+                              "message": 'admission webhook "vscaledobject.kb.io" denied the request'})
+    kube, custom = with_custom(autoscaled(), refuse=invalid)
+    rt = keda_runtime(kube)
+    first = reconcile(rt, "ns", "kimi-k25", (RTX,), (), deployment=None, service_port=None)
+    assert first.stored is not None
+    kube.server = first.stored
+    reconcile(rt, "ns", "kimi-k25", (RTX,), (), deployment=DeploymentView("h", 1), service_port=8000)
+    assert kube.server is not None
+    kube.calls[:] = []
+    reconcile(rt, "ns", "kimi-k25", (RTX,), (), deployment=DeploymentView("h", 1), service_port=8000)
+    status = InferenceServerStatus.from_body(kube.server["status"])
+    cond = status.condition(ConditionType.AUTOSCALING)
+    assert cond is not None and (cond.status, cond.reason.value) == ("False", "ObjectRejected"), cond
+    assert "vscaledobject.kb.io" in cond.message
+    assert "event:ScaledObjectCreated" not in kube.calls, "not announced again while refused"
+    custom.refuse = None  # the webhook is fixed; the backoff ends
+    rt.rejections = RejectionBook()
+    reconcile(rt, "ns", "kimi-k25", (RTX,), (), deployment=DeploymentView("h", 1), service_port=8000)
+    assert custom.stored is not None
+    reconcile(rt, "ns", "kimi-k25", (RTX,), (), deployment=DeploymentView("h", 1), service_port=8000)
+    status = InferenceServerStatus.from_body(kube.server["status"])
+    accepted, cond = status.condition(ConditionType.OBJECTS_ACCEPTED), status.condition(ConditionType.AUTOSCALING)
+    assert accepted is not None and accepted.status == "True"
+    assert cond is not None and cond.reason.value == "ScaledObjectPending", "KEDA has not reported Ready yet"
 
 
 def test_resource_missing_tells_the_resource_from_the_object() -> None:

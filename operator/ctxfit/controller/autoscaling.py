@@ -52,6 +52,7 @@ from ctxfit.render.scaledobject import PAUSED_ANNOTATION, ScaledObjectInput, ren
 
 from .conditions import EventNote
 from .observe import DeploymentView
+from .rejections import refused_autoscaler
 from .settings import Settings
 
 if TYPE_CHECKING:
@@ -238,7 +239,9 @@ def fold_scaled_object(out: Outcome, auto: AutoscalingSpec, desired: dict[str, A
 
     The ScaledObject is created only once the workload exists (or is created in the same pass): KEDA checks
     its scale target at once. Events: ScaledObjectCreated, AutoscalingPaused, AutoscalingResumed, and a Warning
-    when KEDA reports the ScaledObject not Ready (its own message).
+    when KEDA reports the ScaledObject not Ready (its own message). While the API server refuses to create it
+    (``ObjectsAccepted`` False for the ScaledObject, ``rejections``) the condition is False with that refusal, not
+    "creating", and no ScaledObjectCreated Event is posted again.
     """
     name = desired["metadata"]["name"]
     paused = out.status.phase is Phase.FAILED
@@ -256,8 +259,11 @@ def fold_scaled_object(out: Outcome, auto: AutoscalingSpec, desired: dict[str, A
         _set(out, "False", Reason.AUTOSCALING_PAUSED, message, now, generation,
              EventNote("Normal", Reason.AUTOSCALING_PAUSED, message))
         return
+    if live is None and (refusal := refused_autoscaler(out.status)) is not None:
+        _set(out, "False", Reason.OBJECT_REJECTED, refusal, now, generation)  # its Warning came with the refusal
+        return
     if live is None:
-        message = f"created ScaledObject {name}: KEDA scales {bounds}; waiting for KEDA to accept it"
+        message = f"creating ScaledObject {name}: KEDA scales {bounds}; waiting for KEDA to accept it"
         _set(out, "Unknown", Reason.SCALED_OBJECT_PENDING, message, now, generation,
              EventNote("Normal", Reason.SCALED_OBJECT_CREATED, message))
         return

@@ -161,6 +161,14 @@ def _holds_ready(message: str) -> bool:
     return not message.startswith(f"the API server refused {AUTOSCALER_KIND} ")
 
 
+def refused_autoscaler(status: InferenceServerStatus) -> str | None:
+    """The refusal message when ``ObjectsAccepted`` is False for the ScaledObject, else None."""
+    cond = status.condition(ConditionType.OBJECTS_ACCEPTED)
+    if cond is None or cond.status != "False" or _holds_ready(cond.message):
+        return None
+    return cond.message
+
+
 def mark_rejected(status: InferenceServerStatus, message: str, now: str, generation: int) -> None:
     """``ObjectsAccepted`` False with ``message``; Ready False, no endpoint, a Ready phase becomes Starting
     (not for a refused ScaledObject)."""
