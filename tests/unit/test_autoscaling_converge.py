@@ -22,6 +22,7 @@ from ctxfit.controller.autoscaling import (
 )
 from ctxfit.controller.converge import Outcome, Snapshot, converge
 from ctxfit.controller.observe import DeploymentView, deployment_view
+from ctxfit.controller.rejections import mark_rejected
 from ctxfit.controller.settings import Settings
 from ctxfit.recovery import Failure, FailureKind
 
@@ -186,6 +187,27 @@ def test_a_fixed_spec_resumes_autoscaling_at_the_initial_count() -> None:
     assert "AutoscalingResumed" in [e.reason.value for e in fixed.events]
     assert fixed.status.autoscaling is not None and fixed.status.autoscaling.desired_replicas == 2
     assert fixed.status.autoscaling.paused is False
+
+
+def test_a_refused_resume_says_paused_not_resumed() -> None:
+    """The API server refused the patch that resumes the ScaledObject: it is still paused, and status says so."""
+    body = auto_spec(replicas=2)
+    failed, deployment, _ = failed_server(body)
+    assert failed.scaled_object is not None
+    paused_live = stored(failed.scaled_object)
+    body["context"] = {"target": 65536}
+    at_zero = replace(deployment, replicas=0, current_replicas=0)
+    fixed = converge(snap(body, failed.status, deployment=at_zero, live=paused_live, generation=2), KEDA, never)
+    refusal = "the API server refused ScaledObject kimi (422): admission webhook denied the request"
+    mark_rejected(fixed.status, refusal, "2026-01-01T12:01:00Z", 2)
+    again = converge(snap(body, fixed.status, deployment=replace(at_zero, replicas=2), live=paused_live,
+                          generation=2), KEDA, never)
+    assert again.scaled_object is not None, "the resume is tried again (after the backoff)"
+    assert autoscaling_reason(again) == ("False", "ObjectRejected")
+    cond = again.status.condition(ConditionType.AUTOSCALING)
+    assert cond is not None and cond.message == refusal
+    assert again.status.autoscaling is not None and again.status.autoscaling.paused is True
+    assert not [e for e in again.events if e.reason.value == "AutoscalingResumed"]
 
 
 def test_an_invalid_spec_pauses_a_live_scaled_object() -> None:

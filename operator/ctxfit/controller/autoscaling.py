@@ -239,9 +239,9 @@ def fold_scaled_object(out: Outcome, auto: AutoscalingSpec, desired: dict[str, A
 
     The ScaledObject is created only once the workload exists (or is created in the same pass): KEDA checks
     its scale target at once. Events: ScaledObjectCreated, AutoscalingPaused, AutoscalingResumed, and a Warning
-    when KEDA reports the ScaledObject not Ready (its own message). While the API server refuses to create it
-    (``ObjectsAccepted`` False for the ScaledObject, ``rejections``) the condition is False with that refusal, not
-    "creating", and no ScaledObjectCreated Event is posted again.
+    when KEDA reports the ScaledObject not Ready (its own message). While the API server refuses to create or to
+    resume it (``ObjectsAccepted`` False for the ScaledObject, ``rejections``) the condition is False with that
+    refusal (and ``paused`` stays true), not "creating" or "resumed", and no such Event is posted again.
     """
     name = desired["metadata"]["name"]
     paused = out.status.phase is Phase.FAILED
@@ -259,7 +259,10 @@ def fold_scaled_object(out: Outcome, auto: AutoscalingSpec, desired: dict[str, A
         _set(out, "False", Reason.AUTOSCALING_PAUSED, message, now, generation,
              EventNote("Normal", Reason.AUTOSCALING_PAUSED, message))
         return
-    if live is None and (refusal := refused_autoscaler(out.status)) is not None:
+    refusal = refused_autoscaler(out.status)
+    if refusal is not None and (live is None or live.paused):  # not created, or not resumed: say so
+        if live is not None and out.status.autoscaling is not None:
+            out.status.autoscaling.paused = True
         _set(out, "False", Reason.OBJECT_REJECTED, refusal, now, generation)  # its Warning came with the refusal
         return
     if live is None:
