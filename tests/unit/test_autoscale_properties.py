@@ -168,6 +168,18 @@ def test_cold_start() -> None:
     assert cold_start_seconds(40 * 10**9, ObservedStatus(attempt=1, load_seconds=41.2)) == (42, "observed")
 
 
+@pytest.mark.parametrize(("capacity", "target", "shown", "hidden"), [
+    (Capacity(444_000, 16, 444_000 / 16), None, "no longer fits above 99.9%", "above 100%"),
+    (Capacity(444_000, 32768, 444_000 / 32768), 0.001, "scale out at 0.1% KV = 444 of", "at 0% KV"),
+], ids=["full-point-near-1", "smallest-target"])
+def test_sentence_never_rounds_a_fraction_to_0_or_100_percent(capacity: Capacity, target: float | None, shown: str,
+                                                               hidden: str) -> None:
+    """A tiny context (F = 0.99996) or the smallest target (0.001) would read "above 100%" / "at 0% KV"."""
+    spec = AutoscalingSpec(max_replicas=4, kv_cache_usage_target=target)
+    text = describe(thresholds(capacity, headroom=0.25, autoscaling=spec), spec, (33, "estimated at 0.5 GB/s"))
+    assert shown in text and hidden not in text, text
+
+
 def test_sentence_and_status() -> None:
     spec = AutoscalingSpec(max_replicas=4)
     found = thresholds(Capacity(226_000, 32768, 226_000 / 32768), headroom=0.25)

@@ -259,6 +259,15 @@ def _tokens_text(tokens: int) -> str:
     return f"{tokens:,}"
 
 
+def percent_text(fraction: float) -> str:
+    """``fraction`` as a whole percentage ("63%"), or with one decimal, rounded down, when that would read 0% or
+    100% for a fraction strictly between 0 and 1 ("0.1%", "99.9%")."""
+    text = f"{fraction:.0%}"
+    if 0.0 < fraction < 1.0 and text in ("0%", "100%"):
+        return f"{math.floor(fraction * 1000) / 10:.1f}%"
+    return text
+
+
 def describe(found: Thresholds, autoscaling: AutoscalingSpec, cold_start: tuple[int, str]) -> str:
     """One sentence, e.g. "scale out at 63% KV = 280k of 444k tokens (planned; one more 32,768-token request no
     longer fits above 93%), or > 3 waiting requests per replica; 1..4 replicas; cold start ~33 s ...".
@@ -268,10 +277,10 @@ def describe(found: Thresholds, autoscaling: AutoscalingSpec, cold_start: tuple[
     seconds, source = cold_start
     capacity = found.capacity
     why = "kvCacheUsageTarget" if found.kv_from_spec else (
-        f"one more {capacity.context_length:,}-token request no longer fits above {found.full_fraction:.0%}")
+        f"one more {capacity.context_length:,}-token request no longer fits above {percent_text(found.full_fraction)}")
     zero = ", scales to zero when idle" if autoscaling.min_replicas == 0 else ""
     return (
-        f"scale out at {found.kv_usage_fraction:.0%} KV = {_tokens_text(found.kv_usage_tokens)} of "
+        f"scale out at {percent_text(found.kv_usage_fraction)} KV = {_tokens_text(found.kv_usage_tokens)} of "
         f"{_tokens_text(capacity.pool_tokens)} tokens ({capacity.source}; {why}), "
         f"or > {found.queue} waiting requests per replica; "
         f"{autoscaling.min_replicas}..{autoscaling.max_replicas} replicas{zero}; "
