@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ctxfit.api import InferenceServer
+from ctxfit.api.autoscaling import AutoscalingStatus
 from ctxfit.budget.autoscale import server_thresholds
 from ctxfit.budget.context import DEFAULT_HEADROOM
 from ctxfit.budget.multinode import plan_group
@@ -60,6 +61,30 @@ def test_machine_output(fmt: str) -> None:
     assert scaling["kvCacheTokensThreshold"] < scaling["kvCacheFullTokens"] < scaling["kvCacheTokens"]
     assert scaling["coldStartSeconds"] == 33 and scaling["scaledObject"] == "llama31-8b-autoscaled"
     assert scaling["warnings"] == [] and scaling["rule"].startswith("scale out at")
+
+
+PLAN_ONLY_KEYS = {"kvCacheFullFraction", "kvCacheFullTokens", "warnings"}
+"""The documented extras of ``-o json``'s ``autoscaling`` (``cli.plan.plan_autoscaling``)."""
+
+
+def _status_keys() -> set[str]:
+    return {field.alias or name for name, field in AutoscalingStatus.model_fields.items()}
+
+
+@pytest.mark.parametrize("fits", [True, False], ids=["fits", "does-not-fit"])
+def test_json_keys_are_status_autoscaling_names(tmp_path: Path, fits: bool) -> None:
+    body = yaml.safe_load((ROOT / MANIFEST).read_text())
+    if not fits:
+        body["spec"]["model"]["weightsPerGPU"] = "200Gi"
+    path = tmp_path / "server.yaml"
+    path.write_text(yaml.safe_dump(body))
+    out = run_cli("plan", "-f", str(path), "-o", "json")
+    assert out.returncode == (0 if fits else 3), out.stderr
+    scaling = json.loads(out.stdout)["autoscaling"]
+    assert set(scaling) <= _status_keys() | PLAN_ONLY_KEYS, set(scaling) - _status_keys() - PLAN_ONLY_KEYS
+    assert (scaling["minReplicas"], scaling["maxReplicas"]) == (1, 4)
+    if not fits:
+        assert "kvCacheUsageThreshold" not in scaling and scaling["warnings"] == ["no thresholds: nothing fits"]
 
 
 def test_no_autoscaling_key_without_spec_autoscaling() -> None:

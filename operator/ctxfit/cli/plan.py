@@ -66,13 +66,16 @@ def plan_autoscaling(spec: InferenceServerSpec, result: Plan, name: str) -> tupl
 
     Returns (human lines, ``-o json`` ``autoscaling`` object); ([], None) without ``spec.autoscaling``.
     The JSON keys are ``status.autoscaling``'s, plus ``kvCacheFullFraction``/``kvCacheFullTokens`` (the point
-    where one more full-context request no longer fits) and ``warnings``.
+    where one more full-context request no longer fits) and ``warnings``; when nothing fits, only the bounds and
+    a warning (as the operator's status then has only the bounds).
     """
     scaling = spec.autoscaling
     if scaling is None:
         return [], None
     if not result.fits or result.context_length <= 0:
-        return ["autoscaling: no thresholds (nothing fits)"], {"error": "nothing fits"}
+        return ["autoscaling: no thresholds (nothing fits)"], {
+            "minReplicas": scaling.min_replicas, "maxReplicas": scaling.max_replicas,
+            "warnings": ["no thresholds: nothing fits"]}
     headroom = spec.context.headroom if spec.context.headroom is not None else DEFAULT_HEADROOM
     found = server_thresholds(spec, kv_pool_bytes=result.kv_pool_bytes, kv_bytes_per_token=result.kv_bytes_per_token,
                               context_length=result.context_length, max_num_seqs=result.effective.max_num_seqs,
