@@ -70,7 +70,8 @@ class Operator:
         self.log_path = log_path
         with log_path.open("ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "ctxfit.controller"], env=env, cwd=ROOT,
-                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                         preexec_fn=cc._set_pdeathsig)  # never outlives a killed demo
 
     def wait_healthy(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
