@@ -235,6 +235,9 @@ class FakeClaims:
     def get_claim(self, namespace: str, name: str) -> None:
         self.kube.calls.append(f"get-claim:{name}")
 
+    def created(self, namespace: str, name: str) -> None:
+        return None
+
     def apply_claim(self, claim: dict[str, Any], *, exists: bool) -> None:
         self.kube.calls.append(f"apply:{claim['kind']}:{claim['metadata']['name']}")
 

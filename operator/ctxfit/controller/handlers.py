@@ -15,7 +15,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -26,19 +26,26 @@ from ctxfit.api import API_GROUP, API_VERSION, PLURAL
 from ctxfit.render import SERVER_LABEL
 from ctxfit.render.labels import MANAGED_BY
 
+from . import kopf_settings
 from .calibration_store import CalibrationStore
 from .claims import ClaimsApi
 from .drift import owned_service_port
+from .events import EventPoster
 from .kube import Kube, load_api_client
 from .leader import LeaderElector
 from .metrics import Metrics
 from .observe import DeploymentView, GPUNode, PodView, deployment_view, gpu_node, pod_view
 from .reconcile import Runtime, reconcile
 from .settings import Settings
+from .threads import Stopped, WorkerThreads
 from .workqueue import WorkQueue
 
 logger = logging.getLogger("ctxfit.controller")
 APPLIED_MEMORY_SECONDS = 10.0
+DEFAULT_EXECUTOR_THREADS = 4
+"""asyncio's default executor: start-up (API client), leader election, stopping; reconciles have their own."""
+FIRST_PASS_SHARE = 4
+"""One worker slot in this many is kept for servers' first reconciles (``priority.PriorityGate``)."""
 Key = tuple[str, str]
 
 
@@ -49,6 +56,7 @@ class State:
     Attributes:
         runtime: settings, API wrapper, metrics (used by reconciles in worker threads).
         queue: the per-server work queue.
+        threads: the threads reconciles run in (``threads.WorkerThreads``).
         leader: Lease election (always leader when standalone).
         leader_task: the election loop.
         known: servers seen (re-enqueued on becoming leader).
@@ -67,6 +75,7 @@ class State:
 
     runtime: Runtime
     queue: WorkQueue
+    threads: WorkerThreads
     leader: LeaderElector
     leader_task: asyncio.Task[None]
     known: set[Key] = field(default_factory=set)
@@ -83,20 +92,17 @@ class State:
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     """Build everything the handlers share and keep it on ``memo`` (no module-level state)."""
     cfg = Settings()
-    settings.posting.level = logging.WARNING
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="ctxfit.io")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="ctxfit.io")
-    settings.watching.server_timeout = 300
-    settings.execution.max_workers = cfg.workers + 4
-    asyncio.get_running_loop().set_default_executor(
-        ThreadPoolExecutor(max_workers=cfg.workers + 2, thread_name_prefix="ctxfit"))
+    kopf_settings.configure(settings)
+    asyncio.get_running_loop().set_default_executor(  # start-up, leader election, stopping
+        ThreadPoolExecutor(max_workers=DEFAULT_EXECUTOR_THREADS, thread_name_prefix="ctxfit"))
+    threads = WorkerThreads(cfg.workers)
     api_client = await asyncio.to_thread(load_api_client, cfg.workers * 2 + 4)
     identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}-{os.getpid()}"
     kube = Kube(api_client, instance=identity)
     metrics = Metrics()
     metrics.serve(cfg.metrics_port)
     runtime = Runtime(settings=cfg, kube=kube, metrics=metrics, claims=ClaimsApi(kube),
-                      event_pool=ThreadPoolExecutor(max_workers=2, thread_name_prefix="ctxfit-events"),
+                      events=EventPoster(kube.post_event),
                       defer_status_after_create=True,
                       calibration=CalibrationStore(kube, cfg.calibration_namespace, cfg.calibration_configmap)
                       if cfg.calibration_configmap else None)
@@ -115,15 +121,18 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         recent = state.applied.pop((namespace, name), None)
         if deployment is None and recent is not None and time.monotonic() - recent[1] < APPLIED_MEMORY_SECONDS:
             deployment = recent[0]  # our own write, not yet in the index
-        result = await asyncio.to_thread(
-            reconcile, runtime, namespace, name, nodes, pods, body=state.bodies.get((namespace, name)),
-            deployment=deployment, service_port=next(iter(services_index.get(key, ())), None))
+        try:
+            result = await threads.run(
+                reconcile, runtime, namespace, name, nodes, pods, body=state.bodies.get((namespace, name)),
+                deployment=deployment, service_port=next(iter(services_index.get(key, ())), None))
+        except Stopped:
+            return None
         if result.applied is not None:
             state.applied[(namespace, name)] = (result.applied, time.monotonic())
         if result.stored is not None:
             state.written[(namespace, name)] = str(result.stored["metadata"].get("resourceVersion"))
             if state.events_seen.get((namespace, name), 0) == seen:  # else the event's body is newer
-                state.bodies[(namespace, name)] = result.stored
+                state.bodies[(namespace, name)] = slim(result.stored)
         if result.conflict:
             state.bodies.pop((namespace, name), None)
         if result.waiting_for_nodes:
@@ -132,51 +141,65 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
             state.waiting_for_nodes.discard((namespace, name))
         return result.requeue_after
 
-    queue = WorkQueue(work, cfg.workers)
+    queue = WorkQueue(work, cfg.workers, reserved=cfg.workers // FIRST_PASS_SHARE,
+                      observe_wait=metrics.observe_queue_wait)
 
     def elected() -> None:
         for key in list(state.known):
             queue.add(key)
 
     leader = LeaderElector(kube, cfg.peering, cfg.peering_namespace, identity, cfg.lease_seconds, elected)
-    state = State(runtime=runtime, queue=queue, leader=leader, leader_task=asyncio.create_task(leader.run()))
+    state = State(runtime=runtime, queue=queue, threads=threads, leader=leader,
+                  leader_task=asyncio.create_task(leader.run()))
     memo.state = state
     logger.info("ctxfit operator started: namespaces=%s peering=%s metrics=:%s", cfg.watch_namespaces or "all",
                 cfg.peering or "standalone", cfg.metrics_port)
 
 
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
-    """Stop the queue, release the Lease, stop the metrics server."""
+    """Stop the queue (reconciles running in threads stop at their next write), release the Lease, stop the
+    metrics server and the Event poster (queued Normal Events are dropped)."""
     state: State | None = getattr(memo, "state", None)
     if state is None:
         return
+    state.runtime.stopping.set()
     await state.queue.close()
+    running = await asyncio.to_thread(state.threads.close)
+    if running:
+        logger.info("stopping: %d reconciles still waiting for the API server are abandoned", running)
     await state.leader.stop()
     state.leader_task.cancel()
     state.runtime.metrics.close()
-    if state.runtime.event_pool is not None:
-        state.runtime.event_pool.shutdown(wait=True, cancel_futures=False)
+    if state.runtime.events is not None:
+        await asyncio.to_thread(state.runtime.events.close)
 
 
-def index_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[Key, PodView]:
+async def index_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[Key, PodView]:
     """Index: (namespace, server) -> the pod's ``PodView``."""
     return {(namespace, labels[SERVER_LABEL]): pod_view(body)}
 
 
-def index_nodes(body: kopf.Body, **_: Any) -> dict[None, GPUNode]:
+async def index_nodes(body: kopf.Body, **_: Any) -> dict[None, GPUNode]:
     """Index: None -> every node's ``GPUNode``."""
     return {None: gpu_node(body)}
 
 
-def index_deployments(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Key, DeploymentView | None]:
+async def index_deployments(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Key, DeploymentView | None]:
     """Index: (namespace, name) -> the engine Deployment's ``DeploymentView`` (named like its server)."""
     return {(namespace, name): deployment_view(body)}
 
 
-def index_services(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Key, int | None]:
+async def index_services(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Key, int | None]:
     """Index: (namespace, name) -> the engine Service's port (the Service is named like its server); None when
     the Service was edited away from the rendering (``drift.owned_service_port``), so it is applied again."""
     return {(namespace, name): owned_service_port(dict(body), name)}
+
+
+def slim(body: Mapping[str, Any]) -> dict[str, Any]:
+    """``body`` without ``metadata.managedFields`` (kept for 1,000 servers they were most of the operator's
+    cached bodies; a status PUT without them leaves the stored ones unchanged)."""
+    meta = body.get("metadata") or {}
+    return {**body, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
 
 
 def _remember(memo: kopf.Memo, indexes: dict[str, Any]) -> State:
@@ -205,7 +228,7 @@ async def on_server(event: kopf.RawEvent, body: kopf.Body, name: str, namespace:
     state.known.add(key)
     if state.written.get(key) == body.metadata.get("resourceVersion"):
         return
-    state.bodies[key] = dict(event["object"])
+    state.bodies[key] = slim(event["object"])
     state.events_seen[key] = state.events_seen.get(key, 0) + 1
     state.queue.add(key)
 

@@ -53,10 +53,18 @@ class Metrics:
                                   "by failure kind.", (*LABELS, "reason"), registry=r)
         self.reconcile_duration = Histogram("ctxfit_reconcile_duration_seconds", "Time of one reconcile.",
                                             registry=r, buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
+        self.queue_wait = Histogram("ctxfit_workqueue_wait_seconds", "Time a reconcile waited for a worker slot "
+                                    "after its server was enqueued, by pass (first: a server's first reconcile "
+                                    "since the operator started; later: the others).", ("pass",), registry=r,
+                                    buckets=(.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
         self.reconcile_errors = Counter("ctxfit_reconcile_errors", "Reconciles that raised, by reason.",
                                         ("reason",), registry=r)
         self._lock = threading.Lock()
         self._server: Any = None
+
+    def observe_queue_wait(self, first: bool, seconds: float) -> None:
+        """``WorkQueue``'s ``observe_wait``: one reconcile's wait for a slot."""
+        self.queue_wait.labels("first" if first else "later").observe(seconds)
 
     def serve(self, port: int) -> None:
         """Serve ``/metrics`` on 0.0.0.0:``port`` (no-op for port 0)."""

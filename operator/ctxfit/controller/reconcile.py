@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -35,6 +34,7 @@ from .calibration_store import CalibrationStore
 from .claims import ClaimsApi
 from .converge import Outcome, Snapshot, converge
 from .decisions import decisions, log_decisions
+from .events import EventPoster
 from .groupkube import apply_group, get_group, scale_group_to_zero
 from .kube import Conflict, Kube
 from .metrics import Metrics
@@ -55,23 +55,26 @@ class Runtime:
     """What reconciles share (kept on kopf's ``memo``): settings, API wrapper, the cache's claim calls
     (``claims``; None: servers are rendered without a cache), metrics, a bound on
     concurrent Service creations (so they cannot hold every worker while Deployments wait), and an
-    optional pool that posts Normal Events off the reconcile path (None: inline; Warnings are always
-    posted inline, right after the status write that records them).
+    optional poster of Normal Events off the reconcile path (``events.EventPoster``; None: inline; Warnings
+    are always posted inline, right after the status write that records them).
 
     ``defer_status_after_create``: a fresh plan's pass only creates the Deployment and requeues; the
     status and Events follow on the next pass (behind other servers' first passes), so a burst of new
     servers gets its engines started first. Safe because a fresh plan re-derives identically.
+
+    ``stopping``: set when the operator stops; a reconcile in a worker thread writes nothing more (each
+    write is re-derived by the next pass, in this process or the next, so stopping between two is safe).
     """
 
     settings: Settings
     kube: Kube
     metrics: Metrics
-    service_writes: threading.BoundedSemaphore = field(default_factory=lambda: threading.BoundedSemaphore(4))
-    event_pool: Executor | None = None
+    events: EventPoster | None = None
     defer_status_after_create: bool = False
     rejections: RejectionBook = field(default_factory=RejectionBook)
     calibration: CalibrationStore | None = None
     claims: ClaimsApi | None = None
+    stopping: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,15 @@ class Result:
     waiting_for_nodes: bool = False
     stored: dict[str, Any] | None = None
     conflict: bool = False
+
+
+class Stopping(Exception):
+    """The operator is stopping: this reconcile writes nothing more."""
+
+
+def _not_stopping(rt: Runtime) -> None:
+    if rt.stopping.is_set():
+        raise Stopping
 
 
 def diagnose(rt: Runtime, namespace: str, pod: PodView, engine: EngineKind) -> Failure:
@@ -132,6 +144,7 @@ DEFERRED = _Deferred()
 
 
 def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
+    _not_stopping(rt)
     meta = body["metadata"]
     if out.deployment is not None:
         with refused(out.deployment["kind"], meta["name"], out.deployment):
@@ -162,8 +175,10 @@ def _multi_node(body: dict[str, Any]) -> bool:
 
 def _apply_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
     if out.service is not None:
-        with rt.service_writes, refused("Service", out.service["metadata"]["name"], out.service):
+        _not_stopping(rt)
+        with refused("Service", out.service["metadata"]["name"], out.service):
             rt.kube.apply(out.service, exists=snap.service_port is not None)
+
 
 
 def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: Outcome,
@@ -184,10 +199,11 @@ def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: O
         rt.calibration.record(out.samples)
     new_wire = out.status.to_wire()
     if new_wire != old.to_wire():
+        _not_stopping(rt)
         stored = rt.kube.replace_status(body, new_wire)
     for note in out.events:
-        if rt.event_pool is not None and note.type == "Normal":  # Warnings (failures) are posted inline
-            rt.event_pool.submit(rt.kube.post_event, body, note.type, note.reason.value, note.message)
+        if rt.events is not None and note.type == "Normal":  # Warnings (failures) are posted inline
+            rt.events.post(body, note.type, note.reason.value, note.message)
         else:
             rt.kube.post_event(body, note.type, note.reason.value, note.message)
     if not fresh_plan:
@@ -209,9 +225,13 @@ def _claim(rt: Runtime, namespace: str, name: str, spec: dict[str, Any],
     user = (cache.get("persistentVolumeClaim") or {}).get("claimName")
     if user:  # the user's claim: read for its size (a full claim's message names it)
         return rt.claims.get_claim(namespace, str(user))
-    if (cache and "volumeClaimTemplate" not in cache) or old.model is None:
-        return None  # no claim in this mode, or a fresh plan: created without a read (exists: 409, kept)
-    claim = old.model.claim_name if old.model is not None and old.model.claim_name else claim_name_for(name)
+    if cache and "volumeClaimTemplate" not in cache:
+        return None  # no claim in this mode
+    if old.model is None:
+        # A fresh plan: created without a read (exists: 409, kept); the passes before the status records
+        # it see the claim this process just created instead of creating it again.
+        return rt.claims.created(namespace, claim_name_for(name))
+    claim = old.model.claim_name or claim_name_for(name)
     return rt.claims.get_claim(namespace, claim)
 
 
@@ -232,6 +252,7 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
     """
     started = time.monotonic()
     try:
+        _not_stopping(rt)
         if body is None:
             body = rt.kube.get_server(namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
@@ -286,6 +307,8 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         rt.metrics.observe_status(namespace, name, engine_text, out.status, target)
         rt.metrics.observe_attempts(namespace, name, engine_text, out.finished, out.step_down_reasons)
         return Result(out.requeue_after, waiting_for_nodes=out.waiting_for_nodes, stored=stored)
+    except Stopping:
+        return Result(None)
     except Conflict:
         return Result(CONFLICT_RETRY_SECONDS, conflict=True)
     except ApiException as exc:
