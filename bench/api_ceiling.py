@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ctxfit.controller.rest import Rest, namespaced
+from ctxfit.controller.rest import CLAIMS, DEPLOYMENTS, Resource, Rest
 from kubernetes import client
 
 SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation", "ownerReferences",
@@ -35,12 +35,12 @@ def template(deployment: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def read_object(api: client.ApiClient, prefix: str, namespace: str, plural: str, name: str) -> dict[str, Any]:
-    """One object as a plain dict (camelCase, as the operator reads it), e.g. ``("/apis/apps/v1", ns,
-    "deployments", name)``. Raises ``LookupError`` when it does not exist."""
-    got = Rest(api).get(namespaced(prefix, namespace, plural, name))
+def read_object(api: client.ApiClient, resource: Resource, namespace: str, name: str) -> dict[str, Any]:
+    """One object as a plain dict (camelCase, as the operator reads it), e.g. ``(DEPLOYMENTS, ns, name)``.
+    Raises ``LookupError`` when it does not exist."""
+    got = Rest(api).read(resource, namespace, name)
     if got is None:
-        raise LookupError(f"{plural} {namespace}/{name} not found")
+        raise LookupError(f"{resource.plural} {namespace}/{name} not found")
     return got
 
 
@@ -78,8 +78,6 @@ def measure(api: client.ApiClient, namespace: str, base: dict[str, Any], count: 
     Raises the client's ``ApiException`` when a create fails (the ceiling would be meaningless).
     """
     rest = Rest(api)
-    path = namespaced("/apis/apps/v1", namespace, "deployments")
-    claims_path = namespaced("/api/v1", namespace, "persistentvolumeclaims")
     body = template(base)
     body["metadata"]["namespace"] = namespace
     claim_body = template(claim) if claim is not None else None
@@ -94,9 +92,9 @@ def measure(api: client.ApiClient, namespace: str, base: dict[str, Any], count: 
         obj = {**body, "metadata": {**body["metadata"], "name": name}}
         if claim_body is not None:
             obj = _mounting(obj, f"{name}-weights")
-        rest.request("POST", path, query={"fieldManager": "ctxfit"}, body=obj)
+        rest.call("POST", DEPLOYMENTS, namespace, query={"fieldManager": "ctxfit"}, body=obj)
         if claim_body is not None:
-            rest.request("POST", claims_path, body={**claim_body, "metadata": {**claim_body["metadata"],
+            rest.call("POST", CLAIMS, namespace, body={**claim_body, "metadata": {**claim_body["metadata"],
                                                                               "name": f"{name}-weights"}})
 
     start = time.monotonic()

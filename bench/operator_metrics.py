@@ -1,6 +1,7 @@
-"""The operator's own view of a benchmark run, from its ``/metrics``: reconcile durations and how long
+"""The operator's own view of a benchmark run, from its ``/metrics``: reconcile durations, how long
 reconciles waited for a worker slot (``ctxfit_workqueue_wait_seconds``, by pass: a server's first reconcile
-or a later one), as count, mean and bucket-bound p50/p95 (the smallest bucket bound holding that share)."""
+or a later one) and its API requests by verb and resource (``ctxfit_api_request_duration_seconds``), as
+count, mean and bucket-bound p50/p95 (the smallest bucket bound holding that share)."""
 
 from __future__ import annotations
 
@@ -54,6 +55,21 @@ def describe_histogram(text: str, name: str, match: str = "") -> str:
             f"p95 <= {_quantile(buckets, count, .95):g} s")
 
 
+def api_requests(text: str, top: int = 8) -> str:
+    """The operator's API requests by verb and resource, most total time first: count, mean, p95 bound."""
+    name = "ctxfit_api_request_duration_seconds"
+    kinds = sorted({m.group(1) for m in re.finditer(name + r'_count\{([^}]*)\}', text)})
+    rows = []
+    for labels in kinds:
+        count, total, buckets = _histogram(text, name, labels)
+        verb = re.search(r'verb="([^"]+)"', labels)
+        resource = re.search(r'resource="([^"]+)"', labels)
+        what = f"{verb.group(1) if verb else '?'} {resource.group(1) if resource else '?'}"
+        rows.append((total, f"{what} {count:.0f} x {total / count * 1000:.0f} ms (p95 <= "
+                            f"{_quantile(buckets, count, .95):g} s)"))
+    return "; ".join(row for _, row in sorted(rows, reverse=True)[:top]) or "none"
+
+
 def describe(port: int) -> str:
     """Reconcile durations and queue waits (first / later passes) as one block of lines."""
     text = scrape(port)
@@ -65,4 +81,5 @@ def describe(port: int) -> str:
         f"reconciles: {describe_histogram(text, 'ctxfit_reconcile_duration_seconds')}",
         f"queue wait, first passes: {describe_histogram(text, wait, first)}",
         f"queue wait, later passes: {describe_histogram(text, wait, later)}",
+        f"API requests: {api_requests(text)}",
     ])

@@ -56,7 +56,7 @@ import apiserver_stats  # noqa: E402
 import ctxfit_cluster as cc  # noqa: E402
 import operator_metrics  # noqa: E402
 import urllib3  # noqa: E402
-from ctxfit.controller.rest import Rest, namespaced  # noqa: E402
+from ctxfit.controller.rest import CLAIMS, DEPLOYMENTS, SERVERS, Resource, Rest  # noqa: E402
 from kubernetes import client, config  # noqa: E402
 from proc_stats import CpuMeter, control_plane_pids, cpu_seconds, peak_rss_mib, process_facts  # noqa: E402
 
@@ -73,11 +73,14 @@ def server(i: int) -> dict[str, Any]:
     }
 
 
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
+
+
 def wait_established(rest: Rest, crd: str, timeout: float = 60) -> None:
     """Poll until the CRD is Established (``kubectl wait`` fails at once while a new CRD has no conditions)."""
     deadline = time.monotonic() + timeout
     while True:
-        got = rest.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}") or {}
+        got = rest.read(CRDS, name=crd) or {}
         if any(c.get("type") == "Established" and c.get("status") == "True"
                for c in (got.get("status") or {}).get("conditions") or []):
             return
@@ -167,11 +170,11 @@ def run_ceiling(kubeconfig: Path, kubectl: list[str], env: dict[str, str], names
     (``meter``: the control plane and this process) and the requests the API server served. Returns the
     Deployments-only ceiling (the best) and, with ``claims``, the paired one."""
     read = ceiling_client(kubeconfig, 1)
-    base = api_ceiling.read_object(read, "/apis/apps/v1", namespace, "deployments", "bench-000")
+    base = api_ceiling.read_object(read, DEPLOYMENTS, namespace, "bench-000")
     claim = None
     if claims:
         try:
-            claim = api_ceiling.read_object(read, "/api/v1", namespace, "persistentvolumeclaims", "bench-000-weights")
+            claim = api_ceiling.read_object(read, CLAIMS, namespace, "bench-000-weights")
         except LookupError:
             print("no weights claim (emptyDir cache): no paired ceiling", flush=True)
 
@@ -270,7 +273,7 @@ def run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate: 
             if rate > 0:
                 time.sleep(max(0.0, start + i / rate - time.monotonic()))
             obj = server(i)
-            rest.request("POST", namespaced(f"/apis/{GROUP}/{VERSION}", namespace, PLURAL), body=obj)
+            rest.call("POST", SERVERS, namespace, body=obj)
             created[obj["metadata"]["name"]] = time.monotonic()
             created_wall[obj["metadata"]["name"]] = time.time()
 

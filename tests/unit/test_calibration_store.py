@@ -30,8 +30,8 @@ class FakeCore:
         self.reads = 0
         self.journal: list[str] | None = None
 
-    def get(self, path: str) -> dict[str, Any] | None:
-        assert "/configmaps/" in path
+    def read(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
+        assert resource.plural == "configmaps" and name
         self.reads += 1
         if self.forbidden:
             raise ApiException(status=403)
@@ -45,14 +45,16 @@ class FakeCore:
         self.obj = {"metadata": {"name": body["metadata"]["name"], "resourceVersion": str(self.version)},
                     "data": dict(body["data"])}
 
-    def request(self, method: str, path: str, *, body: dict[str, Any], **_: Any) -> bytes:
+    def call(self, method: str, resource: Any, namespace: str, name: str | None = None, *, body: dict[str, Any],
+             **_: Any) -> bytes:
+        assert resource.plural == "configmaps"
         if method == "POST":
-            assert path.endswith("/configmaps")
+            assert name is None
             if self.obj is not None:
                 raise ApiException(status=409)
             self._store(body)
             return b"{}"
-        assert method == "PUT"
+        assert method == "PUT" and name
         if self.conflicts:
             self.conflicts -= 1
             self.version += 1  # someone else wrote
@@ -169,9 +171,9 @@ def test_a_burst_of_plans_shares_one_read() -> None:
     import time
 
     class SlowCore(FakeCore):
-        def get(self, path: str) -> dict[str, Any] | None:
+        def read(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
             time.sleep(0.05)
-            return super().get(path)
+            return super().read(resource, namespace, name)
 
     core = SlowCore()
     s = store(core)

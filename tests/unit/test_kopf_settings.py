@@ -21,7 +21,7 @@ def test_every_event_and_index_handler_runs_inline() -> None:
     """A sync handler would run in kopf's executor, which has only KOPF_EXECUTOR_THREADS threads."""
     registry = build_registry()
     handlers = [*registry._indexing.get_all_handlers(), *registry._watching.get_all_handlers()]
-    assert len(handlers) == 9
+    assert len(handlers) == 10
     sync = [h.id for h in handlers if not inspect.iscoroutinefunction(h.fn)]
     assert sync == []
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from ctxfit.controller.claims import ClaimsApi
-from ctxfit.controller.rest import JSON_PATCH, Rest, namespaced
+from ctxfit.controller.rest import DEPLOYMENTS, JSON_PATCH, SERVICES, Rest
 from kubernetes.client.exceptions import ApiException
 
 
@@ -49,8 +49,8 @@ def rest_with(answer: FakeResponse, token: str | None = "sekret") -> tuple[Rest,
 def test_a_request_carries_json_the_token_and_releases_its_connection() -> None:
     rest, pool = rest_with(FakeResponse(201, {"metadata": {"name": "a"}}))
     ops = [{"op": "replace", "path": "/spec", "value": {}}]
-    got = rest.json("PATCH", namespaced("/apis/apps/v1", "ns", "deployments", "a"), query={"fieldManager": "ctxfit"},
-                    body=ops, content_type=JSON_PATCH)
+    got = rest.call_json("PATCH", DEPLOYMENTS, "ns", "a", query={"fieldManager": "ctxfit"}, body=ops,
+                         content_type=JSON_PATCH)
     assert got == {"metadata": {"name": "a"}}
     sent = pool.sent[0]
     assert sent["url"] == "https://api:6443/apis/apps/v1/namespaces/ns/deployments/a?fieldManager=ctxfit"
@@ -60,14 +60,26 @@ def test_a_request_carries_json_the_token_and_releases_its_connection() -> None:
     assert pool.answer.released
 
 
+def test_resource_paths() -> None:
+    from ctxfit.controller.rest import POD_LOG, SERVERS_STATUS, STORAGE_CLASSES
+
+    assert POD_LOG.path("ns", "p") == "/api/v1/namespaces/ns/pods/p/log" and POD_LOG.rbac == "pods/log"
+    assert SERVERS_STATUS.path("ns", "s") == "/apis/ctxfit.io/v1alpha1/namespaces/ns/inferenceservers/s/status"
+    assert STORAGE_CLASSES.path() == "/apis/storage.k8s.io/v1/storageclasses"
+    with pytest.raises(ValueError, match="namespace"):
+        DEPLOYMENTS.path()
+    with pytest.raises(ValueError, match="name"):
+        POD_LOG.path("ns")
+
+
 def test_errors_are_the_clients_api_exception_with_the_servers_message() -> None:
     status = {"kind": "Status", "message": "Deployment.apps \"x\" is invalid", "code": 422}
     rest, _ = rest_with(FakeResponse(422, status, "Unprocessable Entity"))
     with pytest.raises(ApiException) as caught:
-        rest.request("POST", "/apis/apps/v1/namespaces/ns/deployments", body={})
+        rest.call("POST", DEPLOYMENTS, "ns", body={})
     assert caught.value.status == 422 and json.loads(caught.value.body)["message"] == status["message"]
     missing, _ = rest_with(FakeResponse(404, {"kind": "Status", "code": 404}, "Not Found"), token=None)
-    assert missing.get("/api/v1/namespaces/ns/services/x") is None
+    assert missing.read(SERVICES, "ns", "x") is None
 
 
 class FakeRest:
@@ -78,20 +90,22 @@ class FakeRest:
         self.claims: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
 
-    def json(self, method: str, path: str, **_: Any) -> dict[str, Any]:
-        assert (method, path) == ("GET", "/apis/storage.k8s.io/v1/storageclasses")
+    def call_json(self, method: str, resource: Any, *args: Any, **_: Any) -> dict[str, Any]:
+        assert (method, resource.plural, args) == ("GET", "storageclasses", ())
         time.sleep(0.05)
         with self.lock:
             self.calls.append("list-classes")
         return {"items": [{"metadata": {"name": "standard", "annotations": {
             "storageclass.kubernetes.io/is-default-class": "true"}}, "allowVolumeExpansion": False}]}
 
-    def get(self, path: str, **_: Any) -> dict[str, Any] | None:
+    def read(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
         self.calls.append("get-claim")
-        return self.claims.get(path.rsplit("/", 1)[-1])
+        return self.claims.get(name)
 
-    def request(self, method: str, path: str, *, body: Any = None, **_: Any) -> bytes:
-        self.calls.append(f"{method} {path.rsplit('/', 1)[-1]}")
+    def call(self, method: str, resource: Any, namespace: str, name: str | None = None, *, body: Any = None,
+             **_: Any) -> bytes:
+        assert resource.plural == "persistentvolumeclaims"
+        self.calls.append(f"{method} {name or resource.plural}")
         if method == "POST":
             if body["metadata"]["name"] in self.claims:
                 raise ApiException(status=409, reason="AlreadyExists")
@@ -157,3 +171,25 @@ def test_a_new_servers_passes_create_its_claim_once() -> None:
     assert second.stored is not None
     assert [c for c in fake.calls if c.startswith("POST")] == ["POST persistentvolumeclaims"]
     assert kube.calls == ["apply:Deployment", "status", "event:Planned", "apply:Service"]
+
+
+def test_a_watched_claim_is_not_read_again() -> None:
+    """With the claims index (``claim_seen``) a pass reads no claim; a claim not seen yet but just created by this
+    process counts as existing (no second create)."""
+    from ctxfit.controller.cache_view import ClaimView
+    from ctxfit.controller.reconcile import reconcile
+
+    from .test_handlers_runtime import RTX, FakeClaims, FakeKube, runtime, server
+
+    first_kube = FakeKube(server())
+    rt = runtime(first_kube)
+    rt.claims = FakeClaims(first_kube)  # type: ignore[assignment]
+    first = reconcile(rt, "ns", "kimi-k25", (RTX,), ())
+    assert first.stored is not None and "apply:PersistentVolumeClaim:kimi-k25-weights" in first_kube.calls
+    kube = FakeKube(first.stored)
+    rt.kube = kube  # type: ignore[assignment]
+    rt.claims = FakeClaims(kube)  # type: ignore[assignment]
+    size = 1 << 50  # larger than any rendering: nothing to expand
+    seen = ClaimView("kimi-k25-weights", size, "Bound", "standard", size)
+    reconcile(rt, "ns", "kimi-k25", (RTX,), (), claim_seen={"kimi-k25-weights": seen}.get)
+    assert not [c for c in kube.calls if "claim" in c.lower()], kube.calls

@@ -20,8 +20,8 @@ from kubernetes.client.exceptions import ApiException
 
 from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample
 
-from .kube import CORE, Kube
-from .rest import namespaced
+from .kube import Kube
+from .rest import CONFIGMAPS
 
 logger = logging.getLogger(__name__)
 DATA_KEY = "calibration.yaml"
@@ -53,13 +53,12 @@ class CalibrationStore:
 
     def __init__(self, kube: Kube, namespace: str, name: str) -> None:
         self.kube, self.namespace, self.name = kube, namespace, name
-        self.path = namespaced(CORE, namespace, "configmaps", name)
         self._lock = threading.Lock()
         self._refresh = threading.Lock()
         self._cached: tuple[float, CalibrationTable] | None = None
 
     def _read(self) -> dict[str, Any] | None:
-        return self.kube.rest.get(self.path)
+        return self.kube.rest.read(CONFIGMAPS, self.namespace, self.name)
 
     def _fresh(self) -> CalibrationTable | None:
         with self._lock:
@@ -104,9 +103,9 @@ class CalibrationStore:
                     "data": {DATA_KEY: render_table(table)}}
             try:
                 if current is None:
-                    self.kube.rest.request("POST", namespaced(CORE, self.namespace, "configmaps"), body=body)
+                    self.kube.rest.call("POST", CONFIGMAPS, self.namespace, body=body)
                 else:
-                    self.kube.rest.request("PUT", self.path, body=body)
+                    self.kube.rest.call("PUT", CONFIGMAPS, self.namespace, self.name, body=body)
             except ApiException as exc:
                 if exc.status in (409, 404):
                     continue  # someone wrote in between (or it vanished): read again

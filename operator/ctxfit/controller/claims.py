@@ -15,8 +15,8 @@ from kubernetes.client.exceptions import ApiException
 from ctxfit.api import quantity_to_bytes
 
 from .cache_view import ClaimView, StorageView, claim_view, storage_view
-from .kube import CORE, Kube
-from .rest import MERGE_PATCH, namespaced
+from .kube import Kube
+from .rest import CLAIMS, MERGE_PATCH, STORAGE_CLASSES
 
 STORAGE_CLASS_TTL_SECONDS = 30.0
 """StorageClasses change rarely: one list per this many seconds serves every reconcile."""
@@ -36,6 +36,7 @@ class ClaimsApi:
         self._lock = threading.Lock()
         self._refresh = threading.Lock()
         self._created: dict[tuple[str, str], tuple[ClaimView, float]] = {}
+        self._pruned_at = 0.0
 
     def _fresh(self) -> StorageView | None:
         with self._lock:
@@ -54,7 +55,7 @@ class ClaimsApi:
             if view is not None:
                 return view
             try:
-                listed = self.rest.json("GET", "/apis/storage.k8s.io/v1/storageclasses")
+                listed = self.rest.call_json("GET", STORAGE_CLASSES)
             except ApiException:
                 return self._view
             view = storage_view(list(listed.get("items") or []))
@@ -64,17 +65,19 @@ class ClaimsApi:
 
     def get_claim(self, namespace: str, name: str) -> ClaimView | None:
         """The claim, None when absent."""
-        return claim_view(self.rest.get(namespaced(CORE, namespace, "persistentvolumeclaims", name)))
+        return claim_view(self.rest.read(CLAIMS, namespace, name))
 
     def created(self, namespace: str, name: str) -> ClaimView | None:
         """The claim this process created in the last ``CREATED_MEMORY_SECONDS``, as
         rendered (phase and capacity unknown); None when there is none."""
         now = time.monotonic()
         with self._lock:
-            for key in [k for k, (_, at) in self._created.items() if now - at > CREATED_MEMORY_SECONDS]:
-                del self._created[key]
+            if now - self._pruned_at > CREATED_MEMORY_SECONDS:  # at most once per period, not per call
+                self._pruned_at = now
+                for key in [k for k, (_, at) in self._created.items() if now - at > CREATED_MEMORY_SECONDS]:
+                    del self._created[key]
             entry = self._created.get((namespace, name))
-        return entry[0] if entry is not None else None
+        return entry[0] if entry is not None and now - entry[1] <= CREATED_MEMORY_SECONDS else None
 
     def apply_claim(self, claim: dict[str, Any], *, exists: bool) -> None:
         """Create the claim (one that already exists is kept: the next pass reads it and expands it if it is
@@ -83,7 +86,7 @@ class ClaimsApi:
         size = claim["spec"]["resources"]["requests"]["storage"]
         if not exists:
             try:
-                self.rest.request("POST", namespaced(CORE, meta["namespace"], "persistentvolumeclaims"), body=claim)
+                self.rest.call("POST", CLAIMS, meta["namespace"], body=claim)
             except ApiException as exc:
                 if exc.status != 409:
                     raise
@@ -93,13 +96,13 @@ class ClaimsApi:
             with self._lock:
                 self._created[(meta["namespace"], meta["name"])] = (view, time.monotonic())
             return
-        self.rest.request("PATCH", namespaced(CORE, meta["namespace"], "persistentvolumeclaims", meta["name"]),
-                          body={"spec": {"resources": {"requests": {"storage": size}}}}, content_type=MERGE_PATCH)
+        self.rest.call("PATCH", CLAIMS, meta["namespace"], meta["name"],
+                       body={"spec": {"resources": {"requests": {"storage": size}}}}, content_type=MERGE_PATCH)
 
     def delete_claim(self, namespace: str, name: str) -> None:
         """Delete a replaced claim (Kubernetes keeps it until no pod uses it); absent is fine."""
         try:
-            self.rest.request("DELETE", namespaced(CORE, namespace, "persistentvolumeclaims", name))
+            self.rest.call("DELETE", CLAIMS, namespace, name)
         except ApiException as exc:
             if exc.status != 404:
                 raise

@@ -1,7 +1,8 @@
 """kopf wiring: thin handlers that feed the work queue; all decisions live in ``converge``.
 
 - ``@kopf.on.startup``: settings, API client, metrics server, work queue, leader election -> ``memo``;
-- indexes: engine pods by (namespace, server), GPU nodes (kopf fills them before other handlers run);
+- indexes: engine pods by (namespace, server), GPU nodes, owned Deployments, Services and weights claims
+  (kopf fills them before other handlers run);
 - ``on.event`` InferenceServer / engine pods / nodes / owned Deployments and Services: enqueue the affected
   server(s) (owned objects only when what the operator compares changed, or on deletion);
 - the queue's worker snapshots the indexes and runs ``reconcile`` in a thread.
@@ -27,6 +28,7 @@ from ctxfit.render import SERVER_LABEL
 from ctxfit.render.labels import MANAGED_BY
 
 from . import kopf_settings
+from .cache_view import ClaimView, claim_view
 from .calibration_store import CalibrationStore
 from .claims import ClaimsApi
 from .drift import owned_service_port
@@ -36,6 +38,7 @@ from .leader import LeaderElector
 from .metrics import Metrics
 from .observe import DeploymentView, GPUNode, PodView, deployment_view, gpu_node, pod_view
 from .reconcile import Runtime, reconcile
+from .service_lane import ServiceLane
 from .settings import Settings
 from .threads import Stopped, WorkerThreads
 from .workqueue import WorkQueue
@@ -69,7 +72,8 @@ class State:
         events_seen: watch events per key; a reconcile's stored body replaces the cached one only if no
             event arrived meanwhile (the event's body is at least as new).
         owned_views: last view per owned Deployment/Service uid (unchanged ones enqueue nothing).
-        indexes: kopf's (pods_by_server, gpu_nodes, deployments_by_server, services_by_server) indexes,
+        indexes: kopf's (pods_by_server, gpu_nodes, deployments_by_server, services_by_server,
+            claims_by_name) indexes,
             captured from the first handler call.
     """
 
@@ -85,7 +89,7 @@ class State:
     written: dict[Key, str] = field(default_factory=dict)
     events_seen: dict[Key, int] = field(default_factory=dict)
     applied: dict[Key, tuple[DeploymentView, float]] = field(default_factory=dict)
-    indexes: tuple[Any, Any, Any, Any] | None = None
+    indexes: tuple[Any, Any, Any, Any, Any] | None = None
     owned_views: dict[str, object] = field(default_factory=dict)
 
 
@@ -98,8 +102,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     threads = WorkerThreads(cfg.workers)
     api_client = await asyncio.to_thread(load_api_client, cfg.workers * 2 + 4)
     identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}-{os.getpid()}"
-    kube = Kube(api_client, instance=identity)
     metrics = Metrics()
+    kube = Kube(api_client, instance=identity, observe=metrics.observe_api_request)
     metrics.serve(cfg.metrics_port)
     runtime = Runtime(settings=cfg, kube=kube, metrics=metrics, claims=ClaimsApi(kube),
                       events=EventPoster(kube.post_event),
@@ -107,13 +111,26 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
                       calibration=CalibrationStore(kube, cfg.calibration_namespace, cfg.calibration_configmap)
                       if cfg.calibration_configmap else None)
     state: State
+    loop = asyncio.get_running_loop()
+
+    def service_failed(key: Key) -> None:  # from a lane thread: the server's next pass handles the error
+        try:
+            loop.call_soon_threadsafe(state.queue.add, key)
+        except RuntimeError:  # the loop is closed: stopping
+            pass
+
+    runtime.services = ServiceLane(kube.apply, runtime.rejections, service_failed)
 
     async def work(key: Hashable) -> float | None:
         namespace, name = cast(Key, key)
         if not state.leader.is_leader or state.indexes is None:
             return None
         seen = state.events_seen.get((namespace, name), 0)
-        pods_index, nodes_index, deployments_index, services_index = state.indexes
+        pods_index, nodes_index, deployments_index, services_index, claims_index = state.indexes
+
+        def claim_seen(claim: str) -> ClaimView | None:
+            return next(iter(claims_index.get((namespace, claim), ())), None)
+
         pods: tuple[PodView, ...] = tuple(pods_index.get(key, ()))
         nodes: tuple[GPUNode, ...] = tuple(nodes_index.get(None, ()))
         deployments: list[DeploymentView | None] = list(deployments_index.get(key, ()))
@@ -124,7 +141,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         try:
             result = await threads.run(
                 reconcile, runtime, namespace, name, nodes, pods, body=state.bodies.get((namespace, name)),
-                deployment=deployment, service_port=next(iter(services_index.get(key, ())), None))
+                deployment=deployment, service_port=next(iter(services_index.get(key, ())), None),
+                claim_seen=claim_seen)
         except Stopped:
             return None
         if result.applied is not None:
@@ -170,8 +188,9 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     await state.leader.stop()
     state.leader_task.cancel()
     state.runtime.metrics.close()
-    if state.runtime.events is not None:
-        await asyncio.to_thread(state.runtime.events.close)
+    for lane in (state.runtime.events, state.runtime.services):
+        if lane is not None:
+            await asyncio.to_thread(lane.close)
 
 
 async def index_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[Key, PodView]:
@@ -195,6 +214,12 @@ async def index_services(namespace: str, name: str, body: kopf.Body, **_: Any) -
     return {(namespace, name): owned_service_port(dict(body), name)}
 
 
+async def index_claims(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Key, ClaimView | None]:
+    """Index: (namespace, claim name) -> the operator's weights claim as a ``ClaimView`` (read by reconciles
+    instead of a GET per pass; a user's own claim is not labelled and is still read)."""
+    return {(namespace, name): claim_view(body)}
+
+
 def slim(body: Mapping[str, Any]) -> dict[str, Any]:
     """``body`` without ``metadata.managedFields`` (kept for 1,000 servers they were most of the operator's
     cached bodies; a status PUT without them leaves the stored ones unchanged)."""
@@ -206,7 +231,7 @@ def _remember(memo: kopf.Memo, indexes: dict[str, Any]) -> State:
     state: State = memo.state
     if state.indexes is None:
         state.indexes = (indexes["pods_by_server"], indexes["gpu_nodes"], indexes["deployments_by_server"],
-                         indexes["services_by_server"])
+                         indexes["services_by_server"], indexes["claims_by_name"])
     return state
 
 
@@ -224,6 +249,8 @@ async def on_server(event: kopf.RawEvent, body: kopf.Body, name: str, namespace:
         state.queue.forget(key)
         state.runtime.metrics.forget(namespace, name)
         state.runtime.rejections.forget(key)
+        if state.runtime.services is not None:
+            state.runtime.services.forget(key)
         return
     state.known.add(key)
     if state.written.get(key) == body.metadata.get("resourceVersion"):
@@ -296,6 +323,8 @@ def build_registry() -> kopf.OperatorRegistry:
     kopf.index("deployments", labels=owned, registry=registry, id="deployments_by_server")(
         _handler(index_deployments))
     kopf.index("services", labels=owned, registry=registry, id="services_by_server")(_handler(index_services))
+    kopf.index("persistentvolumeclaims", labels=owned, registry=registry, id="claims_by_name")(
+        _handler(index_claims))
     kopf.on.event(API_GROUP, API_VERSION, PLURAL, registry=registry)(_handler(on_server))
     kopf.on.event("pods", labels=engine_pods, registry=registry)(_handler(on_pod))
     kopf.on.event("nodes", registry=registry)(_handler(on_node))

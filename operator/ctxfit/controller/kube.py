@@ -14,21 +14,29 @@ import uuid
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, cast
-from urllib.parse import quote
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from ctxfit.api import API_GROUP, API_VERSION, KIND, PLURAL
+from ctxfit.api import API_GROUP, API_VERSION, KIND
 from ctxfit.vocab.text import clean_text
 
-from .rest import JSON_PATCH, Rest, namespaced
+from .rest import (
+    DEPLOYMENTS,
+    DEPLOYMENTS_SCALE,
+    EVENTS,
+    JSON_PATCH,
+    POD_LOG,
+    SERVERS,
+    SERVERS_STATUS,
+    SERVICES,
+    Observe,
+    Rest,
+)
 from .rest import MERGE_PATCH as MERGE_PATCH  # re-exported: groupkube and claims import it from here
 
 FIELD_MANAGER = "ctxfit"
 COMPONENT = "ctxfit-operator"
-CORE, APPS, SERVERS = "/api/v1", "/apis/apps/v1", f"/apis/{API_GROUP}/{API_VERSION}"
-"""API path prefixes: core/v1, apps/v1 and ctxfit's own group."""
 
 
 def _pointer(key: str) -> str:
@@ -94,9 +102,9 @@ class Kube:
     is built, and its module imported, on first use.
     """
 
-    def __init__(self, api_client: client.ApiClient, instance: str = "") -> None:
+    def __init__(self, api_client: client.ApiClient, instance: str = "", observe: Observe | None = None) -> None:
         self.api_client = api_client
-        self.rest = Rest(api_client)
+        self.rest = Rest(api_client, observe)
         self.instance = instance or uuid.uuid4().hex[:8]
 
     @cached_property
@@ -121,7 +129,7 @@ class Kube:
 
     def get_server(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The InferenceServer as a dict, None when gone."""
-        return self.rest.get(namespaced(SERVERS, namespace, PLURAL, name))
+        return self.rest.read(SERVERS, namespace, name)
 
     def replace_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         """PUT status with the read ``resourceVersion`` (compare-and-swap). Raises ``Conflict`` on 409."""
@@ -129,8 +137,7 @@ class Kube:
         new = {"apiVersion": body["apiVersion"], "kind": body["kind"], "metadata": meta,
                "spec": body.get("spec", {}), "status": status}
         try:
-            return self.rest.json("PUT", namespaced(SERVERS, meta["namespace"], PLURAL, meta["name"], "status"),
-                                  body=new)
+            return self.rest.call_json("PUT", SERVERS_STATUS, meta["namespace"], meta["name"], body=new)
         except ApiException as exc:
             if exc.status == 409:
                 raise Conflict(f"{meta['namespace']}/{meta['name']} changed") from exc
@@ -138,11 +145,11 @@ class Kube:
 
     def get_deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The Deployment as a plain dict (camelCase), None when absent."""
-        return self.rest.get(namespaced(APPS, namespace, "deployments", name))
+        return self.rest.read(DEPLOYMENTS, namespace, name)
 
     def service_port(self, namespace: str, name: str) -> int | None:
         """The first port of Service ``name``, None when it does not exist."""
-        service = self.rest.get(namespaced(CORE, namespace, "services", name))
+        service = self.rest.read(SERVICES, namespace, name)
         return service_port(service) if service is not None else None
 
     def apply(self, obj: dict[str, Any], *, exists: bool) -> None:
@@ -161,7 +168,7 @@ class Kube:
         if kind == "Service":
             if not exists:
                 try:
-                    self.rest.request("POST", namespaced(CORE, namespace, "services"), query=manager, body=obj)
+                    self.rest.call("POST", SERVICES, namespace, query=manager, body=obj)
                     return
                 except ApiException as exc:
                     if exc.status != 409:
@@ -169,32 +176,30 @@ class Kube:
             ops = [op for op in _replace_ops(obj) if op["path"].startswith("/metadata/labels/")]
             ops += [{"op": "replace", "path": f"/spec/{key}", "value": obj["spec"][key]}
                     for key in ("type", "selector", "ports")]
-            self.rest.request("PATCH", namespaced(CORE, namespace, "services", name), query=manager, body=ops,
-                              content_type=JSON_PATCH)
+            self.rest.call("PATCH", SERVICES, namespace, name, query=manager, body=ops, content_type=JSON_PATCH)
             return
         if kind != "Deployment":
             raise ValueError(f"cannot apply kind {kind}")
-        collection = namespaced(APPS, namespace, "deployments")
         if not exists:
             try:
-                self.rest.request("POST", collection, query=manager, body=obj)
+                self.rest.call("POST", DEPLOYMENTS, namespace, query=manager, body=obj)
                 return
             except ApiException as exc:
                 if exc.status != 409:
                     raise
         try:
-            self.rest.request("PATCH", f"{collection}/{quote(name, safe='')}", query=manager, body=_replace_ops(obj),
-                              content_type=JSON_PATCH)
+            self.rest.call("PATCH", DEPLOYMENTS, namespace, name, query=manager, body=_replace_ops(obj),
+                           content_type=JSON_PATCH)
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            self.rest.request("POST", collection, query=manager, body=obj)
+            self.rest.call("POST", DEPLOYMENTS, namespace, query=manager, body=obj)
 
     def scale_to_zero(self, namespace: str, name: str) -> None:
         """Set the Deployment's replicas to 0 (GPUs released); absent Deployment is fine."""
         try:
-            self.rest.request("PATCH", namespaced(APPS, namespace, "deployments", name, "scale"),
-                              body={"spec": {"replicas": 0}}, content_type=MERGE_PATCH)
+            self.rest.call("PATCH", DEPLOYMENTS_SCALE, namespace, name, body={"spec": {"replicas": 0}},
+                           content_type=MERGE_PATCH)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -202,8 +207,8 @@ class Kube:
     def pod_events(self, namespace: str, pod: str, limit: int = 20) -> list[str]:
         """Messages of the pod's Events (e.g. probe failures), newest last; [] when unreadable."""
         try:
-            events = self.rest.json("GET", namespaced(CORE, namespace, "events"),
-                                    query={"fieldSelector": f"involvedObject.kind=Pod,involvedObject.name={pod}"})
+            events = self.rest.call_json("GET", EVENTS, namespace, query={
+                "fieldSelector": f"involvedObject.kind=Pod,involvedObject.name={pod}"})
         except ApiException:
             return []
         items = sorted(events.get("items") or [],
@@ -212,8 +217,7 @@ class Kube:
 
     def _log(self, namespace: str, pod: str, query: dict[str, Any]) -> str:
         try:
-            data = self.rest.request("GET", namespaced(CORE, namespace, "pods", pod, "log"), query=query,
-                                     accept="*/*", timeout=10)
+            data = self.rest.call("GET", POD_LOG, namespace, pod, query=query, accept="*/*", timeout=10)
             return data.decode("utf-8", errors="replace")
         except Exception:  # noqa: BLE001 - logs are best effort: no kubelet, rotated, permission
             return ""
@@ -242,6 +246,6 @@ class Kube:
             "reportingComponent": COMPONENT, "reportingInstance": self.instance,
         }
         try:
-            self.rest.request("POST", namespaced(CORE, meta["namespace"], "events"), body=body)
+            self.rest.call("POST", EVENTS, meta["namespace"], body=body)
         except ApiException:
             pass

@@ -57,6 +57,13 @@ class Metrics:
                                     "after its server was enqueued, by pass (first: a server's first reconcile "
                                     "since the operator started; later: the others).", ("pass",), registry=r,
                                     buckets=(.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
+        self.api_requests = Counter("ctxfit_api_requests", "Requests the operator's reconciles sent to the API "
+                                    "server, by verb, resource and status code (0: no answer).",
+                                    ("verb", "resource", "code"), registry=r)
+        self.api_request_duration = Histogram("ctxfit_api_request_duration_seconds", "Time of one request to the "
+                                              "API server (reconciles, Events), by verb and resource.",
+                                              ("verb", "resource"), registry=r,
+                                              buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
         self.reconcile_errors = Counter("ctxfit_reconcile_errors", "Reconciles that raised, by reason.",
                                         ("reason",), registry=r)
         self._lock = threading.Lock()
@@ -65,6 +72,11 @@ class Metrics:
     def observe_queue_wait(self, first: bool, seconds: float) -> None:
         """``WorkQueue``'s ``observe_wait``: one reconcile's wait for a slot."""
         self.queue_wait.labels("first" if first else "later").observe(seconds)
+
+    def observe_api_request(self, verb: str, resource: str, code: int, seconds: float) -> None:
+        """``rest.Rest``'s ``observe``: one request's outcome and time."""
+        self.api_requests.labels(verb, resource, str(code)).inc()
+        self.api_request_duration.labels(verb, resource).observe(seconds)
 
     def serve(self, port: int) -> None:
         """Serve ``/metrics`` on 0.0.0.0:``port`` (no-op for port 0)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -40,6 +41,7 @@ from .kube import Conflict, Kube
 from .metrics import Metrics
 from .observe import DeploymentView, GPUNode, PodView, deployment_view
 from .rejections import RejectionBook, refused
+from .service_lane import ServiceLane
 from .settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -47,6 +49,8 @@ logger = logging.getLogger(__name__)
 MESSAGE_CUT_BYTES = 2000
 """A termination message this long was probably cut by the kubelet (2048-byte/80-line tail)."""
 CONFLICT_RETRY_SECONDS = 0.2
+SERVICE_RETRY_SECONDS = 5.0
+"""A Service the lane could not take (full backlog) is rendered again this much later."""
 ERROR_RETRY_SECONDS = 5.0
 
 
@@ -62,6 +66,8 @@ class Runtime:
     status and Events follow on the next pass (behind other servers' first passes), so a burst of new
     servers gets its engines started first. Safe because a fresh plan re-derives identically.
 
+    ``services``: the lane that writes Services off the reconcile path (``service_lane``; None: inline).
+
     ``stopping``: set when the operator stops; a reconcile in a worker thread writes nothing more (each
     write is re-derived by the next pass, in this process or the next, so stopping between two is safe).
     """
@@ -75,6 +81,7 @@ class Runtime:
     calibration: CalibrationStore | None = None
     claims: ClaimsApi | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
+    services: ServiceLane | None = None
 
 
 @dataclass(frozen=True)
@@ -174,10 +181,27 @@ def _multi_node(body: dict[str, Any]) -> bool:
 
 
 def _apply_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
-    if out.service is not None:
-        _not_stopping(rt)
+    """Write the Service inline, or hand it to ``rt.services`` (``service_lane``): then the error of the last
+    write of the same rendering is raised here, as the inline write would have raised it, and ``out.service``
+    is cleared (not applied yet: the lane tells the refusal book when it is)."""
+    if out.service is None:
+        return
+    _not_stopping(rt)
+    exists = snap.service_port is not None
+    if rt.services is None:
         with refused("Service", out.service["metadata"]["name"], out.service):
-            rt.kube.apply(out.service, exists=snap.service_port is not None)
+            rt.kube.apply(out.service, exists=exists)
+        return
+    key = (snap.namespace, snap.name)
+    failure = rt.services.take_failure(key, out.service)
+    if failure is not None:
+        raise failure
+    wait = rt.services.submit(key, out.service, exists=exists)
+    if wait is None:
+        out.requeue(SERVICE_RETRY_SECONDS)  # stopping, or a full backlog: try again later
+    elif wait > 0:
+        out.requeue(wait)  # this rendering was just written: the Service watch has not shown it yet
+    out.service = None
 
 
 
@@ -216,9 +240,14 @@ DOWNLOAD_LOG_LINES = 5
 """Lines of a running download's log read for its progress line (one every 15 s)."""
 
 
-def _claim(rt: Runtime, namespace: str, name: str, spec: dict[str, Any],
-           old: InferenceServerStatus) -> ClaimView | None:
-    """The cache's claim as it exists: the operator's, or the user's (None: absent, or no claim in this mode)."""
+ClaimSeen = Callable[[str], ClaimView | None]
+"""``claim_seen(claim name)``: the operator's claim of that name as its watch shows it (None: not seen)."""
+
+
+def _claim(rt: Runtime, namespace: str, name: str, spec: dict[str, Any], old: InferenceServerStatus,
+           claim_seen: ClaimSeen | None = None) -> ClaimView | None:
+    """The cache's claim as it exists: the operator's (from its watch when ``claim_seen`` is given, else
+    read), or the user's (read) (None: absent, or no claim in this mode)."""
     if rt.claims is None:
         return None
     cache = (spec.get("model") or {}).get("cache") or {}
@@ -232,6 +261,8 @@ def _claim(rt: Runtime, namespace: str, name: str, spec: dict[str, Any],
         # it see the claim this process just created instead of creating it again.
         return rt.claims.created(namespace, claim_name_for(name))
     claim = old.model.claim_name or claim_name_for(name)
+    if claim_seen is not None:  # not seen yet: maybe just created by this process
+        return claim_seen(claim) or rt.claims.created(namespace, claim)
     return rt.claims.get_claim(namespace, claim)
 
 
@@ -244,11 +275,11 @@ UNKNOWN = _Unknown()
 
 def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...], pods: tuple[PodView, ...], *,
               body: dict[str, Any] | None = None, deployment: DeploymentView | None | _Unknown = UNKNOWN,
-              service_port: int | None | _Unknown = UNKNOWN) -> Result:
+              service_port: int | None | _Unknown = UNKNOWN, claim_seen: ClaimSeen | None = None) -> Result:
     """Reconcile ``namespace/name`` once; never raises (see the module docstring).
 
-    ``body``, ``deployment``, ``service_port``: what the caller's watches already show (kopf indexes);
-    omitted ones are read from the API. A stale ``body`` only costs a conflict and a retry with a fresh read.
+    ``body``, ``deployment``, ``service_port``, ``claim_seen``: what the caller's watches already show (kopf
+    indexes); omitted ones are read from the API. A stale ``body`` only costs a conflict and a retry with a fresh read.
     """
     started = time.monotonic()
     try:
@@ -276,7 +307,7 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
             spec=spec_dict, status=old, nodes=nodes, pods=pods, deployment=deployment,
             service_port=service_port, now=datetime.now(UTC), storage=rt.claims.storage() if rt.claims else None,
-            claim=_claim(rt, namespace, name, spec_dict, old),
+            claim=_claim(rt, namespace, name, spec_dict, old, claim_seen),
             download_log=lambda pod: rt.kube.log_tail(namespace, pod.name, DOWNLOAD_CONTAINER, previous=False,
                                                       lines=DOWNLOAD_LOG_LINES),
             calibration=rt.calibration.table() if rt.calibration is not None else None,  # cached; used to plan

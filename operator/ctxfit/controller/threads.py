@@ -39,7 +39,9 @@ class WorkerThreads:
             raise ValueError(f"limit must be >= 1, got {limit}")
         self.limit, self.name, self.idle_seconds = limit, name, idle_seconds
         self._items: collections.deque[tuple[Callable[[], None], Callable[[], None]]] = collections.deque()
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)  # idle workers wait here for items
+        self._done = threading.Condition(lock)  # close() waits here for the running calls
         self._threads = 0
         self._idle = 0
         self._busy = 0
@@ -103,7 +105,6 @@ class WorkerThreads:
                     self._idle -= 1
                 if self._closed:
                     self._threads -= 1
-                    self._cond.notify_all()
                     return
                 call, _ = self._items.popleft()
                 self._busy += 1
@@ -112,7 +113,8 @@ class WorkerThreads:
             finally:
                 with self._cond:
                     self._busy -= 1
-                    self._cond.notify_all()
+                    if self._closed:  # only close() waits for this (waking idle workers costs CPU)
+                        self._done.notify_all()
 
     def close(self, grace: float = 2.0) -> int:
         """Take no more calls, drop the ones not started (their callers get ``Stopped``), wait up to ``grace``
@@ -123,5 +125,5 @@ class WorkerThreads:
                 abandon()
             self._items.clear()
             self._cond.notify_all()
-            self._cond.wait_for(lambda: self._busy == 0, timeout=grace)
+            self._done.wait_for(lambda: self._busy == 0, timeout=grace)
             return self._busy
