@@ -29,6 +29,17 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
+def rss_mib(pid: int) -> float:
+    """VmRSS (resident set now) of ``pid`` in MiB, 0 when unreadable."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
 def process_facts(pid: int) -> str:
     """``pid``'s resident memory now (anonymous / file-backed, MiB) and thread count, from /proc."""
     fields: dict[str, int] = {}

@@ -58,7 +58,7 @@ import operator_metrics  # noqa: E402
 import urllib3  # noqa: E402
 from ctxfit.controller.rest import CLAIMS, DEPLOYMENTS, SERVERS, Resource, Rest  # noqa: E402
 from kubernetes import client, config  # noqa: E402
-from proc_stats import CpuMeter, control_plane_pids, cpu_seconds, peak_rss_mib, process_facts  # noqa: E402
+from proc_stats import CpuMeter, control_plane_pids, cpu_seconds, peak_rss_mib, process_facts, rss_mib  # noqa: E402
 
 GROUP, VERSION, PLURAL = "ctxfit.io", "v1alpha1", "inferenceservers"
 
@@ -259,6 +259,16 @@ def run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate: 
 
     watcher = threading.Thread(target=watch_deployments, daemon=True)
     watcher.start()
+    rss_series: list[tuple[float, int, float]] = []  # (seconds since the operator started, Deployments, MiB)
+
+    def sample_rss() -> None:
+        """The operator's RSS every 10 s, with how many Deployments were written by then."""
+        while not done.wait(10):
+            if operator is not None:
+                rss_series.append((time.monotonic() - launched_at[0], len(written), rss_mib(operator.pid)))
+
+    launched_at = [time.monotonic()]
+    threading.Thread(target=sample_rss, daemon=True).start()
     try:
         if operator is not None:  # the operator imports, connects and lists before the burst
             print(f"operator ready: {wait_ready(operator, metrics_port):.1f} s after its start", flush=True)
@@ -283,6 +293,7 @@ def run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate: 
         launched = time.monotonic()
         if operator is None:
             served = apiserver_stats.requests_served(api)
+            launched_at[0] = time.monotonic()
             operator = launch()
             meter.start(launched)
             meter.add("operator", operator.pid)
@@ -315,6 +326,8 @@ def run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate: 
     print(f"CPU from {'the operator start' if backlog else 'the first create'} until the last Deployment was seen: "
           f"{window.describe(count, 'server')}")
     print(f"API server in that window: {apiserver_stats.describe(served, served_after, count, 'server')}")
+    print("operator RSS (s after its start: Deployments, MiB): "
+          + ", ".join(f"{t:.0f}: {n}, {mib:.0f}" for t, n, mib in rss_series))
     if backlog:
         print(reconciles)
         return report_backlog(count, created_all, len(written), first_last[1] - launched,

@@ -258,3 +258,16 @@ def test_the_cache_claim_follows_the_deployment_and_is_read_once_it_exists() -> 
     rt.kube = again  # type: ignore[assignment]
     reconcile(rt, "ns", "kimi-k25", (RTX,), ())
     assert again.calls[0] == "get-claim:kimi-k25-weights"
+
+
+def test_cached_bodies_are_compact_and_lose_only_managed_fields() -> None:
+    from ctxfit.controller.handlers import slim, unslim
+
+    body = server()
+    body["metadata"]["managedFields"] = [{"manager": "ctxfit", "fieldsV1": {"f:status": {}}}]
+    kept = slim(body)
+    assert isinstance(kept, bytes) and b"managedFields" not in kept
+    back = unslim(kept)
+    assert back is not None and "managedFields" not in back["metadata"]
+    del body["metadata"]["managedFields"]
+    assert back == body and unslim(None) is None
