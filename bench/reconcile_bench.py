@@ -1,6 +1,7 @@
 """Operator throughput against the local control plane: N InferenceServers -> N Deployments.
 
-    python bench/reconcile_bench.py [--count 200] [--rate R] [--ceiling-threads 8,32] [--kubeconfig PATH]
+    python bench/reconcile_bench.py [--count 200] [--rate R | --backlog] [--ceiling-threads 8,32]
+                                    [--ceiling-claims] [--default-cache auto|emptyDir] [--kubeconfig PATH]
 
 Starts the local control plane (hack/ctxfit_cluster.py; or reuses ``--kubeconfig``/``CTXFIT_KUBECONFIG``),
 applies the CRD, runs the operator (``python -m ctxfit.controller``) for one fresh namespace, creates
@@ -9,13 +10,22 @@ watches Deployments. Prints create -> Deployment written latency (p50, p95, max;
 returning to the Deployment's ADDED watch event, or to the end of the second of its ``creationTimestamp``
 when that is earlier: under load the API server's watch cache lags, and a watch that fails with "Too large
 resource version" replays objects late; both bounds are >= the true latency), the wall time until all are
-written, and the operator's peak RSS (``VmHWM``), its RSS split and thread count at the end.
+written, and the operator's peak RSS (``VmHWM``), its RSS every 10 s, its RSS split and thread count at the end.
+Where the time went (bench/README.md): CPU seconds of the operator and of each control-plane process over the
+window (``proc_stats``), the requests the API server served per server (``apiserver_stats``), and the
+operator's own metrics: reconcile durations, queue waits of first and later passes, its API requests by verb
+and resource (``operator_metrics``).
 
 Then, in the same run (operator stopped), the ceiling (``bench/api_ceiling.py``): how fast the API server
-accepts ``--count`` copies of one of those Deployments from a plain client and a thread pool of each size in
-``--ceiling-threads`` (the best is the ceiling); the operator's throughput (servers / wall time until all
-Deployments are written) is printed as a fraction of it. Skipped with ``--ceiling-threads 0`` and in
-``--rate`` mode (there the creates, not the API server, set the pace).
+accepts ``--count`` copies of one of those Deployments from a plain client (raw JSON, as the operator sends)
+and a thread pool of each size in ``--ceiling-threads`` (the best is the ceiling); the operator's throughput
+(servers / wall time until all Deployments are written) is printed as a fraction of it. ``--ceiling-claims``
+also measures a plain client writing each Deployment followed by its weights claim (what the operator's
+first pass writes by default). Skipped with ``--ceiling-threads 0`` and in ``--rate`` mode (there the creates,
+not the API server, set the pace). ``--default-cache emptyDir``: servers without a claim.
+
+``CTXFIT_BENCH_OPERATOR_PATH=/path/to/other/operator`` runs another checkout's operator (e.g. main's, for a
+before/after pair measured the same way on the same machine).
 
 ``--backlog``: the servers are all created before the operator starts (a restart or failover with work
 waiting), so the operator's own rate is measured, not the pace of the creates: Deployments per second from
@@ -28,7 +38,6 @@ Targets (issue 10): at 1,000 servers >= 0.8 of the ceiling and RSS < 150 MiB; at
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import statistics
@@ -38,12 +47,10 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "hack"))
@@ -55,8 +62,9 @@ import api_ceiling  # noqa: E402
 import apiserver_stats  # noqa: E402
 import ctxfit_cluster as cc  # noqa: E402
 import operator_metrics  # noqa: E402
-import urllib3  # noqa: E402
-from ctxfit.controller.rest import CLAIMS, DEPLOYMENTS, SERVERS, Resource, Rest  # noqa: E402
+from bench_report import percentile, report_backlog, report_fractions  # noqa: E402
+from bench_watch import deployment_events, wait_established  # noqa: E402
+from ctxfit.controller.rest import CLAIMS, DEPLOYMENTS, SERVERS, Rest  # noqa: E402
 from kubernetes import client, config  # noqa: E402
 from proc_stats import CpuMeter, control_plane_pids, cpu_seconds, peak_rss_mib, process_facts, rss_mib  # noqa: E402
 
@@ -71,44 +79,6 @@ def server(i: int) -> dict[str, Any]:
         "spec": {"model": {"name": "meta-llama/Llama-3.1-8B-Instruct"}, "engine": {"kind": "vllm"},
                  "gpu": {"count": 1, "product": "NVIDIA-H100-80GB-HBM3"}, "context": {"target": 32768}},
     }
-
-
-CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)
-
-
-def wait_established(rest: Rest, crd: str, timeout: float = 60) -> None:
-    """Poll until the CRD is Established (``kubectl wait`` fails at once while a new CRD has no conditions)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = rest.read(CRDS, name=crd) or {}
-        if any(c.get("type") == "Established" and c.get("status") == "True"
-               for c in (got.get("status") or {}).get("conditions") or []):
-            return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"CRD {crd} not Established after {timeout:.0f} s")
-        time.sleep(0.25)
-
-
-def deployment_events(api: client.ApiClient, namespace: str,
-                      version: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(event type, object metadata) of a 30 s watch of the namespace's Deployments, from ``version`` on."""
-    query = {"watch": "1", "timeoutSeconds": "30", **({"resourceVersion": version} if version else {})}
-    url = f"{api.configuration.host}/apis/apps/v1/namespaces/{namespace}/deployments?{urlencode(query)}"
-    headers = {"Accept": "application/json"}
-    headers.update({s["key"]: s["value"] for s in api.configuration.auth_settings().values() if s.get("value")})
-    response = api.rest_client.pool_manager.request("GET", url, headers=headers, preload_content=False,
-                                                    timeout=urllib3.Timeout(connect=10, read=60))
-    try:
-        buffer = b""
-        for chunk in response.stream(65536):
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                if line.strip():
-                    event = json.loads(line)
-                    yield event.get("type", ""), (event.get("object") or {}).get("metadata") or {}
-    finally:
-        response.release_conn()
 
 
 def written_at(created_mono: float, created_wall: float, seen_mono: float, stamp: str | None) -> float:
@@ -133,11 +103,6 @@ def wait_ready(process: subprocess.Popen[bytes], port: int, limit: float = 120.0
             time.sleep(0.2)
     time.sleep(2)
     return time.monotonic() - began
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def ceiling_client(kubeconfig: Path, pool_size: int) -> client.ApiClient:
@@ -217,6 +182,8 @@ def run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate: 
     metrics_port = cc.free_ports(1)[0]
     op_env = {**env, "CTXFIT_WATCH_NAMESPACES": namespace, "CTXFIT_METRICS_PORT": str(metrics_port),
               "CTXFIT_HEALTH_PORT": "0", **({"CTXFIT_DEFAULT_CACHE": default_cache} if default_cache else {})}
+    if os.environ.get("CTXFIT_BENCH_OPERATOR_PATH"):  # another checkout's operator, same bench and ceiling
+        op_env["PYTHONPATH"] = os.environ["CTXFIT_BENCH_OPERATOR_PATH"]
     profile = ["-m", "cProfile", "-o", f"/tmp/{namespace}.prof"] if os.environ.get("CTXFIT_BENCH_PROFILE") else []
     program = ["-m", "ctxfit.controller"]
     if os.environ.get("CTXFIT_BENCH_TRACEMALLOC"):
@@ -351,33 +318,6 @@ def run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate: 
         ok = all_written and wall <= 60 and p95 < 2 and rss < 250
         print("targets (all in 60 s, p95 < 2 s, RSS < 250 MiB):", "met" if ok else "NOT met")
     return 0 if len(latencies) == count else 1
-
-
-def report_fractions(what: str, per_second: float, ceilings: list[api_ceiling.Ceiling], rss: float) -> None:
-    """The operator's throughput as a fraction of the ceiling (and of the paired ceiling), and the verdict."""
-    ceiling = ceilings[0]
-    print(f"operator throughput: {what} = {per_second / ceiling.per_second:.2f} of the ceiling "
-          f"({ceiling.per_second:.1f}/s, {ceiling.threads} threads)")
-    for paired in ceilings[1:]:
-        print(f"  = {per_second / paired.per_second:.2f} of a plain client writing the same Deployment + claim "
-              f"pairs ({paired.per_second:.1f}/s, {paired.threads} threads)")
-    ok = per_second / ceiling.per_second >= 0.8 and rss < 150
-    print("targets (>= 0.8 of the ceiling, RSS < 150 MiB):", "met" if ok else "NOT met")
-
-
-def report_backlog(count: int, created_all: float, written: int, from_start: float, first_to_last: float,
-                   rss: float, facts: str, ceilings: list[api_ceiling.Ceiling]) -> int:
-    """Print the ``--backlog`` figures: the operator's own rate, not bounded by how fast servers arrive."""
-    print(f"servers: {count}, all created in {created_all:.1f} s before the operator started; Deployments "
-          f"written: {written}/{count}, the last {from_start:.1f} s after the operator process started, "
-          f"{first_to_last:.1f} s after the first")
-    print(f"operator peak RSS: {rss:.0f} MiB; at the end: {facts}")
-    if not ceilings or written < count or first_to_last <= 0:
-        return 0 if written == count else 1
-    steady, overall = (count - 1) / first_to_last, count / from_start
-    print(f"counting its start-up: {overall:.1f}/s = {overall / ceilings[0].per_second:.2f} of the ceiling")
-    report_fractions(f"{steady:.1f} Deployments/s first to last", steady, ceilings, rss)
-    return 0
 
 
 def main() -> int:

@@ -181,7 +181,8 @@ def test_owned_objects_enqueue_their_server_only_when_what_is_compared_changes()
     """Owned Deployment/Service events: a status-only change enqueues nothing; a hand edit, a ReplicaFailure or a
     deletion enqueues the server at once (no GET: the view comes from the watched body)."""
     added: list[Any] = []
-    state = SimpleNamespace(indexes=("pods", "nodes"), owned_views={}, queue=SimpleNamespace(add=added.append))
+    state = SimpleNamespace(indexes=("pods", "nodes"), owned_views={}, queue=SimpleNamespace(add=added.append),
+                            runtime=SimpleNamespace(services=None))
     deployment: dict[str, Any] = {
         "metadata": {"name": "kimi", "namespace": "ns", "uid": "d1", "generation": 1,
                      "annotations": {"ctxfit.io/pod-template-hash": "h1"}},

@@ -83,5 +83,9 @@ def test_a_rendering_is_written_once_and_another_drops_the_old_error() -> None:
     assert lane.submit(key, second, exists=True) == 0.0, "a new rendering is written at once"
     drain(lane, key)
     assert written == [first, second]
+    lane.seen(key)  # the watch shows the Service (e.g. deleted by hand): no longer held back
+    assert lane.submit(key, second, exists=False) == 0.0
+    drain(lane, key)
+    assert written == [first, second, second]
     lane.close()
     assert lane.submit(key, {**first, "spec": {}}, exists=True) is None, "stopped: not queued"

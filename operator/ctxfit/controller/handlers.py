@@ -292,6 +292,8 @@ async def on_owned(event: kopf.RawEvent, body: kopf.Body, namespace: str, name: 
     uid = str(body.metadata.uid)
     view = hash(deployment_view(dict(body)) if resource.plural == "deployments"
                 else owned_service_port(dict(body), name))  # a hash: the index keeps the view itself
+    if resource.plural == "services" and state.runtime.services is not None:
+        state.runtime.services.seen((namespace, name))  # the index shows this Service as it is now
     if event.get("type") == "DELETED":
         state.owned_views.pop(uid, None)
     elif uid in state.owned_views and state.owned_views[uid] == view:

@@ -12,7 +12,8 @@ unwritten at the end. So a reconcile hands its rendered Service to ``ServiceLane
   have (``take_failure``), so a refusal still becomes ``ObjectsAccepted=False`` + Warning Event with backoff
   (``rejections``), one pass later; a different rendering (e.g. after a spec fix) drops the old error;
 - after a failure the server is enqueued again (``on_done``); after a success the Service's watch event
-  enqueues it, and the same rendering is not written again for ``WRITTEN_MEMORY_SECONDS`` meanwhile.
+  enqueues it, and until that event (``seen``), at most ``WRITTEN_MEMORY_SECONDS``, the same rendering is
+  not written again.
 
 Order is kept per server: status first, then Events, then Deployment, then Service (the lane starts after
 the reconcile's writes). ``close`` drops what has not started (the next operator re-derives it).
@@ -34,7 +35,7 @@ Apply = Callable[..., None]
 SERVICE_THREADS = 4
 """Threads writing Services (ClusterIP allocation is serialized in the API server: more would only wait)."""
 WRITTEN_MEMORY_SECONDS = 10.0
-"""A rendering written this recently is not written again (the Service watch may not have shown it yet)."""
+"""A rendering written this recently is not written again until the Service watch shows it (``seen``)."""
 
 
 class ServiceLane:
@@ -104,6 +105,13 @@ class ServiceLane:
         with self._lock:
             self._in_flight.discard(key)
         return None
+
+    def seen(self, key: Key) -> None:
+        """The Service's watch showed a change of ``key``'s Service (created, edited or deleted): the watch is
+        the truth from now on, a just-written rendering is no longer held back (a Service deleted by hand right
+        after its creation comes back at once)."""
+        with self._lock:
+            self._written.pop(key, None)
 
     def forget(self, key: Key) -> None:
         """The server is gone: drop what is kept about it."""
