@@ -48,6 +48,8 @@ logger = logging.getLogger("ctxfit.controller")
 APPLIED_MEMORY_SECONDS = 10.0
 DEFAULT_EXECUTOR_THREADS = 4
 """asyncio's default executor: start-up (API client), leader election, stopping; reconciles have their own."""
+STOP_GRACE_SECONDS = 2.0
+"""On stop, calls already sent to the API server get this long to answer (then they are abandoned)."""
 FIRST_PASS_SHARE = 4
 """One worker slot in this many is kept for servers' first reconciles (``priority.PriorityGate``)."""
 Key = tuple[str, str]
@@ -184,15 +186,16 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         return
     state.runtime.stopping.set()
     await state.queue.close()
-    running = await asyncio.to_thread(state.threads.close)
+    lanes = [lane for lane in (state.runtime.events, state.runtime.services) if lane is not None]
+    closed = await asyncio.gather(  # at most STOP_GRACE_SECONDS in all, not per stage
+        asyncio.to_thread(state.threads.close, STOP_GRACE_SECONDS),
+        *(asyncio.to_thread(lane.close, STOP_GRACE_SECONDS) for lane in lanes))
+    running = closed[0]
     if running:
         logger.info("stopping: %d reconciles still waiting for the API server are abandoned", running)
     await state.leader.stop()
     state.leader_task.cancel()
     state.runtime.metrics.close()
-    for lane in (state.runtime.events, state.runtime.services):
-        if lane is not None:
-            await asyncio.to_thread(lane.close)
 
 
 async def index_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[Key, PodView]:
