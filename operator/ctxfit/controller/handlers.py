@@ -50,8 +50,11 @@ DEFAULT_EXECUTOR_THREADS = 4
 """asyncio's default executor: start-up (API client), leader election, stopping; reconciles have their own."""
 STOP_GRACE_SECONDS = 2.0
 """On stop, calls already sent to the API server get this long to answer (then they are abandoned)."""
-FIRST_PASS_SHARE = 4
-"""One worker slot in this many is kept for servers' first reconciles (``priority.PriorityGate``)."""
+LATER_PASS_SHARE = 4
+"""Later passes (status, Events, Services, pod changes) hold at most one worker slot in this many; the rest is
+kept for servers' first reconciles (``priority.PriorityGate``): during a burst of new servers, follow-up
+status writes (CRD status updates are among the API server's costliest writes) would otherwise slow the
+creates and first passes down (bench/README.md)."""
 Key = tuple[str, str]
 
 
@@ -163,7 +166,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
             state.waiting_for_nodes.discard((namespace, name))
         return result.requeue_after
 
-    queue = WorkQueue(work, cfg.workers, reserved=cfg.workers // FIRST_PASS_SHARE,
+    queue = WorkQueue(work, cfg.workers, reserved=cfg.workers - max(1, cfg.workers // LATER_PASS_SHARE),
                       observe_wait=metrics.observe_queue_wait)
 
     def elected() -> None:
