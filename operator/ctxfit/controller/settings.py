@@ -60,10 +60,11 @@ class Settings(BaseSettings):
     node_recheck_seconds: Annotated[float, Field(gt=0)] = 30.0
     startup_grace_seconds: Annotated[float, Field(ge=0)] = 120.0
     workers: Annotated[int, Field(ge=1, le=256)] = 32
-    """Concurrent reconciles (threads started on demand, ended when idle; later passes hold at most a quarter,
-    the rest is kept for new servers' first passes). bench/reconcile_bench.py on 2 shared cores (bench/README.md): 200 servers burst, create ->
-    Deployment p95 1.1 s with 32, 2.3 s with 96 (more requests in flight only slow the API server down);
-    1,000 servers backlog: the same rate with 32 and 96, peak RSS 153-157 MiB vs 187-189 MiB."""
+    """Concurrent reconciles (threads started on demand, ended when idle; later passes hold at most a
+    quarter, the rest is kept for new servers' first passes). bench/reconcile_bench.py on 2 shared cores
+    (bench/README.md): 200 servers burst, create -> Deployment p95 1.1 s with 32, 2.3 s with 96 (more
+    requests in flight only slow the API server down); 1,000 servers backlog: the same rate with 32 and 96,
+    peak RSS 153-157 MiB vs 187-189 MiB."""
     log_tail_lines: Annotated[int, Field(ge=0, le=10000)] = 200
     lease_seconds: Annotated[float, Field(ge=2)] = 15.0
     allowed_image_prefixes: Annotated[tuple[str, ...], NoDecode] = ()
