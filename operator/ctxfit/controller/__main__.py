@@ -6,9 +6,9 @@ liveness endpoint ``http://0.0.0.0:$CTXFIT_HEALTH_PORT/healthz``, the log level 
 (INFO: one line per decision per server, ``controller/decisions.py``; DEBUG adds kopf's per-event
 lines). kopf itself runs standalone; when ``CTXFIT_PEERING`` is set, only the holder of that Lease
 reconciles (``controller/leader.py``).
-SIGTERM/SIGINT stop it cleanly (queue drained, Lease released); once kopf has stopped, the process exits at
-once (``exit_now``) instead of tearing the interpreter down object by object, which took seconds with 1,000
-servers' state in memory (bench/README.md).
+SIGTERM/SIGINT stop it cleanly (queue drained, Lease released); once kopf has stopped (at most
+``handlers.KOPF_EXIT_SECONDS`` after the cleanup), the process exits at once (``exit_now``) instead of tearing
+the interpreter down object by object, which took seconds with 1,000 servers' state in memory (bench/README.md).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def main() -> int:
         clusterwide=not namespaces,
         namespaces=namespaces,
         liveness_endpoint=liveness,
-        memo=kopf.Memo(),
+        memo=kopf.Memo(exit_after_cleanup=exit_now),
     )
     return 0
 

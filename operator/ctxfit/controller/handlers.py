@@ -48,6 +48,9 @@ logger = logging.getLogger("ctxfit.controller")
 APPLIED_MEMORY_SECONDS = 10.0
 DEFAULT_EXECUTOR_THREADS = 4
 """asyncio's default executor: start-up (API client), leader election, stopping; reconciles have their own."""
+KOPF_EXIT_SECONDS = 1.0
+"""After the cleanup, kopf gets this long to stop its own tasks before the process exits (``memo.exit_after_cleanup``,
+set by ``__main__``): kopf 1.45 waits 5 s for a pause-waiter task of the pods watch that never ends."""
 STOP_GRACE_SECONDS = 2.0
 """On stop, calls already sent to the API server get this long to answer (then they are abandoned)."""
 LATER_PASS_SHARE = 4
@@ -183,7 +186,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
 
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     """Stop the queue (reconciles running in threads stop at their next write), release the Lease, stop the
-    metrics server and the Event poster (queued Normal Events are dropped)."""
+    metrics server and the lanes (queued Normal Events and Service writes are dropped); with
+    ``memo.exit_after_cleanup`` (the process, ``__main__``), exit ``KOPF_EXIT_SECONDS`` later."""
     state: State | None = getattr(memo, "state", None)
     if state is None:
         return
@@ -199,6 +203,9 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     await state.leader.stop()
     state.leader_task.cancel()
     state.runtime.metrics.close()
+    exit_after: Callable[[int], None] | None = getattr(memo, "exit_after_cleanup", None)
+    if exit_after is not None:  # kopf then waits up to 5 s for a task of its own that never ends (pods' pause-waiter)
+        asyncio.get_running_loop().call_later(KOPF_EXIT_SECONDS, exit_after, 0)
 
 
 async def index_pods(namespace: str, labels: kopf.Labels, body: kopf.Body, **_: Any) -> dict[Key, PodView]:

@@ -1,6 +1,7 @@
 """kopf's settings for ctxfit, chosen for the per-event cost (the operator watches every engine pod, owned
 Deployment and Service, and every InferenceServer: at 1,000 servers that is many events per second).
 
+- initial listings are chunked (``LIST_CHUNK_SIZE``);
 - ctxfit registers only ``on.event`` handlers and indexes, all ``async``: kopf runs a sync handler in its
   thread pool (``settings.execution``), a thread hop plus a copied context per event; an async one runs
   inline. The pool is kept for kopf's own sync callbacks (``on.login``): ``KOPF_EXECUTOR_THREADS``.
@@ -23,6 +24,10 @@ KOPF_EXECUTOR_THREADS = 2
 """Threads of kopf's own executor: only ``on.login`` (sync) runs there once every handler is async."""
 WATCH_SERVER_TIMEOUT_SECONDS = 300
 """``watching.server_timeout``: the API server ends each watch after this long (kopf re-lists nothing)."""
+LIST_CHUNK_SIZE = 200
+"""``watching.chunk_size``: the initial listings (1,000 servers, their pods, Deployments...) are read this many
+objects per call, not all at once: one 1,000-object list decoded at once was a transient peak of the
+operator's RSS after a restart (kopf docs: "Configuration", watching.chunk_size)."""
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -46,5 +51,6 @@ def configure(settings: kopf.OperatorSettings) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="ctxfit.io")
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.watching.server_timeout = WATCH_SERVER_TIMEOUT_SECONDS
+    settings.watching.chunk_size = LIST_CHUNK_SIZE
     settings.execution.max_workers = KOPF_EXECUTOR_THREADS
 
