@@ -13,6 +13,7 @@ the interpreter down object by object, which took seconds with 1,000 servers' st
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
@@ -33,6 +34,8 @@ def main() -> int:
     logging.getLogger("ctxfit").setLevel(settings.log_level)  # the per-server decision lines at INFO
     if not debug:  # kopf's one INFO line per handled event is noise at 200 servers
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    gc.freeze()  # the imported modules' objects leave the collector's generations: full collections (they stop
+    # every thread) walk only what the operator builds, not everything kopf, kubernetes and pydantic imported
     kopf.run(
         registry=build_registry(),
         standalone=True,

@@ -73,7 +73,8 @@ class State:
         leader_task: the election loop.
         known: servers seen (re-enqueued on becoming leader).
         waiting_for_nodes: servers re-checked on any node change.
-        pod_views: last ``PodView`` per pod uid (unchanged pods enqueue nothing).
+        pod_views: hash of the last ``PodView`` per pod uid (unchanged pods enqueue nothing; the index keeps
+            the view itself).
         bodies: the newest InferenceServer seen per key, as compact JSON (``slim``; saves a GET; dropped after a
             conflict).
         written: resourceVersion of our own last status write per key (its watch echo is skipped).
@@ -94,7 +95,7 @@ class State:
     leader_task: asyncio.Task[None]
     known: set[Key] = field(default_factory=set)
     waiting_for_nodes: set[Key] = field(default_factory=set)
-    pod_views: dict[str, PodView] = field(default_factory=dict)
+    pod_views: dict[str, int] = field(default_factory=dict)
     bodies: dict[Key, bytes] = field(default_factory=dict)
     written: dict[Key, str] = field(default_factory=dict)
     events_seen: dict[Key, int] = field(default_factory=dict)
@@ -287,7 +288,7 @@ async def on_pod(event: kopf.RawEvent, body: kopf.Body, namespace: str, labels: 
     """An engine pod changed in a way that matters (readiness, termination, restarts) -> reconcile its server."""
     state = _remember(memo, indexes)
     uid = str(body.metadata.uid)
-    view = pod_view(body)
+    view = hash(pod_view(body))
     if event.get("type") == "DELETED":
         state.pod_views.pop(uid, None)
     elif state.pod_views.get(uid) == view:
