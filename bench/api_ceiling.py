@@ -3,19 +3,21 @@
 Used by ``bench/reconcile_bench.py`` in the same run as the operator measurement (same machine, same
 control plane, same moment), so the operator's throughput can be printed as a fraction of it. The
 Deployments are copies of one the operator wrote (server-set metadata and owner references removed),
-created in a scratch namespace with the same client library and call style as the operator
-(``kubernetes`` client, ``create_namespaced_deployment`` with ``_preload_content=False``), from a thread pool.
+created in a scratch namespace with the same client and call style as the operator (raw JSON POSTs over
+the ``kubernetes`` client's connection pool, ``ctxfit.controller.rest.Rest``; the generated
+``create_namespaced_deployment`` validates each body into pydantic models first, which costs the client
+more CPU than the API server spends on the create), from a thread pool.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from ctxfit.controller.rest import CLAIMS, DEPLOYMENTS, Resource, Rest
 from kubernetes import client
 
 SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation", "ownerReferences",
@@ -33,22 +35,33 @@ def template(deployment: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def read_deployment(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
-    """One Deployment as a plain dict (camelCase, as the operator reads it)."""
-    rsp = client.AppsV1Api(api).read_namespaced_deployment(name, namespace, _preload_content=False)
-    try:
-        return dict(json.loads(rsp.data))
-    finally:
-        rsp.release_conn()
+def read_object(api: client.ApiClient, resource: Resource, namespace: str, name: str) -> dict[str, Any]:
+    """One object as a plain dict (camelCase, as the operator reads it), e.g. ``(DEPLOYMENTS, ns, name)``.
+    Raises ``LookupError`` when it does not exist."""
+    got = Rest(api).read(resource, namespace, name)
+    if got is None:
+        raise LookupError(f"{resource.plural} {namespace}/{name} not found")
+    return got
+
+
+def _mounting(deployment: dict[str, Any], claim: str) -> dict[str, Any]:
+    """A shallow copy of ``deployment`` whose claim volumes name ``claim``."""
+    pod = deployment["spec"]["template"]["spec"]
+    volumes = [{**v, "persistentVolumeClaim": {**v["persistentVolumeClaim"], "claimName": claim}}
+               if "persistentVolumeClaim" in v else v for v in pod.get("volumes") or []]
+    template = {**deployment["spec"]["template"], "spec": {**pod, "volumes": volumes}}
+    return {**deployment, "spec": {**deployment["spec"], "template": template}}
 
 
 @dataclass(frozen=True)
 class Ceiling:
-    """``count`` Deployments created by ``threads`` threads in ``seconds`` (wall, first call to last answer)."""
+    """``count`` Deployments (each with its claim when ``claims``) created by ``threads`` threads in ``seconds``
+    (wall, first call to last answer)."""
 
     threads: int
     count: int
     seconds: float
+    claims: bool = False
 
     @property
     def per_second(self) -> float:
@@ -57,22 +70,34 @@ class Ceiling:
 
 
 def measure(api: client.ApiClient, namespace: str, base: dict[str, Any], count: int, threads: int,
-            prefix: str) -> Ceiling:
-    """Create ``count`` copies of ``base`` named ``{prefix}-NNNN`` in ``namespace`` (which must exist).
+            prefix: str, claim: dict[str, Any] | None = None) -> Ceiling:
+    """Create ``count`` copies of ``base`` named ``{prefix}-NNNN`` in ``namespace`` (which must exist); with
+    ``claim`` (a PersistentVolumeClaim as read), each Deployment is followed by its own copy of the claim
+    (``{prefix}-NNNN-weights``, mounted by that Deployment), the writes of the operator's first pass.
 
     Raises the client's ``ApiException`` when a create fails (the ceiling would be meaningless).
     """
-    apps = client.AppsV1Api(api)
+    rest = Rest(api)
     body = template(base)
     body["metadata"]["namespace"] = namespace
+    claim_body = template(claim) if claim is not None else None
+    if claim_body is not None:
+        claim_body["metadata"]["namespace"] = namespace
+        claim_body["spec"].pop("volumeName", None)  # set by the binding
+        for key in ("annotations",):  # the provisioner's and binder's annotations
+            claim_body["metadata"].pop(key, None)
 
     def create(i: int) -> None:
-        obj = {**body, "metadata": {**body["metadata"], "name": f"{prefix}-{i:04d}"}}
-        rsp = apps.create_namespaced_deployment(namespace, obj, _preload_content=False)
-        rsp.data  # noqa: B018 - drain, so the connection goes back to the pool
-        rsp.release_conn()
+        name = f"{prefix}-{i:04d}"
+        obj = {**body, "metadata": {**body["metadata"], "name": name}}
+        if claim_body is not None:
+            obj = _mounting(obj, f"{name}-weights")
+        rest.call("POST", DEPLOYMENTS, namespace, query={"fieldManager": "ctxfit"}, body=obj)
+        if claim_body is not None:
+            rest.call("POST", CLAIMS, namespace, body={**claim_body, "metadata": {**claim_body["metadata"],
+                                                                              "name": f"{name}-weights"}})
 
     start = time.monotonic()
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(create, range(count)))
-    return Ceiling(threads=threads, count=count, seconds=time.monotonic() - start)
+    return Ceiling(threads=threads, count=count, seconds=time.monotonic() - start, claims=claim is not None)

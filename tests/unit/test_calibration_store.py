@@ -1,4 +1,4 @@
-"""The calibration ConfigMap (controller/calibration_store.py) against a fake CoreV1Api: created on the first
+"""The calibration ConfigMap (controller/calibration_store.py) against a fake API server: created on the first
 sample, samples once each (same id twice, a retry after a crash), compare-and-swap retried on conflict,
 readable YAML, a malformed or unreadable ConfigMap never breaks planning."""
 
@@ -19,36 +19,42 @@ KEY = CalibrationKey("vllm", "0.19", "NVIDIA-H100-80GB-HBM3", 1, 1)
 
 
 class FakeCore:
+    """The ConfigMap endpoints of the API server as ``Kube.rest`` (controller/rest.py) calls them."""
+
     def __init__(self, conflicts: int = 0, forbidden: bool = False) -> None:
         self.obj: dict[str, Any] | None = None
         self.version = 0
         self.conflicts = conflicts
         self.forbidden = forbidden
         self.writes = 0
+        self.reads = 0
         self.journal: list[str] | None = None
 
-    def read_namespaced_config_map(self, name: str, namespace: str, **_: Any) -> Any:
+    def read(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
+        assert resource.plural == "configmaps" and name
+        self.reads += 1
         if self.forbidden:
             raise ApiException(status=403)
-        if self.obj is None:
-            raise ApiException(status=404)
-        data = json.dumps(self.obj).encode()
-        return SimpleNamespace(data=data, release_conn=lambda: None)
+        return json.loads(json.dumps(self.obj)) if self.obj is not None else None
 
-    def _store(self, body: Any) -> None:
+    def _store(self, body: dict[str, Any]) -> None:
         self.version += 1
         self.writes += 1
         if self.journal is not None:
             self.journal.append("configmap")
-        self.obj = {"metadata": {"name": body.metadata.name, "resourceVersion": str(self.version)},
-                    "data": dict(body.data)}
+        self.obj = {"metadata": {"name": body["metadata"]["name"], "resourceVersion": str(self.version)},
+                    "data": dict(body["data"])}
 
-    def create_namespaced_config_map(self, namespace: str, body: Any) -> None:
-        if self.obj is not None:
-            raise ApiException(status=409)
-        self._store(body)
-
-    def replace_namespaced_config_map(self, name: str, namespace: str, body: Any) -> None:
+    def call(self, method: str, resource: Any, namespace: str, name: str | None = None, *, body: dict[str, Any],
+             **_: Any) -> bytes:
+        assert resource.plural == "configmaps"
+        if method == "POST":
+            assert name is None
+            if self.obj is not None:
+                raise ApiException(status=409)
+            self._store(body)
+            return b"{}"
+        assert method == "PUT" and name
         if self.conflicts:
             self.conflicts -= 1
             self.version += 1  # someone else wrote
@@ -56,13 +62,14 @@ class FakeCore:
             self.obj["metadata"]["resourceVersion"] = str(self.version)
             raise ApiException(status=409)
         assert self.obj is not None
-        if body.metadata.resource_version != self.obj["metadata"]["resourceVersion"]:
+        if body["metadata"].get("resourceVersion") != self.obj["metadata"]["resourceVersion"]:
             raise ApiException(status=409)
         self._store(body)
+        return b"{}"
 
 
 def store(core: FakeCore) -> CalibrationStore:
-    return CalibrationStore(SimpleNamespace(core=core), "ctxfit-system", "ctxfit-calibration")  # type: ignore[arg-type]
+    return CalibrationStore(SimpleNamespace(rest=core), "ctxfit-system", "ctxfit-calibration")  # type: ignore[arg-type]
 
 
 def sample(i: int, gib: float = -0.5) -> Sample:
@@ -136,7 +143,7 @@ def test_reconcile_records_the_sample_before_the_status_that_holds_it() -> None:
     rt = runtime(kube)
     core = FakeCore()
     core.journal = kube.calls
-    rt.calibration = CalibrationStore(SimpleNamespace(core=core), "ctxfit-system", "cal")  # type: ignore[arg-type]
+    rt.calibration = CalibrationStore(SimpleNamespace(rest=core), "ctxfit-system", "cal")  # type: ignore[arg-type]
     first = reconcile(rt, "ns", "kimi-k25", (RTX,), ())
     assert first.stored is not None
     kube.server = first.stored
@@ -155,3 +162,24 @@ def test_reconcile_records_the_sample_before_the_status_that_holds_it() -> None:
     kube.calls.clear()
     reconcile(rt, "ns", "kimi-k25", (RTX,), (ready,))
     assert not [c for c in kube.calls if c.startswith("log:")], "read once per attempt"
+
+
+def test_a_burst_of_plans_shares_one_read() -> None:
+    """Concurrent planners wait for one GET instead of each reading the ConfigMap (bench/README.md: 141 GETs for
+    200 new servers before)."""
+    import threading
+    import time
+
+    class SlowCore(FakeCore):
+        def read(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
+            time.sleep(0.05)
+            return super().read(resource, namespace, name)
+
+    core = SlowCore()
+    s = store(core)
+    threads = [threading.Thread(target=s.table) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert core.reads == 1

@@ -319,7 +319,7 @@ NAMESPACED_RULES = {
     ("", "pods"): {"list", "watch"},
     ("", "pods/log"): {"get"},
     ("", "events"): {"create", "list"},
-    ("", "persistentvolumeclaims"): {"get", "create", "patch", "delete"},
+    ("", "persistentvolumeclaims"): {"get", "list", "watch", "create", "patch", "delete"},
 }
 CLUSTER_RULES = {
     ("", "nodes"): {"list", "watch"},

@@ -51,13 +51,46 @@ CLIENT_CALL = re.compile(r"^(read|get|list|create|replace|patch|delete)_(?:names
 KOPF = {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}}
 KOPF_NAMESPACED = {("", "namespaces"): {"list", "watch"}}
 CLUSTER_SCOPED = {"nodes", "namespaces", "customresourcedefinitions", "storageclasses"}
-KOPF_RESOURCES = {"pods": "", "nodes": "", "services": "", "events": "", "namespaces": "", "deployments": "apps"}
+KOPF_RESOURCES = {"pods": "", "nodes": "", "services": "", "events": "", "namespaces": "", "deployments": "apps",
+                  "persistentvolumeclaims": ""}
 
 Needs = dict[tuple[str, str], set[str]]
 
 
 def _add(needs: Needs, key: tuple[str, str], *verbs: str) -> None:
     needs.setdefault(key, set()).update(verbs)
+
+
+# Raw JSON calls (controller/rest.py): ``rest.call(VERB, RESOURCE, namespace, name, ...)``, ``rest.call_json(...)``
+# and ``rest.read(RESOURCE, namespace, name)`` with a ``Resource`` declared in rest.py; any other raw request of
+# the controller (``rest.request``/``json``/``get`` with a computed path) cannot be mapped and fails the test.
+HTTP_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+def _raw_call(path: Path, call: ast.Call, needs: Needs, unknown: list[str]) -> None:
+    from ctxfit.controller import rest
+
+    func = call.func
+    if not isinstance(func, ast.Attribute) or not re.search(r"\brest$", ast.unparse(func.value)):
+        return
+    where = f"{path.name}:{call.lineno} {ast.unparse(call)[:80]}"
+    if func.attr not in ("call", "call_json", "read"):
+        unknown.append(where)
+        return
+    args = list(call.args)
+    verb = "GET"
+    if func.attr != "read":
+        if not args or not isinstance(args[0], ast.Constant) or not isinstance(args[0].value, str):
+            unknown.append(where)
+            return
+        verb = args.pop(0).value
+    resource = getattr(rest, ast.unparse(args[0]), None) if args and isinstance(args[0], ast.Name) else None
+    if not isinstance(resource, rest.Resource):
+        unknown.append(where)
+        return
+    named = len(args) - 1 >= (2 if resource.namespaced else 1) or any(k.arg == "name" for k in call.keywords)
+    rbac_verb = HTTP_VERBS.get(verb) or ("get" if named else "list")
+    _add(needs, (resource.group, resource.rbac), rbac_verb)
 
 
 def code_needs() -> tuple[Needs, list[str]]:
@@ -87,6 +120,7 @@ def code_needs() -> tuple[Needs, list[str]]:
                 if verb == "patch" and applies:  # server-side apply creates missing objects
                     _add(needs, key, "create")
         for call in [n for n in ast.walk(tree) if isinstance(n, ast.Call)]:
+            _raw_call(path, call, needs, unknown)
             name = ast.unparse(call.func)
             if name in ("kopf.index", "kopf.on.event") and call.args:
                 first = call.args[0]

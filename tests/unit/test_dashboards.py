@@ -41,6 +41,9 @@ CTXFIT_METRICS = {
     "ctxfit_reconcile_duration_seconds_bucket", "ctxfit_reconcile_duration_seconds_count",
     "ctxfit_reconcile_duration_seconds_sum", "ctxfit_reconcile_errors_total",
     "ctxfit_kv_cache_tokens", "ctxfit_prediction_error_bytes", "ctxfit_context_clamped",
+    "ctxfit_workqueue_wait_seconds_bucket", "ctxfit_workqueue_wait_seconds_count", "ctxfit_workqueue_wait_seconds_sum",
+    "ctxfit_api_requests_total", "ctxfit_api_request_duration_seconds_bucket",
+    "ctxfit_api_request_duration_seconds_count", "ctxfit_api_request_duration_seconds_sum",
 }
 # Engine metrics (docs docs/engine-memory.md A.4: vLLM 0.11-0.33, B.3: SGLang 0.5.4-0.5.23).
 ENGINE_METRICS = {

@@ -181,7 +181,8 @@ def test_owned_objects_enqueue_their_server_only_when_what_is_compared_changes()
     """Owned Deployment/Service events: a status-only change enqueues nothing; a hand edit, a ReplicaFailure or a
     deletion enqueues the server at once (no GET: the view comes from the watched body)."""
     added: list[Any] = []
-    state = SimpleNamespace(indexes=("pods", "nodes"), owned_views={}, queue=SimpleNamespace(add=added.append))
+    state = SimpleNamespace(indexes=("pods", "nodes"), owned_views={}, queue=SimpleNamespace(add=added.append),
+                            runtime=SimpleNamespace(services=None))
     deployment: dict[str, Any] = {
         "metadata": {"name": "kimi", "namespace": "ns", "uid": "d1", "generation": 1,
                      "annotations": {"ctxfit.io/pod-template-hash": "h1"}},
@@ -235,6 +236,9 @@ class FakeClaims:
     def get_claim(self, namespace: str, name: str) -> None:
         self.kube.calls.append(f"get-claim:{name}")
 
+    def created(self, namespace: str, name: str) -> None:
+        return None
+
     def apply_claim(self, claim: dict[str, Any], *, exists: bool) -> None:
         self.kube.calls.append(f"apply:{claim['kind']}:{claim['metadata']['name']}")
 
@@ -255,3 +259,16 @@ def test_the_cache_claim_follows_the_deployment_and_is_read_once_it_exists() -> 
     rt.kube = again  # type: ignore[assignment]
     reconcile(rt, "ns", "kimi-k25", (RTX,), ())
     assert again.calls[0] == "get-claim:kimi-k25-weights"
+
+
+def test_cached_bodies_are_compact_and_lose_only_managed_fields() -> None:
+    from ctxfit.controller.handlers import slim, unslim
+
+    body = server()
+    body["metadata"]["managedFields"] = [{"manager": "ctxfit", "fieldsV1": {"f:status": {}}}]
+    kept = slim(body)
+    assert isinstance(kept, bytes) and b"managedFields" not in kept
+    back = unslim(kept)
+    assert back is not None and "managedFields" not in back["metadata"]
+    del body["metadata"]["managedFields"]
+    assert back == body and unslim(None) is None

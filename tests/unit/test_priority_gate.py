@@ -70,6 +70,47 @@ def test_gate_never_exceeds_its_limit_and_survives_cancellation() -> None:
 def test_gate_rejects_a_zero_limit() -> None:
     with pytest.raises(ValueError, match="limit"):
         PriorityGate(0)
+    with pytest.raises(ValueError, match="reserved"):
+        PriorityGate(2, reserved=2)
+
+
+def test_reserved_slots_keep_room_for_first_passes() -> None:
+    """Follow-ups (priority > 0) hold at most limit - reserved slots; a first pass arriving while they fill
+    their share is admitted at once, and follow-ups waiting for their share do not block it."""
+
+    async def scenario() -> tuple[int, bool, int]:
+        gate = PriorityGate(3, reserved=1)
+        release = asyncio.Event()
+        peak_later = holding_later = 0
+
+        async def follow_up() -> None:
+            nonlocal peak_later, holding_later
+            async with gate.slot(1):
+                holding_later += 1
+                peak_later = max(peak_later, holding_later)
+                await release.wait()
+                holding_later -= 1
+
+        later = [asyncio.create_task(follow_up()) for _ in range(5)]
+        await asyncio.sleep(0)
+        admitted = asyncio.Event()
+
+        async def first_pass() -> None:
+            async with gate.slot(0):
+                admitted.set()
+
+        first = asyncio.create_task(first_pass())
+        await asyncio.sleep(0.01)
+        was_admitted = admitted.is_set()
+        waiting = gate.waiting
+        release.set()
+        await asyncio.gather(first, *later)
+        return peak_later, was_admitted, waiting
+
+    peak_later, admitted, waiting = asyncio.run(scenario())
+    assert peak_later == 2
+    assert admitted, "the reserved slot went to the first pass"
+    assert waiting == 3, "three follow-ups wait for their share"
 
 
 def test_queue_runs_new_keys_before_follow_ups() -> None:

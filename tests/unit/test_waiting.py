@@ -127,7 +127,7 @@ def test_replica_failure_is_surfaced() -> None:
     start = started()
     message = ('pods "kimi-5d8f7c9b4-" is forbidden: exceeded quota: no-pods, requested: pods=1, used: pods=0, '
                'limited: pods=0')
-    deployment = replace(applied(start), live=LiveDeployment(fields={}, replica_failure=message))
+    deployment = replace(applied(start), live=LiveDeployment.of({}, replica_failure=message))
     out = converge(snapshot(spec(), start.status, deployment=deployment), SETTINGS, never)
     assert out.status.phase is Phase.FAILED and ready_reason(out) is Reason.POD_CREATION_FAILED
     assert "exceeded quota" in (out.status.message or "")
@@ -200,7 +200,7 @@ def test_hand_edit_of_the_deployment_is_reverted_with_an_event() -> None:
     live = live_deployment(rendered, CONTAINER_NAME)
     fields = dict(live.fields)
     fields["container.image"] = "other/image:latest"
-    edited = replace(applied(start), live=LiveDeployment(fields=fields))
+    edited = replace(applied(start), live=LiveDeployment.of(fields))
     out = converge(snapshot(spec(), start.status, deployment=edited), SETTINGS, never)
     assert out.deployment is not None
     notes = [e for e in out.events if e.reason is Reason.DRIFT_REVERTED]

@@ -10,24 +10,24 @@ writing the same samples again after a crash or a retry changes nothing (exactly
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-from typing import Any, cast
+from typing import Any
 
 import yaml
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample
 
 from .kube import Kube
+from .rest import CONFIGMAPS
 
 logger = logging.getLogger(__name__)
 DATA_KEY = "calibration.yaml"
 CACHE_SECONDS = 2.0
-"""Planning reads the table at most this often (a burst of new servers shares one GET)."""
+"""Planning reads the table at most this often (a burst of new servers shares one GET: one thread reads,
+the others wait for its answer)."""
 WRITE_ATTEMPTS = 8
 
 
@@ -48,40 +48,43 @@ def render_table(table: CalibrationTable) -> str:
 
 
 class CalibrationStore:
-    """Reads and appends to the calibration ConfigMap ``namespace/name`` (thread-safe)."""
+    """Reads and appends to the calibration ConfigMap ``namespace/name`` (thread-safe; raw JSON over
+    ``Kube.rest``)."""
 
     def __init__(self, kube: Kube, namespace: str, name: str) -> None:
         self.kube, self.namespace, self.name = kube, namespace, name
         self._lock = threading.Lock()
+        self._refresh = threading.Lock()
         self._cached: tuple[float, CalibrationTable] | None = None
 
     def _read(self) -> dict[str, Any] | None:
-        try:
-            rsp: Any = self.kube.core.read_namespaced_config_map(self.name, self.namespace, _preload_content=False)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        try:
-            return cast(dict[str, Any], json.loads(rsp.data))
-        finally:
-            rsp.release_conn()
+        return self.kube.rest.read(CONFIGMAPS, self.namespace, self.name)
+
+    def _fresh(self) -> CalibrationTable | None:
+        with self._lock:
+            if self._cached is not None and time.monotonic() - self._cached[0] < CACHE_SECONDS:
+                return self._cached[1]
+        return None
 
     def table(self) -> CalibrationTable:
         """The current table (cached for ``CACHE_SECONDS``); empty when the ConfigMap is absent. Best effort:
         an API error (e.g. no RBAC for it) keeps the last table read, so planning never waits on calibration."""
-        with self._lock:
-            if self._cached is not None and time.monotonic() - self._cached[0] < CACHE_SECONDS:
-                return self._cached[1]
-        try:
-            table = _table_of(self._read())
-        except ApiException as exc:
-            logger.warning("calibration ConfigMap %s/%s unreadable (%s): planning without new samples",
-                           self.namespace, self.name, exc.status)
-            table = self._cached[1] if self._cached is not None else CalibrationTable()
-        with self._lock:
-            self._cached = (time.monotonic(), table)
-        return table
+        table = self._fresh()
+        if table is not None:
+            return table
+        with self._refresh:  # one GET per expiry; the others wait for it
+            table = self._fresh()
+            if table is not None:
+                return table
+            try:
+                table = _table_of(self._read())
+            except ApiException as exc:
+                logger.warning("calibration ConfigMap %s/%s unreadable (%s): planning without new samples",
+                               self.namespace, self.name, exc.status)
+                table = self._cached[1] if self._cached is not None else CalibrationTable()
+            with self._lock:
+                self._cached = (time.monotonic(), table)
+            return table
 
     def record(self, samples: list[tuple[CalibrationKey, Sample]]) -> int:
         """Add ``samples`` (idempotent by sample id). Returns how many were new. Raises ``ApiException``."""
@@ -91,17 +94,18 @@ class CalibrationStore:
             added = sum(1 for key, sample in samples if table.add(key, sample))
             if added == 0:
                 return 0
-            body = client.V1ConfigMap(
-                metadata=client.V1ObjectMeta(
-                    name=self.name, namespace=self.namespace,
-                    labels={"app.kubernetes.io/managed-by": "ctxfit", "app.kubernetes.io/component": "calibration"},
-                    resource_version=(current or {}).get("metadata", {}).get("resourceVersion")),
-                data={DATA_KEY: render_table(table)})
+            metadata: dict[str, Any] = {
+                "name": self.name, "namespace": self.namespace,
+                "labels": {"app.kubernetes.io/managed-by": "ctxfit", "app.kubernetes.io/component": "calibration"}}
+            if current is not None:
+                metadata["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
+            body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata,
+                    "data": {DATA_KEY: render_table(table)}}
             try:
                 if current is None:
-                    self.kube.core.create_namespaced_config_map(self.namespace, body)
+                    self.kube.rest.call("POST", CONFIGMAPS, self.namespace, body=body)
                 else:
-                    self.kube.core.replace_namespaced_config_map(self.name, self.namespace, body)
+                    self.kube.rest.call("PUT", CONFIGMAPS, self.namespace, self.name, body=body)
             except ApiException as exc:
                 if exc.status in (409, 404):
                     continue  # someone wrote in between (or it vanished): read again

@@ -3,8 +3,8 @@
 Every write the operator does goes through here: the InferenceServer status (replace on the status
 subresource with ``resourceVersion``, i.e. compare-and-swap), create/replace of the Deployment and
 create of the Service (field manager ``ctxfit``), scaling to zero, Events. Reads: the InferenceServer,
-its Deployment, a failed pod's Events and previous log tail. Responses are read as raw JSON
-(``_preload_content=False``): no model (de)serialization on the hot path. Never reads Secrets.
+its Deployment, a failed pod's Events and previous log tail. Requests and responses are raw JSON
+(``controller/rest.py``): no model validation or (de)serialization on the hot path. Never reads Secrets.
 """
 
 from __future__ import annotations
@@ -12,17 +12,31 @@ from __future__ import annotations
 import json
 import uuid
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any, cast
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from ctxfit.api import API_GROUP, API_VERSION, KIND, PLURAL
+from ctxfit.api import API_GROUP, API_VERSION, KIND
 from ctxfit.vocab.text import clean_text
+
+from .rest import (
+    DEPLOYMENTS,
+    DEPLOYMENTS_SCALE,
+    EVENTS,
+    JSON_PATCH,
+    POD_LOG,
+    SERVERS,
+    SERVERS_STATUS,
+    SERVICES,
+    Observe,
+    Rest,
+)
+from .rest import MERGE_PATCH as MERGE_PATCH  # re-exported: groupkube and claims import it from here
 
 FIELD_MANAGER = "ctxfit"
 COMPONENT = "ctxfit-operator"
-MERGE_PATCH = "application/merge-patch+json"
 WORKLOAD_KINDS = frozenset({"Deployment", "LeaderWorkerSet"})
 """Kinds whose ``spec.replicas`` an autoscaler may own."""
 
@@ -58,7 +72,7 @@ def service_port(service: dict[str, Any]) -> int | None:
 
 
 def _json(response: Any) -> dict[str, Any]:
-    """The JSON body of a raw (``_preload_content=False``) response: no model (de)serialization.
+    """The JSON body of a raw (``_preload_content=False``) response of a generated API call.
     The connection goes back to the pool (see ``_release``)."""
     try:
         return cast(dict[str, Any], json.loads(response.data))
@@ -92,26 +106,42 @@ def load_api_client(pool_size: int = 32) -> client.ApiClient:
 
 
 class Kube:
-    """Typed helpers over one ``ApiClient`` (thread-safe for concurrent calls)."""
+    """Typed helpers over one ``ApiClient`` (thread-safe for concurrent calls).
 
-    def __init__(self, api_client: client.ApiClient, instance: str = "") -> None:
+    The hot path (server, status, Deployment, Service, Events, scale, pod Events and logs) goes through
+    ``rest`` (raw JSON, ``controller/rest.py``). The generated API classes stay available as ``core``,
+    ``apps``, ``custom`` and ``coordination`` for the rarer callers (leader election, LeaderWorkerSets); each
+    is built, and its module imported, on first use.
+    """
+
+    def __init__(self, api_client: client.ApiClient, instance: str = "", observe: Observe | None = None) -> None:
         self.api_client = api_client
-        self.core = client.CoreV1Api(api_client)
-        self.apps = client.AppsV1Api(api_client)
-        self.custom = client.CustomObjectsApi(api_client)
-        self.coordination = client.CoordinationV1Api(api_client)
+        self.rest = Rest(api_client, observe)
         self.instance = instance or uuid.uuid4().hex[:8]
+
+    @cached_property
+    def core(self) -> client.CoreV1Api:
+        """The generated core/v1 API (imported on first use)."""
+        return client.CoreV1Api(self.api_client)
+
+    @cached_property
+    def apps(self) -> client.AppsV1Api:
+        """The generated apps/v1 API (imported on first use)."""
+        return client.AppsV1Api(self.api_client)
+
+    @cached_property
+    def custom(self) -> client.CustomObjectsApi:
+        """The generated custom-objects API (imported on first use)."""
+        return client.CustomObjectsApi(self.api_client)
+
+    @cached_property
+    def coordination(self) -> client.CoordinationV1Api:
+        """The generated coordination.k8s.io/v1 API (imported on first use)."""
+        return client.CoordinationV1Api(self.api_client)
 
     def get_server(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The InferenceServer as a dict, None when gone."""
-        try:
-            rsp = self.custom.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, name,
-                                                           _preload_content=False)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return _json(rsp)
+        return self.rest.read(SERVERS, namespace, name)
 
     def replace_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
         """PUT status with the read ``resourceVersion`` (compare-and-swap). Raises ``Conflict`` on 409."""
@@ -119,33 +149,20 @@ class Kube:
         new = {"apiVersion": body["apiVersion"], "kind": body["kind"], "metadata": meta,
                "spec": body.get("spec", {}), "status": status}
         try:
-            rsp = self.custom.replace_namespaced_custom_object_status(
-                API_GROUP, API_VERSION, meta["namespace"], PLURAL, meta["name"], new, _preload_content=False)
+            return self.rest.call_json("PUT", SERVERS_STATUS, meta["namespace"], meta["name"], body=new)
         except ApiException as exc:
             if exc.status == 409:
                 raise Conflict(f"{meta['namespace']}/{meta['name']} changed") from exc
             raise
-        return _json(rsp)
 
     def get_deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The Deployment as a plain dict (camelCase), None when absent."""
-        try:
-            rsp = self.apps.read_namespaced_deployment(name, namespace, _preload_content=False)
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return _json(rsp)
+        return self.rest.read(DEPLOYMENTS, namespace, name)
 
     def service_port(self, namespace: str, name: str) -> int | None:
         """The first port of Service ``name``, None when it does not exist."""
-        try:
-            service = _json(self.core.read_namespaced_service(name, namespace, _preload_content=False))
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return service_port(service)
+        service = self.rest.read(SERVICES, namespace, name)
+        return service_port(service) if service is not None else None
 
     def apply(self, obj: dict[str, Any], *, exists: bool) -> None:
         """Create or replace a Deployment, or create a Service, as rendered (ctxfit owns these objects).
@@ -159,11 +176,11 @@ class Kube:
         """
         meta = obj["metadata"]
         name, namespace, kind = meta["name"], meta["namespace"], obj["kind"]
-        raw: dict[str, Any] = {"field_manager": FIELD_MANAGER, "_preload_content": False}
+        manager = {"fieldManager": FIELD_MANAGER}
         if kind == "Service":
             if not exists:
                 try:
-                    _release(self.core.create_namespaced_service(namespace, cast(Any, obj), **raw))
+                    self.rest.call("POST", SERVICES, namespace, query=manager, body=obj)
                     return
                 except ApiException as exc:
                     if exc.status != 409:
@@ -171,29 +188,30 @@ class Kube:
             ops = [op for op in _replace_ops(obj) if op["path"].startswith("/metadata/labels/")]
             ops += [{"op": "replace", "path": f"/spec/{key}", "value": obj["spec"][key]}
                     for key in ("type", "selector", "ports")]
-            _release(self.core.patch_namespaced_service(name, namespace, cast(Any, ops), **raw))
+            self.rest.call("PATCH", SERVICES, namespace, name, query=manager, body=ops, content_type=JSON_PATCH)
             return
         if kind != "Deployment":
             raise ValueError(f"cannot apply kind {kind}")
         if not exists:
             try:
-                _release(self.apps.create_namespaced_deployment(namespace, cast(Any, obj), **raw))
+                self.rest.call("POST", DEPLOYMENTS, namespace, query=manager, body=obj)
                 return
             except ApiException as exc:
                 if exc.status != 409:
                     raise
         try:
-            _release(self.apps.patch_namespaced_deployment(name, namespace, cast(Any, _replace_ops(obj)), **raw))
+            self.rest.call("PATCH", DEPLOYMENTS, namespace, name, query=manager, body=_replace_ops(obj),
+                           content_type=JSON_PATCH)
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            _release(self.apps.create_namespaced_deployment(namespace, cast(Any, obj), **raw))
+            self.rest.call("POST", DEPLOYMENTS, namespace, query=manager, body=obj)
 
     def scale_to_zero(self, namespace: str, name: str) -> None:
         """Set the Deployment's replicas to 0 (GPUs released); absent Deployment is fine."""
         try:
-            _release(self.apps.patch_namespaced_deployment_scale(name, namespace, {"spec": {"replicas": 0}},
-                                                                 _preload_content=False))
+            self.rest.call("PATCH", DEPLOYMENTS_SCALE, namespace, name, body={"spec": {"replicas": 0}},
+                           content_type=MERGE_PATCH)
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -201,46 +219,45 @@ class Kube:
     def pod_events(self, namespace: str, pod: str, limit: int = 20) -> list[str]:
         """Messages of the pod's Events (e.g. probe failures), newest last; [] when unreadable."""
         try:
-            events = self.core.list_namespaced_event(
-                namespace, field_selector=f"involvedObject.kind=Pod,involvedObject.name={pod}")
+            events = self.rest.call_json("GET", EVENTS, namespace, query={
+                "fieldSelector": f"involvedObject.kind=Pod,involvedObject.name={pod}"})
         except ApiException:
             return []
-        items = sorted(events.items, key=lambda e: str(e.last_timestamp or e.event_time or ""))
-        return [f"{e.reason}: {e.message}" for e in items[-limit:] if e.message]
+        items = sorted(events.get("items") or [],
+                       key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+        return [f"{e.get('reason')}: {e['message']}" for e in items[-limit:] if e.get("message")]
+
+    def _log(self, namespace: str, pod: str, query: dict[str, Any]) -> str:
+        try:
+            data = self.rest.call("GET", POD_LOG, namespace, pod, query=query, accept="*/*", timeout=10)
+            return data.decode("utf-8", errors="replace")
+        except Exception:  # noqa: BLE001 - logs are best effort: no kubelet, rotated, permission
+            return ""
 
     def log_tail(self, namespace: str, pod: str, container: str, *, previous: bool, lines: int) -> str:
         """The container's log tail (``previous``: the crashed instance); "" when unavailable."""
-        try:
-            text: str = self.core.read_namespaced_pod_log(pod, namespace, container=container, previous=previous,
-                                                          tail_lines=lines, _request_timeout=10)
-            return text
-        except Exception:  # noqa: BLE001 - logs are best effort: no kubelet, rotated, permission
-            return ""
+        return self._log(namespace, pod, {"container": container, "previous": "true" if previous else "false",
+                                          "tailLines": lines})
 
     def log_head(self, namespace: str, pod: str, container: str, *, limit_bytes: int) -> str:
         """The first ``limit_bytes`` of the container's current log (start-up lines); "" when unavailable."""
-        try:
-            text: str = self.core.read_namespaced_pod_log(pod, namespace, container=container,
-                                                          limit_bytes=limit_bytes, _request_timeout=10)
-            return text
-        except Exception:  # noqa: BLE001 - logs are best effort: no kubelet, rotated, permission
-            return ""
+        return self._log(namespace, pod, {"container": container, "limitBytes": limit_bytes})
 
     def post_event(self, server: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """Post a core/v1 Event on the InferenceServer (best effort: failures are swallowed)."""
         meta = server["metadata"]
-        now = datetime.now(UTC)
-        body = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(generate_name=f"{meta['name']}.", namespace=meta["namespace"]),
-            involved_object=client.V1ObjectReference(
-                api_version=f"{API_GROUP}/{API_VERSION}", kind=KIND, name=meta["name"],
-                namespace=meta["namespace"], uid=meta.get("uid"), resource_version=meta.get("resourceVersion")),
-            reason=reason, message=clean_text(message)[:1024], type=type_, count=1,
-            first_timestamp=now, last_timestamp=now,
-            source=client.V1EventSource(component=COMPONENT),
-            reporting_component=COMPONENT, reporting_instance=self.instance,
-        )
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND, "name": meta["name"],
+                               "namespace": meta["namespace"], "uid": meta.get("uid"),
+                               "resourceVersion": meta.get("resourceVersion")},
+            "reason": reason, "message": clean_text(message)[:1024], "type": type_, "count": 1,
+            "firstTimestamp": now, "lastTimestamp": now, "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT, "reportingInstance": self.instance,
+        }
         try:
-            _release(self.core.create_namespaced_event(meta["namespace"], body, _preload_content=False))
+            self.rest.call("POST", EVENTS, meta["namespace"], body=body)
         except ApiException:
             pass

@@ -1,10 +1,13 @@
-"""A concurrency limit that admits waiters by priority (lowest first), FIFO within one priority.
+"""A concurrency limit that admits waiters by priority (lowest first), FIFO within one priority, with slots
+reserved for priority 0.
 
 Used by ``WorkQueue``: a key's first reconcile since the operator started (for a new server: creating its
 Deployment) goes ahead of follow-up passes (status, Events, Service, pod changes), so a burst of new
 servers gets its engines started before the bookkeeping of the earlier ones. asyncio's ``Semaphore`` wakes
 waiters strictly FIFO, which interleaves the two (bench/reconcile_bench.py: with 1,000 servers created in a
-burst, the create -> Deployment p95 was most of the run).
+burst, the create -> Deployment p95 was most of the run). Follow-ups may hold at most ``limit - reserved``
+slots, so a new server never waits for a slot behind a crowd of follow-ups already running (their API calls,
+a Service's ClusterIP allocation above all, are the slow ones).
 """
 
 from __future__ import annotations
@@ -17,49 +20,82 @@ from contextlib import asynccontextmanager
 
 
 class PriorityGate:
-    """At most ``limit`` holders at a time; a freed slot goes to the waiter with the lowest ``priority``.
+    """At most ``limit`` holders at a time; a freed slot goes to the waiter with the lowest ``priority``;
+    holders of a priority above 0 never exceed ``limit - reserved``.
 
     Use inside the running event loop: ``async with gate.slot(priority): ...``. A waiter cancelled while
-    waiting gives up its place (or the slot it was just handed). Raises ``ValueError`` for ``limit < 1``.
+    waiting gives up its place (or the slot it was just handed). Raises ``ValueError`` for ``limit < 1`` or
+    ``reserved`` outside ``[0, limit)``.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, reserved: int = 0) -> None:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
-        self._free = limit
+        if not 0 <= reserved < limit:
+            raise ValueError(f"reserved must be in [0, {limit}), got {reserved}")
+        self._limit, self._reserved = limit, reserved
+        self._held = 0
+        self._held_later = 0
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
 
+    def _admissible(self, priority: int) -> bool:
+        if self._held >= self._limit:
+            return False
+        return priority <= 0 or self._held_later < self._limit - self._reserved
+
+    def _dispatch(self) -> None:
+        """Hand free slots to the waiters in (priority, arrival) order while the head is admissible."""
+        while self._waiters:
+            priority, _, future = self._waiters[0]
+            if future.done():  # cancelled while waiting
+                heapq.heappop(self._waiters)
+                continue
+            if not self._admissible(priority):
+                return
+            heapq.heappop(self._waiters)
+            self._take(priority)
+            future.set_result(None)
+
+    def _take(self, priority: int) -> None:
+        self._held += 1
+        if priority > 0:
+            self._held_later += 1
+
+    def _release(self, priority: int) -> None:
+        self._held -= 1
+        if priority > 0:
+            self._held_later -= 1
+        self._dispatch()
+
     @asynccontextmanager
     async def slot(self, priority: int) -> AsyncIterator[None]:
-        """Hold one slot for the ``async with`` body; waits while all are held."""
-        if self._free > 0 and not self._waiters:
-            self._free -= 1
+        """Hold one slot for the ``async with`` body; waits while none may be given to ``priority``."""
+        if not self._waiters and self._admissible(priority):
+            self._take(priority)
         else:
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             heapq.heappush(self._waiters, (priority, next(self._order), future))
+            self._dispatch()
             try:
                 await future
             except asyncio.CancelledError:
                 if future.done() and not future.cancelled():
-                    self._release()  # the slot was handed to us just before the cancellation
+                    self._release(priority)  # the slot was handed to us just before the cancellation
                 else:
-                    future.cancel()  # skipped by _release
+                    future.cancel()  # skipped by _dispatch
                 raise
         try:
             yield
         finally:
-            self._release()
-
-    def _release(self) -> None:
-        while self._waiters:
-            _, _, future = heapq.heappop(self._waiters)
-            if not future.done():
-                future.set_result(None)
-                return
-        self._free += 1
+            self._release(priority)
 
     @property
     def waiting(self) -> int:
-        """Waiters not yet admitted (cancelled ones may be counted until skipped)."""
-        return len(self._waiters)
+        """Waiters not yet admitted."""
+        return sum(1 for _, _, future in self._waiters if not future.done())
+
+    @property
+    def held(self) -> int:
+        """Slots held now."""
+        return self._held

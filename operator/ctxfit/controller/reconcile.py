@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import Executor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -37,6 +37,7 @@ from .calibration_store import CalibrationStore
 from .claims import ClaimsApi
 from .converge import Outcome, Snapshot, converge
 from .decisions import decisions, log_decisions
+from .events import EventPoster
 from .groupkube import apply_group, get_group, scale_group_to_zero
 from .kube import Conflict, Kube
 from .metrics import Metrics
@@ -50,6 +51,7 @@ from .scalekube import (
     pause_scaled_object,
     read_scaling,
 )
+from .service_lane import ServiceLane
 from .settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -57,6 +59,8 @@ logger = logging.getLogger(__name__)
 MESSAGE_CUT_BYTES = 2000
 """A termination message this long was probably cut by the kubelet (2048-byte/80-line tail)."""
 CONFLICT_RETRY_SECONDS = 0.2
+SERVICE_RETRY_SECONDS = 5.0
+"""A Service the lane could not take (full backlog) is rendered again this much later."""
 ERROR_RETRY_SECONDS = 5.0
 
 
@@ -65,24 +69,30 @@ class Runtime:
     """What reconciles share (kept on kopf's ``memo``): settings, API wrapper, the cache's claim calls
     (``claims``; None: servers are rendered without a cache), metrics, a bound on
     concurrent Service creations (so they cannot hold every worker while Deployments wait), and an
-    optional pool that posts Normal Events off the reconcile path (None: inline; Warnings are always
-    posted inline, right after the status write that records them).
+    optional poster of Normal Events off the reconcile path (``events.EventPoster``; None: inline; Warnings
+    are always posted inline, right after the status write that records them).
 
     ``defer_status_after_create``: a fresh plan's pass only creates the Deployment and requeues; the
     status and Events follow on the next pass (behind other servers' first passes), so a burst of new
     servers gets its engines started first. Safe because a fresh plan re-derives identically.
+
+    ``services``: the lane that writes Services off the reconcile path (``service_lane``; None: inline).
+
+    ``stopping``: set when the operator stops; a reconcile in a worker thread writes nothing more (each
+    write is re-derived by the next pass, in this process or the next, so stopping between two is safe).
     """
 
     settings: Settings
     kube: Kube
     metrics: Metrics
-    service_writes: threading.BoundedSemaphore = field(default_factory=lambda: threading.BoundedSemaphore(4))
-    event_pool: Executor | None = None
+    events: EventPoster | None = None
     defer_status_after_create: bool = False
     rejections: RejectionBook = field(default_factory=RejectionBook)
     calibration: CalibrationStore | None = None
     claims: ClaimsApi | None = None
     keda: KedaMemo = field(default_factory=KedaMemo)
+    stopping: threading.Event = field(default_factory=threading.Event)
+    services: ServiceLane | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +112,15 @@ class Result:
     waiting_for_nodes: bool = False
     stored: dict[str, Any] | None = None
     conflict: bool = False
+
+
+class Stopping(Exception):
+    """The operator is stopping: this reconcile writes nothing more."""
+
+
+def _not_stopping(rt: Runtime) -> None:
+    if rt.stopping.is_set():
+        raise Stopping
 
 
 def diagnose(rt: Runtime, namespace: str, pod: PodView, engine: EngineKind) -> Failure:
@@ -161,6 +180,7 @@ def _apply_scaling(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
 
 
 def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
+    _not_stopping(rt)
     meta = body["metadata"]
     _apply_scaling(rt, body, out, snap, pausing=True)
     if out.deployment is not None:
@@ -192,9 +212,28 @@ def _multi_node(body: dict[str, Any]) -> bool:
 
 
 def _apply_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
-    if out.service is not None:
-        with rt.service_writes, refused("Service", out.service["metadata"]["name"], out.service):
-            rt.kube.apply(out.service, exists=snap.service_port is not None)
+    """Write the Service inline, or hand it to ``rt.services`` (``service_lane``): then the error of the last
+    write of the same rendering is raised here, as the inline write would have raised it, and ``out.service``
+    is cleared (not applied yet: the lane tells the refusal book when it is)."""
+    if out.service is None:
+        return
+    _not_stopping(rt)
+    exists = snap.service_port is not None
+    if rt.services is None:
+        with refused("Service", out.service["metadata"]["name"], out.service):
+            rt.kube.apply(out.service, exists=exists)
+        return
+    key = (snap.namespace, snap.name)
+    failure = rt.services.take_failure(key, out.service)
+    if failure is not None:
+        raise failure
+    wait = rt.services.submit(key, out.service, exists=exists)
+    if wait is None:
+        out.requeue(SERVICE_RETRY_SECONDS)  # stopping, or a full backlog: try again later
+    elif wait > 0:
+        out.requeue(wait)  # this rendering was just written: the Service watch has not shown it yet
+    out.service = None
+
 
 
 def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: Outcome,
@@ -215,10 +254,11 @@ def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: O
         rt.calibration.record(out.samples)
     new_wire = out.status.to_wire()
     if new_wire != old.to_wire():
+        _not_stopping(rt)
         stored = rt.kube.replace_status(body, new_wire)
     for note in out.events:
-        if rt.event_pool is not None and note.type == "Normal":  # Warnings (failures) are posted inline
-            rt.event_pool.submit(rt.kube.post_event, body, note.type, note.reason.value, note.message)
+        if rt.events is not None and note.type == "Normal":  # Warnings (failures) are posted inline
+            rt.events.post(body, note.type, note.reason.value, note.message)
         else:
             rt.kube.post_event(body, note.type, note.reason.value, note.message)
     if not fresh_plan:
@@ -231,18 +271,29 @@ DOWNLOAD_LOG_LINES = 5
 """Lines of a running download's log read for its progress line (one every 15 s)."""
 
 
-def _claim(rt: Runtime, namespace: str, name: str, spec: dict[str, Any],
-           old: InferenceServerStatus) -> ClaimView | None:
-    """The cache's claim as it exists: the operator's, or the user's (None: absent, or no claim in this mode)."""
+ClaimSeen = Callable[[str], ClaimView | None]
+"""``claim_seen(claim name)``: the operator's claim of that name as its watch shows it (None: not seen)."""
+
+
+def _claim(rt: Runtime, namespace: str, name: str, spec: dict[str, Any], old: InferenceServerStatus,
+           claim_seen: ClaimSeen | None = None) -> ClaimView | None:
+    """The cache's claim as it exists: the operator's (from its watch when ``claim_seen`` is given, else
+    read), or the user's (read) (None: absent, or no claim in this mode)."""
     if rt.claims is None:
         return None
     cache = (spec.get("model") or {}).get("cache") or {}
     user = (cache.get("persistentVolumeClaim") or {}).get("claimName")
     if user:  # the user's claim: read for its size (a full claim's message names it)
         return rt.claims.get_claim(namespace, str(user))
-    if (cache and "volumeClaimTemplate" not in cache) or old.model is None:
-        return None  # no claim in this mode, or a fresh plan: created without a read (exists: 409, kept)
-    claim = old.model.claim_name if old.model is not None and old.model.claim_name else claim_name_for(name)
+    if cache and "volumeClaimTemplate" not in cache:
+        return None  # no claim in this mode
+    if old.model is None:
+        # A fresh plan: created without a read (exists: 409, kept); the passes before the status records
+        # it see the claim this process just created instead of creating it again.
+        return rt.claims.created(namespace, claim_name_for(name))
+    claim = old.model.claim_name or claim_name_for(name)
+    if claim_seen is not None:  # not seen yet: maybe just created by this process
+        return claim_seen(claim) or rt.claims.created(namespace, claim)
     return rt.claims.get_claim(namespace, claim)
 
 
@@ -255,14 +306,15 @@ UNKNOWN = _Unknown()
 
 def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...], pods: tuple[PodView, ...], *,
               body: dict[str, Any] | None = None, deployment: DeploymentView | None | _Unknown = UNKNOWN,
-              service_port: int | None | _Unknown = UNKNOWN) -> Result:
+              service_port: int | None | _Unknown = UNKNOWN, claim_seen: ClaimSeen | None = None) -> Result:
     """Reconcile ``namespace/name`` once; never raises (see the module docstring).
 
-    ``body``, ``deployment``, ``service_port``: what the caller's watches already show (kopf indexes);
-    omitted ones are read from the API. A stale ``body`` only costs a conflict and a retry with a fresh read.
+    ``body``, ``deployment``, ``service_port``, ``claim_seen``: what the caller's watches already show (kopf
+    indexes); omitted ones are read from the API. A stale ``body`` only costs a conflict and a retry with a fresh read.
     """
     started = time.monotonic()
     try:
+        _not_stopping(rt)
         if body is None:
             body = rt.kube.get_server(namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
@@ -286,7 +338,7 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
             spec=spec_dict, status=old, nodes=nodes, pods=pods, deployment=deployment,
             service_port=service_port, now=datetime.now(UTC), storage=rt.claims.storage() if rt.claims else None,
-            claim=_claim(rt, namespace, name, spec_dict, old),
+            claim=_claim(rt, namespace, name, spec_dict, old, claim_seen),
             download_log=lambda pod: rt.kube.log_tail(namespace, pod.name, DOWNLOAD_CONTAINER, previous=False,
                                                       lines=DOWNLOAD_LOG_LINES),
             calibration=rt.calibration.table() if rt.calibration is not None else None,  # cached; used to plan
@@ -319,6 +371,8 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         rt.metrics.observe_status(namespace, name, engine_text, out.status, target)
         rt.metrics.observe_attempts(namespace, name, engine_text, out.finished, out.step_down_reasons)
         return Result(out.requeue_after, waiting_for_nodes=out.waiting_for_nodes, stored=stored)
+    except Stopping:
+        return Result(None)
     except Conflict:
         return Result(CONFLICT_RETRY_SECONDS, conflict=True)
     except ApiException as exc:

@@ -19,7 +19,7 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.settings`` (no modu
 | ``CTXFIT_RESYNC_SECONDS`` | 300 | periodic re-reconcile of every server |
 | ``CTXFIT_NODE_RECHECK_SECONDS`` | 30 | re-check of servers waiting for an eligible node |
 | ``CTXFIT_STARTUP_GRACE_SECONDS`` | 120 | a pod not Ready this long after ``startupTimeoutSeconds`` failed |
-| ``CTXFIT_WORKERS`` | 96 | concurrent reconciles (threads, mostly waiting on the API server; see below) |
+| ``CTXFIT_WORKERS`` | 32 | concurrent reconciles (threads, mostly waiting on the API server; see below) |
 | ``CTXFIT_LOG_TAIL_LINES`` | 200 | previous-log lines read when the termination message is cut |
 | ``CTXFIT_ALLOWED_IMAGE_PREFIXES`` | empty = any | comma-separated image prefixes a server may use |
 | ``CTXFIT_ALLOW_WILDCARD_TOLERATIONS`` | true | false: refuse tolerations without a key |
@@ -65,9 +65,12 @@ class Settings(BaseSettings):
     resync_seconds: Annotated[float, Field(gt=0)] = 300.0
     node_recheck_seconds: Annotated[float, Field(gt=0)] = 30.0
     startup_grace_seconds: Annotated[float, Field(ge=0)] = 120.0
-    workers: Annotated[int, Field(ge=1, le=256)] = 96
-    """Threads waiting on API calls: bench/reconcile_bench.py (200 servers, 2 cores) gave create ->
-    Deployment p95 2.5-4.2 s with 16, 2.0-2.5 s with 64, 1.1-1.2 s with 96; peak RSS 140 MiB."""
+    workers: Annotated[int, Field(ge=1, le=256)] = 32
+    """Concurrent reconciles (threads started on demand, ended when idle; later passes hold at most a
+    quarter, the rest is kept for new servers' first passes). bench/reconcile_bench.py on 2 shared cores
+    (bench/README.md): 200 servers burst, create -> Deployment p95 1.1 s with 32, 2.3 s with 96 (more
+    requests in flight only slow the API server down); 1,000 servers backlog: the same rate with 32 and 96,
+    peak RSS 153-157 MiB vs 187-189 MiB."""
     log_tail_lines: Annotated[int, Field(ge=0, le=10000)] = 200
     lease_seconds: Annotated[float, Field(ge=2)] = 15.0
     allowed_image_prefixes: Annotated[tuple[str, ...], NoDecode] = ()

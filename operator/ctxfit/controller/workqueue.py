@@ -3,8 +3,11 @@
 - ``add(key)``: reconcile soon; if that key is being reconciled now, once more right after (never two at
   once for one key, so one server's reconciles are serialized without locks);
 - ``add_after(key, seconds)``: reconcile later (keeps the earliest pending time per key);
-- at most ``concurrency`` reconciles run at a time; a key's first reconcile goes ahead of follow-ups
-  (``priority.PriorityGate``: a new server's Deployment before the status of earlier ones).
+- at most ``concurrency`` reconciles run at a time; a key's first reconcile goes ahead of follow-ups, and
+  follow-ups leave ``reserved`` slots to first reconciles (``priority.PriorityGate``: a new server's
+  Deployment before the status of earlier ones);
+- ``observe_wait(first, seconds)``: how long each reconcile waited for a slot since its key was added (the
+  queue's share of a new server's latency; ``ctxfit_workqueue_wait_seconds``).
 Nothing here survives a restart, by design: status is the source of truth and the initial listing
 re-adds every object.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Hashable
 
 from .priority import PriorityGate
@@ -21,14 +25,18 @@ logger = logging.getLogger(__name__)
 
 Worker = Callable[[Hashable], Awaitable[float | None]]
 """``worker(key) -> seconds until the key wants another look, or None``."""
+ObserveWait = Callable[[bool, float], None]
+"""``observe_wait(first_reconcile, seconds_waited)``."""
 
 
 class WorkQueue:
     """See the module docstring. Create and use it inside the running event loop."""
 
-    def __init__(self, worker: Worker, concurrency: int) -> None:
+    def __init__(self, worker: Worker, concurrency: int, reserved: int = 0,
+                 observe_wait: ObserveWait | None = None) -> None:
         self._worker = worker
-        self._gate = PriorityGate(concurrency)
+        self._gate = PriorityGate(concurrency, reserved)
+        self._observe_wait = observe_wait
         self._started: set[Hashable] = set()
         self._running: set[Hashable] = set()
         self._dirty: set[Hashable] = set()
@@ -78,9 +86,12 @@ class WorkQueue:
 
     async def _run(self, key: Hashable) -> None:
         requeue: float | None = None
+        added = time.monotonic()
         try:
             first = key not in self._started
             async with self._gate.slot(0 if first else 1):
+                if self._observe_wait is not None:
+                    self._observe_wait(first, time.monotonic() - added)
                 self._started.add(key)
                 requeue = await self._worker(key)
         except Exception:  # noqa: BLE001 - the worker reports its own errors; keep the queue alive
