@@ -142,8 +142,8 @@ def test_a_group_recreated_repeatedly_ends_failed_within_the_budget(api: ServerC
                                                                      groups: CustomObjectsApi, namespace: str,
                                                                      tmp_path: Path) -> None:
     """The engine loads and loads (never Ready, no failure) while its worker is evicted again and again: each
-    eviction recreates the whole group (the LWS controller sometimes twice: a worker still being deleted deletes
-    the new leader too). With CTXFIT_GROUP_RESTART_BUDGET=2 the third recreation the operator sees ends the server
+    eviction recreates the whole group (the LWS controller sometimes two or three times in a row: a worker still
+    being deleted deletes the new leader too - one disruption, counted once). With CTXFIT_GROUP_RESTART_BUDGET=2 the third recreation the operator sees ends the server
     Failed (GroupRestartsExhausted), scaled to 0 - and the count survives an operator restart in between."""
     budget, name = 2, "kimi-k25-2x8"
     env = {"CTXFIT_GROUP_RESTART_BUDGET": str(budget)}

@@ -4,6 +4,7 @@ a group recreated past the budget ends Failed; a deleting group pod that crashed
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -176,3 +177,50 @@ def test_stored_counts_are_bounded() -> None:
     status["attempts"][0]["groupRestarts"] = -1  # type: ignore[index]
     fresh, problem = read_status(status)
     assert problem is not None and "groupRestarts" in problem and not fresh.attempts
+
+
+def test_a_cascade_of_recreations_before_the_group_is_complete_counts_once() -> None:
+    """One eviction: the LWS controller recreates the group (leader "b"), then again while the old worker is
+    still terminating (leader "c", no worker of its own yet): one disruption, one count. Once "c"'s worker
+    exists the group is complete, and its next recreation counts again."""
+    body = group_spec()
+    start = converge(snapshot(body, nodes=NODES), BUDGET_2, never)
+    out = step(body, start, group(1, "a"), 10)
+    assert [g.complete for g in out.status.attempts[0].group_leaders or []] == [True]
+    old_worker = member(1, "kimi-0-1", uid="a-worker", deleting=True)
+    out = step(body, out, (member(1, "kimi-0", uid="b"), old_worker), 20, deployment=applied(start))
+    assert out.status.attempts[0].group_restarts == 1 and len(events(out, Reason.GROUP_RECREATED)) == 1
+    assert [g.complete for g in out.status.attempts[0].group_leaders or []] == [False]
+    out = step(body, out, (member(1, "kimi-0", uid="c"), old_worker), 21, deployment=applied(start))
+    assert out.status.attempts[0].group_restarts == 1 and not events(out, Reason.GROUP_RECREATED), \
+        "an incomplete incarnation replaced is the same disruption"
+    out = step(body, out, group(1, "c"), 30, deployment=applied(start))
+    assert out.status.attempts[0].group_restarts == 1
+    assert [(g.uid, g.complete) for g in out.status.attempts[0].group_leaders or []] == [("c", True)]
+    out = step(body, out, group(1, "d"), 40, deployment=applied(start))
+    assert out.status.attempts[0].group_restarts == 2 and len(events(out, Reason.GROUP_RECREATED)) == 1
+
+
+def test_a_worker_older_than_its_leader_is_not_part_of_the_incarnation() -> None:
+    """A worker created before the leader (left over from the previous incarnation, not yet marked deleting)
+    does not make the new incarnation complete."""
+    body = group_spec()
+    start = converge(snapshot(body, nodes=NODES), BUDGET_2, never)
+    out = step(body, start, group(1, "a"), 10)
+    leader = replace(member(1, "kimi-0", uid="b"), created="2026-01-01T00:00:30Z")
+    stale = replace(member(1, "kimi-0-1", uid="a-worker"), created="2026-01-01T00:00:05Z")
+    out = step(body, out, (leader, stale), 30, deployment=applied(start))
+    assert [(g.uid, g.complete) for g in out.status.attempts[0].group_leaders or []] == [("b", False)]
+
+
+def test_leaders_stored_before_completeness_was_recorded_count_as_complete() -> None:
+    body = group_spec()
+    start = converge(snapshot(body, nodes=NODES), BUDGET_2, never)
+    out = step(body, start, group(1, "a"), 10)
+    wire = out.status.to_wire()
+    del wire["attempts"][0]["groupLeaders"][0]["complete"]  # type: ignore[index]
+    legacy, problem = read_status(wire)
+    assert problem is None and (legacy.attempts[0].group_leaders or [])[0].complete is None
+    out.status = legacy
+    out = step(body, out, group(1, "b"), 20, deployment=applied(start))
+    assert out.status.attempts[0].group_restarts == 1

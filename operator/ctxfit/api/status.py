@@ -252,6 +252,11 @@ class GroupLeader(WireModel):
     """The leader pod's ``metadata.uid``."""
     revision: str | None = Field(default=None, max_length=63)
     """The pod's ``leaderworkerset.sigs.k8s.io/template-revision-hash`` label (the LWS template revision)."""
+    complete: bool | None = None
+    """Every pod of this incarnation has been seen (the leader and its workers, none being deleted). Only the
+    recreation of a complete incarnation is counted: the LWS controller recreating a group again while its new
+    incarnation is still coming up (an old pod of the group was still being deleted) is the same disruption.
+    Absent (written before this field existed): counted as complete."""
 
 
 class Attempt(WireModel):

@@ -15,7 +15,12 @@ deadline, so without this budget it could go on forever.
 Counting (``Attempt.groupRestarts``/``groupLeaders`` in status, so an operator restart neither loses nor
 repeats a count): per group index, the leader pod's uid and template revision
 (``leaderworkerset.sigs.k8s.io/template-revision-hash``) are remembered; a new uid with the same revision is
-one recreation (a new revision is a rollout: ctxfit's own template change or a reverted hand edit). The count
+one recreation (a new revision is a rollout: ctxfit's own template change or a reverted hand edit), counted
+only when the incarnation it replaces was complete (``GroupLeader.complete``: all ``spec.nodes`` pods of the
+group seen, none being deleted, none created before its leader). One eviction or deletion can make the LWS
+controller recreate a group two or three times in a row - the old worker, still terminating, is a deleted pod
+of the group again for the new leader - and a worker of the new incarnation cannot exist before the old one
+(of the same name) is gone: that cascade is one disruption, counted once. The count
 starts over when every pod of the attempt's groups is Ready (progress). A group recreated more than
 ``Settings.group_restart_budget`` times without that ends the attempt and the server Failed with reason
 ``GroupRestartsExhausted`` and a Warning Event; the LeaderWorkerSet is scaled to 0. A later spec change
@@ -52,18 +57,31 @@ def _leaders(pods: Sequence[PodView]) -> dict[int, PodView]:
     return out
 
 
-def count_recreations(cur: Attempt, pods: Sequence[PodView]) -> list[PodView]:
+def _complete(leader: PodView, pods: Sequence[PodView], group_size: int) -> bool:
+    """All ``group_size`` pods of ``leader``'s incarnation exist: its live workers (same group index, not being
+    deleted, created no earlier than the leader - RFC 3339 timestamps of one format compare as text)."""
+    index, born = leader.facts.group_index, leader.created or ""
+    workers = [p for p in pods if p.facts.group_index == index and p.facts.worker_index not in (None, 0)
+               and not p.deleting and (p.created or "") >= born]
+    return 1 + len(workers) >= group_size
+
+
+def count_recreations(cur: Attempt, pods: Sequence[PodView], group_size: int) -> list[PodView]:
     """Remember the leaders of ``pods`` (the attempt's own) on ``cur``; returns the leaders that are new
-    incarnations of a known group (same revision, new uid), each counted once in ``cur.group_restarts``."""
+    incarnations of a known, complete group (same revision, new uid; see the module docstring), each counted
+    once in ``cur.group_restarts``. ``group_size``: pods per group (``spec.nodes``)."""
     known = {leader.group: leader for leader in cur.group_leaders or []}
     recreated: list[PodView] = []
     for index, pod in sorted(_leaders(pods).items()):
         seen = known.get(index)
+        complete = _complete(pod, pods, group_size)
         if seen is not None and seen.uid == pod.uid:
+            if complete and seen.complete is False:
+                known[index] = seen.model_copy(update={"complete": True})
             continue
-        if seen is not None and seen.revision == pod.facts.revision:
+        if seen is not None and seen.revision == pod.facts.revision and seen.complete is not False:
             recreated.append(pod)
-        known[index] = GroupLeader(group=index, uid=pod.uid, revision=pod.facts.revision)
+        known[index] = GroupLeader(group=index, uid=pod.uid, revision=pod.facts.revision, complete=complete)
     if known and [leader.model_dump() for leader in cur.group_leaders or []] != \
             [known[i].model_dump() for i in sorted(known)]:
         cur.group_leaders = [known[i] for i in sorted(known)]
@@ -78,7 +96,7 @@ def follow_group(out: Outcome, spec: InferenceServerSpec, cur: Attempt, pods: Se
     the server was marked Failed (the caller stops there). Single-node specs are never touched."""
     if spec.nodes <= 1:
         return False
-    recreated = count_recreations(cur, pods)
+    recreated = count_recreations(cur, pods, spec.nodes)
     restarts = cur.group_restarts or 0
     if sum(1 for p in pods if p.ready) >= pods_for_ready(spec):
         if restarts:
