@@ -9,10 +9,13 @@ workers only).
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
+from ctxfit.controller.group_restarts import RECREATION_WINDOW_SECONDS
 from kubernetes.client import CustomObjectsApi, V1DeleteOptions, V1Eviction, V1ObjectMeta
 
 from .test_multinode import group, groups, lws  # noqa: F401 - groups, lws are fixtures
@@ -116,6 +119,10 @@ def _evict_worker_and_wait_for_a_new_group(api: ServerClient, name: str, before:
     api.wait(lambda: failed() or worker_exists(), f"worker {worker}", timeout=60)
     if failed():
         return before
+    current = _leader(api, name)  # evict only once this incarnation is a window old: a new disruption
+    if current is not None:
+        born = datetime.fromisoformat(current["metadata"]["creationTimestamp"])
+        time.sleep(max(0.0, (born - datetime.now(UTC)).total_seconds() + RECREATION_WINDOW_SECONDS + 1))
     api.core.create_namespaced_pod_eviction(worker, api.namespace, V1Eviction(
         metadata=V1ObjectMeta(name=worker, namespace=api.namespace), delete_options=V1DeleteOptions()))
     leader = api.wait(lambda: failed() or ((p := _leader(api, name)) and p["metadata"]["uid"] != before and p),
@@ -141,10 +148,12 @@ def _phase(api: ServerClient, name: str) -> str:
 def test_a_group_recreated_repeatedly_ends_failed_within_the_budget(api: ServerClient, cluster: Any,
                                                                      groups: CustomObjectsApi, namespace: str,
                                                                      tmp_path: Path) -> None:
-    """The engine loads and loads (never Ready, no failure) while its worker is evicted again and again: each
-    eviction recreates the whole group (the LWS controller sometimes two or three times in a row: a worker still
-    being deleted deletes the new leader too - one disruption, counted once). With CTXFIT_GROUP_RESTART_BUDGET=2 the third recreation the operator sees ends the server
-    Failed (GroupRestartsExhausted), scaled to 0 - and the count survives an operator restart in between."""
+    """The engine loads and loads (never Ready, no failure) while its worker is evicted again and again, each
+    eviction a window (RECREATION_WINDOW_SECONDS) after the last: each recreates the whole group (the LWS
+    controller sometimes two or three times in a row: a worker still being deleted deletes the new leader too -
+    one disruption, counted once). With CTXFIT_GROUP_RESTART_BUDGET=2 the third recreation the operator sees
+    ends the server Failed (GroupRestartsExhausted), scaled to 0 - and the count survives an operator restart in
+    between."""
     budget, name = 2, "kimi-k25-2x8"
     env = {"CTXFIT_GROUP_RESTART_BUDGET": str(budget)}
     evictions = 0

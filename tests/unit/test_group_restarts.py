@@ -11,6 +11,7 @@ from typing import Any
 from ctxfit.api.status import AttemptOutcome, ConditionType, InferenceServerStatus, Reason
 from ctxfit.api.status_check import read_status
 from ctxfit.controller.converge import Outcome, converge
+from ctxfit.controller.group_restarts import RECREATION_WINDOW_SECONDS
 from ctxfit.controller.observe import DeploymentView, PodView
 from ctxfit.controller.settings import Settings
 from ctxfit.controller.waiting import attempt_pods
@@ -20,6 +21,7 @@ from .test_handlers import NOW, applied, diagnosed, never, pod, snapshot, spec
 
 BUDGET_2 = Settings(backoff_seconds=10, metrics_port=0, health_port=0, group_restart_budget=2)
 NODES = (H100_0, H100_1)
+NOW_STAMP = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def group(attempt: int, leader_uid: str, *, ready: bool = False, revision: str = "rev-1") -> tuple[PodView, ...]:
@@ -37,6 +39,9 @@ def stored(status: InferenceServerStatus) -> InferenceServerStatus:
 
 def step(body: dict[str, Any], before: Outcome, pods: tuple[PodView, ...], seconds: int, settings: Settings = BUDGET_2,
          deployment: DeploymentView | None = None, generation: int = 1) -> Outcome:
+    """One pass ``seconds`` after NOW; pods without an explicit creation time were created at that moment."""
+    at = (NOW + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    pods = tuple(replace(p, created=at) if p.created == NOW_STAMP else p for p in pods)
     return converge(snapshot(body, stored(before.status), pods=pods, nodes=NODES,
                              deployment=deployment or applied(before), now=NOW + timedelta(seconds=seconds),
                              generation=generation), settings, never)
@@ -85,7 +90,7 @@ def test_the_default_budget_is_three_recreations() -> None:
     start = converge(snapshot(body, nodes=NODES), settings, never)
     out = step(body, start, group(1, "u0"), 10, settings)
     for i in range(1, 5):
-        out = step(body, out, group(1, f"u{i}"), 10 + i, settings, deployment=applied(start))
+        out = step(body, out, group(1, f"u{i}"), 10 + 10 * i, settings, deployment=applied(start))
         assert (out.status.phase is not None and out.status.phase.value == "Failed") is (i == 4), i
 
 
@@ -157,12 +162,12 @@ def test_a_spec_change_after_exhaustion_starts_a_fresh_attempt() -> None:
     start = converge(snapshot(body, nodes=NODES), BUDGET_2, never)
     out = step(body, start, group(1, "u0"), 10)
     for i in range(1, 4):
-        out = step(body, out, group(1, f"u{i}"), 10 + i, deployment=applied(start))
+        out = step(body, out, group(1, f"u{i}"), 10 + 10 * i, deployment=applied(start))
     assert out.status.phase is not None and out.status.phase.value == "Failed"
-    same = step(body, out, (), 30, deployment=applied(out))
+    same = step(body, out, (), 45, deployment=applied(out))
     assert same.status.phase is not None and same.status.phase.value == "Failed", "same generation: stays Failed"
     edited = dict(body, pod={"tolerations": [{"key": "gpu", "operator": "Exists"}]})
-    reopened = step(edited, out, (), 40, deployment=applied(out), generation=2)
+    reopened = step(edited, out, (), 50, deployment=applied(out), generation=2)
     assert [a.outcome for a in reopened.status.attempts] == [AttemptOutcome.FAILED, AttemptOutcome.RUNNING]
     second = reopened.status.attempts[1]
     assert second.number == 2 and second.group_restarts is None
@@ -224,3 +229,24 @@ def test_leaders_stored_before_completeness_was_recorded_count_as_complete() -> 
     out.status = legacy
     out = step(body, out, group(1, "b"), 20, deployment=applied(start))
     assert out.status.attempts[0].group_restarts == 1
+
+
+def test_recreations_within_the_window_count_once_and_a_fast_loop_still_ends() -> None:
+    """Complete incarnations seconds apart (the LWS controller reacting to one deletion again, pods gone at once)
+    are one disruption; a group recreated every 2 s forever is counted once per window and ends Failed."""
+    body = group_spec()
+    start = converge(snapshot(body, nodes=NODES), BUDGET_2, never)
+    out = step(body, start, group(1, "a"), 10)
+    out = step(body, out, group(1, "b"), 20, deployment=applied(start))
+    out = step(body, out, group(1, "c"), 22, deployment=applied(start))
+    assert out.status.attempts[0].group_restarts == 1 and not events(out, Reason.GROUP_RECREATED)
+    assert (out.status.attempts[0].group_leaders or [])[0].since == "2026-01-01T12:00:20Z", "b opened it"
+    out = step(body, out, group(1, "d"), 20 + RECREATION_WINDOW_SECONDS, deployment=applied(start))
+    assert out.status.attempts[0].group_restarts == 2
+    seconds = 20 + RECREATION_WINDOW_SECONDS
+    while out.status.phase is not None and out.status.phase.value != "Failed":
+        seconds += 2
+        assert seconds < 200, "a fast loop ends within a few windows"
+        out = step(body, out, group(1, f"x{seconds}"), seconds, deployment=applied(start))
+    assert out.status.attempts[0].group_restarts == 3
+    assert seconds >= 20 + 2 * RECREATION_WINDOW_SECONDS

@@ -257,6 +257,10 @@ class GroupLeader(WireModel):
     recreation of a complete incarnation is counted: the LWS controller recreating a group again while its new
     incarnation is still coming up (an old pod of the group was still being deleted) is the same disruption.
     Absent (written before this field existed): counted as complete."""
+    since: str | None = Field(default=None, max_length=40)
+    """Creation time (RFC 3339) of the leader that opened the group's current disruption: its first leader, or
+    the last one whose recreation was counted. A recreation within ``RECREATION_WINDOW_SECONDS`` of it (the
+    LWS controller reacting to the same deletions again) is not counted again."""
 
 
 class Attempt(WireModel):

@@ -20,7 +20,11 @@ only when the incarnation it replaces was complete (``GroupLeader.complete``: al
 group seen, none being deleted, none created before its leader). One eviction or deletion can make the LWS
 controller recreate a group two or three times in a row - the old worker, still terminating, is a deleted pod
 of the group again for the new leader - and a worker of the new incarnation cannot exist before the old one
-(of the same name) is gone: that cascade is one disruption, counted once. The count
+(of the same name) is gone: that cascade is one disruption, counted once. Where pods go at once (no grace
+period: a force deletion, a node object removed, kwok) the cascade can produce complete incarnations, so a
+recreation is also counted only ``RECREATION_WINDOW_SECONDS`` or more after the leader that opened the current
+disruption (``GroupLeader.since``); a group recreated faster than that, forever, is still counted once per
+window, so the budget still ends it. The count
 starts over when every pod of the attempt's groups is Ready (progress). A group recreated more than
 ``Settings.group_restart_budget`` times without that ends the attempt and the server Failed with reason
 ``GroupRestartsExhausted`` and a Warning Event; the LeaderWorkerSet is scaled to 0. A later spec change
@@ -31,6 +35,7 @@ depends on starts over anyway.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ctxfit.api import InferenceServerSpec
@@ -45,6 +50,21 @@ if TYPE_CHECKING:
     from .converge import Outcome
 
 BUDGET_SETTING = "CTXFIT_GROUP_RESTART_BUDGET"
+RECREATION_WINDOW_SECONDS = 10
+"""Recreations of a group within this many seconds of the leader that opened its current disruption count once:
+the LWS controller's repeated reaction to one deletion takes 1-3 s on the local control plane (e2e
+``test_a_group_recreated_repeatedly_ends_failed_within_the_budget``), a group that really comes up again (image,
+scheduling, container start) takes longer."""
+
+
+def _seconds_between(earlier: str | None, later: str | None) -> float | None:
+    """``later - earlier`` in seconds for RFC 3339 timestamps; None when either is missing or unreadable."""
+    if not earlier or not later:
+        return None
+    try:
+        return (datetime.fromisoformat(later) - datetime.fromisoformat(earlier)).total_seconds()
+    except ValueError:
+        return None
 
 
 def _leaders(pods: Sequence[PodView]) -> dict[int, PodView]:
@@ -68,7 +88,8 @@ def _complete(leader: PodView, pods: Sequence[PodView], group_size: int) -> bool
 
 def count_recreations(cur: Attempt, pods: Sequence[PodView], group_size: int) -> list[PodView]:
     """Remember the leaders of ``pods`` (the attempt's own) on ``cur``; returns the leaders that are new
-    incarnations of a known, complete group (same revision, new uid; see the module docstring), each counted
+    incarnations of a known, complete group (same revision, new uid, ``RECREATION_WINDOW_SECONDS`` or more after
+    the disruption's first leader; see the module docstring), each counted
     once in ``cur.group_restarts``. ``group_size``: pods per group (``spec.nodes``)."""
     known = {leader.group: leader for leader in cur.group_leaders or []}
     recreated: list[PodView] = []
@@ -79,9 +100,15 @@ def count_recreations(cur: Attempt, pods: Sequence[PodView], group_size: int) ->
             if complete and seen.complete is False:
                 known[index] = seen.model_copy(update={"complete": True})
             continue
-        if seen is not None and seen.revision == pod.facts.revision and seen.complete is not False:
-            recreated.append(pod)
-        known[index] = GroupLeader(group=index, uid=pod.uid, revision=pod.facts.revision, complete=complete)
+        since = pod.created
+        if seen is not None and seen.revision == pod.facts.revision:
+            apart = _seconds_between(seen.since, pod.created)
+            if seen.complete is not False and (apart is None or apart >= RECREATION_WINDOW_SECONDS):
+                recreated.append(pod)
+            else:
+                since = seen.since  # the same disruption
+        known[index] = GroupLeader(group=index, uid=pod.uid, revision=pod.facts.revision, complete=complete,
+                                   since=since)
     if known and [leader.model_dump() for leader in cur.group_leaders or []] != \
             [known[i].model_dump() for i in sorted(known)]:
         cur.group_leaders = [known[i] for i in sorted(known)]
