@@ -37,6 +37,31 @@ sglang-0.5; vllm-v0 meets the median but one start-up of nine is over (vllm-v0-q
 +0.34 in-code / +0.46 LOO: its last pipeline stage profiles 1.77 GiB, 12.2 fp32 ``[seqs, vocab]`` copies,
 where the other V0 ledgers imply 7.5-10.3; a constant covering it costs every other start-up ~0.3 GiB and
 the median target); vllm-v1-0.20 has one start-up (a reporter's table) and no second public one was found.
+
+Second pass on the two misses (source rules only, nothing fitted to a single start-up):
+
+    family          before: n, in-code / LOO                      after: n, in-code / LOO
+    vllm-v0         9   0.12 / 0.39 / 11%   0.13 / 0.48 / 11%      9   0.12 / 0.39 / 11%   0.13 / 0.48 / 11%
+    vllm-v1        64   0.02 / 0.18 / 0%    0.03 / 0.23 / 0%      64   0.02 / 0.18 / 0%    0.03 / 0.23 / 0%
+    vllm-v1-0.20    1   1.50 / 1.50 / 0%    (no free parameter)    1   1.33 / 1.33 / 0%    (no free parameter)
+    sglang-0.4      4   0.11 / 0.14 / 0%    (= in-code)            4   0.11 / 0.14 / 0%    (= in-code)
+    sglang-0.5      2   0.11 / 0.16 / 0%    (= in-code)            2   0.11 / 0.16 / 0%    (= in-code)
+
+- vLLM >= 0.20: the deducted CUDA-graph estimate scales with the graphs vLLM captures (PIECEWISE + FULL
+  descriptors from the capture sizes and ``max_num_seqs``, ``engines/vllm/cudagraph.py``): 51 + 35 for the one
+  start-up (gpt-oss-120b, TP 8, 256 sequences) against the sweep's 51 + 51, error -1.50 -> -1.33 GiB. No
+  source rule explains the rest: the estimate algorithm is the same in the 0.19.0, 0.20.0 and 0.28.0 wheels and
+  nothing else in 0.20-0.28 enlarges the pool (0.27's device-wide total can only count more; docs/engine-memory.md
+  A.1). The reporter's table leaves
+  0.83 GiB besides weights and KV (29.81 - 9.98 - 19.0), about what two fp32 ``[256, 201088]`` sampler buffers
+  (0.38 GiB) and non-torch take, and prints a 62 MiB graph pool (sweep: 0.5-1.9 GiB): that run captured few or
+  no graphs, for a reason its stated flags do not show. The public 0.2x logs found use hybrid (GDN/Mamba)
+  models, MTP drafts or nvfp4 KV, or lack the GPU, weights or utilization: none became a fixture.
+- vLLM V0 with PP (vllm-v0-qwq32b-bnb4-2x5090-pp2, +0.34): no source rule. In 0.8.5 ``model_runner._dummy_run``
+  differs under PP only by the non-first stage's intermediate tensors (hidden + residual ``[2048, 5120]`` bf16,
+  40 MiB); the last stage's sampler is the non-PP code (``layers/sampler.py``, as in 0.7.2 but for beam search)
+  and bitsandbytes leaves ``lm_head`` unquantized (``get_quant_method`` covers ``LinearBase`` only). Its 1.77 GiB
+  is the only V0 ledger where the sampler alone is the peak (12.2 copies); the others mix in a large forward.
 """
 
 from __future__ import annotations

@@ -17,6 +17,13 @@ from ctxfit.engines.overhead import (
     pre_load_used_bytes,
 )
 from ctxfit.engines.vllm import VLLM, memory
+from ctxfit.engines.vllm.cudagraph import (
+    CUDA_GRAPH_BASE,
+    CUDA_GRAPH_PER_LAYER,
+    REFERENCE_GRAPHS,
+    capture_sizes,
+    graph_counts,
+)
 from ctxfit.engines.vllm.dequant import dequant_bytes
 from ctxfit.engines.vllm.memory import Family, family, v0_batched_tokens
 from ctxfit.vocab.inputs import PlanInputs, quantization_method, resolve_inputs
@@ -110,9 +117,18 @@ def test_pre_load_memory_by_topology() -> None:
     assert pre_load_used_bytes("NVIDIA-GeForce-RTX-4090", 4) == CUDA_CONTEXT
 
 
-def _vllm(version: str, *, context: int, product: str = "NVIDIA-GeForce-RTX-3090", tp: int = 1, **extra: Any):
+def _vllm(
+    version: str,
+    *,
+    context: int,
+    product: str = "NVIDIA-GeForce-RTX-3090",
+    tp: int = 1,
+    batching: dict[str, int] | None = None,
+    **extra: Any,
+):
     spec = InferenceServerSpec.model_validate(
         {
+            "batching": batching or {},
             "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "weightsPerGPU": "15Gi"},
             "engine": {"kind": "vllm", "version": version, **extra},
             "gpu": {"count": tp, "product": product},
@@ -265,3 +281,34 @@ def test_bnb_moe_dequantizes_every_expert() -> None:
     )
     inputs = resolve_inputs(spec, hf_config=config)
     assert dequant_bytes(inputs, 8192) == 128 * 3 * (768 // 2) * 2048 * 2
+
+
+def test_capture_sizes_follow_vllm_defaults() -> None:
+    # config/vllm.py::_set_cudagraph_sizes: [1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)
+    assert capture_sizes(512)[:5] == [1, 2, 4, 8, 16] and capture_sizes(512)[-2:] == [496, 512]
+    assert len(capture_sizes(512)) == 51 and len(capture_sizes(256)) == 35 and capture_sizes(16) == [1, 2, 4, 8, 16]
+
+
+@pytest.mark.parametrize(
+    ("capture", "seqs", "tokens", "expected"),
+    [
+        (512, 1024, 8192, (51, 51)),  # the 0.19 H100 sweep: PIECEWISE=51, FULL=51
+        (512, 256, 2048, (51, 35)),  # "PIECEWISE=51 (largest=512), FULL=35 (largest=256)" (vllm PR 39559's log)
+        (512, 128, 8192, (51, 19)),
+        (512, 256, 256, (35, 35)),  # max_num_batched_tokens caps the capture size
+        (16, 8, 2048, (5, 4)),
+    ],
+)
+def test_graph_counts_per_mode(capture: int, seqs: int, tokens: int, expected: tuple[int, int]) -> None:
+    assert graph_counts(capture, seqs, tokens) == expected
+
+
+def test_cuda_graph_estimate_scales_with_the_graphs_vllm_captures() -> None:
+    # 0.20+ deducts first capture + per-graph x graphs: 256 sequences capture 86 graphs, the sweep's 1024 capture 102
+    full = _vllm("0.20.0", context=8192, product="NVIDIA-H100-80GB-HBM3", batching={"maxNumSeqs": 1024})
+    fewer = _vllm("0.20.0", context=8192, product="NVIDIA-H100-80GB-HBM3", batching={"maxNumSeqs": 256})
+    per_layer_part = 32 * CUDA_GRAPH_PER_LAYER
+    assert full[2].cuda_graph_bytes == CUDA_GRAPH_BASE + per_layer_part  # the sweep's configuration: unchanged
+    assert fewer[2].cuda_graph_bytes == pytest.approx(CUDA_GRAPH_BASE + per_layer_part * 86 / REFERENCE_GRAPHS, abs=1)
+    assert fewer[2].kv_cache_bytes - full[2].kv_cache_bytes > 0
+    assert fewer[2].cuda_graph_bytes == memory.cuda_graph_bytes(fewer[0], fewer[1], Family.V1_020, 8192)

@@ -29,7 +29,12 @@ Families (``Family``) and what differs between them:
 - **V1 from 0.20**: as V1, and the CUDA-graph estimate is deducted: 0.20.0 ``envs.py`` defaults
   ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` to "1", and ``gpu_worker.determine_available_memory``
   subtracts ``model_runner.profile_cudagraph_memory()`` (which captures the largest graphs of each mode in a
-  scratch pool and extrapolates) from ``requested_memory = ceil(total x util)``.
+  scratch pool and extrapolates) from ``requested_memory = ceil(total x util)``. Its size follows the
+  number of graphs captured (``cudagraph.py``). Checked in the 0.20-0.28 wheels and not modelled, because no
+  term changes: the sampler warm-up runs twice from 0.21 (FlashInfer, then ``forward_native``; the peak is the
+  larger of the two); 0.27 budgets ``total_consumed + transient_peak_headroom`` (``utils/mem_utils.py``),
+  the same terms measured device-wide; 0.28 captures up to 1024 tokens on SM100 by default, but ctxfit
+  always passes ``--max-cudagraph-capture-size``.
 
 Fitted constants (``FITTED``): the activation copies (``overhead.ActivationCopies``) and the non-torch
 terms, per family, by ``bench/overhead_fit.py --fit`` on tests/fixtures/startups (vLLM 0.19 H100 sweep and
@@ -40,9 +45,10 @@ the other start-ups of startups.yaml); the same script prints the leave-one-out 
   0.07-0.35 GiB; the fit's safe-side bias takes 0.32 GiB).
 - ``nvlink_buffers``: extra non-torch at TP > 1 on NVSwitch systems (sweep TP 2/4: +1.8-2.0 GiB; see
   ``overhead`` for why PCIe parts do not have it).
-- CUDA-graph estimate ``CUDA_GRAPH_BASE = 0.2 GiB + CUDA_GRAPH_PER_LAYER = 0.02 GiB`` per layer on the
-  stage (x1.5 for MoE), scaled by the capture size over 512 (sweep ``cuda_graph_estimated_gib``:
-  Llama-8B 0.84, 70B TP2 1.82, Qwen3-30B-A3B 1.24).
+- CUDA-graph estimate (``cudagraph.py``): ``0.2 GiB + 0.02 GiB`` per layer on the stage (x1.5 for MoE),
+  the per-layer part scaled by the graphs vLLM captures (PIECEWISE + FULL, from the capture sizes and
+  ``max_num_seqs``) over the sweep's 102 (sweep ``cuda_graph_estimated_gib``: Llama-8B 0.84, 70B TP2 1.82,
+  Qwen3-30B-A3B 1.24).
 """
 
 from __future__ import annotations
@@ -65,15 +71,12 @@ from ctxfit.engines.overhead import (
     nvswitch_system,
 )
 
+from .cudagraph import cuda_graph_bytes as v1_cuda_graph_bytes
+from .cudagraph import v0_cuda_graph_bytes
 from .dequant import dequant_bytes
 
 if TYPE_CHECKING:
     from ctxfit.vocab.inputs import PlanInputs
-
-CUDA_GRAPH_BASE = int(0.2 * GiB)
-CUDA_GRAPH_PER_LAYER = int(0.02 * GiB)
-CUDA_GRAPH_MOE_FACTOR = 1.5
-CUDA_GRAPH_DEFAULT_CAPTURE = 512
 
 V1_OPT_IN_SINCE = (0, 7, 0)
 V1_DEFAULT_SINCE = (0, 8, 0)
@@ -228,12 +231,14 @@ class ProfileInputs:
     cuda_graph_bytes: int
 
 
-def cuda_graph_bytes(inputs: PlanInputs, capture_size: int) -> int:
-    """CUDA-graph pool estimate for one GPU (see module docstring)."""
-    layers = -(-(inputs.architecture.num_layers or 32) // inputs.pp)
-    per_layer = CUDA_GRAPH_PER_LAYER * (CUDA_GRAPH_MOE_FACTOR if inputs.moe else 1.0)
-    scale = min(capture_size, CUDA_GRAPH_DEFAULT_CAPTURE) / CUDA_GRAPH_DEFAULT_CAPTURE
-    return int(CUDA_GRAPH_BASE + per_layer * layers * max(scale, 0.25))
+def cuda_graph_bytes(inputs: PlanInputs, effective: EffectiveConfig, fam: Family, max_num_batched_tokens: int) -> int:
+    """CUDA-graph memory of one GPU, bytes: V1's estimate by graph count, V0's decode pool (``cudagraph.py``)."""
+    capture = effective.cuda_graph_max_batch_size
+    if fam is Family.V0:
+        return v0_cuda_graph_bytes(inputs, capture)
+    return v1_cuda_graph_bytes(
+        inputs, capture, max_num_seqs=effective.max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
+    )
 
 
 def _product(inputs: PlanInputs) -> str | None:
@@ -278,7 +283,7 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
         warmup=sampler_warmup(fam, version),
         nvlink_multi_gpu=multi_gpu,
         nccl_init_in_budget_bytes=nccl_init,
-        cuda_graph_bytes=cuda_graph_bytes(inputs, effective.cuda_graph_max_batch_size),
+        cuda_graph_bytes=cuda_graph_bytes(inputs, effective, fam, tokens),
     )
 
 
