@@ -51,7 +51,7 @@ from .cache_view import ClaimView, StorageView
 from .conditions import EventNote, mark_failed_spec, mark_no_node, mark_phase, plan_status
 from .drift import describe_drift, drifted
 from .driver import failed_driver_nodes, required_cuda
-from .group import best_group_node, group_shortage, pods_for_ready
+from .group import best_group_node, group_shortage, most_telling_failure, pods_for_ready
 from .group_restarts import follow_group, reopen_group
 from .observe import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes
 from .observed import ReadStartup, mark_clamped, observe_startup
@@ -229,7 +229,8 @@ def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, se
     candidates = [p for p in snap.pods if p.attempt == cur.number]  # render the template only when needed
     digest = _desired_digest(snap, spec, out, settings, cache) if candidates else None
     pods, gone = attempt_pods(candidates, snap.name, cur.number, digest, node_names)
-    failed = next((p for p in pods if p.failed), None)
+    failing = [p for p in pods if p.failed]
+    failed = failing[0] if failing else None
     if failed is None and cur.outcome is AttemptOutcome.RUNNING:
         for pod in pods:
             if pod.ready:
@@ -241,8 +242,9 @@ def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, se
             if left is not None:
                 out.requeue(left)
     if failed is not None:
+        failed, failure = most_telling_failure(failing, diagnose) if len(failing) > 1 else \
+            (failed, diagnose(failed, failed.restart_count))
         node = _node_of(snap, failed, st.node_product)
-        failure = diagnose(failed, failed.restart_count)
         record_failure(out, spec, cur, failed, failure, node, settings, snap.now, snap.generation,
                        lambda s, pin: _replan(s, pin, node, settings))
         return

@@ -9,9 +9,10 @@ product exist; otherwise the server stays Planning with ``NoEligibleNode`` sayin
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ctxfit.api import InferenceServerSpec
+from ctxfit.vocab.kinds import Failure, FailureKind
 
 from .observe import GPUNode, PodView
 
@@ -68,3 +69,19 @@ def crash_evidence(pod: PodView) -> bool:
     engine's own, not the deletion's."""
     return pod.facts.group_name is not None and pod.deleting and pod.restart_count > 0 \
         and pod.termination is not None
+
+
+def most_telling_failure(failing: Sequence[PodView],
+                         diagnose: Callable[[PodView, int], Failure]) -> tuple[PodView, Failure]:
+    """Of several failed pods of one attempt (a multi-node group: a worker's OOM or KV error often takes the
+    leader down with a collective-communication error), the one whose diagnosis says most: a known kind before
+    ``Unknown``, then the earliest termination (the first to fail is the cause), then the name. Each pod is
+    diagnosed once (its log and Events read: one read per failed pod of the attempt)."""
+    diagnosed = [(pod, diagnose(pod, pod.restart_count)) for pod in failing]
+
+    def rank(item: tuple[PodView, Failure]) -> tuple[bool, str, str]:
+        pod, failure = item
+        ended = pod.termination.finished_at if pod.termination and pod.termination.finished_at else "~"
+        return failure.kind is FailureKind.UNKNOWN, ended, pod.name
+
+    return min(diagnosed, key=rank)
