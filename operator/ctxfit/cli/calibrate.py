@@ -22,7 +22,7 @@ import yaml
 from pydantic import ValidationError
 
 from ctxfit.api import EngineKind, GiB
-from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample, correction
+from ctxfit.budget.calibrate import CalibrationEntry, CalibrationKey, CalibrationTable, Sample, correction
 from ctxfit.budget.planner import plan
 from ctxfit.engines.startup import logged_version, parse_startup
 from ctxfit.vocab.inputs import PlanInputError
@@ -31,7 +31,7 @@ from ctxfit.vocab.version import parse_version
 
 from . import EXIT_ERROR, EXIT_OK, fail
 from .hfconfig import load_hf_config
-from .load import ManifestError, load_manifest, validation_message
+from .load import ManifestError, load_manifest, read_yaml, validation_message
 
 DATA_KEY = "calibration.yaml"
 
@@ -46,17 +46,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hf-config", help="a Hugging Face config.json for models not in the catalog")
 
 
-def load_table(path: str) -> CalibrationTable:
-    """A calibration table from YAML: the table itself or a ConfigMap holding it. Raises ``ValueError``."""
-    try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path}: {exc}".splitlines()[0]) from exc
+def load_table(path: str, flag: str = "--calibration") -> CalibrationTable:
+    """A calibration table from YAML: the table itself (``ctxfit calibrate --save``) or the operator's ConfigMap
+    holding it under ``data.calibration.yaml``.
+
+    Unlike the operator, which skips a malformed entry of a hand-edited ConfigMap, the CLI refuses the file:
+    a user who names a table means to use it, and a plan silently made without it would say otherwise.
+
+    Raises:
+        ManifestError (a ValueError): one line naming ``flag``: unreadable, not UTF-8, not YAML, not a table (no
+            ``entries`` list: an empty file, a manifest), or an entry that does not parse (its index and why).
+    """
+    doc = read_yaml(path, flag)
     if isinstance(doc, dict) and isinstance(doc.get("data"), dict) and DATA_KEY in doc["data"]:
-        doc = yaml.safe_load(doc["data"][DATA_KEY])
-    if doc is not None and not isinstance(doc, dict):
-        raise ValueError(f"{path}: not a calibration table (a mapping with 'entries')")
+        try:
+            doc = yaml.safe_load(str(doc["data"][DATA_KEY]))
+        except yaml.YAMLError as exc:
+            raise ManifestError(f"{flag}: {path}: data.{DATA_KEY} is not valid YAML "
+                             f"({str(exc).splitlines()[0]})") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
+        raise ManifestError(f"{flag}: {path} is not a calibration table (a mapping with an 'entries' list, as "
+                         "ctxfit calibrate --save writes it, or the operator's ConfigMap)")
+    for index, raw in enumerate(doc["entries"]):
+        try:
+            if not isinstance(raw, dict):
+                raise TypeError("not a mapping")
+            CalibrationEntry.from_wire(raw)
+        except (KeyError, ValueError, TypeError, ArithmeticError) as exc:
+            why = f"missing {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0][:80]
+            raise ManifestError(f"{flag}: {path}: entries[{index}] is not a calibration entry ({why})") from None
     return CalibrationTable.from_wire(doc)
+
+
+def save_table(table: CalibrationTable, path: str) -> None:
+    """Write ``table`` as YAML to ``path``. A file already there is replaced only when it is a calibration table
+    (the one ``--calibration`` read, or another): a manifest or anything else is kept.
+
+    Raises:
+        ManifestError (a ValueError): one line naming ``--save``: the path is a directory, its folder is missing
+            or not writable, or the file holds something other than a calibration table.
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise ManifestError(f"--save: {path} is a directory")
+    if target.exists():
+        load_table(path, "--save")  # refuses to overwrite what is not a table
+    try:
+        target.write_text(yaml.safe_dump(table.to_wire(), sort_keys=False, width=120), encoding="utf-8")
+    except OSError as exc:
+        raise ManifestError(f"--save: cannot write {path}: {exc.strerror or exc}") from exc
 
 
 def read_log(path: str) -> str:
@@ -126,7 +164,10 @@ def run(args: argparse.Namespace) -> int:
         calibration = {"key": key.text(), "correctionBytes": correction(s.residual_bytes for s in entry.samples),
                        "entry": entry.to_wire()}
         if args.save:
-            Path(args.save).write_text(yaml.safe_dump(table.to_wire(), sort_keys=False, width=120), encoding="utf-8")
+            try:
+                save_table(table, args.save)
+            except ManifestError as exc:
+                return fail(str(exc))
     doc = {"observed": observed_json(report), "predicted": predicted, "errorBytes": error, "calibration": calibration}
     if args.output == "json":
         json.dump(doc, sys.stdout, indent=2)

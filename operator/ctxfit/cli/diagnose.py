@@ -19,8 +19,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServer, InferenceServerSpec
 from ctxfit.recovery import (
     Attempt,
@@ -38,7 +36,7 @@ from ctxfit.recovery.wire import FieldError, effective_from_wire
 from ctxfit.vocab.text import clean_text
 
 from . import EXIT_ERROR, EXIT_OK, fail
-from .load import ManifestError, load_manifest
+from .load import ManifestError, load_manifest, read_yaml
 
 EXIT_CODE_RANGE = (-(1 << 31), (1 << 31) - 1)
 """``lastState.terminated.exitCode`` is an int32 in the Kubernetes API."""
@@ -96,30 +94,13 @@ def _read_text(path: str) -> str:
     return clean_text(raw)
 
 
-def _read_yaml(path: str, flag: str) -> Any:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ValueError(f"{flag}: cannot read {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError:
-        raise ValueError(f"{flag}: {path} is not UTF-8 text") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{flag}: {path} is not valid YAML ({str(exc).splitlines()[0]})") from exc
-    except RecursionError:
-        raise ValueError(f"{flag}: {path} is nested too deeply") from None
-    except ValueError as exc:  # the YAML constructor's own limits, e.g. an integer of > 4300 digits
-        raise ValueError(f"{flag}: {path} is not readable YAML ({str(exc).splitlines()[0][:80]})") from None
-
-
 def read_current(path: str, defaults: EffectiveConfig, engine: EngineKind | None = None) -> EffectiveConfig:
     """The ``--current`` mapping over ``defaults``, each field checked with the spec's bounds.
 
     Raises:
         ValueError: not a mapping, an unknown field or a bad value (``--current.<field>: <problem>``).
     """
-    data = _read_yaml(path, "--current")
+    data = read_yaml(path, "--current")
     if data is None:
         return defaults
     if not isinstance(data, dict):
@@ -137,7 +118,7 @@ def read_history(path: str, defaults: EffectiveConfig, engine: EngineKind | None
         ValueError: not a list of mappings, unknown failure kind, unknown field or bad value
             (``--history[i].<field>: <problem>``).
     """
-    data = _read_yaml(path, "--history")
+    data = read_yaml(path, "--history")
     if data is None:
         return []
     if not isinstance(data, list):

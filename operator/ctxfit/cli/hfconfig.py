@@ -9,19 +9,25 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .load import ManifestError
 
-def load_hf_config(path: str | Path) -> dict[str, Any]:
+
+def load_hf_config(path: str | Path, flag: str = "--hf-config") -> dict[str, Any]:
     """Read a config.json file.
 
     Raises:
-        ValueError: unreadable file or not a JSON object.
+        ManifestError (a ValueError): one line naming ``flag``: unreadable, not UTF-8, not JSON, not an object.
     """
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"cannot read config.json {path}: {exc}") from exc
+    except OSError as exc:
+        raise ManifestError(f"{flag}: cannot read {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError:
+        raise ManifestError(f"{flag}: {path} is not UTF-8 text") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ManifestError(f"{flag}: {path} is not valid JSON ({str(exc).splitlines()[0][:80]})") from None
     if not isinstance(data, dict):
-        raise ValueError(f"{path} is not a JSON object")
+        raise ManifestError(f"{flag}: {path} is not a JSON object")
     return data
 
 
@@ -37,4 +43,4 @@ def fetch_hf_config(repo_id: str, *, revision: str | None = None) -> dict[str, A
         path = hf_hub_download(repo_id=repo_id, filename="config.json", revision=revision)
     except Exception as exc:  # huggingface_hub raises many types (offline, 401, 404)
         raise ValueError(f"cannot fetch config.json of {repo_id}: {exc}") from exc
-    return load_hf_config(path)
+    return load_hf_config(path, "--fetch-config")

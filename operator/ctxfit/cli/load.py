@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -70,3 +71,23 @@ def load_manifest(path: str | Path) -> InferenceServer:
         return InferenceServer.model_validate(doc)
     except ValidationError as exc:
         raise ManifestError(validation_message(exc)) from exc
+
+
+def read_yaml(path: str, flag: str) -> Any:
+    """The YAML document in ``path`` for the option ``flag``. Raises ``ManifestError`` (a ``ValueError``) with one
+    line naming the option: unreadable, not UTF-8, not valid YAML, nested too deeply, beyond the YAML constructor's
+    limits."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ManifestError(f"{flag}: cannot read {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError:
+        raise ManifestError(f"{flag}: {path} is not UTF-8 text") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{flag}: {path} is not valid YAML ({str(exc).splitlines()[0]})") from exc
+    except RecursionError:
+        raise ManifestError(f"{flag}: {path} is nested too deeply") from None
+    except ValueError as exc:  # the YAML constructor's own limits, e.g. an integer of > 4300 digits
+        raise ManifestError(f"{flag}: {path} is not readable YAML ({str(exc).splitlines()[0][:80]})") from None
