@@ -11,7 +11,8 @@ engines', then the earliest occurrence):
 1. ``RANK_ROOT`` engine errors that name the cause (vLLM KV check, SGLang fraction, ...).
 2. ``RANK_SPECIFIC`` library errors that name the cause (NCCL /dev/shm segment, Triton fp8e4nv).
 3. ``RANK_OOM`` a CUDA OOM; the start-up phase before it decides the kind (``patterns.PHASE_KIND``).
-4. ``RANK_HINT`` weak hints (V0 FlashAttention FP8 note, "Bus error", ENOSPC on /dev/shm).
+4. ``RANK_HINT`` weak hints (V0 FlashAttention FP8 note, "Bus error", ENOSPC on /dev/shm), then
+   ``RANK_VAGUE`` engine errors that name a class of causes (vLLM "Invalid repository ID ...").
 5. ``RANK_PROBE`` startup-probe Events, or the SIGTERM trace "KeyboardInterrupt: terminated".
 6. ``RANK_EXIT`` the exit code alone: 137 HostOOMKilled, 143 StartupProbeTimeout, 135 /dev/shm.
 7. ``RANK_WRAPPER`` wrappers ("Engine core initialization failed", NCCL error) -> Unknown, quoting the

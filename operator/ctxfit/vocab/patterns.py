@@ -68,6 +68,11 @@ RANK_OOM = 20
 RANK_HINT = 25
 """A hint that usually names the cause but is also logged in passing (V0 FlashAttention FP8 note,
 "Bus error", "No space left on device" on /dev/shm)."""
+RANK_VAGUE = 28
+"""An engine error that says which step failed but not which of several causes (vLLM "Invalid repository ID or local
+directory specified": a wrong name, a missing path, a private repo or no network; SGLang "Capture cuda graph failed:"
+with an exception that is no out-of-memory): any hint that names the cause (a Hub, network or OOM line, often printed
+above it as the chained exception) wins. Its own line is the evidence."""
 RANK_PROBE = 30
 """Kubelet killed the container for a failed startup probe (Events, SIGTERM in the log)."""
 RANK_EXIT = 35

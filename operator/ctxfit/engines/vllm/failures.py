@@ -5,9 +5,11 @@ Sources (docs/engine-memory.md A.1, A.3, A.4, E; read in the published wheels un
   ``kv_cache_planning.py``): "To serve at least one request with the models's max seq len (N),
   (X GiB KV cache is needed, which is larger than the available KV cache memory (Y GiB).
   [Based on the available memory, the estimated maximum model length is E.] Try ...". "models's" up to
-  0.20, "model's" in 0.30+; the estimate since https://github.com/vllm-project/vllm/pull/16168 (absent in 0.8.x).
-- V0 0.4 - 0.6 ``worker/worker.py::raise_if_cache_size_invalid`` [3rd-party copy]: "The model's max
-  seq len (N) is larger than the maximum number of tokens that can be stored in KV cache (E)."
+  0.20, "model's" in 0.30+; the estimate since https://github.com/vllm-project/vllm/pull/16168 (absent in 0.8.x);
+  0.7.x prints the sizes as "GB" (``/1024/1024/1024``, the 0.7.2 wheel).
+- V0 0.2 - 0.10 ``worker/worker.py::raise_if_cache_size_invalid`` (0.5.5, 0.6.5, 0.9.2 wheels): "The model's max
+  seq len (N) is larger than the maximum number of tokens that can be stored in KV cache (E)." (E may be
+  wrapped onto the next line in a pasted log: the pattern reads one line further.)
 - "No available memory for the cache blocks." (V0 and V1, all versions).
 - 0.11 / 0.33 ``request_memory``: "Free memory on device [cuda:0 ](F/T GiB) on startup is less than
   desired GPU memory utilization (U, R GiB)."
@@ -37,6 +39,16 @@ Sources (docs/engine-memory.md A.1, A.3, A.4, E; read in the published wheels un
   sentence with "... by the {name} attention backend"; ``flash_attn.py`` (V0: "FP8 kv-cache", V1: "fp8
   kv-cache") "FlashAttention does not support fp8 kv-cache on this device" where FlashAttention has no FP8
   (anything but SM90).
+- KV dtype refused outside the attention backends (wheels 0.5.5 - 0.28): "fp8_e5m2 kv-cache is not supported
+  with fp8 checkpoints." (0.5 - 0.28), "FP8 KV cache dtype is not supported." (pallas, 0.5 - 0.9), "FP8 KV cache
+  is unsupported in CPU_ATTN" (0.12 - 0.20), "nvfp4 KV cache is not supported with MLA" (0.21 - 0.28), "bfloat16
+  KV cache is not supported on {dev}" (0.24 - 0.28): "KV cache ... not supported" next to a dtype word.
+- Weights: 0.11 ``layers/linear.py`` "Failed to create unquantized linear weights. This may be caused by
+  insufficient memory to allocate the weight." (and its log line with the CUDA OOM); a CUDA OOM under a
+  ``create_weights`` frame (every version) is an OOM while the model is built, i.e. loading.
+- Model name: 0.8 - 0.28 ``transformers_utils/config.py`` "Invalid repository ID or local directory specified:
+  'X'." when no config.json / params.json is found (a wrong name, a missing path, a private repo, no network;
+  the Hub error it was raised from, printed above it, names which).
 - Parallel layout, 0.1 - 0.33 ``config.py`` (0.10+ ``config/model.py``) ``verify_with_parallel_config``:
   "Total number of attention heads (H) must be divisible by tensor parallel size (T)." (0.10+ wrapped by
   pydantic as "Value error, ..."); 0.1 - 0.5 "Total number of hidden layers (L) must be divisible by
@@ -58,7 +70,9 @@ from ctxfit.vocab.patterns import (
     RANK_HINT,
     RANK_ROOT,
     RANK_SPECIFIC,
+    RANK_VAGUE,
     RANK_WRAPPER,
+    TORCH_OOM_EXTRACTORS,
     FailurePattern,
     Phase,
     PhaseMarker,
@@ -66,6 +80,9 @@ from ctxfit.vocab.patterns import (
     coverage_table,
     extractor,
 )
+
+_KV_DTYPE_WORDS = ("fp8", "FP8", "nvfp4", "NVFP4", "bfloat16", "float16", "Quantized", "quantized", "e5m2", "e4m3")
+"""Words that make a "KV cache is not supported" line about the KV cache *dtype* (not its layout or hybrid groups)."""
 
 _KV_V1 = "vLLM V1 0.8-0.33 v1/core/kv_cache_utils.py (0.33 kv_cache_planning.py) _check_enough_kv_cache_memory"
 
@@ -78,12 +95,12 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
             "estimated maximum model length is ",
         ),
         rank=RANK_ROOT,
-        source=_KV_V1,
-        covers=(("0.8.0", "0.33.x"),),
+        source=_KV_V1 + "; 0.7.x prints the sizes as 'GB' (divided by 1024**3, read in the 0.7.2 wheel)",
+        covers=(("0.7.0", "0.33.x"),),
         extractors=(
             extractor("requestedContextLength", r"max seq len \(" + NUM + r"\)"),
-            extractor("neededBytes", r"\(" + NUM + r" ?GiB KV cache is needed", "gib"),
-            extractor("availableBytes", r"available KV cache memory \(" + NUM + r" ?GiB\)", "gib"),
+            extractor("neededBytes", r"\(" + NUM + r" ?(?:GiB|GB) KV cache is needed", "gib"),
+            extractor("availableBytes", r"available KV cache memory \(" + NUM + r" ?(?:GiB|GB)\)", "gib"),
             extractor("estimatedMaxContextLength", r"estimated maximum model length is " + NUM),
         ),
     ),
@@ -91,11 +108,14 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         kind=FailureKind.KV_CACHE_TOO_SMALL,
         markers=("is larger than the maximum number of tokens that can be stored in KV cache",),
         rank=RANK_ROOT,
-        source="vLLM V0 0.4-0.6 worker/worker.py raise_if_cache_size_invalid [3rd-party copy]",
-        covers=(("0.4.0", "0.6.x"),),
+        source="vLLM V0 0.2-0.10 worker/worker.py raise_if_cache_size_invalid (read in the 0.5.5, 0.6.5 and 0.9.2 "
+        "wheels; 0.2.7 in vLLM issue 2418); the estimate may be wrapped onto the next line ('KV cache (\\n3984)', "
+        "vLLM issue 7526)",
+        covers=(("0.2.7", "0.9.x"),),
+        context_lines=1,
         extractors=(
             extractor("requestedContextLength", r"max seq len \(" + NUM + r"\) is larger"),
-            extractor("estimatedMaxContextLength", r"stored in KV cache \(" + NUM + r"\)"),
+            extractor("estimatedMaxContextLength", r"stored in KV cache \(\s{0,4}" + NUM + r"\)"),
         ),
     ),
     FailurePattern(
@@ -176,6 +196,39 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         covers=(("0.6.0", "0.18.x"), ("0.33.0", "0.33.x")),
     ),
     FailurePattern(
+        kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
+        markers=("kv-cache is not supported", "KV cache is not supported", "KV cache dtype is not supported",
+                 "KV cache is unsupported", "KV cache not supported"),
+        rank=RANK_ROOT,
+        requires_any=_KV_DTYPE_WORDS,
+        source="vLLM 0.5-0.28 attention/layer.py 'fp8_e5m2 kv-cache is not supported with fp8 checkpoints.' "
+        "(vLLM issue 8409); 0.5-0.9 pallas 'FP8 KV cache dtype is not supported.'; 0.12-0.20 cpu_attn 'FP8 KV cache "
+        "is unsupported in CPU_ATTN'; 0.19-0.28 'Quantized KV cache not supported'; 0.20-0.28 'quantized KV cache is "
+        "not supported for encoder attention'; 0.21-0.28 config/vllm.py 'nvfp4 KV cache is not supported with MLA'; "
+        "0.24-0.28 triton_attn 'bfloat16 KV cache is not supported on {dev}' (all read in the wheels)",
+        covers=(("0.5.5", "0.28.0"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.WEIGHTS_DO_NOT_FIT,
+        markers=("Failed to create unquantized linear weights",),
+        rank=RANK_ROOT,
+        requires_any=("insufficient memory", "out of memory"),
+        source="vLLM 0.11 model_executor/layers/linear.py UnquantizedLinearMethod.create_weights: logs 'Failed to "
+        "create unquantized linear weights: <CUDA OOM>' and raises 'Failed to create unquantized linear weights. This "
+        "may be caused by insufficient memory to allocate the weight.' (vLLM issue 28143; absent in 0.10.1 and 0.12.0)",
+        covers=(("0.11.0", "0.11.x"),),
+        extractors=TORCH_OOM_EXTRACTORS,
+    ),
+    FailurePattern(
+        kind=FailureKind.MODEL_NOT_FOUND,
+        markers=("Invalid repository ID or local directory specified",),
+        rank=RANK_VAGUE,
+        source="vLLM 0.8-0.28 transformers_utils/config.py get_config: raised when neither config.json nor params.json "
+        "is found at the name (a wrong repo id, a missing local path, a private repo without a token or no network, "
+        "chained from the Hub error; 0.10+ wrapped by pydantic as 'Value error, ...'; vLLM issues 13510, 22043)",
+        covers=(("0.8.5", "0.28.0"),),
+    ),
+    FailurePattern(
         kind=FailureKind.MAMBA_CACHE_TOO_SMALL,
         markers=("Mamba cache blocks",),
         rank=RANK_ROOT,
@@ -254,6 +307,9 @@ PHASE_MARKERS: tuple[PhaseMarker, ...] = (
     PhaseMarker(Phase.LOADING, "load_weights", "traceback frame (model load_weights)"),
     PhaseMarker(Phase.LOADING, "load_model", "traceback frame (worker/runner load_model)"),
     PhaseMarker(Phase.LOADING, "weight_loader", "traceback frame (parameter weight_loader)"),
+    PhaseMarker(Phase.LOADING, "create_weights", "traceback frame (quantization method create_weights: the weight "
+                "tensors are allocated while the model is built, 0.2-0.28)"),
+    PhaseMarker(Phase.LOADING, "Failed to create unquantized linear weights", "vLLM 0.11 linear.py log line"),
     PhaseMarker(Phase.PROFILING, "Model loading took", "vLLM gpu_model_runner.py (0.11 '%.4f GiB', 0.20+ '%s GiB')"),
     PhaseMarker(Phase.PROFILING, "Loading weights took", "vLLM model_loader"),
     PhaseMarker(Phase.PROFILING, "profile_run", "traceback frame (gpu_model_runner.profile_run)"),
