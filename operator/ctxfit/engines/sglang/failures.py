@@ -5,12 +5,15 @@ Sources (docs/engine-memory.md B.1, B.2, E; read in the 0.5.4, 0.5.10 and 0.5.23
 - 0.5.23 ``mem_cache/kv_cache_configurator.py::_profile_available_bytes``: "Loaded weights leave no GPU
   memory for the KV cache under --mem-fraction-static=F. Raise --mem-fraction-static above X (minimum
   viable = 1 - available/pre = M). ..."
-- 0.4 - 0.5.23 (``model_runner.py`` / ``MemoryPoolConfig.__post_init__``): "Not enough memory. Please
+- 0.2.7 - 0.5.23 (``model_runner.py`` / ``MemoryPoolConfig.__post_init__``): "Not enough memory. Please
   try to increase --mem-fraction-static. [Current value: mem_fraction_static=F]" (0.5.4 prints
-  ``self.server_args.mem_fraction_static=F``).
-- 0.4 - 0.5.23 ``cuda_graph_runner.py`` (0.5.23 ``decode_cuda_graph_runner.py``): "Capture cuda graph
+  ``self.server_args.mem_fraction_static=F``); 0.1.13 ``managers/router/model_runner.py`` "Not enought memory.
+  Please try to increase --mem-fraction-static." (sic); 0.3.6 - 0.5.10 ``tp_worker.py`` assert "Memory pool size
+  is too small" (a pool of at most one token). Matched on "Please try to increase --mem-fraction-static".
+- 0.2.7 - 0.5.23 ``cuda_graph_runner.py`` (0.5.23 ``decode_cuda_graph_runner.py``): "Capture cuda graph
   failed: {e}" followed by "Possible solutions: ..." (``--cuda-graph-max-bs`` up to 0.5.10,
-  ``--cuda-graph-max-bs-decode`` in 0.5.23).
+  ``--cuda-graph-max-bs-decode`` in 0.5.23). ``{e}`` is any exception: only an out-of-memory one is a capture
+  OOM; another (a torch.compile op, a gloo connection, SGLang issues 4205 and 6033) is Unknown.
 - ``configs/model_config.py``: "User-specified context_length (N) is greater than the derived
   context_length (M)." (raised unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1).
 - 0.5.23 ``arg_groups/attention_hook.py``: "TRTLLM FMHAv2 prefill on SM120 does not support fp8_e4m3
@@ -44,6 +47,7 @@ from ctxfit.vocab.patterns import (
     PARALLELISM_EXTRACTORS,
     RANK_HINT,
     RANK_ROOT,
+    RANK_VAGUE,
     RANK_WRAPPER,
     TORCH_OOM_EXTRACTORS,
     FailurePattern,
@@ -53,6 +57,9 @@ from ctxfit.vocab.patterns import (
     coverage_table,
     extractor,
 )
+
+_OOM_WORDS = ("out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED", "cudaErrorMemoryAllocation")
+"""Fragments of a CUDA / cuBLAS out-of-memory error (``ctxfit.recovery.generic`` GPU OOM markers)."""
 
 FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
     FailurePattern(
@@ -69,20 +76,34 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
     ),
     FailurePattern(
         kind=FailureKind.STATIC_MEMORY_TOO_SMALL,
-        markers=("Not enough memory. Please try to increase --mem-fraction-static",),
+        markers=("Please try to increase --mem-fraction-static", "Memory pool size is too small"),
         rank=RANK_ROOT,
-        source="SGLang 0.4-0.5.4 model_runner.py profile_max_num_token; 0.5.10 model_runner_kv_cache_mixin.py; "
-        "0.5.23 MemoryPoolConfig.__post_init__",
-        covers=(("0.3.6", "0.5.23"),),
+        source="SGLang 0.1.13 managers/router/model_runner.py 'Not enought memory. Please try to increase "
+        "--mem-fraction-static.' (sic); 0.2.7-0.5.4 model_runner.py profile_max_num_token 'Not enough memory. ...'; "
+        "0.5.10 model_runner_kv_cache_mixin.py; 0.5.23 MemoryPoolConfig.__post_init__; 0.3.6-0.5.10 "
+        "managers/tp_worker.py assert 'Memory pool size is too small' (a pool of at most one token)",
+        covers=(("0.1.13", "0.5.23"),),
         extractors=(extractor("memFractionStatic", r"mem_fraction_static=" + NUM, "float"),),
     ),
     FailurePattern(
         kind=FailureKind.GRAPH_CAPTURE_OOM,
         markers=("Capture cuda graph failed",),
         rank=RANK_ROOT,
-        source="SGLang 0.4-0.5.10 model_executor/cuda_graph_runner.py; 0.5.23 decode_cuda_graph_runner.py",
-        covers=(("0.3.6", "0.5.23"),),
+        # "Capture cuda graph failed: {e}" carries any exception: only an out-of-memory one is a capture OOM
+        requires_any=_OOM_WORDS,
+        source="SGLang 0.2.7 model_runner.py; 0.3-0.5.10 model_executor/cuda_graph_runner.py; 0.5.23 "
+        "decode_cuda_graph_runner.py ('Capture cuda graph failed: {e}' with the exception on the same line)",
+        covers=(("0.2.7", "0.5.23"),),
         extractors=TORCH_OOM_EXTRACTORS,
+    ),
+    FailurePattern(
+        kind=FailureKind.UNKNOWN,
+        markers=("Capture cuda graph failed",),
+        rank=RANK_VAGUE,
+        source="SGLang 0.2.7-0.5.23 cuda_graph_runner.py: a capture that failed for another reason (torch.compile, "
+        "a gloo/NCCL connection, CUDAGeneratorImpl during capture; SGLang issues 4205, 6033): the knobs of a capture "
+        "OOM do not help",
+        covers=(("0.2.7", "0.5.23"),),
     ),
     FailurePattern(
         kind=FailureKind.CONTEXT_EXCEEDS_MODEL_LIMIT,
