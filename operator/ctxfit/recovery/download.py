@@ -17,7 +17,9 @@ here ever changes an engine flag:
   404, and 401 for a missing *or private* repo, so the explanation names the token too), "Revision Not
   Found for url" / "Invalid rev id" (``RevisionNotFoundError``), "Entry Not Found for url"
   (``EntryNotFoundError``); offline engine with an empty cache: "Cannot find the requested files in the
-  disk cache and outgoing traffic has been disabled" (``file_download.py``, v0.20 .. v1.28).
+  disk cache and outgoing traffic has been disabled" (``file_download.py``, v0.20 .. v1.28); a name that is
+  neither a directory here nor a repo id: ``HFValidationError`` "Repo id must be in the form ..." / "Repo id must
+  use alphanumeric chars ..." (``utils/_validators.py``; a model path missing on this node).
 - ``CacheVolumeFull``: ENOSPC "[Errno 28] No space left on device" while writing the cache, or
   huggingface_hub's "Not enough free disk space to download the file. The expected file size is: X MB.
   The target location T only has Y MB free disk space." (``file_download._check_disk_space``, v0.21+,
@@ -69,6 +71,14 @@ DOWNLOAD_PATTERNS: tuple[FailurePattern, ...] = (
         rank=RANK_ROOT,
         source="huggingface_hub utils/_http.py (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError, "
         "v0.14-v1.28); file_download.py LocalEntryNotFoundError in offline mode (v0.20-v1.28)",
+    ),
+    FailurePattern(
+        kind=FailureKind.MODEL_NOT_FOUND,
+        markers=("HFValidationError: Repo id must",),
+        rank=RANK_SPECIFIC,
+        source="huggingface_hub utils/_validators.py validate_repo_id ('Repo id must be in the form ...' / 'Repo id "
+        "must use alphanumeric chars ...'): the model name is neither a local directory nor a repo id, e.g. a path "
+        "missing on this node (vLLM issue 5727); the bare retry log line of vLLM 0.7 (no exception name) stays out",
     ),
     FailurePattern(
         kind=FailureKind.CACHE_VOLUME_FULL,

@@ -24,7 +24,15 @@ Sources:
   API name ``CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE``); ``cudaErrorSystemDriverMismatch`` (803)
   "system has unsupported display driver / cuda driver combination"; nvidia-container-cli (an Event
   when the container cannot be created) "requirement error: unsatisfied condition: cuda>=12.8, please
-  update your driver to a newer version".
+  update your driver to a newer version"; ``cudaErrorUnsupportedPtxVersion`` (222) "the provided PTX was compiled
+  with an unsupported toolchain" (a kernel built by a newer CUDA than the driver can JIT: vLLM's troubleshooting
+  guide, https://github.com/vllm-project/vllm/pull/28305; vLLM issues 31700, 37140).
+- Host memory from the log (HostOOMKilled without a kill): Ray's memory monitor ("Task was killed due to the node
+  running low on memory", "... which exceeds the memory usage threshold of 0.95", raylet "Workers (tasks / actors)
+  killed due to memory pressure (OOM)"; vLLM's Ray executor, issues 1160, 2669, 15102); ENOMEM on the host:
+  PyTorch MapAllocator "unable to mmap N bytes from file <F>: Cannot allocate memory (12)" (a safetensors shard,
+  issues 759, 2391, 9753), c10 "DefaultCPUAllocator: can't allocate memory", Python "[Errno 12] Cannot allocate
+  memory".
 - Invalid parallel layout (InvalidParallelism, permanent): the stable part of every engine's wording is
   "divisible by" next to a parallel size ("tensor parallel size (3)", "tp_size=3", "TP=3", "pipeline
   parallel size", "ep_size"); vLLM's "Tensor parallel size 16 is greater than the number of experts 8".
@@ -91,14 +99,19 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
             "unsupported display driver",
             "library version mismatch",
             "update your driver to a newer version",
+            "PTX was compiled with an unsupported toolchain",
+            "cudaErrorUnsupportedPtxVersion",
         ),
         rank=RANK_SPECIFIC,
-        source="PyTorch c10/cuda/CUDAFunctions.cpp; CUDA runtime errors 35/803/804; nvidia-container-cli",
+        source="PyTorch c10/cuda/CUDAFunctions.cpp; CUDA runtime errors 35/803/804 and 222 "
+        "(cudaErrorUnsupportedPtxVersion: a kernel's PTX is newer than the driver can JIT; vLLM's "
+        "troubleshooting guide, https://github.com/vllm-project/vllm/pull/28305); nvidia-container-cli",
         extractors=(
             extractor("driverCudaVersion", r"found version " + NUM),
             extractor("requiredCudaVersion", r"cuda>=" + NUM, "float"),
         ),
         covers=(("torch 1.10", "torch 2.14"), ("CUDA runtime errors 35/803/804", "3rd-party reports"),
+                ("CUDA runtime error 222", "vLLM 0.11.0-0.11.2 (vLLM issues 31700, 37140)"),
                 ("nvidia-container-cli", "3rd-party reports")),
     ),
     FailurePattern(
@@ -163,6 +176,30 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
         requires_any=("/dev/shm",),
         extractors=(extractor("requestedBytes", r"/dev/shm/[\w.-]{1,80} to " + NUM + r" bytes"),),
         covers=(("NCCL 2.19", "3rd-party reports"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.HOST_OOM_KILLED,
+        markers=("killed due to the node running low on memory", "which exceeds the memory usage threshold",
+                 "killed due to memory pressure (OOM)"),
+        rank=RANK_SPECIFIC,
+        source="Ray memory monitor (raylet node_manager.cc / python ray.exceptions.OutOfMemoryError 'Task was killed "
+        "due to the node running low on memory. Memory on the node ... was U / T (F), which exceeds the memory usage "
+        "threshold of 0.95'): host RAM, as seen by vLLM's Ray executor (vLLM issues 1160, 2669, 15102)",
+        covers=(("Ray 2.2", "Ray 2.4x (reports with vLLM 0.1.7-0.8.0)"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.HOST_OOM_KILLED,
+        markers=("unable to mmap", "DefaultCPUAllocator: can't allocate memory", "[Errno 12] Cannot allocate memory"),
+        rank=RANK_SPECIFIC,
+        requires_any=("Cannot allocate memory", "can't allocate memory"),
+        source="ENOMEM (errno 12) on the host: PyTorch MapAllocator 'unable to mmap N bytes from file <F>: Cannot "
+        "allocate memory (12)' (safetensors checkpoints, vLLM issues 759, 2391, 9753), c10 CPU allocator "
+        "'DefaultCPUAllocator: can't allocate memory: you tried to allocate N bytes', Python OSError at fork",
+        extractors=(
+            extractor("requestedBytes", r"unable to mmap " + NUM + r" bytes"),
+            extractor("requestedBytes", r"you tried to allocate " + NUM + r" bytes"),
+        ),
+        covers=(("torch 2.1", "torch 2.14"), ("vLLM 0.2.7", "vLLM 0.9.0 (reports)")),
     ),
     FailurePattern(
         kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,

@@ -103,7 +103,8 @@ class Failure:
             (MambaCacheTooSmall), ``attentionHeads`` / ``kvHeads`` / ``layers`` / ``experts`` / ``vocabSize`` /
             ``dividedCount`` and ``tensorParallelSize`` / ``pipelineParallelSize`` / ``expertParallelSize`` /
             ``parallelSize`` (InvalidParallelism), ``driverCudaVersion`` (torch "found version 12040") /
-            ``requiredCudaVersion`` (CUDADriverTooOld).
+            ``requiredCudaVersion`` (CUDADriverTooOld); HostOOMKilled read from the log: ``requestedBytes``
+            (a failed host mmap / CPU allocation).
         evidence: the matched line (trimmed to ``EVIDENCE_MAX_CHARS`` at a word boundary), or a
             description of the Kubernetes signal (``terminated: reason=OOMKilled exitCode=137``).
         node: the node the pod ran on, for kinds that belong to the node (``NODE_KINDS``), else None.

@@ -43,7 +43,10 @@ def check_host_oom_killed(ctx: PolicyContext) -> Decision | None:
     limit = ctx.current.memory_limit_bytes
     node = ctx.memory_cap_bytes if ctx.memory_cap_bytes is not None and ctx.memory_cap_bytes > 0 else None
     cap = min(node, MAX_HOST_BYTES) if node is not None else MAX_HOST_BYTES
-    head = f"the container was OOM-killed at its memory limit {bytes_to_quantity(max(limit, 0))} (host RAM, not GPU)"
+    # the kernel's kill is a Kubernetes signal ("terminated: reason=OOMKilled"); the engine's own log line (Ray's
+    # memory monitor, a failed host mmap) names host memory without a kill
+    what = "was OOM-killed" if ctx.failure.evidence.startswith("terminated") else "ran out of host memory"
+    head = f"the container {what} at its memory limit {bytes_to_quantity(max(limit, 0))} (host RAM, not GPU)"
     if limit < MIN_HOST_BYTES:
         growths: tuple[float, ...] = ()
         sizes = [min(default_memory_limit_bytes(ctx.spec.gpu.count), cap)]
