@@ -143,6 +143,12 @@ WORDINGS: list[tuple[str, EngineKind, FailureKind, str, dict[str, float]]] = [
     ("hub-validate-repo-id-form", EngineKind.SGLANG, K.MODEL_NOT_FOUND,
      "huggingface_hub.utils._validators.HFValidationError: Repo id must be in the form 'repo_name' or "
      "'namespace/repo_name': '/models/llama/'. Use `repo_type` argument if needed.", {}),
+    ("hub-1.x-httpx-404", EngineKind.SGLANG, K.MODEL_NOT_FOUND,
+     "huggingface_hub.errors.HfHubHTTPError: Client error '404 Not Found' for url "
+     "'https://huggingface.co/api/models/acme/missing/revision/main'", {}),
+    ("hub-offline-warning-without-the-exception-stays-out", EngineKind.VLLM, K.UNKNOWN,
+     "WARNING 01-01 00:00:00 utils.py:10] could not list files: Cannot reach https://huggingface.co/api/models/x/y: "
+     "offline mode is enabled.\nRuntimeError: something else broke", {}),
     ("vllm-0.7-retry-log-is-no-failure", EngineKind.VLLM, K.UNKNOWN,
      "ERROR 03-06 11:03:52 config.py:102] Error retrieving file list: Repo id must be in the form 'repo_name' or "
      "'namespace/repo_name': '/home/Models/Qwen2.5-7B-Instruct-GPTQ-Int4/'. Use `repo_type` argument if "

@@ -20,6 +20,8 @@ here ever changes an engine flag:
   disk cache and outgoing traffic has been disabled" (``file_download.py``, v0.20 .. v1.28); a name that is
   neither a directory here nor a repo id: ``HFValidationError`` "Repo id must be in the form ..." / "Repo id must
   use alphanumeric chars ..." (``utils/_validators.py``; a model path missing on this node).
+  An offline engine whose cache lacks a file: ``OfflineModeIsEnabled`` "Cannot reach URL: offline mode is enabled";
+  a bare HTTP 404 ("404 Client Error: Not Found for url", httpx "Client error '404 Not Found'") is a hint.
 - ``CacheVolumeFull``: ENOSPC "[Errno 28] No space left on device" while writing the cache, or
   huggingface_hub's "Not enough free disk space to download the file. The expected file size is: X MB.
   The target location T only has Y MB free disk space." (``file_download._check_disk_space``, v0.21+,
@@ -71,6 +73,22 @@ DOWNLOAD_PATTERNS: tuple[FailurePattern, ...] = (
         rank=RANK_ROOT,
         source="huggingface_hub utils/_http.py (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError, "
         "v0.14-v1.28); file_download.py LocalEntryNotFoundError in offline mode (v0.20-v1.28)",
+    ),
+    FailurePattern(
+        kind=FailureKind.MODEL_NOT_FOUND,
+        markers=("offline mode is enabled",),
+        rank=RANK_SPECIFIC,
+        requires_any=("OfflineModeIsEnabled",),
+        source="huggingface_hub utils/_http.py OfflineModeIsEnabled 'Cannot reach URL: offline mode is enabled. To "
+        "disable it, please unset the `HF_HUB_OFFLINE` environment variable.' (v0.20-v2.4; vLLM issue 3719): an "
+        "offline engine asked the Hub for a file the cache does not hold",
+    ),
+    FailurePattern(
+        kind=FailureKind.MODEL_NOT_FOUND,
+        markers=("404 Client Error", "Client error '404"),
+        rank=RANK_HINT,
+        source="requests HTTPError (huggingface_hub < 1.0) '404 Client Error: Not Found for url: .../config.json' / "
+        "httpx (>= 1.0) \"Client error '404 Not Found'\": no such repo, revision or file (vLLM PR 8501)",
     ),
     FailurePattern(
         kind=FailureKind.MODEL_NOT_FOUND,
