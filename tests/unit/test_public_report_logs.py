@@ -109,6 +109,10 @@ WORDINGS: list[tuple[str, EngineKind, FailureKind, str, dict[str, float]]] = [
     ("sglang-capture-oom-still-a-capture-oom", EngineKind.SGLANG, K.GRAPH_CAPTURE_OOM,
      "Exception: Capture cuda graph failed: CUDA error: out of memory\nPossible solutions:\n"
      "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)", {}),
+    ("sglang-0.5.10-piecewise-capture-oom", EngineKind.SGLANG, K.GRAPH_CAPTURE_OOM,
+     "[2026-01-01 00:00:00 TP0] Capture piecewise CUDA graph begin. avail mem=3.10 GB\n"
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has a total capacity of "
+     "79.10 GiB of which 310.00 MiB is free.", {}),
     ("sglang-capture-illegal-access-is-no-oom", EngineKind.SGLANG, K.UNKNOWN,
      "Exception: Capture cuda graph failed: CUDA error: an illegal memory access was encountered\n"
      "Possible solutions:\n1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)", {}),

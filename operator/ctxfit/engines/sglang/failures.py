@@ -160,6 +160,7 @@ PHASE_MARKERS: tuple[PhaseMarker, ...] = (
     PhaseMarker(Phase.CAPTURE, "Capture cuda graph begin", "SGLang cuda_graph_runner.py log"),
     PhaseMarker(Phase.CAPTURE, "Capture cuda graph bs", "SGLang cuda_graph_runner.py tqdm bar"),
     PhaseMarker(Phase.CAPTURE, "prefill CUDA graph begin", "SGLang 0.5.23 prefill graph capture log"),
+    PhaseMarker(Phase.CAPTURE, "Capture piecewise CUDA graph begin", "SGLang 0.5.10 model_runner.py (piecewise)"),
     PhaseMarker(Phase.CAPTURE, "init_cuda_graphs", "traceback frame (model_runner.init_cuda_graphs)"),
     PhaseMarker(Phase.CAPTURE, "CudaGraphRunner", "traceback frame (cuda_graph_runner)"),
     PhaseMarker(Phase.SERVING, "The server is fired up and ready to roll!", "SGLang entrypoints/http_server.py"),
