@@ -116,6 +116,12 @@ WORDINGS: list[tuple[str, EngineKind, FailureKind, str, dict[str, float]]] = [
     ("sglang-capture-illegal-access-is-no-oom", EngineKind.SGLANG, K.UNKNOWN,
      "Exception: Capture cuda graph failed: CUDA error: an illegal memory access was encountered\n"
      "Possible solutions:\n1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)", {}),
+    ("sglang-0.5.4-trtllm-mla-kv-dtype", EngineKind.SGLANG, K.KV_CACHE_DTYPE_UNSUPPORTED,
+     "ValueError: TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3 or auto.", {}),
+    ("sglang-0.5.10-dsa-kv-dtype", EngineKind.SGLANG, K.KV_CACHE_DTYPE_UNSUPPORTED,
+     "AssertionError: DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype", {}),
+    ("sglang-0.5.x-unknown-kv-dtype", EngineKind.SGLANG, K.KV_CACHE_DTYPE_UNSUPPORTED,
+     "ValueError: Unsupported kv_cache_dtype: fp8_e5m2.", {}),
     ("vllm-0.7-v1-kv-in-gb", EngineKind.VLLM, K.KV_CACHE_TOO_SMALL,
      "ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GB KV cache is "
      "needed, which is larger than the available KV cache memory (9.50 GB). Try increasing "

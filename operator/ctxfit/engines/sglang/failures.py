@@ -18,6 +18,9 @@ Sources (docs/engine-memory.md B.1, B.2, E; read in the 0.5.4, 0.5.10 and 0.5.23
   context_length (M)." (raised unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1).
 - 0.5.23 ``arg_groups/attention_hook.py``: "TRTLLM FMHAv2 prefill on SM120 does not support fp8_e4m3
   KV cache or skip-softmax."
+- 0.5.4 - 0.5.10 KV dtype refusals: "Unsupported kv_cache_dtype: X." (``model_runner.py``), "TensorRT-LLM MLA
+  backend only supports kv-cache-dtype of fp8_e4m3 ... or auto." and "DeepSeek DSA only supports bf16/bfloat16 or
+  fp8_e4m3 kv_cache_dtype" (``server_args.py``).
 - ``managers/scheduler.py``: "Scheduler hit an exception" (a wrapper; the traceback follows).
 - ``managers/utils.py`` ``validate_input_length`` 0.4.3 - 0.5.4: "Input length (N tokens) exceeds the maximum
   allowed length (M tokens). Use a shorter input or enable --allow-auto-truncate." (0.3.6 truncated such
@@ -122,6 +125,16 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         rank=RANK_ROOT,
         source="SGLang 0.5.23 srt/arg_groups/attention_hook.py (TRTLLM FMHAv2 prefill on SM120)",
         covers=(("0.5.23", "0.5.23"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
+        markers=("Unsupported kv_cache_dtype", "only supports kv-cache-dtype", "fp8_e4m3 kv_cache_dtype"),
+        rank=RANK_ROOT,
+        source="SGLang 0.5.4-0.5.10 model_executor/model_runner.py 'Unsupported kv_cache_dtype: X.'; server_args.py "
+        "'TensorRT-LLM MLA backend only supports kv-cache-dtype of fp8_e4m3[, fp4_e2m1, bf16] or auto.'; 0.5.10 "
+        "server_args.py assert 'DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype' (all read in "
+        "the wheels): the requested KV dtype is refused, auto or bf16 is accepted",
+        covers=(("0.5.4", "0.5.10"),),
     ),
     FailurePattern(
         kind=FailureKind.KV_CACHE_TOO_SMALL,
