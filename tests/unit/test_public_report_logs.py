@@ -153,6 +153,15 @@ WORDINGS: list[tuple[str, EngineKind, FailureKind, str, dict[str, float]]] = [
     ("hub-validate-repo-id-form", EngineKind.SGLANG, K.MODEL_NOT_FOUND,
      "huggingface_hub.utils._validators.HFValidationError: Repo id must be in the form 'repo_name' or "
      "'namespace/repo_name': '/models/llama/'. Use `repo_type` argument if needed.", {}),
+    ("transformers-cant-load-config", EngineKind.SGLANG, K.MODEL_NOT_FOUND,
+     "OSError: Can't load the configuration of '/models/llama'. If you were trying to load it from "
+     "'https://huggingface.co/models', make sure you don't have a local directory with the same name. Otherwise, "
+     "make sure '/models/llama' is the correct path to a directory containing a config.json file", {}),
+    ("transformers-cant-load-config-after-network-error", EngineKind.SGLANG, K.DOWNLOAD_INTERRUPTED,
+     "requests.exceptions.ReadTimeout: (ReadTimeoutError(\"HTTPSConnectionPool(host='huggingface.co', port=443): "
+     "Read timed out. (read timeout=10)\"), '(Request ID: x)')\n\nDuring handling of the above exception, another "
+     "exception occurred:\n\nOSError: Can't load the configuration of 'Qwen/Qwen2-7B'. If you were trying to load "
+     "it from 'https://huggingface.co/models', make sure you don't have a local directory with the same name.", {}),
     ("hub-1.x-httpx-404", EngineKind.SGLANG, K.MODEL_NOT_FOUND,
      "huggingface_hub.errors.HfHubHTTPError: Client error '404 Not Found' for url "
      "'https://huggingface.co/api/models/acme/missing/revision/main'", {}),

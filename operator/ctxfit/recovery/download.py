@@ -20,6 +20,7 @@ here ever changes an engine flag:
   disk cache and outgoing traffic has been disabled" (``file_download.py``, v0.20 .. v1.28); a name that is
   neither a directory here nor a repo id: ``HFValidationError`` "Repo id must be in the form ..." / "Repo id must
   use alphanumeric chars ..." (``utils/_validators.py``; a model path missing on this node).
+  transformers' generic "Can't load the configuration of 'X'" ranks below any chained Hub or network error.
   An offline engine whose cache lacks a file: ``OfflineModeIsEnabled`` "Cannot reach URL: offline mode is enabled";
   a bare HTTP 404 ("404 Client Error: Not Found for url", httpx "Client error '404 Not Found'") is a hint.
 - ``CacheVolumeFull``: ENOSPC "[Errno 28] No space left on device" while writing the cache, or
@@ -50,7 +51,7 @@ from dataclasses import dataclass
 from ctxfit.api import GiB, TiB, bytes_to_quantity
 from ctxfit.api.model_cache import CacheMode
 from ctxfit.vocab.kinds import DOWNLOAD_KINDS, Failure, FailureKind
-from ctxfit.vocab.patterns import NUM, RANK_HINT, RANK_ROOT, RANK_SPECIFIC, FailurePattern, extractor
+from ctxfit.vocab.patterns import NUM, RANK_HINT, RANK_ROOT, RANK_SPECIFIC, RANK_VAGUE, FailurePattern, extractor
 
 from .evidence import trim_words
 from .policy import Check, Decision, PolicyContext, permanent
@@ -89,6 +90,15 @@ DOWNLOAD_PATTERNS: tuple[FailurePattern, ...] = (
         rank=RANK_HINT,
         source="requests HTTPError (huggingface_hub < 1.0) '404 Client Error: Not Found for url: .../config.json' / "
         "httpx (>= 1.0) \"Client error '404 Not Found'\": no such repo, revision or file (vLLM PR 8501)",
+    ),
+    FailurePattern(
+        kind=FailureKind.MODEL_NOT_FOUND,
+        markers=("Can't load the configuration of", "Can't load config for"),
+        rank=RANK_VAGUE,
+        source="transformers configuration_utils.py _get_config_dict (4.x): the generic \"Can't load the configuration "
+        "of 'X'. If you were trying to load it from 'https://huggingface.co/models', make sure you don't have a local "
+        "directory with the same name. Otherwise, make sure 'X' is the correct path to a directory containing a "
+        "config.json file\" (SGLang and vLLM read the config through it); a Hub or network error chained above wins",
     ),
     FailurePattern(
         kind=FailureKind.MODEL_NOT_FOUND,
