@@ -49,6 +49,7 @@ def test_fixture_is_real_and_new() -> None:
         assert case["source"].startswith(("https://github.com/vllm-project/", "https://github.com/sgl-project/"))
         assert case["source"] not in older, case["id"]
         assert case["engine"] in {"vllm", "sglang"} and case["version"]
+    assert len({c["source"] for c in CASES}) >= 25
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
