@@ -1,14 +1,16 @@
-"""Fit of the CUDA-graph estimate vLLM >= 0.20 deducts (``engines/vllm/cudagraph.py::estimate_bytes``).
+"""Fits of vLLM V1's CUDA-graph memory (``engines/vllm/cudagraph.py``): the estimate the V1 model runner
+deducts from 0.20 (``estimate_bytes``) and the pool a capture keeps (``cuda_graph_bytes``).
 
 The vLLM 0.19.0 H100 sweep prints, for each of its 59 successful start-ups, the estimate 0.20 deducts
-("Estimated CUDA graph memory: X GiB total", CSV ``cuda_graph_estimated_gib``) and the graphs it captured
-(``cudagraph_piecewise_count`` + ``cudagraph_full_count``). The model
+("Estimated CUDA graph memory: X GiB total", CSV ``cuda_graph_estimated_gib``), the pool the capture took
+(``cuda_graph_actual_gib``) and the graphs it captured (``cudagraph_piecewise_count`` + ``cudagraph_full_count``).
+The model, for each column,
 
-    estimate = base + per_layer x layers on the stage x factor x graphs / 102
-    factor   = mla (MLA attention) | moe (other MoE models) | 1
+    memory = base + per_layer x layers on the stage x factor x graphs / 102
+    factor = mla (MLA attention) | moe (other MoE models) | 1
 
-is fitted on a grid minimizing an asymmetric absolute error: an under-estimate (vLLM deducts more than
-predicted, so the KV pool is over-predicted) weighs ``UNDER_WEIGHT`` times an over-estimate.
+is fitted on a grid minimizing an asymmetric absolute error: an under-estimate (vLLM deducts or keeps more than
+predicted) weighs ``UNDER_WEIGHT`` times an over-estimate.
 
     python bench/graph_fit.py
 """
@@ -57,8 +59,13 @@ class GraphFit:
         return self.base_gib + self.per_layer_gib * row.stage_layers * factor * row.graphs / REFERENCE_GRAPHS
 
 
-def sweep_rows() -> list[GraphRow]:
-    """The sweep's successful start-ups with the fields the model reads (models.yaml for layers, MoE, MLA)."""
+ESTIMATE_COLUMN = "cuda_graph_estimated_gib"
+POOL_COLUMN = "cuda_graph_actual_gib"
+
+
+def sweep_rows(column: str = ESTIMATE_COLUMN) -> list[GraphRow]:
+    """The sweep's successful start-ups with the fields the model reads (models.yaml for layers, MoE, MLA) and
+    the measured ``column`` (``ESTIMATE_COLUMN`` or ``POOL_COLUMN``) in ``estimate_gib``."""
     models = yaml.safe_load((FIXTURES / "models.yaml").read_text())
     rows = []
     with (FIXTURES / "vllm-0.19.0-h100-sweep.csv").open() as handle:
@@ -76,7 +83,7 @@ def sweep_rows() -> list[GraphRow]:
                     graphs,
                     "moe" in fields,
                     "mla" in fields,
-                    float(raw["cuda_graph_estimated_gib"]),
+                    float(raw[column]),
                 )
             )
     return rows
@@ -112,11 +119,12 @@ def fit(rows: Sequence[GraphRow]) -> GraphFit:
 
 
 def main() -> None:
-    """Print the fit and its median |error| on the sweep."""
-    rows = sweep_rows()
-    best = fit(rows)
-    errors = [abs(best.predict_gib(r) - r.estimate_gib) for r in rows]
-    print(best, f"n={len(rows)} median|err|={statistics.median(errors):.3f} GiB")
+    """Print both fits and their median |error| on the sweep."""
+    for name, column in (("estimate", ESTIMATE_COLUMN), ("pool", POOL_COLUMN)):
+        rows = sweep_rows(column)
+        best = fit(rows)
+        errors = [abs(best.predict_gib(r) - r.estimate_gib) for r in rows]
+        print(name, best, f"n={len(rows)} median|err|={statistics.median(errors):.3f} GiB")
 
 
 if __name__ == "__main__":

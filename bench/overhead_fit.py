@@ -41,6 +41,9 @@ Round 1 of issue 12 item 5 added 3 V0 and 5 SGLang 0.4 start-ups and the bitsand
   and ``requested - weights - activation - non-torch`` to the 0.01 GiB: error -0.43 -> +0.31 each. The rest
   is MRV2's own profile: 1.01 GiB peak activation where the V1 constants give 0.45, and 0.08 GiB non-torch
   where they give 0.32. All four runs share one model and configuration, so no MRV2 constant is fitted.
+  From 0.29 MRV2 runs every model and deducts the pool it captures (``cudagraph.cuda_graph_bytes``, fitted on
+  the sweep's measured pools: median |error| 0.06 GiB against 0.11 for the earlier pool constants); no 0.29+
+  start-up is in the fixtures yet.
 - The deducted estimate has its own constants (``cudagraph.estimate_bytes``, ``bench/graph_fit.py``), fitted on
   the sweep's printed estimates: median |error| 0.10 GiB against 0.15 for the pool constants; MLA attention
   doubles the per-layer term, other MoE models add a fifth (was x1.5 for every MoE model).

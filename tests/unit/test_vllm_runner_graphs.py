@@ -16,6 +16,10 @@ from ctxfit.engines.vllm.cudagraph import (
     ESTIMATE_MLA_FACTOR,
     ESTIMATE_MOE_FACTOR,
     ESTIMATE_PER_LAYER,
+    POOL_BASE,
+    POOL_MLA_FACTOR,
+    POOL_MOE_FACTOR,
+    POOL_PER_LAYER,
     REFERENCE_GRAPHS,
     cuda_graph_bytes,
     default_capture_size,
@@ -25,7 +29,7 @@ from ctxfit.engines.vllm.memory import Family
 from ctxfit.engines.vllm.runner import uses_model_runner_v2
 from ctxfit.vocab.inputs import resolve_inputs
 
-from bench.graph_fit import GraphFit, fit, sweep_rows
+from bench.graph_fit import POOL_COLUMN, GraphFit, fit, sweep_rows
 
 LLAMA = "LlamaForCausalLM"
 DENSE: dict[str, Any] = {
@@ -71,6 +75,9 @@ MLA = {
         ((0, 28, 0), (LLAMA,), False, False, False, {"VLLM_USE_V2_MODEL_RUNNER": "0"}, False),
         ((0, 28, 0), (), False, False, False, None, True),  # unknown name, dense: MRV2 from 0.25
         ((0, 24, 0), (), False, False, False, None, False),  # unknown name before 0.25: the V1 runner
+        ((0, 29, 0), ("MixtralForCausalLM",), True, False, False, None, True),  # every model from 0.29
+        ((0, 29, 0), ("Qwen3_5ForConditionalGeneration",), False, True, False, None, True),
+        ((0, 33, 0), ("GptOssForCausalLM",), True, False, True, {"VLLM_USE_V2_MODEL_RUNNER": "0"}, False),
     ],
 )
 def test_model_runner_v2_default(
@@ -191,10 +198,29 @@ def test_default_capture_size(
     )
 
 
-def test_estimate_constants_are_the_sweep_fit() -> None:
-    """``python bench/graph_fit.py`` on the sweep's printed estimates gives the constants in the code."""
-    best = fit(sweep_rows())
-    assert best == GraphFit(
+def test_graph_constants_are_the_sweep_fits() -> None:
+    """``python bench/graph_fit.py`` on the sweep's printed estimates and captured pools gives the code's constants."""
+    assert fit(sweep_rows()) == GraphFit(
         round(ESTIMATE_BASE / GiB, 4), round(ESTIMATE_PER_LAYER / GiB, 4), ESTIMATE_MOE_FACTOR, ESTIMATE_MLA_FACTOR
     )
+    assert fit(sweep_rows(POOL_COLUMN)) == GraphFit(
+        round(POOL_BASE / GiB, 4), round(POOL_PER_LAYER / GiB, 4), POOL_MOE_FACTOR, POOL_MLA_FACTOR
+    )
     assert len(sweep_rows()) == 59
+
+
+@pytest.mark.parametrize(("version", "deducted"), [("0.28.0", False), ("0.29.0", True), ("0.33.0", True)])
+def test_model_runner_v2_deducts_its_captured_pool_from_029(version: str, deducted: bool) -> None:
+    """0.29's MRV2 ``profile_cudagraph_memory`` captures the graphs and deducts what they took."""
+    inputs, _, profile, terms = _plan(version, DENSE)
+    assert profile.model_runner_v2 and profile.graphs_deducted is deducted
+    pool = cuda_graph_bytes(inputs, 512, max_num_seqs=256, max_num_batched_tokens=8192)
+    assert profile.cuda_graph_bytes == pool
+    assert terms.cuda_graph_bytes == (pool if deducted else 0)
+    assert terms.outside_bytes == CUDA_CONTEXT + (0 if deducted else pool)
+
+
+def test_every_model_runs_model_runner_v2_from_029() -> None:
+    for config in (MOE, MLA):
+        assert _plan("0.29.0", config)[2].model_runner_v2
+        assert not _plan("0.28.0", config)[2].model_runner_v2

@@ -30,10 +30,11 @@ Families (``Family``) and what differs between them:
   ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` to "1", and ``gpu_worker.determine_available_memory``
   subtracts ``model_runner.profile_cudagraph_memory()`` (which captures the largest graphs of each mode in a
   scratch pool and extrapolates) from ``requested_memory = ceil(total x util)``. Its size follows the
-  number of graphs captured (``cudagraph.estimate_bytes``). Under Model Runner V2 (the default for dense
-  models from 0.25, for some architectures from 0.22; ``runner.py``) ``profile_cudagraph_memory`` returns 0:
-  nothing is deducted and the graphs land outside the budget, as before 0.20. Checked in the 0.20-0.28 wheels and
-  not modelled, because no term changes: the sampler warm-up runs twice from 0.21 (FlashInfer, then
+  number of graphs captured (``cudagraph.estimate_bytes``). Under Model Runner V2 (the default for dense models
+  from 0.25, for some architectures from 0.22, for every model from 0.29; ``runner.py``) up to 0.28
+  ``profile_cudagraph_memory`` returns 0: nothing is deducted and the graphs land outside the budget, as before
+  0.20; from 0.29 it deducts the pool it captures (``cudagraph.cuda_graph_bytes``). Checked in the 0.20-0.28
+  wheels and not modelled, because no term changes: the sampler warm-up runs twice from 0.21 (FlashInfer, then
   ``forward_native``; the peak is the larger of the two); 0.27 budgets ``total_consumed +
   transient_peak_headroom`` (``utils/mem_utils.py``), the same terms measured device-wide; 0.28 captures up to
   1024 tokens on SM100 by default, but ctxfit always passes ``--max-cudagraph-capture-size``.
@@ -50,7 +51,8 @@ the other start-ups of startups.yaml); the same script prints the leave-one-out 
 - CUDA-graph estimate deducted from 0.20 (``cudagraph.estimate_bytes``): ``0.28 GiB + 0.0175 GiB`` per layer on
   the stage (x2 for MLA, x1.2 for other MoE), the per-layer part scaled by the graphs vLLM captures (PIECEWISE +
   FULL, from the capture sizes and ``max_num_seqs``) over 102, fitted on the sweep's printed estimates
-  (``bench/graph_fit.py``); the pool kept outside the budget keeps ``0.2 GiB + 0.02 GiB`` per layer (x1.5 MoE).
+  (``bench/graph_fit.py``); the captured pool (``cudagraph.cuda_graph_bytes``) is ``0.42 GiB + 0.016 GiB`` per
+  layer (x2.5 MLA, x1.3 MoE), fitted on the sweep's measured pools.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ from ctxfit.engines.overhead import (
 from .cudagraph import cuda_graph_bytes as v1_cuda_graph_bytes
 from .cudagraph import estimate_bytes, v0_cuda_graph_bytes
 from .dequant import dequant_bytes
-from .runner import plan_uses_model_runner_v2
+from .runner import MODEL_RUNNER_V2_ESTIMATES_SINCE, plan_uses_model_runner_v2
 
 if TYPE_CHECKING:
     from ctxfit.vocab.inputs import PlanInputs
@@ -233,12 +235,10 @@ class ProfileInputs:
     """Non-torch the profiler counts besides the fitted terms: NCCL init (V1 < 0.12), V0's 0.6.5-0.6.x baseline."""
     cuda_graph_bytes: int
     model_runner_v2: bool = False
-    """vLLM >= 0.20 runs Model Runner V2, which deducts no CUDA-graph estimate (``runner.py``)."""
-
-    @property
-    def graphs_deducted(self) -> bool:
-        """True when vLLM subtracts its CUDA-graph estimate from the KV budget (0.20+, V1 model runner)."""
-        return self.family is Family.V1_020 and not self.model_runner_v2
+    """vLLM >= 0.20 runs Model Runner V2 (``runner.py``)."""
+    graphs_deducted: bool = False
+    """vLLM subtracts ``cuda_graph_bytes`` from the KV budget: 0.20+ on the V1 model runner (its estimate), and
+    Model Runner V2 from 0.29 (the captured pool); not before 0.20, nor on Model Runner V2 up to 0.28."""
 
 
 def cuda_graph_bytes(
@@ -250,7 +250,7 @@ def cuda_graph_bytes(
     model_runner_v2: bool = False,
 ) -> int:
     """CUDA-graph memory of one GPU, bytes (``cudagraph.py``): the estimate 0.20+ deducts under the V1 model
-    runner, else the pool captured after the KV cache (V1's by graph count, V0's decode pool)."""
+    runner, else the pool the capture keeps (V1's by graph count, V0's decode pool)."""
     capture = effective.cuda_graph_max_batch_size
     if fam is Family.V0:
         return v0_cuda_graph_bytes(inputs, capture)
@@ -276,6 +276,7 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
     env = container_env(inputs)
     fam = family(version, env)
     mrv2 = fam is Family.V1_020 and plan_uses_model_runner_v2(inputs, env)
+    deducted = fam is Family.V1_020 and (not mrv2 or version >= MODEL_RUNNER_V2_ESTIMATES_SINCE)
     tokens = max_num_batched_tokens
     if fam is Family.V0 and not inputs.spec.batching.max_num_batched_tokens:
         sliding = inputs.architecture.sliding_window is not None
@@ -306,6 +307,7 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
         nccl_init_in_budget_bytes=nccl_init,
         cuda_graph_bytes=cuda_graph_bytes(inputs, effective, fam, tokens, model_runner_v2=mrv2),
         model_runner_v2=mrv2,
+        graphs_deducted=deducted,
     )
 
 
@@ -357,10 +359,14 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_to
         f"weights: {inputs.weights_source}",
         f"activation: {terms.activation_note} ({profile.family.value})",
         f"other: non-torch at TP {inputs.tp} ({topology})",
-        "CUDA graphs: estimate deducted from the budget (vLLM >= 0.20, V1 model runner)"
+        (
+            "CUDA graphs: captured pool deducted from the budget (Model Runner V2, vLLM >= 0.29)"
+            if profile.model_runner_v2
+            else "CUDA graphs: estimate deducted from the budget (vLLM >= 0.20, V1 model runner)"
+        )
         if deducted
         else f"CUDA graphs: ~{profile.cuda_graph_bytes / GiB:.2f} GiB outside the budget ("
-        + ("Model Runner V2 deducts no estimate)" if profile.model_runner_v2 else "vLLM < 0.20 does not deduct them)"),
+        + ("Model Runner V2 < 0.29 deducts none)" if profile.model_runner_v2 else "vLLM < 0.20 does not deduct them)"),
     )
     return BudgetTerms(
         total_bytes=inputs.gpu_total_bytes,

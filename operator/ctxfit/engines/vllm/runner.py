@@ -1,12 +1,16 @@
 """Which GPU model runner a vLLM >= 0.20 worker uses, and why the memory model cares.
 
-vLLM 0.20-0.28 ship two GPU model runners. ``v1/worker/gpu_worker.py::Worker`` logs "Using V2 Model Runner"
+vLLM 0.20 and later ship two GPU model runners. ``v1/worker/gpu_worker.py::Worker`` logs "Using V2 Model Runner"
 when ``vllm_config.use_v2_model_runner`` holds and builds ``v1/worker/gpu/model_runner.py::GPUModelRunner``
 (MRV2); otherwise the V1 runner ``v1/worker/gpu_model_runner.py`` (MRV1). ``determine_available_memory``
 deducts ``model_runner.profile_cudagraph_memory()`` from the KV budget (``VLLM_MEMORY_PROFILER_ESTIMATE_
 CUDAGRAPHS``, on by default from 0.20), and MRV2's ``profile_cudagraph_memory`` is ``return 0`` ("It is TBD
-whether we keep this API or not") in every wheel read, 0.20.0 to 0.28.0: under MRV2 no CUDA-graph estimate
-is deducted and the graphs are captured after the KV cache, outside the budget, as before 0.20.
+whether we keep this API or not") in every wheel from 0.20.0 to 0.28.0: under MRV2 no CUDA-graph estimate
+is deducted and the graphs are captured after the KV cache, outside the budget, as before 0.20. From 0.29.0
+(``v1/worker/gpu/cudagraph_utils.py::profile_cudagraph_memory``, read in the 0.29.0 and 0.33.0 wheels) MRV2
+captures every PIECEWISE graph into a throwaway pool and extrapolates FULL graphs from the largest few: its
+deduction is the captured pool itself (``MODEL_RUNNER_V2_ESTIMATES_SINCE``), not the V1 runner's linear
+extrapolation.
 
 When MRV2 is the default (``VLLM_USE_V2_MODEL_RUNNER`` unset; ``=1``/``=0`` force it on/off):
 
@@ -19,8 +23,10 @@ When MRV2 is the default (``VLLM_USE_V2_MODEL_RUNNER`` unset; ``=1``/``=0`` forc
 - 0.25-0.27: not hybrid (Mamba / Gated DeltaNet), and a listed architecture (DeepseekV2ForCausalLM,
   GraniteMoeForCausalLM, Qwen2MoeForCausalLM, ...) or not MoE: every dense attention model.
 - 0.28: a listed architecture, or not MoE and not hybrid.
+- 0.29 and later: every model ("select MRV2 for supported configurations; the first tagged release with this
+  default will be v0.29.0", vLLM's MRV2 rollout notes), the architecture lists gone.
 
-Read in the 0.20.0-0.28.0 wheels (all nine). A generate model only (``runner_type``);
+Read in the 0.20.0-0.29.0 and 0.33.0 wheels. A generate model only (``runner_type``);
 ``_get_v2_model_runner_unsupported_features`` sends some configurations back to MRV1 (speculative decoding other
 than EAGLE/MTP/DFlash, prefill context parallelism, sequence parallelism, custom logits processors, prompt
 embeds), none of which ctxfit renders. Real start-ups: the four vLLM 0.26.0 Llama-3.1-8B start-ups of
@@ -109,6 +115,10 @@ DENSE_DEFAULT_SINCE = (0, 25, 0)
 """From 0.25 any non-MoE, non-hybrid model defaults to MRV2 (``... or not model_config.is_moe``)."""
 HYBRID_IF_LISTED_SINCE = (0, 28, 0)
 """0.25-0.27 keep every hybrid on MRV1; 0.28 only the unlisted ones."""
+EVERY_MODEL_SINCE = (0, 29, 0)
+"""0.29 ``use_v2_model_runner``: MRV2 unless a feature it lacks is configured."""
+MODEL_RUNNER_V2_ESTIMATES_SINCE = (0, 29, 0)
+"""MRV2's ``profile_cudagraph_memory`` returns 0 up to 0.28 and measures the captured pool from 0.29."""
 
 
 def listed_architectures(version: tuple[int, int, int]) -> frozenset[str]:
@@ -144,6 +154,8 @@ def uses_model_runner_v2(
         return forced.strip().lower() in ("1", "true")
     if version < V2_DEFAULT_SINCE:
         return False
+    if version >= EVERY_MODEL_SINCE:
+        return True
     listed = any(a in listed_architectures(version) for a in architectures)
     if version < LISTED_ONLY_SINCE:
         return listed and not moe and not quantized
