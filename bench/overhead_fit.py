@@ -23,7 +23,7 @@ informs (no MoE, no NVSwitch multi-GPU start-up, ...) keeps the vLLM V1 value.
 Measured on these fixtures (median / p90 |error| GiB, share over-predicted beyond the bound, in-code / LOO).
 Round 1 of issue 12 item 5 added 3 V0 and 5 SGLang 0.4 start-ups and the bitsandbytes dequantization term
 (``engines/vllm/dequant.py``); round 2 scaled the >= 0.20 CUDA-graph deduction by the graphs captured; round 3
-(this table) added four vLLM 0.26 start-ups and three source rules:
+(this table) added four vLLM 0.26 start-ups and the source rules below:
 
     family          before round 3: n, in-code / LOO              after: n, in-code / LOO
     vllm-v0         9   0.12 / 0.39 / 11%   0.13 / 0.48 / 11%      9   0.12 / 0.39 / 11%   0.13 / 0.48 / 11%
@@ -34,15 +34,16 @@ Round 1 of issue 12 item 5 added 3 V0 and 5 SGLang 0.4 start-ups and the bitsand
 
 (The round-2 code on the round-3 fixtures: vllm-v1-0.20 n=5, 0.43 / 0.97 / 0%.)
 
-- Model Runner V2 (``engines/vllm/runner.py``): vLLM 0.25+ runs every dense, non-hybrid model (and some
-  architectures from 0.22) on ``v1/worker/gpu/model_runner.py``, whose ``profile_cudagraph_memory`` returns 0,
-  so no graph estimate is deducted. The four Llama-3.1-8B start-ups (vLLM 0.26.0 on an A40, bf16 / AWQ /
+- Model Runner V2 (``engines/vllm/runner.py``): vLLM 0.25-0.28 run every dense, non-hybrid model (and some
+  architectures from 0.22) on ``v1/worker/gpu/model_runner.py``, whose ``profile_cudagraph_memory`` returns 0
+  up to 0.28, so no graph estimate is deducted. The four Llama-3.1-8B start-ups (vLLM 0.26.0 on an A40, bf16 / AWQ /
   W4A16 / W8A8; github.com/vireshkoli/LLM-Inference-Optimization results/logs) print "Using V2 Model Runner"
   and ``requested - weights - activation - non-torch`` to the 0.01 GiB: error -0.43 -> +0.31 each. The rest
   is MRV2's own profile: 1.01 GiB peak activation where the V1 constants give 0.45, and 0.08 GiB non-torch
   where they give 0.32. All four runs share one model and configuration, so no MRV2 constant is fitted.
   From 0.29 MRV2 runs every model and deducts the pool it captures (``cudagraph.cuda_graph_bytes``, fitted on
-  the sweep's measured pools: median |error| 0.06 GiB against 0.11 for the earlier pool constants); no 0.29+
+  the sweep's measured pools: median |error| 0.06 GiB against 0.11 for the earlier pool constants; the same
+  model sizes the pool kept outside the budget, 2.86 GiB for the README's Kimi-K2.5 plan, was 2.03); no 0.29+
   start-up is in the fixtures yet.
 - The deducted estimate has its own constants (``cudagraph.estimate_bytes``, ``bench/graph_fit.py``), fitted on
   the sweep's printed estimates: median |error| 0.10 GiB against 0.15 for the pool constants; MLA attention
