@@ -24,6 +24,8 @@ if __package__ in (None, ""):
 
 from ctxfit.api import GiB, InferenceServerSpec  # noqa: E402
 from ctxfit.engines import get_engine  # noqa: E402
+from ctxfit.engines.vllm.cudagraph import default_capture_size  # noqa: E402
+from ctxfit.engines.vllm.memory import Family, container_env, family  # noqa: E402
 from ctxfit.vocab.inputs import PlanInputs, resolve_inputs  # noqa: E402
 
 H100 = ("NVIDIA-H100-80GB-HBM3", 81559)
@@ -62,6 +64,8 @@ class Startup:
     max_num_batched_tokens: int | None = None
     env: dict[str, str] = field(default_factory=dict)
     exclude: str | None = None
+    capture: int | None = None
+    """``--max-cudagraph-capture-size`` the start-up passed; None: vLLM's default (``default_capture_size``)."""
 
     @property
     def engine_kind(self) -> str:
@@ -71,7 +75,9 @@ class Startup:
 
 def hf_config(fields: dict[str, Any]) -> dict[str, Any]:
     """A config.json with the fields the overhead model reads (attention geometry is irrelevant here);
-    ``hidden`` and ``quant`` (a ``quantization_config.quant_method``) where the fixture gives them."""
+    ``hidden`` and ``quant`` (a ``quantization_config.quant_method``) where the fixture gives them, ``arch``
+    (config.json ``architectures[0]``: vLLM's model runner and gpt-oss's capture size follow it) and ``mla``
+    (``kv_lora_rank``/``qk_rope_head_dim``: the CUDA-graph estimate of MLA models is larger)."""
     config: dict[str, Any] = {
         "num_hidden_layers": fields.get("layers", 32),
         "num_attention_heads": 32,
@@ -85,6 +91,11 @@ def hf_config(fields: dict[str, Any]) -> dict[str, Any]:
         config["hidden_size"] = fields["hidden"]
     if fields.get("quant"):
         config["quantization_config"] = {"quant_method": fields["quant"]}
+    if fields.get("arch"):
+        config["architectures"] = [fields["arch"]]
+    mla = fields.get("mla")
+    if mla:
+        config.update(kv_lora_rank=mla["kvLoraRank"], qk_rope_head_dim=mla["qkRopeHeadDim"])
     moe = fields.get("moe")
     if moe:
         config.update(
@@ -147,6 +158,7 @@ def listed_startups() -> list[Startup]:
                 max_num_batched_tokens=raw.get("mnbt"),
                 env=dict(raw.get("env", {})),
                 exclude=raw.get("exclude"),
+                capture=raw.get("capture"),
             )
         )
     return cases
@@ -158,7 +170,9 @@ def all_startups() -> list[Startup]:
 
 
 def plan_inputs(case: Startup) -> tuple[PlanInputs, Any]:
-    """``(PlanInputs, EffectiveConfig)`` the planner builds for ``case`` at its context."""
+    """``(PlanInputs, EffectiveConfig)`` the planner builds for ``case`` at its context. A vLLM V1 start-up
+    captures graphs up to the size it passed, else up to vLLM's default for its version, GPU and model (the
+    planner itself always passes ``--max-cudagraph-capture-size``)."""
     spec = InferenceServerSpec.model_validate(
         {
             "model": {"name": f"calibration/{case.case_id}", "weightsPerGPU": f"{int(case.weights_gib * GiB)}"},
@@ -184,7 +198,15 @@ def plan_inputs(case: Startup) -> tuple[PlanInputs, Any]:
     inputs = resolve_inputs(spec, hf_config=case.hf_config)
     engine = get_engine(spec.engine.kind)
     effective = engine.default_effective(inputs, kv_cache_dtype="auto")
-    return inputs, effective.model_copy(update={"context_length": case.max_model_len})
+    update: dict[str, Any] = {"context_length": case.max_model_len}
+    if case.engine_kind == "vllm" and family(inputs.engine_version, container_env(inputs)) is not Family.V0:
+        update["cuda_graph_max_batch_size"] = case.capture or default_capture_size(
+            inputs.engine_version,
+            effective.max_num_seqs,
+            compute_capability=inputs.compute_capability,
+            architectures=inputs.architectures,
+        )
+    return inputs, effective.model_copy(update=update)
 
 
 def planner_kv_gib(case: Startup) -> float:

@@ -20,48 +20,45 @@ informs (no MoE, no NVSwitch multi-GPU start-up, ...) keeps the vLLM V1 value.
 
     python bench/overhead_fit.py [--fit] [--cases] [--planner-only]
 
-Measured on these fixtures (median / p90 |error| GiB, share over-predicted beyond the bound), before and
-after the per-family data and terms of issue 12 item 5 (3 V0 and 5 SGLang 0.4 start-ups added from public
-threads, one of them excluded by the shared-desktop-GPU rule of inputs.yaml; bitsandbytes dequantization
-term, ``engines/vllm/dequant.py``; V0 constants refitted):
+Measured on these fixtures (median / p90 |error| GiB, share over-predicted beyond the bound, in-code / LOO).
+Round 1 of issue 12 item 5 added 3 V0 and 5 SGLang 0.4 start-ups and the bitsandbytes dequantization term
+(``engines/vllm/dequant.py``); round 2 scaled the >= 0.20 CUDA-graph deduction by the graphs captured; round 3
+(this table) added four vLLM 0.26 start-ups and the source rules below:
 
-    family          before: n, in-code / LOO                      after: n, in-code / LOO
-    vllm-v0         6   0.12 / 0.46 / 17%   0.19 / 0.52 / 17%      9   0.12 / 0.39 / 11%   0.13 / 0.48 / 11%
-    vllm-v1        64   0.02 / 0.18 / 0%    0.03 / 0.23 / 0%      64   0.02 / 0.18 / 0%    0.03 / 0.23 / 0%
-    vllm-v1-0.20    1   1.50 / 1.50 / 0%    (no free parameter)    1   1.50 / 1.50 / 0%    (no free parameter)
-    sglang-0.4      0   (no start-up printed its weights)          4   0.11 / 0.14 / 0%    (= in-code)
-    sglang-0.5      2   0.11 / 0.16 / 0%    (= in-code)            2   0.11 / 0.16 / 0%    (= in-code)
-
-Targets (median |error| <= 0.3 GiB, over-predictions in under 10%): met by vllm-v1, sglang-0.4 and
-sglang-0.5; vllm-v0 meets the median but one start-up of nine is over (vllm-v0-qwq32b-bnb4-2x5090-pp2,
-+0.34 in-code / +0.46 LOO: its last pipeline stage profiles 1.77 GiB, 12.2 fp32 ``[seqs, vocab]`` copies,
-where the other V0 ledgers imply 7.5-10.3; a constant covering it costs every other start-up ~0.3 GiB and
-the median target); vllm-v1-0.20 has one start-up (a reporter's table) and no second public one was found.
-
-Second pass on the two misses (source rules only, nothing fitted to a single start-up):
-
-    family          before: n, in-code / LOO                      after: n, in-code / LOO
+    family          before round 3: n, in-code / LOO              after: n, in-code / LOO
     vllm-v0         9   0.12 / 0.39 / 11%   0.13 / 0.48 / 11%      9   0.12 / 0.39 / 11%   0.13 / 0.48 / 11%
     vllm-v1        64   0.02 / 0.18 / 0%    0.03 / 0.23 / 0%      64   0.02 / 0.18 / 0%    0.03 / 0.23 / 0%
-    vllm-v1-0.20    1   1.50 / 1.50 / 0%    (no free parameter)    1   1.33 / 1.33 / 0%    (no free parameter)
+    vllm-v1-0.20    1   1.33 / 1.33 / 0%    (no free parameter)    5   0.31 / 0.95 / 0%    (no free parameter)
     sglang-0.4      4   0.11 / 0.14 / 0%    (= in-code)            4   0.11 / 0.14 / 0%    (= in-code)
     sglang-0.5      2   0.11 / 0.16 / 0%    (= in-code)            2   0.11 / 0.16 / 0%    (= in-code)
 
-- vLLM >= 0.20: the deducted CUDA-graph estimate scales with the graphs vLLM captures (PIECEWISE + FULL
-  descriptors from the capture sizes and ``max_num_seqs``, ``engines/vllm/cudagraph.py``): 51 + 35 for the one
-  start-up (gpt-oss-120b, TP 8, 256 sequences) against the sweep's 51 + 51, error -1.50 -> -1.33 GiB. No
-  source rule explains the rest: the estimate algorithm is the same in the 0.19.0, 0.20.0 and 0.28.0 wheels and
-  nothing else in 0.20-0.28 enlarges the pool (0.27's device-wide total can only count more; docs/engine-memory.md
-  A.1). The reporter's table leaves
-  0.83 GiB besides weights and KV (29.81 - 9.98 - 19.0), about what two fp32 ``[256, 201088]`` sampler buffers
-  (0.38 GiB) and non-torch take, and prints a 62 MiB graph pool (sweep: 0.5-1.9 GiB): that run captured few or
-  no graphs, for a reason its stated flags do not show. The public 0.2x logs found use hybrid (GDN/Mamba)
-  models, MTP drafts or nvfp4 KV, or lack the GPU, weights or utilization: none became a fixture.
+(The round-2 code on the round-3 fixtures: vllm-v1-0.20 n=5, 0.43 / 0.97 / 0%.)
+
+- Model Runner V2 (``engines/vllm/runner.py``): vLLM 0.25-0.28 run every dense, non-hybrid model (and some
+  architectures from 0.22) on ``v1/worker/gpu/model_runner.py``, whose ``profile_cudagraph_memory`` returns 0
+  up to 0.28, so no graph estimate is deducted. The four Llama-3.1-8B start-ups (vLLM 0.26.0 on an A40, bf16 / AWQ /
+  W4A16 / W8A8; github.com/vireshkoli/LLM-Inference-Optimization results/logs) print "Using V2 Model Runner"
+  and ``requested - weights - activation - non-torch`` to the 0.01 GiB: error -0.43 -> +0.31 each. The rest
+  is MRV2's own profile: 1.01 GiB peak activation where the V1 constants give 0.45, and 0.08 GiB non-torch
+  where they give 0.32. All four runs share one model and configuration, so no MRV2 constant is fitted.
+  From 0.29 MRV2 runs every model and deducts the pool it captures (``cudagraph.cuda_graph_bytes``, fitted on
+  the sweep's measured pools: median |error| 0.06 GiB against 0.11 for the earlier pool constants; the same
+  model sizes the pool kept outside the budget, 2.86 GiB for the README's Kimi-K2.5 plan, was 2.03); no 0.29+
+  start-up is in the fixtures yet.
+- The deducted estimate has its own constants (``cudagraph.estimate_bytes``, ``bench/graph_fit.py``), fitted on
+  the sweep's printed estimates: median |error| 0.10 GiB against 0.15 for the pool constants; MLA attention
+  doubles the per-layer term, other MoE models add a fifth (was x1.5 for every MoE model).
+- vLLM's default capture size (``cudagraph.default_capture_size``) for start-ups that did not pass
+  ``--max-cudagraph-capture-size``: ``min(2 x max_num_seqs, 512)``, 1024 on SM100 from 0.28, and 1024 for
+  gpt-oss (``GptOssForCausalLMConfig``; the sweep's gpt-oss-20b captured 83 + 83 graphs). The gpt-oss-120b
+  start-up (a reporter's table: 0.83 GiB besides weights and KV, a 62 MiB graph pool) moves -1.33 -> -1.38:
+  its activation (0.73) and non-torch (0.32) alone exceed what it reports, for a reason its stated flags do not
+  show; it stays the one large error (runs on the V1 runner: gpt-oss is MoE and not listed for MRV2).
 - vLLM V0 with PP (vllm-v0-qwq32b-bnb4-2x5090-pp2, +0.34): no source rule. In 0.8.5 ``model_runner._dummy_run``
   differs under PP only by the non-first stage's intermediate tensors (hidden + residual ``[2048, 5120]`` bf16,
-  40 MiB); the last stage's sampler is the non-PP code (``layers/sampler.py``, as in 0.7.2 but for beam search)
-  and bitsandbytes leaves ``lm_head`` unquantized (``get_quant_method`` covers ``LinearBase`` only). Its 1.77 GiB
-  is the only V0 ledger where the sampler alone is the peak (12.2 copies); the others mix in a large forward.
+  40 MiB); the last stage's sampler is the non-PP code (``layers/sampler.py``) and bitsandbytes leaves
+  ``lm_head`` unquantized (``get_quant_method`` covers ``LinearBase`` only). Its 1.77 GiB is 12.2 fp32
+  ``[seqs, vocab]`` copies where the other V0 ledgers imply 7.5-10.3.
 """
 
 from __future__ import annotations
@@ -104,7 +101,7 @@ FREE_CONSTANTS: dict[str, frozenset[str]] = {
 allocations; the V0 ledgers print 0.06-0.35 GiB at TP 1, and one V0 start-up is on NVSwitch at TP 2) and MoE copies
 (one V0 MoE start-up, at 8 sequences): with nine start-ups, a free non-torch offset trades off against the
 sampler copies.
-vLLM >= 0.20 has one start-up and uses V1's constants; SGLang has no fitted constant."""
+vLLM >= 0.20 has five start-ups in two configurations and uses V1's constants; SGLang has no fitted constant."""
 FITTED_FAMILIES = tuple(FREE_CONSTANTS)
 
 

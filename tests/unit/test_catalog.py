@@ -63,8 +63,13 @@ def test_every_entry_has_a_source() -> None:
 
 @pytest.mark.parametrize(
     ("product", "cuda_total_gib"),
-    [("NVIDIA-H100-80GB-HBM3", 79.19), ("NVIDIA-GeForce-RTX-3090", 23.58), ("NVIDIA-B200", 178.36)],
-    ids=["h100", "rtx3090", "b200"],
+    [
+        ("NVIDIA-H100-80GB-HBM3", 79.19),
+        ("NVIDIA-GeForce-RTX-3090", 23.58),
+        ("NVIDIA-B200", 178.36),
+        ("NVIDIA-A40", 44.43),
+    ],
+    ids=["h100", "rtx3090", "b200", "a40"],
 )
 def test_cuda_visible_total_matches_logs(product: str, cuda_total_gib: float) -> None:
     entry = lookup_gpu(product)

@@ -18,8 +18,8 @@ from ctxfit.engines.overhead import (
 )
 from ctxfit.engines.vllm import VLLM, memory
 from ctxfit.engines.vllm.cudagraph import (
-    CUDA_GRAPH_BASE,
-    CUDA_GRAPH_PER_LAYER,
+    ESTIMATE_BASE,
+    ESTIMATE_PER_LAYER,
     REFERENCE_GRAPHS,
     capture_sizes,
     graph_counts,
@@ -307,8 +307,8 @@ def test_cuda_graph_estimate_scales_with_the_graphs_vllm_captures() -> None:
     # 0.20+ deducts first capture + per-graph x graphs: 256 sequences capture 86 graphs, the sweep's 1024 capture 102
     full = _vllm("0.20.0", context=8192, product="NVIDIA-H100-80GB-HBM3", batching={"maxNumSeqs": 1024})
     fewer = _vllm("0.20.0", context=8192, product="NVIDIA-H100-80GB-HBM3", batching={"maxNumSeqs": 256})
-    per_layer_part = 32 * CUDA_GRAPH_PER_LAYER
-    assert full[2].cuda_graph_bytes == CUDA_GRAPH_BASE + per_layer_part  # the sweep's configuration: unchanged
-    assert fewer[2].cuda_graph_bytes == pytest.approx(CUDA_GRAPH_BASE + per_layer_part * 86 / REFERENCE_GRAPHS, abs=1)
+    per_layer_part = 32 * ESTIMATE_PER_LAYER
+    assert full[2].cuda_graph_bytes == ESTIMATE_BASE + per_layer_part  # the sweep's configuration
+    assert fewer[2].cuda_graph_bytes == pytest.approx(ESTIMATE_BASE + per_layer_part * 86 / REFERENCE_GRAPHS, abs=1)
     assert fewer[2].kv_cache_bytes - full[2].kv_cache_bytes > 0
     assert fewer[2].cuda_graph_bytes == memory.cuda_graph_bytes(fewer[0], fewer[1], Family.V1_020, 8192)

@@ -55,6 +55,8 @@ class PlanInputs:
         quantization: weight quantization that changes the forward's buffers, from config.json
             ``quantization_config`` (``quant_method``; ``"bitsandbytes-8bit"`` when ``load_in_8bit``) or
             ``engine.args`` ``--quantization X``; None when unquantized or unknown.
+        architectures: config.json ``architectures`` (model class names such as ``LlamaForCausalLM``),
+            empty when no config.json was given; vLLM picks its model runner by them (``engines/vllm/runner.py``).
     """
 
     spec: InferenceServerSpec
@@ -74,6 +76,7 @@ class PlanInputs:
     hybrid: HybridState | None = None
     total_layers: int | None = None
     quantization: str | None = None
+    architectures: tuple[str, ...] = ()
 
     @property
     def tp(self) -> int:
@@ -185,6 +188,7 @@ def resolve_inputs(
         hybrid=hybrid,
         total_layers=total_layers,
         quantization=quantization_method(text, spec.engine.args),
+        architectures=tuple(a for a in hf.get("architectures") or () if isinstance(a, str)),
     )
 
 

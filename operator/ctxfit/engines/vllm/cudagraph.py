@@ -1,5 +1,6 @@
-"""vLLM V1's CUDA-graph memory per GPU: the estimate vLLM deducts from the KV budget from 0.20 on, and the
-pool it captures after the KV cache before 0.20 (docs/engine-memory.md A.1).
+"""vLLM V1's CUDA-graph memory per GPU: the estimate vLLM deducts from the KV budget from 0.20 on (V1 model
+runner only, ``runner.py``), and the pool it captures after the KV cache (before 0.20, and under Model Runner V2)
+(docs/engine-memory.md A.1).
 
 What vLLM computes (``v1/worker/gpu_model_runner.py::profile_cudagraph_memory``, the same code in the
 0.19.0, 0.20.0 and 0.28.0 wheels apart from encoder graphs): per runtime mode (PIECEWISE, FULL) it captures
@@ -9,17 +10,24 @@ the two largest batch descriptors into a scratch pool and extrapolates
 
 so the deduction is one shared first capture plus a per-graph term times the number of graphs. The
 descriptors are the capture sizes (``config/vllm.py::_set_cudagraph_sizes``): ``[1, 2, 4] + range(8, 256, 8) +
-range(256, max + 1, 16)`` up to ``max_cudagraph_capture_size`` (``min(2 x max_num_seqs, 512)`` by default,
-the value of ``--max-cudagraph-capture-size`` when set, always at most ``max_num_batched_tokens``); PIECEWISE
-(mixed batches) uses all of them, FULL (uniform decode, the default ``FULL_AND_PIECEWISE`` mode) only those
+range(256, max + 1, 16)`` up to ``max_cudagraph_capture_size`` (``default_capture_size`` when
+``--max-cudagraph-capture-size`` is not passed, always at most ``max_num_batched_tokens``); PIECEWISE (mixed
+batches) uses all of them, FULL (uniform decode, the default ``FULL_AND_PIECEWISE`` mode) only those
 ``<= max_num_seqs`` (``v1/cudagraph_dispatcher.py``: ``uniform_decode_query_len x max_num_seqs``).
 
-The model: ``CUDA_GRAPH_BASE`` (the first capture) + ``CUDA_GRAPH_PER_LAYER`` x layers on the stage (x1.5 for
-MoE) x graphs / ``REFERENCE_GRAPHS``. The per-layer constants come from the vLLM 0.19 H100 sweep's
-``cuda_graph_estimated_gib`` (Llama-8B 0.84, 70B TP2 1.82, Qwen3-30B-A3B 1.24), every row of which captured
-``PIECEWISE=51 (largest=512)`` and ``FULL=51`` graphs (``REFERENCE_GRAPHS`` = 102; max_num_seqs 1024). A
-server with 256 sequences captures 51 + 35 graphs ("Profiling CUDA graph memory: PIECEWISE=51 (largest=512),
-FULL=35 (largest=256)" in vllm PR 39559's log), so its per-graph part is 86/102 of the sweep's.
+Two models of one shape, ``base + per_layer x layers on the stage x architecture factor x graphs /
+REFERENCE_GRAPHS``, each fitted on its own column of the vLLM 0.19 H100 sweep (59 start-ups, 36 models, every
+row's PIECEWISE/FULL counts from the CSV):
+
+- ``estimate_bytes``, what 0.20+ deducts: the printed "Estimated CUDA graph memory" (``cuda_graph_estimated_gib``;
+  ``bench/graph_fit.py``, asymmetric loss, an under-estimate weighing twice). Median |error| 0.10 GiB against
+  0.15 for the pool constants below. MLA attention (DeepSeek-V2-Lite, Kimi-VL: 0.031-0.044 GiB per layer at 102
+  graphs) doubles the per-layer term; other MoE models (Mixtral, Qwen1.5-MoE, Qwen3-30B-A3B, gpt-oss-20b,
+  Llama-4-Scout: 0.018-0.026) add a fifth.
+- ``cuda_graph_bytes``, the pool the capture keeps (outside the budget before 0.20 and under Model Runner V2 up to
+  0.28; what Model Runner V2 deducts from 0.29, which measures it): the sweep's ``cuda_graph_actual_gib``, same
+  loss. Median |error| 0.06 GiB, 4 of 59 start-ups more than 0.1 GiB above the model, against 0.11 and 18 for the
+  earlier constants (0.2 GiB + 0.02 GiB per layer, x1.5 for MoE), which V0's decode pool keeps.
 
 V0 captures decode-only graphs after the KV cache (``worker/model_runner.py::capture_model``), outside the
 budget: it keeps the simpler scale by capture size (``v0_cuda_graph_bytes``).
@@ -29,7 +37,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ctxfit.api import GiB
+from ctxfit.api import AttentionKind, GiB
 
 if TYPE_CHECKING:
     from ctxfit.vocab.inputs import PlanInputs
@@ -39,8 +47,57 @@ CUDA_GRAPH_PER_LAYER = int(0.02 * GiB)
 CUDA_GRAPH_MOE_FACTOR = 1.5
 CUDA_GRAPH_DEFAULT_CAPTURE = 512
 REFERENCE_GRAPHS = 102
-"""Graphs the vLLM 0.19 H100 sweep captured per start-up (PIECEWISE 51 + FULL 51), which the per-layer
-constant is fitted on (the sweep CSV's ``cudagraph_piecewise_count`` and ``cudagraph_full_count``)."""
+"""Graphs most rows of the vLLM 0.19 H100 sweep captured (PIECEWISE 51 + FULL 51; the sweep CSV's
+``cudagraph_piecewise_count`` and ``cudagraph_full_count``), the unit the per-layer constants are fitted in."""
+
+ESTIMATE_BASE = int(0.28 * GiB)
+ESTIMATE_PER_LAYER = int(0.0175 * GiB)
+ESTIMATE_MOE_FACTOR = 1.2
+ESTIMATE_MLA_FACTOR = 2.0
+"""``estimate_bytes`` constants, printed by ``python bench/graph_fit.py`` (the fit on the sweep's printed estimates)."""
+
+POOL_BASE = int(0.42 * GiB)
+POOL_PER_LAYER = int(0.016 * GiB)
+POOL_MOE_FACTOR = 1.3
+POOL_MLA_FACTOR = 2.5
+"""``cuda_graph_bytes`` constants, printed by ``python bench/graph_fit.py`` (the fit on the captured pools)."""
+
+DEFAULT_MAX_CAPTURE = 512
+SM100_MAX_CAPTURE = 1024
+SM100_MAX_CAPTURE_SINCE = (0, 28, 0)
+GPT_OSS_MAX_CAPTURE = 1024
+GPT_OSS_ARCHITECTURE = "GptOssForCausalLM"
+GPT_OSS_OVERRIDE_SINCE = (0, 19, 0)
+"""vLLM's ``max_cudagraph_capture_size`` when neither it nor ``cudagraph_capture_sizes`` is set:
+``config/vllm.py::_set_cudagraph_sizes`` takes ``min(max_num_seqs x decode_query_len x 2, 512)`` (1024 on
+compute capability 10.x from 0.28.0; 512 on every GPU in 0.19.0-0.27.0), and
+``model_executor/models/config.py::GptOssForCausalLMConfig`` raises it to 1024 for gpt-oss ("Increase the max
+capture size from 512 to 1024 for performance"; read in the 0.19.0-0.28.0 wheels, earlier releases not read).
+ctxfit always passes ``--max-cudagraph-capture-size`` (vLLM >= 0.11), so these apply to start-ups that did not."""
+
+
+def default_capture_size(
+    version: tuple[int, int, int],
+    max_num_seqs: int,
+    *,
+    compute_capability: tuple[int, int] | None,
+    architectures: tuple[str, ...] = (),
+    speculative_tokens: int = 0,
+) -> int:
+    """vLLM's largest capture size when ``--max-cudagraph-capture-size`` is not passed (see the constants above).
+
+    Args:
+        version: vLLM (major, minor, patch).
+        max_num_seqs: ``--max-num-seqs``.
+        compute_capability: (major, minor) of the GPU, None when unknown (then not SM100).
+        architectures: config.json ``architectures``.
+        speculative_tokens: draft tokens per step (``decode_query_len = 1 + speculative_tokens``).
+    """
+    if GPT_OSS_ARCHITECTURE in architectures and version >= GPT_OSS_OVERRIDE_SINCE:
+        return GPT_OSS_MAX_CAPTURE
+    sm100 = compute_capability is not None and compute_capability[0] == 10
+    ceiling = SM100_MAX_CAPTURE if sm100 and version >= SM100_MAX_CAPTURE_SINCE else DEFAULT_MAX_CAPTURE
+    return min(max_num_seqs * (1 + speculative_tokens) * 2, ceiling)
 
 
 def capture_sizes(max_size: int) -> list[int]:
@@ -67,10 +124,34 @@ def _stage_layer_bytes(inputs: PlanInputs) -> float:
     return CUDA_GRAPH_PER_LAYER * (CUDA_GRAPH_MOE_FACTOR if inputs.moe else 1.0) * layers
 
 
+def _graph_model_bytes(
+    inputs: PlanInputs, graphs: int, base: int, per_layer: int, moe_factor: float, mla_factor: float
+) -> int:
+    layers = -(-(inputs.architecture.num_layers or 32) // inputs.pp)
+    if inputs.architecture.attention is AttentionKind.MLA:
+        factor = mla_factor
+    else:
+        factor = moe_factor if inputs.moe else 1.0
+    return int(base + per_layer * layers * factor * graphs / REFERENCE_GRAPHS)
+
+
+def estimate_bytes(inputs: PlanInputs, capture_max: int, *, max_num_seqs: int, max_num_batched_tokens: int) -> int:
+    """The CUDA-graph estimate vLLM >= 0.20 deducts from one GPU's KV budget (V1 model runner), bytes.
+
+    ``ESTIMATE_BASE + ESTIMATE_PER_LAYER x layers on the stage x factor x graphs / REFERENCE_GRAPHS``, the
+    factor ``ESTIMATE_MLA_FACTOR`` for MLA attention, ``ESTIMATE_MOE_FACTOR`` for other MoE models, else 1
+    (module docstring).
+    """
+    graphs = sum(graph_counts(capture_max, max_num_seqs, max_num_batched_tokens))
+    return _graph_model_bytes(
+        inputs, graphs, ESTIMATE_BASE, ESTIMATE_PER_LAYER, ESTIMATE_MOE_FACTOR, ESTIMATE_MLA_FACTOR
+    )
+
+
 def cuda_graph_bytes(inputs: PlanInputs, capture_max: int, *, max_num_seqs: int, max_num_batched_tokens: int) -> int:
-    """V1's CUDA-graph estimate for one GPU, bytes (see the module docstring)."""
-    piecewise, full = graph_counts(capture_max, max_num_seqs, max_num_batched_tokens)
-    return int(CUDA_GRAPH_BASE + _stage_layer_bytes(inputs) * (piecewise + full) / REFERENCE_GRAPHS)
+    """V1's captured CUDA-graph pool for one GPU, bytes: ``estimate_bytes``'s shape with the ``POOL_*`` constants."""
+    graphs = sum(graph_counts(capture_max, max_num_seqs, max_num_batched_tokens))
+    return _graph_model_bytes(inputs, graphs, POOL_BASE, POOL_PER_LAYER, POOL_MOE_FACTOR, POOL_MLA_FACTOR)
 
 
 def v0_cuda_graph_bytes(inputs: PlanInputs, capture_size: int) -> int:

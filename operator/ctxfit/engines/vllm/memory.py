@@ -30,25 +30,29 @@ Families (``Family``) and what differs between them:
   ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` to "1", and ``gpu_worker.determine_available_memory``
   subtracts ``model_runner.profile_cudagraph_memory()`` (which captures the largest graphs of each mode in a
   scratch pool and extrapolates) from ``requested_memory = ceil(total x util)``. Its size follows the
-  number of graphs captured (``cudagraph.py``). Checked in the 0.20-0.28 wheels and not modelled, because no
-  term changes: the sampler warm-up runs twice from 0.21 (FlashInfer, then ``forward_native``; the peak is the
-  larger of the two); 0.27 budgets ``total_consumed + transient_peak_headroom`` (``utils/mem_utils.py``),
-  the same terms measured device-wide; 0.28 captures up to 1024 tokens on SM100 by default, but ctxfit
-  always passes ``--max-cudagraph-capture-size``.
+  number of graphs captured (``cudagraph.estimate_bytes``). Under Model Runner V2 (the default for dense models
+  from 0.25, for some architectures from 0.22, for every model from 0.29; ``runner.py``) up to 0.28
+  ``profile_cudagraph_memory`` returns 0: nothing is deducted and the graphs land outside the budget, as before
+  0.20; from 0.29 it deducts the pool it captures (``cudagraph.cuda_graph_bytes``). Checked in the 0.20-0.28
+  wheels and not modelled, because no term changes: the sampler warm-up runs twice from 0.21 (FlashInfer, then
+  ``forward_native``; the peak is the larger of the two); 0.27 budgets ``total_consumed +
+  transient_peak_headroom`` (``utils/mem_utils.py``), the same terms measured device-wide; 0.28 captures up to
+  1024 tokens on SM100 by default, but ctxfit always passes ``--max-cudagraph-capture-size``.
 
 Fitted constants (``FITTED``): the activation copies (``overhead.ActivationCopies``) and the non-torch
 terms, per family, by ``bench/overhead_fit.py --fit`` on tests/fixtures/startups (vLLM 0.19 H100 sweep and
 the other start-ups of startups.yaml); the same script prints the leave-one-out error per family. V1 from
-0.20 has one measured start-up: it uses the V1 constants with no free parameter of its own.
+0.20 has five measured start-ups in two configurations: it uses the V1 constants with no free parameter of its own.
 
 - ``non_torch``: non-torch increase during the profile run (sweep TP 1: 0.24-0.27 GiB; V0 ledgers
   0.07-0.35 GiB; the fit's safe-side bias takes 0.32 GiB).
 - ``nvlink_buffers``: extra non-torch at TP > 1 on NVSwitch systems (sweep TP 2/4: +1.8-2.0 GiB; see
   ``overhead`` for why PCIe parts do not have it).
-- CUDA-graph estimate (``cudagraph.py``): ``0.2 GiB + 0.02 GiB`` per layer on the stage (x1.5 for MoE),
-  the per-layer part scaled by the graphs vLLM captures (PIECEWISE + FULL, from the capture sizes and
-  ``max_num_seqs``) over the sweep's 102 (sweep ``cuda_graph_estimated_gib``: Llama-8B 0.84, 70B TP2 1.82,
-  Qwen3-30B-A3B 1.24).
+- CUDA-graph estimate deducted from 0.20 (``cudagraph.estimate_bytes``): ``0.28 GiB + 0.0175 GiB`` per layer on
+  the stage (x2 for MLA, x1.2 for other MoE), the per-layer part scaled by the graphs vLLM captures (PIECEWISE +
+  FULL, from the capture sizes and ``max_num_seqs``) over 102, fitted on the sweep's printed estimates
+  (``bench/graph_fit.py``); the captured pool (``cudagraph.cuda_graph_bytes``) is ``0.42 GiB + 0.016 GiB`` per
+  layer (x2.5 MLA, x1.3 MoE), fitted on the sweep's measured pools.
 """
 
 from __future__ import annotations
@@ -72,8 +76,9 @@ from ctxfit.engines.overhead import (
 )
 
 from .cudagraph import cuda_graph_bytes as v1_cuda_graph_bytes
-from .cudagraph import v0_cuda_graph_bytes
+from .cudagraph import estimate_bytes, v0_cuda_graph_bytes
 from .dequant import dequant_bytes
+from .runner import MODEL_RUNNER_V2_ESTIMATES_SINCE, plan_uses_model_runner_v2
 
 if TYPE_CHECKING:
     from ctxfit.vocab.inputs import PlanInputs
@@ -229,16 +234,30 @@ class ProfileInputs:
     nccl_init_in_budget_bytes: int
     """Non-torch the profiler counts besides the fitted terms: NCCL init (V1 < 0.12), V0's 0.6.5-0.6.x baseline."""
     cuda_graph_bytes: int
+    model_runner_v2: bool = False
+    """vLLM >= 0.20 runs Model Runner V2 (``runner.py``)."""
+    graphs_deducted: bool = False
+    """vLLM subtracts ``cuda_graph_bytes`` from the KV budget: 0.20+ on the V1 model runner (its estimate), and
+    Model Runner V2 from 0.29 (the captured pool); not before 0.20, nor on Model Runner V2 up to 0.28."""
 
 
-def cuda_graph_bytes(inputs: PlanInputs, effective: EffectiveConfig, fam: Family, max_num_batched_tokens: int) -> int:
-    """CUDA-graph memory of one GPU, bytes: V1's estimate by graph count, V0's decode pool (``cudagraph.py``)."""
+def cuda_graph_bytes(
+    inputs: PlanInputs,
+    effective: EffectiveConfig,
+    fam: Family,
+    max_num_batched_tokens: int,
+    *,
+    model_runner_v2: bool = False,
+) -> int:
+    """CUDA-graph memory of one GPU, bytes (``cudagraph.py``): the estimate 0.20+ deducts under the V1 model
+    runner, else the pool the capture keeps (V1's by graph count, V0's decode pool)."""
     capture = effective.cuda_graph_max_batch_size
     if fam is Family.V0:
         return v0_cuda_graph_bytes(inputs, capture)
-    return v1_cuda_graph_bytes(
-        inputs, capture, max_num_seqs=effective.max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
-    )
+    seqs = effective.max_num_seqs
+    if fam is Family.V1_020 and not model_runner_v2:
+        return estimate_bytes(inputs, capture, max_num_seqs=seqs, max_num_batched_tokens=max_num_batched_tokens)
+    return v1_cuda_graph_bytes(inputs, capture, max_num_seqs=seqs, max_num_batched_tokens=max_num_batched_tokens)
 
 
 def _product(inputs: PlanInputs) -> str | None:
@@ -254,7 +273,10 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
     if effective.gpu_memory_utilization is None:
         raise ValueError("vLLM needs gpu_memory_utilization")
     version = inputs.engine_version
-    fam = family(version, container_env(inputs))
+    env = container_env(inputs)
+    fam = family(version, env)
+    mrv2 = fam is Family.V1_020 and plan_uses_model_runner_v2(inputs, env)
+    deducted = fam is Family.V1_020 and (not mrv2 or version >= MODEL_RUNNER_V2_ESTIMATES_SINCE)
     tokens = max_num_batched_tokens
     if fam is Family.V0 and not inputs.spec.batching.max_num_batched_tokens:
         sliding = inputs.architecture.sliding_window is not None
@@ -283,7 +305,9 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
         warmup=sampler_warmup(fam, version),
         nvlink_multi_gpu=multi_gpu,
         nccl_init_in_budget_bytes=nccl_init,
-        cuda_graph_bytes=cuda_graph_bytes(inputs, effective, fam, tokens),
+        cuda_graph_bytes=cuda_graph_bytes(inputs, effective, fam, tokens, model_runner_v2=mrv2),
+        model_runner_v2=mrv2,
+        graphs_deducted=deducted,
     )
 
 
@@ -314,7 +338,7 @@ def overheads(profile: ProfileInputs, constants: OverheadConstants | None = None
     non_torch = c.non_torch_bytes + profile.nccl_init_in_budget_bytes
     if profile.nvlink_multi_gpu:
         non_torch += c.nvlink_buffers_bytes
-    graphs = profile.cuda_graph_bytes if profile.family is Family.V1_020 else 0
+    graphs = profile.cuda_graph_bytes if profile.graphs_deducted else 0
     return Overheads(activation.bytes, activation.note, non_torch, graphs)
 
 
@@ -326,7 +350,7 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_to
     """
     profile = profile_inputs(inputs, effective, max_num_batched_tokens=max_num_batched_tokens)
     terms = overheads(profile)
-    deducted = profile.family is Family.V1_020
+    deducted = profile.graphs_deducted
     outside = CUDA_CONTEXT + (0 if deducted else profile.cuda_graph_bytes)
     topology = "NVSwitch all-reduce buffers" if profile.nvlink_multi_gpu else "no NVSwitch buffers"
     notes = (
@@ -335,10 +359,14 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_to
         f"weights: {inputs.weights_source}",
         f"activation: {terms.activation_note} ({profile.family.value})",
         f"other: non-torch at TP {inputs.tp} ({topology})",
-        "CUDA graphs: estimate deducted from the budget (vLLM >= 0.20)"
+        (
+            "CUDA graphs: captured pool deducted from the budget (Model Runner V2, vLLM >= 0.29)"
+            if profile.model_runner_v2
+            else "CUDA graphs: estimate deducted from the budget (vLLM >= 0.20, V1 model runner)"
+        )
         if deducted
-        else f"CUDA graphs: ~{profile.cuda_graph_bytes / GiB:.2f} GiB outside the budget (vLLM < 0.20 does not "
-        "deduct them)",
+        else f"CUDA graphs: ~{profile.cuda_graph_bytes / GiB:.2f} GiB outside the budget ("
+        + ("Model Runner V2 < 0.29 deducts none)" if profile.model_runner_v2 else "vLLM < 0.20 does not deduct them)"),
     )
     return BudgetTerms(
         total_bytes=inputs.gpu_total_bytes,

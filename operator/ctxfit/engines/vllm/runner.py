@@ -1,0 +1,178 @@
+"""Which GPU model runner a vLLM >= 0.20 worker uses, and why the memory model cares.
+
+vLLM 0.20 and later ship two GPU model runners. ``v1/worker/gpu_worker.py::Worker`` logs "Using V2 Model Runner"
+when ``vllm_config.use_v2_model_runner`` holds and builds ``v1/worker/gpu/model_runner.py::GPUModelRunner``
+(MRV2); otherwise the V1 runner ``v1/worker/gpu_model_runner.py`` (MRV1). ``determine_available_memory``
+deducts ``model_runner.profile_cudagraph_memory()`` from the KV budget (``VLLM_MEMORY_PROFILER_ESTIMATE_
+CUDAGRAPHS``, on by default from 0.20), and MRV2's ``profile_cudagraph_memory`` is ``return 0`` ("It is TBD
+whether we keep this API or not") in every wheel from 0.20.0 to 0.28.0: under MRV2 no CUDA-graph estimate
+is deducted and the graphs are captured after the KV cache, outside the budget, as before 0.20. From 0.29.0
+(``v1/worker/gpu/cudagraph_utils.py::profile_cudagraph_memory``, read in the 0.29.0 and 0.33.0 wheels) MRV2
+captures every PIECEWISE graph into a throwaway pool and extrapolates FULL graphs from the largest few: its
+deduction is the captured pool itself (``MODEL_RUNNER_V2_ESTIMATES_SINCE``), not the V1 runner's linear
+extrapolation.
+
+When MRV2 is the default (``VLLM_USE_V2_MODEL_RUNNER`` unset; ``=1``/``=0`` force it on/off):
+
+- 0.20, 0.21: never (``envs.py`` defaults ``VLLM_USE_V2_MODEL_RUNNER`` to "0").
+- 0.22, 0.23: ``config/vllm.py::_is_default_v2_model_runner_model``: an architecture in
+  ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` ({Qwen3ForCausalLM}; 0.23 adds LlamaForCausalLM and
+  MistralForCausalLM), not MoE, not quantized.
+- 0.24: an architecture in {Qwen3ForCausalLM, DeepseekV2ForCausalLM, Qwen2MoeForCausalLM,
+  GraniteMoeForCausalLM, LlamaForCausalLM, MistralForCausalLM}.
+- 0.25-0.27: not hybrid (Mamba / Gated DeltaNet), and a listed architecture (DeepseekV2ForCausalLM,
+  GraniteMoeForCausalLM, Qwen2MoeForCausalLM, ...) or not MoE: every dense attention model.
+- 0.28: a listed architecture, or not MoE and not hybrid.
+- 0.29 and later: every model ("select MRV2 for supported configurations; the first tagged release with this
+  default will be v0.29.0", vLLM's MRV2 rollout notes), the architecture lists gone.
+
+Read in the 0.20.0-0.29.0 and 0.33.0 wheels. A generate model only (``runner_type``);
+``_get_v2_model_runner_unsupported_features`` sends some configurations back to MRV1 (speculative decoding other
+than EAGLE/MTP/DFlash, prefill context parallelism, sequence parallelism, custom logits processors, prompt
+embeds), none of which ctxfit renders. Real start-ups: the four vLLM 0.26.0 Llama-3.1-8B start-ups of
+tests/fixtures/startups (A40) print "Using V2 Model Runner", no "Estimated CUDA graph memory" line, and
+``requested - weights - activation - non-torch`` to the 0.01 GiB.
+
+When the architecture is unknown (no config.json ``architectures``), the V1 runner is assumed where the
+rule depends on it: its graph deduction predicts the smaller pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ctxfit.vocab.inputs import PlanInputs
+
+MODEL_RUNNER_V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+V2_DEFAULT_SINCE = (0, 22, 0)
+V2_ARCHITECTURES: tuple[tuple[tuple[int, int, int], frozenset[str]], ...] = (
+    ((0, 22, 0), frozenset({"Qwen3ForCausalLM"})),
+    ((0, 23, 0), frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"})),
+    (
+        (0, 24, 0),
+        frozenset(
+            {
+                "Qwen3ForCausalLM",
+                "DeepseekV2ForCausalLM",
+                "Qwen2MoeForCausalLM",
+                "GraniteMoeForCausalLM",
+                "LlamaForCausalLM",
+                "MistralForCausalLM",
+            }
+        ),
+    ),
+    ((0, 25, 0), frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})),
+    (
+        (0, 26, 0),
+        frozenset(
+            {
+                "DeepseekV2ForCausalLM",
+                "GraniteMoeForCausalLM",
+                "InklingForCausalLM",
+                "InklingForConditionalGeneration",
+                "LongcatFlashNgramForCausalLM",
+                "Qwen2MoeForCausalLM",
+            }
+        ),
+    ),
+    (
+        (0, 27, 0),
+        frozenset(
+            {
+                "DeepseekV2ForCausalLM",
+                "GraniteMoeForCausalLM",
+                "InklingForCausalLM",
+                "InklingForConditionalGeneration",
+                "KimiK3ForConditionalGeneration",
+                "LongcatFlashNgramForCausalLM",
+                "Qwen2MoeForCausalLM",
+            }
+        ),
+    ),
+    (
+        (0, 28, 0),
+        frozenset(
+            {
+                "DeepseekV2ForCausalLM",
+                "DeepseekV4ForCausalLM",
+                "GraniteMoeForCausalLM",
+                "InklingForCausalLM",
+                "InklingForConditionalGeneration",
+                "KimiK3ForConditionalGeneration",
+                "LongcatFlashNgramForCausalLM",
+                "Qwen2MoeForCausalLM",
+            }
+        ),
+    ),
+)
+"""``config/vllm.py::DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` from each listed release on (read in the wheel of
+each; 0.21 has none, 0.22 the first)."""
+LISTED_ONLY_SINCE = (0, 24, 0)
+"""0.22-0.23 also require a dense, unquantized model; 0.24 only the listed architecture."""
+DENSE_DEFAULT_SINCE = (0, 25, 0)
+"""From 0.25 any non-MoE, non-hybrid model defaults to MRV2 (``... or not model_config.is_moe``)."""
+HYBRID_IF_LISTED_SINCE = (0, 28, 0)
+"""0.25-0.27 keep every hybrid on MRV1; 0.28 only the unlisted ones."""
+EVERY_MODEL_SINCE = (0, 29, 0)
+"""0.29 ``use_v2_model_runner``: MRV2 unless a feature it lacks is configured."""
+MODEL_RUNNER_V2_ESTIMATES_SINCE = (0, 29, 0)
+"""MRV2's ``profile_cudagraph_memory`` returns 0 up to 0.28 and measures the captured pool from 0.29."""
+
+
+def listed_architectures(version: tuple[int, int, int]) -> frozenset[str]:
+    """``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` of ``version`` (empty before 0.22)."""
+    listed: frozenset[str] = frozenset()
+    for since, names in V2_ARCHITECTURES:
+        if version >= since:
+            listed = names
+    return listed
+
+
+def uses_model_runner_v2(
+    version: tuple[int, int, int],
+    *,
+    architectures: tuple[str, ...],
+    moe: bool,
+    hybrid: bool,
+    quantized: bool,
+    env: Mapping[str, str] | None = None,
+) -> bool:
+    """True when a vLLM ``version`` worker runs Model Runner V2 (see the module docstring for the rule).
+
+    Args:
+        version: vLLM (major, minor, patch).
+        architectures: config.json ``architectures`` (empty when unknown).
+        moe: mixture-of-experts model.
+        hybrid: Mamba / Gated DeltaNet layers next to attention.
+        quantized: a weight quantization method is set (only 0.22-0.23 look at it).
+        env: the container env; ``VLLM_USE_V2_MODEL_RUNNER`` "1"/"0" overrides the default.
+    """
+    forced = (env or {}).get(MODEL_RUNNER_V2_ENV)
+    if forced is not None and forced.strip().lower() in ("1", "true", "0", "false"):
+        return forced.strip().lower() in ("1", "true")
+    if version < V2_DEFAULT_SINCE:
+        return False
+    if version >= EVERY_MODEL_SINCE:
+        return True
+    listed = any(a in listed_architectures(version) for a in architectures)
+    if version < LISTED_ONLY_SINCE:
+        return listed and not moe and not quantized
+    if version < DENSE_DEFAULT_SINCE:
+        return listed
+    if hybrid and not (listed and version >= HYBRID_IF_LISTED_SINCE):
+        return False
+    return listed or not moe
+
+
+def plan_uses_model_runner_v2(inputs: PlanInputs, env: Mapping[str, str]) -> bool:
+    """``uses_model_runner_v2`` for a plan's model and engine."""
+    return uses_model_runner_v2(
+        inputs.engine_version,
+        architectures=inputs.architectures,
+        moe=inputs.moe is not None,
+        hybrid=inputs.hybrid is not None,
+        quantized=inputs.quantization is not None,
+        env=env,
+    )
