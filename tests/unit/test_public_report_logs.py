@@ -9,6 +9,7 @@ published wheels (the source each pattern cites).
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,20 +21,13 @@ from ctxfit.recovery import FailureKind, Observation, classify
 from ctxfit.vocab.kinds import DOWNLOAD_KINDS, PERMANENT_KINDS
 from kubernetes.utils import parse_quantity
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from diagnosekit import write_server  # noqa: E402
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "public-report-logs.yaml"
 CASES: list[dict[str, Any]] = yaml.safe_load(FIXTURE.read_text())
 K = FailureKind
 
-SERVER = """apiVersion: ctxfit.io/v1alpha1
-kind: InferenceServer
-metadata: {{name: t}}
-spec:
-  model: {{name: meta-llama/Llama-3.1-8B-Instruct}}
-  engine: {{kind: {engine}, version: "{version}"}}
-  gpu: {{count: 1, product: NVIDIA-H100-80GB-HBM3}}
-  context: {{target: 32768}}
-  memory: {{{knob}: 0.9}}
-"""
 ENGINE_KNOBS = ("contextLength", "gpuMemoryUtilization", "memFractionStatic", "kvCacheDtype", "maxNumSeqs",
                 "cudaGraphMaxBatchSize")
 """The engine flags of ``next``: a download, driver or unrecognized failure moves none of them."""
@@ -62,10 +56,8 @@ def test_report_is_classified(case: dict[str, Any]) -> None:
 
 
 def diagnose(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: dict[str, Any], text: str) -> dict[str, Any]:
-    sglang = case["engine"] == "sglang"
     server = tmp_path / "s.yaml"
-    server.write_text(SERVER.format(engine=case["engine"], version=case["version"],
-                                    knob="memFractionStatic" if sglang else "gpuMemoryUtilization"))
+    write_server(server, case["engine"], case["version"])
     log = tmp_path / "log.txt"
     log.write_text(text)
     code = main(["diagnose", "-f", str(server), "--message-file", str(log), "--reason", "Error",

@@ -5,6 +5,7 @@ library and through ``ctxfit diagnose`` (exit 0, JSON, no traceback)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,20 +15,11 @@ from ctxfit.api import EngineKind
 from ctxfit.cli import main
 from ctxfit.recovery import FailureKind, Observation, classify
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from diagnosekit import write_server  # noqa: E402
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "review-wordings.yaml"
 CASES: list[dict[str, Any]] = yaml.safe_load(FIXTURE.read_text())
-
-SERVER = """apiVersion: ctxfit.io/v1alpha1
-kind: InferenceServer
-metadata: {{name: t}}
-spec:
-  model: {{name: meta-llama/Llama-3.1-8B-Instruct}}
-  engine: {{kind: {engine}, version: "{version}"}}
-  gpu: {{count: 1, product: NVIDIA-H100-80GB-HBM3}}
-  context: {{target: 32768}}
-  memory: {{{knob}: 0.9}}
-"""
-
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_real_wording_is_classified(case: dict[str, Any]) -> None:
@@ -40,8 +32,7 @@ def test_real_wording_through_the_cli(case: dict[str, Any], tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     sglang = case["engine"] == "sglang"
     server = tmp_path / "s.yaml"
-    server.write_text(SERVER.format(engine=case["engine"], version="0.4.3" if sglang else "0.9.1",
-                                    knob="memFractionStatic" if sglang else "gpuMemoryUtilization"))
+    write_server(server, case["engine"], "0.4.3" if sglang else "0.9.1")
     log = tmp_path / "log.txt"
     log.write_text(case["text"])
     code = main(["diagnose", "-f", str(server), "--message-file", str(log), "--reason", "Error",
