@@ -134,6 +134,17 @@ def _evict_worker_and_wait_for_a_new_group(api: ServerClient, name: str, before:
     return uid
 
 
+def _seen_complete(api: ServerClient, name: str) -> bool:
+    """The operator has recorded the current incarnation's leader with all its pods (``groupLeaders[].complete``):
+    only a recreation of an incarnation it saw complete counts (a cascade is one disruption), so an operator
+    stopped before that would, on its return, rightly take the next recreation for the same disruption."""
+    current = _leader(api, name)
+    attempts = api.get(name).get("status", {}).get("attempts") or [{}]
+    return current is not None and any(
+        seen.get("uid") == current["metadata"]["uid"] and seen.get("complete") is True
+        for seen in attempts[-1].get("groupLeaders") or [])
+
+
 def _restarts(api: ServerClient, name: str) -> int:
     attempts = api.get(name).get("status", {}).get("attempts") or [{}]
     count: int = attempts[-1].get("groupRestarts") or 0
@@ -165,6 +176,7 @@ def test_a_group_recreated_repeatedly_ends_failed_within_the_budget(api: ServerC
                  timeout=60)
         leader, evictions = _evict_worker_and_wait_for_a_new_group(api, name, leader), evictions + 1
         api.wait(lambda: _restarts(api, name) >= 1, "a recreation counted", timeout=60)
+        api.wait(lambda: _seen_complete(api, name), "the new group seen complete by the operator", timeout=60)
         before_restart = _restarts(api, name)
         assert before_restart <= budget and _phase(api, name) == "Starting"
     finally:
