@@ -24,12 +24,13 @@ of the group again for the new leader - and a worker of the new incarnation cann
 period: a force deletion, a node object removed, kwok) the cascade can produce complete incarnations, so a
 recreation is also counted only ``RECREATION_WINDOW_SECONDS`` or more after the leader that opened the current
 disruption (``GroupLeader.since``); a group recreated faster than that, forever, is still counted once per
-window, so the budget still ends it. The count
-starts over when every pod of the attempt's groups is Ready (progress). A group recreated more than
-``Settings.group_restart_budget`` times without that ends the attempt and the server Failed with reason
-``GroupRestartsExhausted`` and a Warning Event; the LeaderWorkerSet is scaled to 0. A later spec change
-(generation) starts a fresh attempt with the same configuration (``reopen_group``); a change of what the plan
-depends on starts over anyway.
+window, so the budget still ends it. The budget is per group (``GroupLeader.restarts``; ``Attempt.groupRestarts``
+is the most any group has): with several replicas, one maintenance that recreates each group once is not one
+group recreated again and again. The count starts over when every pod of the attempt's groups is Ready
+(progress). A group recreated more than ``Settings.group_restart_budget`` times without that ends the attempt
+and the server Failed with reason ``GroupRestartsExhausted`` and a Warning Event; the LeaderWorkerSet is scaled
+to 0. A later spec change (generation) starts a fresh attempt with the same configuration (``reopen_group``); a
+change of what the plan depends on starts over anyway.
 """
 
 from __future__ import annotations
@@ -101,20 +102,28 @@ def count_recreations(cur: Attempt, pods: Sequence[PodView], group_size: int) ->
                 known[index] = seen.model_copy(update={"complete": True})
             continue
         since = pod.created
+        restarts = 0 if seen is None else _restarts_of(seen, cur)
         if seen is not None and seen.revision == pod.facts.revision:
             apart = _seconds_between(seen.since, pod.created)
             if seen.complete is not False and (apart is None or apart >= RECREATION_WINDOW_SECONDS):
                 recreated.append(pod)
+                restarts = (restarts or 0) + 1
             else:
                 since = seen.since  # the same disruption
         known[index] = GroupLeader(group=index, uid=pod.uid, revision=pod.facts.revision, complete=complete,
-                                   since=since)
+                                   since=since, restarts=restarts)
     if known and [leader.model_dump() for leader in cur.group_leaders or []] != \
             [known[i].model_dump() for i in sorted(known)]:
         cur.group_leaders = [known[i] for i in sorted(known)]
     if recreated:
-        cur.group_restarts = (cur.group_restarts or 0) + len(recreated)
+        cur.group_restarts = max(_restarts_of(leader, cur) or 0 for leader in known.values())
     return recreated
+
+
+def _restarts_of(leader: GroupLeader, cur: Attempt) -> int | None:
+    """Recreations counted for ``leader``'s group; a leader stored before the per-group count existed inherits
+    the attempt's count (nothing counted is lost)."""
+    return leader.restarts if leader.restarts is not None else cur.group_restarts
 
 
 def follow_group(out: Outcome, spec: InferenceServerSpec, cur: Attempt, pods: Sequence[PodView], budget: int,
@@ -128,10 +137,13 @@ def follow_group(out: Outcome, spec: InferenceServerSpec, cur: Attempt, pods: Se
     if sum(1 for p in pods if p.ready) >= pods_for_ready(spec):
         if restarts:
             cur.group_restarts = 0  # every group Ready: progress, the count starts over
+            cur.group_leaders = [leader.model_copy(update={"restarts": 0}) for leader in cur.group_leaders or []]
         return False
     if not recreated:
         return False
-    last = recreated[-1]
+    per_group = {leader.group: leader.restarts or 0 for leader in cur.group_leaders or []}
+    last = max(recreated, key=lambda p: per_group.get(p.facts.group_index or 0, 0))  # the group nearest its budget
+    restarts = per_group.get(last.facts.group_index or 0, restarts)
     where = f" on {last.node}" if last.node else ""
     seen = (f"the LeaderWorkerSet recreated group {last.facts.group_index} of attempt {cur.number} "
             f"(new leader pod {last.name}{where}): {restarts} recreation(s) without every pod Ready")

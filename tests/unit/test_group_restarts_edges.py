@@ -1,0 +1,84 @@
+"""Edge cases of the multi-node restart budget (``controller/group_restarts.py``) an SRE running several groups
+meets: several groups disrupted by one maintenance, a group scaled away and back, timestamps of other formats."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ctxfit.api.status import Reason
+from ctxfit.api.status_check import read_status
+from ctxfit.controller.converge import converge
+from ctxfit.controller.observe import PodView
+
+from .test_converge_group import group_spec, member
+from .test_group_restarts import BUDGET_2, NODES, events, step
+from .test_handlers import applied, snapshot
+
+
+def of_group(index: int, attempt: int, leader_uid: str, *, ready: bool = False) -> tuple[PodView, ...]:
+    """Leader ``kimi-<index>`` (uid ``leader_uid``) and worker ``kimi-<index>-1`` of LWS group ``index``."""
+    pods = (member(attempt, f"kimi-{index}", ready=ready, uid=leader_uid),
+            member(attempt, f"kimi-{index}-1", ready=ready, uid=f"{leader_uid}-worker"))
+    return tuple(replace(p, facts=replace(p.facts, group_index=index)) for p in pods)
+
+
+def test_one_recreation_of_each_of_several_groups_is_within_a_per_group_budget() -> None:
+    """replicas 3, budget 2: a rolling node maintenance recreates each group once while the others are still
+    coming up. No group was recreated more than the budget: the server must not end Failed (and scale to 0)."""
+    body = group_spec(replicas=3)
+    start = converge(snapshot(body, nodes=NODES), BUDGET_2, never_called)
+    first = {g: f"g{g}-a" for g in range(3)}
+    out = step(body, start, sum((of_group(g, 1, first[g]) for g in range(3)), ()), 10)
+    for seconds, recreated in ((30, 0), (50, 1), (70, 2)):
+        first[recreated] = f"g{recreated}-b"
+        out = step(body, out, sum((of_group(g, 1, first[g]) for g in range(3)), ()), seconds,
+                   deployment=applied(start))
+        assert len(events(out, Reason.GROUP_RECREATED)) == 1
+    assert out.status.phase is not None and out.status.phase.value == "Starting"
+    assert out.status.attempts[0].group_restarts == 1, "the most any one group was recreated"
+
+
+def test_a_group_recreated_past_the_budget_among_healthy_groups_still_ends_failed() -> None:
+    body = group_spec(replicas=2)
+    start = converge(snapshot(body, nodes=NODES), BUDGET_2, never_called)
+    out = step(body, start, of_group(0, 1, "a0") + of_group(1, 1, "u0"), 10)
+    for i in range(1, 4):
+        out = step(body, out, of_group(0, 1, "a0", ready=True) + of_group(1, 1, f"u{i}"), 10 + 20 * i,
+                   deployment=applied(start))
+    assert out.status.phase is not None and out.status.phase.value == "Failed"
+    assert out.status.attempts[0].group_restarts == 3
+
+
+def never_called(pod: PodView, restarts: int) -> object:
+    raise AssertionError(f"diagnose must not be called for {pod.name}")
+
+
+def test_leaders_stored_without_a_per_group_count_keep_the_attempts_count() -> None:
+    """Status written by an operator before ``groupLeaders[].restarts`` existed: nothing counted is lost."""
+    body = group_spec()
+    start = converge(snapshot(body, nodes=NODES), BUDGET_2, never_called)
+    out = step(body, start, of_group(0, 1, "a"), 10)
+    out = step(body, out, of_group(0, 1, "b"), 30, deployment=applied(start))
+    out = step(body, out, of_group(0, 1, "c"), 50, deployment=applied(start))
+    wire = out.status.to_wire()
+    assert wire["attempts"][0]["groupRestarts"] == 2  # type: ignore[index]
+    del wire["attempts"][0]["groupLeaders"][0]["restarts"]  # type: ignore[index]
+    legacy, problem = read_status(wire)
+    assert problem is None
+    out.status = legacy
+    out = step(body, out, of_group(0, 1, "d"), 70, deployment=applied(start))
+    assert out.status.attempts[0].group_restarts == 3
+    assert out.status.phase is not None and out.status.phase.value == "Failed"
+
+
+def test_the_event_names_the_count_of_the_group_recreated() -> None:
+    body = group_spec(replicas=2)
+    start = converge(snapshot(body, nodes=NODES), BUDGET_2, never_called)
+    out = step(body, start, of_group(0, 1, "a0") + of_group(1, 1, "b0"), 10)
+    out = step(body, out, of_group(0, 1, "a1") + of_group(1, 1, "b0"), 30, deployment=applied(start))
+    out = step(body, out, of_group(0, 1, "a2") + of_group(1, 1, "b0"), 50, deployment=applied(start))
+    out = step(body, out, of_group(0, 1, "a2") + of_group(1, 1, "b1"), 70, deployment=applied(start))
+    (message,) = events(out, Reason.GROUP_RECREATED)
+    assert message.startswith("the LeaderWorkerSet recreated group 1 of attempt 1 (new leader pod kimi-1 on h100-0): "
+                              "1 recreation(s) without every pod Ready"), message
+    assert out.status.attempts[0].group_restarts == 2
