@@ -82,3 +82,16 @@ def test_the_event_names_the_count_of_the_group_recreated() -> None:
     assert message.startswith("the LeaderWorkerSet recreated group 1 of attempt 1 (new leader pod kimi-1 on h100-0): "
                               "1 recreation(s) without every pod Ready"), message
     assert out.status.attempts[0].group_restarts == 2
+
+
+def test_a_group_scaled_away_and_back_is_a_new_group_not_a_recreation() -> None:
+    """replicas 2 -> 1 -> 2 while the groups are still starting: group 1 of the scale-up is a new group (its old
+    leader was removed by the scale-down), not one the LWS controller recreated."""
+    body = group_spec(replicas=2)
+    start = converge(snapshot(body, nodes=NODES), BUDGET_2, never_called)
+    out = step(body, start, of_group(0, 1, "a") + of_group(1, 1, "b"), 10)
+    one = dict(body, replicas=1)
+    out = step(one, out, of_group(0, 1, "a"), 30, deployment=replace(applied(start), replicas=1))
+    assert [g.group for g in out.status.attempts[0].group_leaders or []] == [0], "group 1 is gone"
+    out = step(body, out, of_group(0, 1, "a") + of_group(1, 1, "c"), 50, deployment=applied(start))
+    assert not events(out, Reason.GROUP_RECREATED) and not out.status.attempts[0].group_restarts

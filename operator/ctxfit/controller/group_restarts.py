@@ -87,14 +87,19 @@ def _complete(leader: PodView, pods: Sequence[PodView], group_size: int) -> bool
     return 1 + len(workers) >= group_size
 
 
-def count_recreations(cur: Attempt, pods: Sequence[PodView], group_size: int) -> list[PodView]:
+def count_recreations(cur: Attempt, pods: Sequence[PodView], group_size: int,
+                      groups: int | None = None) -> list[PodView]:
     """Remember the leaders of ``pods`` (the attempt's own) on ``cur``; returns the leaders that are new
     incarnations of a known, complete group (same revision, new uid, ``RECREATION_WINDOW_SECONDS`` or more after
     the disruption's first leader; see the module docstring), each counted
-    once in ``cur.group_restarts``. ``group_size``: pods per group (``spec.nodes``)."""
-    known = {leader.group: leader for leader in cur.group_leaders or []}
+    once in ``cur.group_restarts``. ``group_size``: pods per group (``spec.nodes``). ``groups``: the
+    LeaderWorkerSet's ``spec.replicas`` (None: unknown): groups of a higher index were scaled away and are
+    forgotten, so a scale-up that brings one back is a new group, not a recreation."""
+    known = {leader.group: leader for leader in cur.group_leaders or [] if groups is None or leader.group < groups}
     recreated: list[PodView] = []
     for index, pod in sorted(_leaders(pods).items()):
+        if groups is not None and index >= groups:
+            continue  # being scaled away
         seen = known.get(index)
         complete = _complete(pod, pods, group_size)
         if seen is not None and seen.uid == pod.uid:
@@ -112,9 +117,9 @@ def count_recreations(cur: Attempt, pods: Sequence[PodView], group_size: int) ->
                 since = seen.since  # the same disruption
         known[index] = GroupLeader(group=index, uid=pod.uid, revision=pod.facts.revision, complete=complete,
                                    since=since, restarts=restarts)
-    if known and [leader.model_dump() for leader in cur.group_leaders or []] != \
+    if [leader.model_dump() for leader in cur.group_leaders or []] != \
             [known[i].model_dump() for i in sorted(known)]:
-        cur.group_leaders = [known[i] for i in sorted(known)]
+        cur.group_leaders = [known[i] for i in sorted(known)] or None
     if recreated:
         cur.group_restarts = max(_restarts_of(leader, cur) or 0 for leader in known.values())
     return recreated
@@ -127,12 +132,13 @@ def _restarts_of(leader: GroupLeader, cur: Attempt) -> int | None:
 
 
 def follow_group(out: Outcome, spec: InferenceServerSpec, cur: Attempt, pods: Sequence[PodView], budget: int,
-                 now: str, generation: int) -> bool:
+                 now: str, generation: int, groups: int | None = None) -> bool:
     """Count the attempt's group recreations (see the module docstring); True when the budget is exhausted and
-    the server was marked Failed (the caller stops there). Single-node specs are never touched."""
+    the server was marked Failed (the caller stops there). ``groups``: the live LeaderWorkerSet's
+    ``spec.replicas`` (None: not read). Single-node specs are never touched."""
     if spec.nodes <= 1:
         return False
-    recreated = count_recreations(cur, pods, spec.nodes)
+    recreated = count_recreations(cur, pods, spec.nodes, groups)
     restarts = cur.group_restarts or 0
     if sum(1 for p in pods if p.ready) >= pods_for_ready(spec):
         if restarts:
