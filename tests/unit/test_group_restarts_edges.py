@@ -95,3 +95,22 @@ def test_a_group_scaled_away_and_back_is_a_new_group_not_a_recreation() -> None:
     assert [g.group for g in out.status.attempts[0].group_leaders or []] == [0], "group 1 is gone"
     out = step(body, out, of_group(0, 1, "a") + of_group(1, 1, "c"), 50, deployment=applied(start))
     assert not events(out, Reason.GROUP_RECREATED) and not out.status.attempts[0].group_restarts
+
+
+def test_creation_times_of_other_rfc3339_forms_compare_as_times() -> None:
+    """A worker created after its leader is part of the incarnation whatever the RFC 3339 form (fractional
+    seconds, an offset instead of ``Z``); a stored ``since`` without a zone is unreadable, not a crash."""
+    body = group_spec()
+    start = converge(snapshot(body, nodes=NODES), BUDGET_2, never_called)
+    out = step(body, start, of_group(0, 1, "a"), 10)
+    for leader_at, worker_at in (("2026-01-01T12:00:30Z", "2026-01-01T12:00:30.5Z"),
+                                 ("2026-01-01T13:00:30+01:00", "2026-01-01T12:00:31Z")):
+        leader, worker = of_group(0, 1, "b")
+        pods = (replace(leader, created=leader_at), replace(worker, created=worker_at))
+        seen = step(body, out, pods, 40, deployment=applied(start))
+        assert [(g.uid, g.complete) for g in seen.status.attempts[0].group_leaders or []] == [("b", True)], leader_at
+    naive = out.status.model_copy(deep=True)
+    (naive.attempts[0].group_leaders or [])[0].since = "2026-01-01T12:00:10"
+    out.status = naive
+    later = step(body, out, of_group(0, 1, "c"), 40, deployment=applied(start))
+    assert later.status.attempts[0].group_restarts == 1

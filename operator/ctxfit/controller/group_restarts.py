@@ -36,11 +36,10 @@ change of what the plan depends on starts over anyway.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ctxfit.api import InferenceServerSpec
-from ctxfit.api.status import Attempt, AttemptOutcome, ConditionType, GroupLeader, Phase, Reason
+from ctxfit.api.status import Attempt, AttemptOutcome, ConditionType, GroupLeader, Phase, Reason, parse_rfc3339
 from ctxfit.vocab.kinds import FailureKind
 
 from .conditions import EventNote, mark_phase
@@ -59,12 +58,13 @@ scheduling, container start) takes longer."""
 
 
 def _seconds_between(earlier: str | None, later: str | None) -> float | None:
-    """``later - earlier`` in seconds for RFC 3339 timestamps; None when either is missing or unreadable."""
+    """``later - earlier`` in seconds for RFC 3339 timestamps (``Z`` or an offset, any fractional seconds); None
+    when either is missing or unreadable (no zone: naive and aware times do not subtract)."""
     if not earlier or not later:
         return None
     try:
-        return (datetime.fromisoformat(later) - datetime.fromisoformat(earlier)).total_seconds()
-    except ValueError:
+        return (parse_rfc3339(later) - parse_rfc3339(earlier)).total_seconds()
+    except (ValueError, TypeError):
         return None
 
 
@@ -80,10 +80,10 @@ def _leaders(pods: Sequence[PodView]) -> dict[int, PodView]:
 
 def _complete(leader: PodView, pods: Sequence[PodView], group_size: int) -> bool:
     """All ``group_size`` pods of ``leader``'s incarnation exist: its live workers (same group index, not being
-    deleted, created no earlier than the leader - RFC 3339 timestamps of one format compare as text)."""
-    index, born = leader.facts.group_index, leader.created or ""
+    deleted, created no earlier than the leader; a worker or leader without a readable creation time counts)."""
+    index = leader.facts.group_index
     workers = [p for p in pods if p.facts.group_index == index and p.facts.worker_index not in (None, 0)
-               and not p.deleting and (p.created or "") >= born]
+               and not p.deleting and (_seconds_between(leader.created, p.created) or 0) >= 0]
     return 1 + len(workers) >= group_size
 
 
