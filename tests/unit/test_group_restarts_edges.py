@@ -114,3 +114,20 @@ def test_creation_times_of_other_rfc3339_forms_compare_as_times() -> None:
     out.status = naive
     later = step(body, out, of_group(0, 1, "c"), 40, deployment=applied(start))
     assert later.status.attempts[0].group_restarts == 1
+
+
+def test_a_group_recreated_forever_before_its_worker_ever_runs_still_ends_failed() -> None:
+    """The worker is evicted at once every time (e.g. a NoExecute taint only the leader tolerates): the operator
+    never sees a complete incarnation, only new leaders beside a terminating worker. Past what one disruption's
+    cascade can take (the old pods' termination grace), that is a recreation loop and must still end Failed."""
+    body = group_spec()
+    start = converge(snapshot(body, nodes=NODES), BUDGET_2, never_called)
+    out = step(body, start, of_group(0, 1, "a"), 10)
+    seconds = 10
+    while out.status.phase is None or out.status.phase.value != "Failed":
+        seconds += 5
+        assert seconds < 600, "an endless recreate loop of incomplete groups never ended Failed"
+        leader, worker = of_group(0, 1, f"x{seconds}")
+        out = step(body, out, (leader, replace(worker, uid=f"w{seconds}", deleting=True)), seconds,
+                   deployment=applied(start))
+    assert out.status.attempts[0].group_restarts == 3

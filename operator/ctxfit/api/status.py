@@ -253,9 +253,10 @@ class GroupLeader(WireModel):
     revision: str | None = Field(default=None, max_length=63)
     """The pod's ``leaderworkerset.sigs.k8s.io/template-revision-hash`` label (the LWS template revision)."""
     complete: bool | None = None
-    """Every pod of this incarnation has been seen (the leader and its workers, none being deleted). Only the
-    recreation of a complete incarnation is counted: the LWS controller recreating a group again while its new
-    incarnation is still coming up (an old pod of the group was still being deleted) is the same disruption.
+    """Every pod of this incarnation has been seen (the leader and its workers, none being deleted). The
+    recreation of an incomplete incarnation is not counted while the old pods may still be terminating (the
+    LWS controller recreating a group again while its new incarnation is still coming up is the same
+    disruption); later it is (``controller/group_restarts.py`` ``CASCADE_SECONDS``).
     Absent (written before this field existed): counted as complete."""
     since: str | None = Field(default=None, max_length=40)
     """Creation time (RFC 3339) of the leader that opened the group's current disruption: its first leader, or

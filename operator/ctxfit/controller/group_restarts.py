@@ -12,25 +12,26 @@ pod the LWS controller is already deleting still counts as evidence when its eng
 again, a crash whose pod was gone before the operator saw it - uses neither an attempt nor the startup
 deadline, so without this budget it could go on forever.
 
-Counting (``Attempt.groupRestarts``/``groupLeaders`` in status, so an operator restart neither loses nor
-repeats a count): per group index, the leader pod's uid and template revision
-(``leaderworkerset.sigs.k8s.io/template-revision-hash``) are remembered; a new uid with the same revision is
-one recreation (a new revision is a rollout: ctxfit's own template change or a reverted hand edit), counted
-only when the incarnation it replaces was complete (``GroupLeader.complete``: all ``spec.nodes`` pods of the
-group seen, none being deleted, none created before its leader). One eviction or deletion can make the LWS
-controller recreate a group two or three times in a row - the old worker, still terminating, is a deleted pod
-of the group again for the new leader - and a worker of the new incarnation cannot exist before the old one
-(of the same name) is gone: that cascade is one disruption, counted once. Where pods go at once (no grace
-period: a force deletion, a node object removed, kwok) the cascade can produce complete incarnations, so a
-recreation is also counted only ``RECREATION_WINDOW_SECONDS`` or more after the leader that opened the current
-disruption (``GroupLeader.since``); a group recreated faster than that, forever, is still counted once per
-window, so the budget still ends it. The budget is per group (``GroupLeader.restarts``; ``Attempt.groupRestarts``
-is the most any group has): with several replicas, one maintenance that recreates each group once is not one
-group recreated again and again. The count starts over when every pod of the attempt's groups is Ready
-(progress). A group recreated more than ``Settings.group_restart_budget`` times without that ends the attempt
-and the server Failed with reason ``GroupRestartsExhausted`` and a Warning Event; the LeaderWorkerSet is scaled
-to 0. A later spec change (generation) starts a fresh attempt with the same configuration (``reopen_group``); a
-change of what the plan depends on starts over anyway.
+Counting (``Attempt.groupRestarts``/``groupLeaders`` in status, so an operator restart neither loses nor repeats a
+count): per group index, the leader pod's uid and template revision
+(``leaderworkerset.sigs.k8s.io/template-revision-hash``) are remembered; a new uid with the same revision is one
+recreation (a new revision is a rollout: ctxfit's own template change or a reverted hand edit), counted only when
+the incarnation it replaces was complete (``GroupLeader.complete``: all ``spec.nodes`` pods of the group seen, none
+being deleted, none created before its leader). One eviction or deletion can make the LWS controller recreate a
+group two or three times in a row - the old worker, still terminating, is a deleted pod of the group again for the
+new leader - and a worker of the new incarnation cannot exist before the old one (of the same name) is gone: that
+cascade is one disruption, counted once (for up to ``CASCADE_SECONDS``: an incomplete incarnation replaced later
+than that is a loop, e.g. a worker evicted at once every time, and counts). Where pods go at once (no grace period:
+a force deletion, a node object removed, kwok) the cascade can produce complete incarnations, so a recreation is
+also counted only ``RECREATION_WINDOW_SECONDS`` or more after the leader that opened the current disruption
+(``GroupLeader.since``); a group recreated faster than that, forever, is still counted once per window, so the
+budget still ends it. The budget is per group (``GroupLeader.restarts``; ``Attempt.groupRestarts`` is the most any
+group has): with several replicas, one maintenance that recreates each group once is not one group recreated again
+and again. The count starts over when every pod of the attempt's groups is Ready (progress). A group recreated more
+than ``Settings.group_restart_budget`` times without that ends the attempt and the server Failed with reason
+``GroupRestartsExhausted`` and a Warning Event; the LeaderWorkerSet is scaled to 0. A later spec change (generation)
+starts a fresh attempt with the same configuration (``reopen_group``); a change of what the plan depends on starts
+over anyway.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import Attempt, AttemptOutcome, ConditionType, GroupLeader, Phase, Reason, parse_rfc3339
+from ctxfit.render.deployment import TERMINATION_GRACE_SECONDS
 from ctxfit.vocab.kinds import FailureKind
 
 from .conditions import EventNote, mark_phase
@@ -55,6 +57,12 @@ RECREATION_WINDOW_SECONDS = 10
 the LWS controller's repeated reaction to one deletion takes 1-3 s on the local control plane (e2e
 ``test_a_group_recreated_repeatedly_ends_failed_within_the_budget``), a group that really comes up again (image,
 scheduling, container start) takes longer."""
+
+CASCADE_SECONDS = TERMINATION_GRACE_SECONDS + RECREATION_WINDOW_SECONDS
+"""The longest one disruption's cascade of incomplete incarnations can last: the old pods terminate within their
+grace period (``render.deployment.TERMINATION_GRACE_SECONDS``), then the LWS controller reacts within the window.
+An incomplete incarnation replaced later than this after the disruption opened is a recreation loop (a worker
+evicted at once, every time), counted like a complete one, so that loop also ends Failed."""
 
 
 def _seconds_between(earlier: str | None, later: str | None) -> float | None:
@@ -110,7 +118,8 @@ def count_recreations(cur: Attempt, pods: Sequence[PodView], group_size: int,
         restarts = 0 if seen is None else _restarts_of(seen, cur)
         if seen is not None and seen.revision == pod.facts.revision:
             apart = _seconds_between(seen.since, pod.created)
-            if seen.complete is not False and (apart is None or apart >= RECREATION_WINDOW_SECONDS):
+            if (seen.complete is not False and (apart is None or apart >= RECREATION_WINDOW_SECONDS)) or \
+                    (seen.complete is False and apart is not None and apart >= CASCADE_SECONDS):
                 recreated.append(pod)
                 restarts = (restarts or 0) + 1
             else:
