@@ -131,3 +131,19 @@ def test_a_group_recreated_forever_before_its_worker_ever_runs_still_ends_failed
         out = step(body, out, (leader, replace(worker, uid=f"w{seconds}", deleting=True)), seconds,
                    deployment=applied(start))
     assert out.status.attempts[0].group_restarts == 3
+
+
+def test_an_autoscaled_group_recreated_forever_beside_a_ready_one_still_ends_failed() -> None:
+    """With ``spec.autoscaling`` one Ready group makes the server Ready; that must not start the count of
+    another group over: group 1 recreated every 20 s while group 0 serves is still a loop and ends Failed."""
+    body = group_spec(autoscaling={"minReplicas": 1, "maxReplicas": 4})
+    start = converge(snapshot(body, nodes=NODES), BUDGET_2, never_called)
+    two = replace(applied(start), replicas=2)  # the autoscaler's HPA scaled the LeaderWorkerSet to 2 groups
+    out = step(body, start, of_group(0, 1, "a", ready=True) + of_group(1, 1, "u0"), 10, deployment=two)
+    seconds = 10
+    while out.status.attempts[0].outcome.value != "Failed":
+        seconds += 20
+        assert seconds < 400, "group 1 was recreated forever without ending Failed"
+        out = step(body, out, of_group(0, 1, "a", ready=True) + of_group(1, 1, f"u{seconds}"), seconds,
+                   deployment=two)
+    assert (out.status.attempts[0].group_leaders or [])[1].restarts == 3

@@ -263,7 +263,7 @@ class GroupLeader(WireModel):
     the last one whose recreation was counted. A recreation within ``RECREATION_WINDOW_SECONDS`` of it (the
     LWS controller reacting to the same deletions again) is not counted again."""
     restarts: int | None = Field(default=None, ge=0, le=10000)
-    """Recreations of this group counted since the attempt's groups were last all Ready (the restart budget is
+    """Recreations of this group counted since its pods were last all Ready (the restart budget is
     per group: several groups recreated once each by one maintenance are not one group recreated again and
     again). Absent (written before this field existed): the attempt's ``groupRestarts``."""
 
@@ -284,7 +284,7 @@ class Attempt(WireModel):
         pod: the pod the outcome was read from.
         node: the node that pod ran on (a ``CUDADriverTooOld`` failure excludes it from later attempts).
         group_restarts: multi-node only: the most times the LeaderWorkerSet controller recreated one of this
-            attempt's groups since they were last all Ready (``RecreateGroupOnPodRestart``; per group:
+            attempt's groups since its pods were last all Ready (``RecreateGroupOnPodRestart``; per group:
             ``group_leaders[].restarts``); past the operator's budget (``CTXFIT_GROUP_RESTART_BUDGET``) the
             server ends Failed with ``GroupRestartsExhausted``.
         group_leaders: multi-node only: the leader pod of each group as last seen (how a recreation is told

@@ -27,7 +27,7 @@ also counted only ``RECREATION_WINDOW_SECONDS`` or more after the leader that op
 (``GroupLeader.since``); a group recreated faster than that, forever, is still counted once per window, so the
 budget still ends it. The budget is per group (``GroupLeader.restarts``; ``Attempt.groupRestarts`` is the most any
 group has): with several replicas, one maintenance that recreates each group once is not one group recreated again
-and again. The count starts over when every pod of the attempt's groups is Ready (progress). A group recreated more
+and again. A group's count starts over when every pod of that group is Ready (progress). A group recreated more
 than ``Settings.group_restart_budget`` times without that ends the attempt and the server Failed with reason
 ``GroupRestartsExhausted`` and a Warning Event; the LeaderWorkerSet is scaled to 0. A later spec change (generation)
 starts a fresh attempt with the same configuration (``reopen_group``); a change of what the plan depends on starts
@@ -36,6 +36,7 @@ over anyway.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -45,7 +46,6 @@ from ctxfit.render.deployment import TERMINATION_GRACE_SECONDS
 from ctxfit.vocab.kinds import FailureKind
 
 from .conditions import EventNote, mark_phase
-from .group import pods_for_ready
 from .observe import PodView
 
 if TYPE_CHECKING:
@@ -134,6 +134,12 @@ def count_recreations(cur: Attempt, pods: Sequence[PodView], group_size: int,
     return recreated
 
 
+def _ready_groups(pods: Sequence[PodView], group_size: int) -> set[int]:
+    """Indexes of the groups with ``group_size`` Ready pods (not being deleted) among ``pods``."""
+    ready = Counter(p.facts.group_index for p in pods if p.ready and not p.deleting)
+    return {index for index, count in ready.items() if index is not None and count >= group_size}
+
+
 def _restarts_of(leader: GroupLeader, cur: Attempt) -> int | None:
     """Recreations counted for ``leader``'s group; a leader stored before the per-group count existed inherits
     the attempt's count (nothing counted is lost)."""
@@ -148,14 +154,19 @@ def follow_group(out: Outcome, spec: InferenceServerSpec, cur: Attempt, pods: Se
     if spec.nodes <= 1:
         return False
     recreated = count_recreations(cur, pods, spec.nodes, groups)
-    restarts = cur.group_restarts or 0
-    if sum(1 for p in pods if p.ready) >= pods_for_ready(spec):
-        if restarts:
-            cur.group_restarts = 0  # every group Ready: progress, the count starts over
-            cur.group_leaders = [leader.model_copy(update={"restarts": 0}) for leader in cur.group_leaders or []]
-        return False
+    ready = _ready_groups(pods, spec.nodes)
+    leaders = cur.group_leaders or []
+    if any(leader.group in ready and _restarts_of(leader, cur) for leader in leaders):
+        counts = [0 if leader.group in ready else _restarts_of(leader, cur) or 0 for leader in leaders]
+        # a group with every pod Ready made progress: its count starts over (not the others': with
+        # spec.autoscaling one Ready group makes the server Ready while another is recreated forever)
+        cur.group_leaders = [leader.model_copy(update={"restarts": n})
+                             for leader, n in zip(leaders, counts, strict=True)]
+        cur.group_restarts = max(counts)
+    recreated = [p for p in recreated if p.facts.group_index not in ready]
     if not recreated:
         return False
+    restarts = cur.group_restarts or 0
     per_group = {leader.group: leader.restarts or 0 for leader in cur.group_leaders or []}
     last = max(recreated, key=lambda p: per_group.get(p.facts.group_index or 0, 0))  # the group nearest its budget
     restarts = per_group.get(last.facts.group_index or 0, restarts)
