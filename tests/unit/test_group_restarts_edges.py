@@ -147,3 +147,22 @@ def test_an_autoscaled_group_recreated_forever_beside_a_ready_one_still_ends_fai
         out = step(body, out, of_group(0, 1, "a", ready=True) + of_group(1, 1, f"u{seconds}"), seconds,
                    deployment=two)
     assert (out.status.attempts[0].group_leaders or [])[1].restarts == 3
+
+
+def test_legacy_leaders_inherit_the_attempts_count_once_not_every_later_count() -> None:
+    """Two groups stored by an older operator (no per-group count, ``groupRestarts`` 1): group 0 recreated twice
+    more ends at 3 while group 1 stays at the 1 it inherited."""
+    body = group_spec(replicas=2)
+    start = converge(snapshot(body, nodes=NODES), BUDGET_2, never_called)
+    out = step(body, start, of_group(0, 1, "a0") + of_group(1, 1, "b0"), 10)
+    out = step(body, out, of_group(0, 1, "a1") + of_group(1, 1, "b0"), 30, deployment=applied(start))
+    wire = out.status.to_wire()
+    for leader in wire["attempts"][0]["groupLeaders"]:  # type: ignore[index]
+        del leader["restarts"]
+    out.status, problem = read_status(wire)
+    assert problem is None and out.status.attempts[0].group_restarts == 1
+    out = step(body, out, of_group(0, 1, "a2") + of_group(1, 1, "b0"), 50, deployment=applied(start))
+    assert [g.restarts for g in out.status.attempts[0].group_leaders or []] == [2, 1]
+    out = step(body, out, of_group(0, 1, "a2") + of_group(1, 1, "b1"), 70, deployment=applied(start))
+    assert [g.restarts for g in out.status.attempts[0].group_leaders or []] == [2, 2]
+    assert out.status.phase is not None and out.status.phase.value == "Starting"

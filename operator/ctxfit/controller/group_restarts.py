@@ -103,7 +103,8 @@ def count_recreations(cur: Attempt, pods: Sequence[PodView], group_size: int,
     once in ``cur.group_restarts``. ``group_size``: pods per group (``spec.nodes``). ``groups``: the
     LeaderWorkerSet's ``spec.replicas`` (None: unknown): groups of a higher index were scaled away and are
     forgotten, so a scale-up that brings one back is a new group, not a recreation."""
-    known = {leader.group: leader for leader in cur.group_leaders or [] if groups is None or leader.group < groups}
+    known = {leader.group: leader.model_copy(update={"restarts": _restarts_of(leader, cur) or 0})
+             for leader in cur.group_leaders or [] if groups is None or leader.group < groups}  # legacy: explicit
     recreated: list[PodView] = []
     for index, pod in sorted(_leaders(pods).items()):
         if groups is not None and index >= groups:
