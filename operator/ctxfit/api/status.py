@@ -253,14 +253,19 @@ class GroupLeader(WireModel):
     revision: str | None = Field(default=None, max_length=63)
     """The pod's ``leaderworkerset.sigs.k8s.io/template-revision-hash`` label (the LWS template revision)."""
     complete: bool | None = None
-    """Every pod of this incarnation has been seen (the leader and its workers, none being deleted). Only the
-    recreation of a complete incarnation is counted: the LWS controller recreating a group again while its new
-    incarnation is still coming up (an old pod of the group was still being deleted) is the same disruption.
+    """Every pod of this incarnation has been seen (the leader and its workers, none being deleted). The
+    recreation of an incomplete incarnation is not counted while the old pods may still be terminating (the
+    LWS controller recreating a group again while its new incarnation is still coming up is the same
+    disruption); later it is (``controller/group_restarts.py`` ``CASCADE_SECONDS``).
     Absent (written before this field existed): counted as complete."""
     since: str | None = Field(default=None, max_length=40)
     """Creation time (RFC 3339) of the leader that opened the group's current disruption: its first leader, or
     the last one whose recreation was counted. A recreation within ``RECREATION_WINDOW_SECONDS`` of it (the
     LWS controller reacting to the same deletions again) is not counted again."""
+    restarts: int | None = Field(default=None, ge=0, le=10000)
+    """Recreations of this group counted since its pods were last all Ready (the restart budget is
+    per group: several groups recreated once each by one maintenance are not one group recreated again and
+    again). Absent (written before this field existed): the attempt's ``groupRestarts``."""
 
 
 class Attempt(WireModel):
@@ -278,9 +283,10 @@ class Attempt(WireModel):
         explanation: the policy's sentence (what was seen, what changes next).
         pod: the pod the outcome was read from.
         node: the node that pod ran on (a ``CUDADriverTooOld`` failure excludes it from later attempts).
-        group_restarts: multi-node only: times the LeaderWorkerSet controller recreated this attempt's group(s)
-            since they were last all Ready (``RecreateGroupOnPodRestart``); past the operator's budget
-            (``CTXFIT_GROUP_RESTART_BUDGET``) the server ends Failed with ``GroupRestartsExhausted``.
+        group_restarts: multi-node only: the most times the LeaderWorkerSet controller recreated one of this
+            attempt's groups since its pods were last all Ready (``RecreateGroupOnPodRestart``; per group:
+            ``group_leaders[].restarts``); past the operator's budget (``CTXFIT_GROUP_RESTART_BUDGET``) the
+            server ends Failed with ``GroupRestartsExhausted``.
         group_leaders: multi-node only: the leader pod of each group as last seen (how a recreation is told
             from a rollout; kept in status so an operator restart neither loses nor repeats a count).
     """

@@ -248,7 +248,8 @@ def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, se
         record_failure(out, spec, cur, failed, failure, node, settings, snap.now, snap.generation,
                        lambda s, pin: _replan(s, pin, node, settings))
         return
-    if follow_group(out, spec, cur, pods, settings.group_restart_budget, now, snap.generation):
+    groups = snap.deployment.replicas if snap.deployment is not None else None
+    if follow_group(out, spec, cur, pods, settings.group_restart_budget, now, snap.generation, groups):
         return  # a group recreated past its budget: Failed
     ready = [p for p in pods if p.ready]
     if cur.outcome is AttemptOutcome.RUNNING and ready and len(ready) >= pods_for_ready(spec):

@@ -8,10 +8,12 @@ product exist; otherwise the server stays Planning with ``NoEligibleNode`` sayin
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 
 from ctxfit.api import InferenceServerSpec
+from ctxfit.api.status import parse_rfc3339
 from ctxfit.vocab.kinds import Failure, FailureKind
 
 from .observe import GPUNode, PodView
@@ -75,13 +77,24 @@ def most_telling_failure(failing: Sequence[PodView],
                          diagnose: Callable[[PodView, int], Failure]) -> tuple[PodView, Failure]:
     """Of several failed pods of one attempt (a multi-node group: a worker's OOM or KV error often takes the
     leader down with a collective-communication error), the one whose diagnosis says most: a known kind before
-    ``Unknown``, then the earliest termination (the first to fail is the cause), then the name. Each pod is
+    ``Unknown``, then the earliest termination (the first to fail is the cause; a pod without a readable
+    ``finishedAt`` last), then the name. Each pod is
     diagnosed once (its log and Events read: one read per failed pod of the attempt)."""
     diagnosed = [(pod, diagnose(pod, pod.restart_count)) for pod in failing]
 
-    def rank(item: tuple[PodView, Failure]) -> tuple[bool, str, str]:
+    def rank(item: tuple[PodView, Failure]) -> tuple[bool, float, str]:
         pod, failure = item
-        ended = pod.termination.finished_at if pod.termination and pod.termination.finished_at else "~"
-        return failure.kind is FailureKind.UNKNOWN, ended, pod.name
+        return failure.kind is FailureKind.UNKNOWN, _ended(pod), pod.name
 
     return min(diagnosed, key=rank)
+
+
+def _ended(pod: PodView) -> float:
+    """The engine container's ``finishedAt`` as a POSIX time (any RFC 3339 form); infinity when missing or
+    unreadable (no zone)."""
+    text = pod.termination.finished_at if pod.termination else None
+    try:
+        moment = parse_rfc3339(text) if text else None
+    except ValueError:
+        moment = None
+    return moment.timestamp() if moment is not None and moment.tzinfo is not None else math.inf

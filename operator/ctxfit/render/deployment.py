@@ -31,6 +31,9 @@ from .labels import (
     template_hash,
 )
 
+TERMINATION_GRACE_SECONDS = 30
+"""``terminationGracePeriodSeconds`` of every engine pod (Deployment and LeaderWorkerSet groups): the longest a
+deleted engine pod goes on terminating (Kubernetes Pod lifecycle, "Termination of Pods")."""
 CONTAINER_NAME = "engine"
 PORT_NAME = "http"
 SHM_VOLUME = "dshm"
@@ -134,7 +137,7 @@ def render_pod_template(inp: RenderInput) -> dict[str, Any]:
                                                        "sizeLimit": bytes_to_quantity(effective.shm_bytes)}}],
         "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
                         *(t.to_wire() for t in spec.pod.tolerations)],
-        "terminationGracePeriodSeconds": 30,
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
     }
     if inp.gpu_product:
         pod_spec["nodeSelector"] = {GPU_PRODUCT_LABEL: inp.gpu_product}
