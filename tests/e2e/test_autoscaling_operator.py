@@ -26,8 +26,9 @@ from typing import Any
 import pytest
 from addons_keda import KedaOperator, hpa_name
 from addons_prometheus import Prometheus
+from ctxfit.controller.customkube import resource_missing
 from ctxfit.controller.kube import Kube
-from ctxfit.controller.scalekube import KEDA_GROUP, KEDA_PLURAL, KEDA_VERSION, _resource_missing, get_scaled_object
+from ctxfit.controller.scalekube import KEDA_GROUP, KEDA_PLURAL, KEDA_VERSION, get_scaled_object
 from engine_metrics_fixture import EnginePod
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
@@ -334,7 +335,7 @@ def test_the_api_server_tells_a_missing_keda_from_a_missing_scaled_object(
     assert get_scaled_object(kube, api.namespace, "nothing-here") is None
     with pytest.raises(ApiException) as missing:
         kube.custom.get_namespaced_custom_object("absent.ctxfit.io", "v1", api.namespace, "things", "x")
-    assert missing.value.status == 404 and _resource_missing(missing.value)
+    assert missing.value.status == 404 and resource_missing(missing.value)
     with pytest.raises(ApiException) as no_object:
         kube.custom.get_namespaced_custom_object(KEDA_GROUP, KEDA_VERSION, api.namespace, KEDA_PLURAL, "x")
-    assert no_object.value.status == 404 and not _resource_missing(no_object.value)
+    assert no_object.value.status == 404 and not resource_missing(no_object.value)

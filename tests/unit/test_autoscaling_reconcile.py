@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from ctxfit.api.status import ConditionType, InferenceServerStatus
+from ctxfit.controller.customkube import resource_missing
 from ctxfit.controller.kube import _replace_ops
 from ctxfit.controller.observe import DeploymentView, deployment_view
 from ctxfit.controller.reconcile import Runtime, reconcile
@@ -17,7 +18,6 @@ from ctxfit.controller.scalekube import (
     ABSENT_MEMO_SECONDS,
     KedaMemo,
     KedaNotInstalled,
-    _resource_missing,
     get_scaled_object,
     read_scaling,
 )
@@ -247,9 +247,9 @@ def test_a_refused_scaled_object_is_not_reported_as_created() -> None:
 
 
 def test_resource_missing_tells_the_resource_from_the_object() -> None:
-    assert _resource_missing(api_error(404, NO_RESOURCE))
-    assert not _resource_missing(api_error(404, NO_OBJECT))
-    assert not _resource_missing(api_error(403, NO_RESOURCE))
+    assert resource_missing(api_error(404, NO_RESOURCE))
+    assert not resource_missing(api_error(404, NO_OBJECT))
+    assert not resource_missing(api_error(403, NO_RESOURCE))
 
 
 def test_read_scaling_remembers_an_absent_keda() -> None:

@@ -14,11 +14,12 @@ from kubernetes.client.exceptions import ApiException
 
 from ctxfit.render.leaderworkerset import LWS_PLURAL
 
-from .kube import FIELD_MANAGER, MERGE_PATCH, Kube, _json, _release, _replace_ops
+from .customkube import CustomResource, apply_custom_object
+from .kube import MERGE_PATCH, Kube, _json, _release
 
 LWS_GROUP = "leaderworkerset.x-k8s.io"
 LWS_VERSION = "v1"
-JSON_PATCH = "application/json-patch+json"
+LWS = CustomResource(LWS_GROUP, LWS_VERSION, LWS_PLURAL)
 
 
 def get_group(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
@@ -34,27 +35,9 @@ def get_group(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
 
 
 def apply_group(kube: Kube, obj: dict[str, Any], *, exists: bool) -> None:
-    """Create the LeaderWorkerSet, or replace its spec/labels/annotations; a stale ``exists`` is corrected."""
-    meta = obj["metadata"]
-    name, namespace = meta["name"], meta["namespace"]
-    raw: dict[str, Any] = {"field_manager": FIELD_MANAGER, "_preload_content": False}
-    if not exists:
-        try:
-            _release(kube.custom.create_namespaced_custom_object(LWS_GROUP, LWS_VERSION, namespace, LWS_PLURAL,
-                                                                 obj, **raw))
-            return
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-    try:
-        _release(kube.custom.patch_namespaced_custom_object(
-            LWS_GROUP, LWS_VERSION, namespace, LWS_PLURAL, name, _replace_ops(obj),
-            _content_type=JSON_PATCH, **raw))
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-        _release(kube.custom.create_namespaced_custom_object(LWS_GROUP, LWS_VERSION, namespace, LWS_PLURAL,
-                                                             obj, **raw))
+    """Create the LeaderWorkerSet, or replace its spec/labels/annotations (``customkube.apply_custom_object``;
+    a stale ``exists`` is corrected). Raises ``ApiException`` (a 404 for the resource type: LWS not installed)."""
+    apply_custom_object(kube, LWS, obj, exists=exists)
 
 
 def scale_group_to_zero(kube: Kube, namespace: str, name: str) -> None:

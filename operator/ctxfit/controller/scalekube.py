@@ -15,7 +15,6 @@ which ``KedaNotInstalled`` reports; a 404 for a missing object names the object.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -25,28 +24,17 @@ from kubernetes.client.exceptions import ApiException
 from ctxfit.render.scaledobject import PAUSED_ANNOTATION, SCALED_OBJECT_PLURAL
 
 from .autoscaling import Keda, ScaledObjectView, ScalingSnapshot, scaled_object_view
-from .kube import FIELD_MANAGER, MERGE_PATCH, Kube, _json, _release, _replace_ops
+from .customkube import CustomResource, apply_custom_object, resource_missing
+from .kube import FIELD_MANAGER, MERGE_PATCH, Kube, _json, _release
 
 KEDA_GROUP = "keda.sh"
 KEDA_VERSION = "v1alpha1"
 KEDA_PLURAL = SCALED_OBJECT_PLURAL
-JSON_PATCH = "application/json-patch+json"
+KEDA = CustomResource(KEDA_GROUP, KEDA_VERSION, KEDA_PLURAL)
 
 
 class KedaNotInstalled(Exception):
     """The API server does not serve ``scaledobjects.keda.sh`` (the KEDA CRDs are not installed)."""
-
-
-def _resource_missing(exc: ApiException) -> bool:
-    """A 404 for the resource type, not for one object: the ``Status`` details name no object."""
-    if exc.status != 404:
-        return False
-    try:
-        body = json.loads(exc.body) if exc.body else {}
-    except (ValueError, TypeError):
-        return True
-    details = body.get("details") if isinstance(body, dict) else None
-    return not (isinstance(details, dict) and details.get("name"))
 
 
 def get_scaled_object(kube: Kube, namespace: str, name: str) -> ScaledObjectView | None:
@@ -59,7 +47,7 @@ def get_scaled_object(kube: Kube, namespace: str, name: str) -> ScaledObjectView
         rsp = kube.custom.get_namespaced_custom_object(KEDA_GROUP, KEDA_VERSION, namespace, KEDA_PLURAL, name,
                                                        _preload_content=False)
     except ApiException as exc:
-        if _resource_missing(exc):
+        if resource_missing(exc):
             raise KedaNotInstalled(str(exc.reason)) from exc
         if exc.status == 404:
             return None
@@ -68,34 +56,17 @@ def get_scaled_object(kube: Kube, namespace: str, name: str) -> ScaledObjectView
 
 
 def apply_scaled_object(kube: Kube, obj: dict[str, Any], live: ScaledObjectView | None) -> None:
-    """Create the ScaledObject (``live`` None), or replace its spec and ctxfit's labels/annotations.
+    """Create the ScaledObject (``live`` None), or replace its spec and ctxfit's labels/annotations
+    (``customkube.apply_custom_object``; a stale ``live`` is corrected by the 409/404 answer).
 
-    A stale ``live`` is corrected by the 409/404 answer. Raises ``KedaNotInstalled`` when the resource is gone,
-    ``ApiException`` otherwise (a 400/403/422 is turned into ``rejections.Rejected`` by the caller).
+    Raises:
+        KedaNotInstalled: the ``scaledobjects.keda.sh`` resource is not served.
+        ApiException: otherwise (a 400/403/422 is turned into ``rejections.Rejected`` by the caller).
     """
-    meta = obj["metadata"]
-    name, namespace = meta["name"], meta["namespace"]
-    raw: dict[str, Any] = {"field_manager": FIELD_MANAGER, "_preload_content": False}
     try:
-        if live is None:
-            try:
-                _release(kube.custom.create_namespaced_custom_object(KEDA_GROUP, KEDA_VERSION, namespace,
-                                                                     KEDA_PLURAL, obj, **raw))
-                return
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
-        try:
-            _release(kube.custom.patch_namespaced_custom_object(
-                KEDA_GROUP, KEDA_VERSION, namespace, KEDA_PLURAL, name, _replace_ops(obj),
-                _content_type=JSON_PATCH, **raw))
-        except ApiException as exc:
-            if exc.status != 404 or _resource_missing(exc):
-                raise
-            _release(kube.custom.create_namespaced_custom_object(KEDA_GROUP, KEDA_VERSION, namespace,
-                                                                 KEDA_PLURAL, obj, **raw))
+        apply_custom_object(kube, KEDA, obj, exists=live is not None)
     except ApiException as exc:
-        if _resource_missing(exc):
+        if resource_missing(exc):
             raise KedaNotInstalled(str(exc.reason)) from exc
         raise
 
