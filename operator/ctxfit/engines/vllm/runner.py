@@ -51,7 +51,12 @@ MRV2's profile run (``model_runner.py::profile_run``, 0.21-0.33) is the V1 runne
 skipped, then ``_dummy_sampler_run`` on one logits row per request. Its sampler runs no top-k/top-p ("the sampler
 may skip top_k, top_p, and logprobs") and the dummy requests are greedy (``sample/states.py`` temperatures start
 at 0), so it keeps no sorted copy of the logits. No term is changed for it: the four A40 start-ups measure 1.01 GiB
-of peak activation, more than the V1 constants (0.45 GiB) and more than this path's buffers explain.
+of peak activation, more than the V1 constants (0.45 GiB) and more than this path's buffers explain (a 2048-token
+forward and 256 logits rows, ~0.3 GiB). One candidate the source shows but cannot size: on a compile-cache miss
+``compilation/decorators.py`` (0.26) AOT-compiles the model inside its first call, which is the profile run's
+forward, so whatever Inductor allocates on the device while compiling (``config/compilation.py`` turns on
+``benchmark_combo_kernel`` for torch >= 2.9) falls inside ``memory_profiling``'s peak; all four A40 start-ups
+compile from scratch ("Compiling a graph for compile range (1, 2048) takes 8.69-15.88 s").
 """
 
 from __future__ import annotations
