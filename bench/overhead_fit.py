@@ -39,8 +39,8 @@ Round 1 of issue 12 item 5 added 3 V0 and 5 SGLang 0.4 start-ups and the bitsand
   up to 0.28, so no graph estimate is deducted. The four Llama-3.1-8B start-ups (vLLM 0.26.0 on an A40, bf16 / AWQ /
   W4A16 / W8A8; github.com/vireshkoli/LLM-Inference-Optimization results/logs) print "Using V2 Model Runner"
   and ``requested - weights - activation - non-torch`` to the 0.01 GiB: error -0.43 -> +0.31 each. The rest
-  is MRV2's own profile: 1.01 GiB peak activation where the V1 constants give 0.45, and 0.08 GiB non-torch
-  where they give 0.32. All four runs share one model and configuration, so no MRV2 constant is fitted.
+  is MRV2's own profile: 1.01 GiB peak activation where the V1 constants give 0.45 (MRV2's greedy dummy sampler
+  explains less, not more: ``runner.py``), and 0.08 GiB non-torch where they give 0.32; one configuration, no fit.
   From 0.29 MRV2 runs every model and deducts the pool it captures (``cudagraph.cuda_graph_bytes``, fitted on
   the sweep's measured pools: median |error| 0.06 GiB against 0.11 for the earlier pool constants; the same
   model sizes the pool kept outside the budget, 2.86 GiB for the README's Kimi-K2.5 plan, was 2.03); no 0.29+

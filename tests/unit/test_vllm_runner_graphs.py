@@ -26,7 +26,7 @@ from ctxfit.engines.vllm.cudagraph import (
     estimate_bytes,
 )
 from ctxfit.engines.vllm.memory import Family
-from ctxfit.engines.vllm.runner import uses_model_runner_v2
+from ctxfit.engines.vllm.runner import sampler_state_bytes, uses_model_runner_v2
 from ctxfit.vocab.inputs import resolve_inputs
 
 from bench.graph_fit import POOL_COLUMN, GraphFit, fit, sweep_rows
@@ -121,10 +121,10 @@ def test_model_runner_v2_deducts_no_graph_estimate() -> None:
     assert profile.family is Family.V1_020 and profile.model_runner_v2 and not profile.graphs_deducted
     assert terms.cuda_graph_bytes == 0
     assert terms.usable_bytes == terms.weights_bytes + terms.activation_bytes + terms.other_bytes + terms.kv_cache_bytes
-    # the graphs are captured after the KV cache: outside the budget, as before 0.20
+    # the graphs are captured after the KV cache: outside the budget, as before 0.20; so is the sampler state
     pool = cuda_graph_bytes(inputs, 512, max_num_seqs=256, max_num_batched_tokens=8192)
-    assert terms.outside_bytes == CUDA_CONTEXT + pool
-    assert "Model Runner V2" in terms.notes[-1]
+    assert terms.outside_bytes == CUDA_CONTEXT + pool + sampler_state_bytes(256, 128256)
+    assert any("Model Runner V2 < 0.29 deducts none" in note for note in terms.notes)
     assert effective.cuda_graph_max_batch_size == 512
 
 
@@ -217,10 +217,39 @@ def test_model_runner_v2_deducts_its_captured_pool_from_029(version: str, deduct
     pool = cuda_graph_bytes(inputs, 512, max_num_seqs=256, max_num_batched_tokens=8192)
     assert profile.cuda_graph_bytes == pool
     assert terms.cuda_graph_bytes == (pool if deducted else 0)
-    assert terms.outside_bytes == CUDA_CONTEXT + (0 if deducted else pool)
+    assert terms.outside_bytes == CUDA_CONTEXT + (0 if deducted else pool) + sampler_state_bytes(256, 128256)
 
 
 def test_every_model_runs_model_runner_v2_from_029() -> None:
     for config in (MOE, MLA):
         assert _plan("0.29.0", config)[2].model_runner_v2
         assert not _plan("0.28.0", config)[2].model_runner_v2
+
+
+def test_sampler_state_is_the_penalty_buffers() -> None:
+    """``PenaltiesState``: int32 ``[seqs, vocab]`` counts + int32 ``[seqs, ceil(vocab / 32)]`` prompt mask."""
+    assert sampler_state_bytes(256, 128256) == 256 * (128256 + 4008) * 4
+    assert sampler_state_bytes(1, 33) == (33 + 2) * 4
+    with pytest.raises(ValueError, match="positive"):
+        sampler_state_bytes(0, 128256)
+
+
+@pytest.mark.parametrize(("seqs", "version"), [(256, "0.26.0"), (1024, "0.26.0"), (256, "0.29.0")])
+def test_model_runner_v2_sampler_state_lies_outside_the_budget(seqs: int, version: str) -> None:
+    """The buffers are allocated after the memory snapshot and outside the profiled terms: the KV pool is
+    unchanged, and what the GPU must hold beyond ``requested`` grows by them."""
+    inputs, _, profile, terms = _plan(version, DENSE, seqs=seqs)
+    state = sampler_state_bytes(seqs, 128256)
+    assert profile.sampler_state_bytes == state
+    graphs_outside = 0 if profile.graphs_deducted else profile.cuda_graph_bytes
+    assert terms.outside_bytes == CUDA_CONTEXT + graphs_outside + state
+    assert terms.usable_bytes == (
+        terms.weights_bytes + terms.activation_bytes + terms.other_bytes + terms.cuda_graph_bytes + terms.kv_cache_bytes
+    )
+    assert any("sampler state" in note for note in terms.notes)
+
+
+def test_v1_runner_has_no_sampler_state_outside() -> None:
+    for _, _, profile, terms in (_plan("0.26.0", MOE), _plan("0.21.0", DENSE), _plan("0.19.0", DENSE)):
+        assert not profile.model_runner_v2 and profile.sampler_state_bytes == 0
+        assert not any("sampler state" in note for note in terms.notes)

@@ -121,12 +121,14 @@ class VLLM:
         return memory.budget(inputs, effective, max_num_batched_tokens=self.max_num_batched_tokens(inputs))
 
     def check_rest(self, inputs: PlanInputs, effective: EffectiveConfig, terms: BudgetTerms) -> list[str]:
-        """Warn when what vLLM keeps outside the budget (CUDA context, graphs < 0.20) exceeds what is left."""
+        """Warn when what vLLM keeps outside the budget (CUDA context, graphs not deducted, Model Runner V2's
+        sampler state) exceeds what is left."""
         left = terms.cuda_total_bytes - terms.usable_bytes
         if terms.outside_bytes > left:
             return [
                 f"gpu-memory-utilization {effective.gpu_memory_utilization} leaves {left / 2**30:.2f} GiB outside "
-                f"the budget, but the CUDA context and graphs need ~{terms.outside_bytes / 2**30:.2f} GiB: "
+                f"the budget, but what vLLM keeps outside it (CUDA context, graphs, sampler state) needs "
+                f"~{terms.outside_bytes / 2**30:.2f} GiB: "
                 "risk of CUDA OOM during graph capture"
             ]
         return []

@@ -66,6 +66,7 @@ from ctxfit.api import EffectiveConfig, GiB
 from ctxfit.engines.base import BudgetTerms
 from ctxfit.engines.overhead import (
     CUDA_CONTEXT,
+    DEFAULT_VOCAB,
     NCCL_INIT_NVSWITCH,
     ActivationCopies,
     ActivationSizes,
@@ -78,7 +79,7 @@ from ctxfit.engines.overhead import (
 from .cudagraph import cuda_graph_bytes as v1_cuda_graph_bytes
 from .cudagraph import estimate_bytes, v0_cuda_graph_bytes
 from .dequant import dequant_bytes
-from .runner import MODEL_RUNNER_V2_ESTIMATES_SINCE, plan_uses_model_runner_v2
+from .runner import MODEL_RUNNER_V2_ESTIMATES_SINCE, plan_uses_model_runner_v2, sampler_state_bytes
 
 if TYPE_CHECKING:
     from ctxfit.vocab.inputs import PlanInputs
@@ -239,6 +240,8 @@ class ProfileInputs:
     graphs_deducted: bool = False
     """vLLM subtracts ``cuda_graph_bytes`` from the KV budget: 0.20+ on the V1 model runner (its estimate), and
     Model Runner V2 from 0.29 (the captured pool); not before 0.20, nor on Model Runner V2 up to 0.28."""
+    sampler_state_bytes: int = 0
+    """Model Runner V2's penalty state: in no printed term, so outside the budget (``runner.sampler_state_bytes``)."""
 
 
 def cuda_graph_bytes(
@@ -308,6 +311,9 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
         cuda_graph_bytes=cuda_graph_bytes(inputs, effective, fam, tokens, model_runner_v2=mrv2),
         model_runner_v2=mrv2,
         graphs_deducted=deducted,
+        sampler_state_bytes=(
+            sampler_state_bytes(effective.max_num_seqs, inputs.vocab_size or DEFAULT_VOCAB) if mrv2 else 0
+        ),
     )
 
 
@@ -351,9 +357,9 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_to
     profile = profile_inputs(inputs, effective, max_num_batched_tokens=max_num_batched_tokens)
     terms = overheads(profile)
     deducted = profile.graphs_deducted
-    outside = CUDA_CONTEXT + (0 if deducted else profile.cuda_graph_bytes)
+    outside = CUDA_CONTEXT + (0 if deducted else profile.cuda_graph_bytes) + profile.sampler_state_bytes
     topology = "NVSwitch all-reduce buffers" if profile.nvlink_multi_gpu else "no NVSwitch buffers"
-    notes = (
+    notes: tuple[str, ...] = (
         f"usable: CUDA total {inputs.cuda_total_bytes / GiB:.2f} GiB x gpu-memory-utilization "
         f"{effective.gpu_memory_utilization}",
         f"weights: {inputs.weights_source}",
@@ -368,6 +374,11 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_to
         else f"CUDA graphs: ~{profile.cuda_graph_bytes / GiB:.2f} GiB outside the budget ("
         + ("Model Runner V2 < 0.29 deducts none)" if profile.model_runner_v2 else "vLLM < 0.20 does not deduct them)"),
     )
+    if profile.sampler_state_bytes:
+        notes += (
+            f"outside: Model Runner V2 sampler state ~{profile.sampler_state_bytes / GiB:.2f} GiB "
+            f"({effective.max_num_seqs} seqs x vocab penalty counts, in no profiled term)",
+        )
     return BudgetTerms(
         total_bytes=inputs.gpu_total_bytes,
         cuda_total_bytes=inputs.cuda_total_bytes,

@@ -35,6 +35,28 @@ tests/fixtures/startups (A40) print "Using V2 Model Runner", no "Estimated CUDA 
 
 When the architecture is unknown (no config.json ``architectures``), the V1 runner is assumed where the
 rule depends on it: its graph deduction predicts the smaller pool.
+
+MRV2's sampler state lives outside the budget (``sampler_state_bytes``): ``v1/worker/gpu/sample/penalties.py::
+PenaltiesState.__init__`` allocates ``output_bin_counts`` (int32 ``[max_num_seqs, vocab]``) and ``prompt_bin_mask``
+(int32 ``[max_num_seqs, ceil(vocab / 32)]``) on the GPU when the runner builds its ``Sampler`` (in
+``GPUModelRunner.__init__`` in 0.21-0.22, in ``load_model`` after the weights' ``DeviceMemoryProfiler`` from 0.24;
+read in the 0.21, 0.22, 0.24, 0.26, 0.28, 0.29 and 0.33 wheels). ``gpu_worker.init_device`` takes the memory
+snapshot before it builds the runner, and ``memory_profiling`` (``utils/mem_utils.py``) counts torch memory only as
+the weights and the peak increase of the profile run, so these buffers are in none of the printed terms: the KV
+pool is sized as if they did not exist, and they come on top of ``requested``. The last pipeline stage builds the
+sampler; the per-GPU budget describes that stage.
+
+MRV2's profile run (``model_runner.py::profile_run``, 0.21-0.33) is the V1 runner's in shape: a forward of
+``max_num_batched_tokens`` over ``min(max_num_batched_tokens, max_num_seqs)`` dummy requests with attention
+skipped, then ``_dummy_sampler_run`` on one logits row per request. Its sampler runs no top-k/top-p ("the sampler
+may skip top_k, top_p, and logprobs") and the dummy requests are greedy (``sample/states.py`` temperatures start
+at 0), so it keeps no sorted copy of the logits. No term is changed for it: the four A40 start-ups measure 1.01 GiB
+of peak activation, more than the V1 constants (0.45 GiB) and more than this path's buffers explain (a 2048-token
+forward and 256 logits rows, ~0.3 GiB). One candidate the source shows but cannot size: on a compile-cache miss
+``compilation/decorators.py`` (0.26) AOT-compiles the model inside its first call, which is the profile run's
+forward, so whatever Inductor allocates on the device while compiling (``config/compilation.py`` turns on
+``benchmark_combo_kernel`` for torch >= 2.9) falls inside ``memory_profiling``'s peak; all four A40 start-ups
+compile from scratch ("Compiling a graph for compile range (1, 2048) takes 8.69-15.88 s").
 """
 
 from __future__ import annotations
@@ -119,6 +141,9 @@ EVERY_MODEL_SINCE = (0, 29, 0)
 """0.29 ``use_v2_model_runner``: MRV2 unless a feature it lacks is configured."""
 MODEL_RUNNER_V2_ESTIMATES_SINCE = (0, 29, 0)
 """MRV2's ``profile_cudagraph_memory`` returns 0 up to 0.28 and measures the captured pool from 0.29."""
+INT32_BYTES = 4
+PROMPT_MASK_BITS = 32
+"""``prompt_bin_mask`` packs 32 vocabulary entries into one int32 (``cdiv(vocab_size, 32)`` columns)."""
 
 
 def listed_architectures(version: tuple[int, int, int]) -> frozenset[str]:
@@ -176,3 +201,18 @@ def plan_uses_model_runner_v2(inputs: PlanInputs, env: Mapping[str, str]) -> boo
         quantized=inputs.quantization is not None,
         env=env,
     )
+
+
+def sampler_state_bytes(max_num_seqs: int, vocab_size: int) -> int:
+    """GPU bytes of MRV2's per-request penalty state, which vLLM keeps outside its KV budget (module docstring).
+
+    ``output_bin_counts`` int32 ``[max_num_seqs, vocab]`` + ``prompt_bin_mask`` int32 ``[max_num_seqs,
+    ceil(vocab / 32)]`` (``v1/worker/gpu/sample/penalties.py::PenaltiesState.__init__``, 0.21-0.33).
+
+    Raises:
+        ValueError: when ``max_num_seqs`` or ``vocab_size`` is not positive.
+    """
+    if max_num_seqs <= 0 or vocab_size <= 0:
+        raise ValueError(f"max_num_seqs and vocab_size must be positive, got {max_num_seqs} and {vocab_size}")
+    mask_columns = -(-vocab_size // PROMPT_MASK_BITS)
+    return max_num_seqs * (vocab_size + mask_columns) * INT32_BYTES
