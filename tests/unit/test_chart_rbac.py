@@ -43,6 +43,10 @@ KINDS = {
 # ScaledObjects for spec.autoscaling)
 CUSTOM_GROUPS = {"LWS_GROUP": ("leaderworkerset.x-k8s.io", "leaderworkersets"),
                  "KEDA_GROUP": ("keda.sh", "scaledobjects")}
+# controller/customkube.py's helpers call the custom-object API with the ``group`` of a ``CustomResource``
+# argument: their verbs count for the resource each caller passes (``apply_custom_object(kube, LWS, ...)``)
+GENERIC_GROUP = "group"
+CUSTOM_RESOURCES = {"LWS": CUSTOM_GROUPS["LWS_GROUP"], "KEDA": CUSTOM_GROUPS["KEDA_GROUP"]}
 # resources the chart grants only when a value turns the feature on (templates/rbac.yaml): without it the
 # operator must not be allowed them, with it exactly what the code uses
 OPTIONAL = {("keda.sh", "scaledobjects"): "autoscaling.keda.enabled"}
@@ -97,6 +101,8 @@ def code_needs() -> tuple[Needs, list[str]]:
     """(group, resource) -> verbs the controller code uses, and a list of calls it could not map."""
     needs: Needs = {}
     unknown: list[str] = []
+    generic: dict[str, set[str]] = {}  # helper function -> verbs it uses on the resource it is given
+    resource_calls: list[tuple[str, str, str]] = []  # (helper called, resource argument, where)
     for path in sorted(CONTROLLER.glob("*.py")):
         tree = ast.parse(path.read_text())
         for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]:
@@ -114,6 +120,9 @@ def code_needs() -> tuple[Needs, list[str]]:
                     unknown.append(f"{path.name}:{attr.lineno} {attr.attr}")
                     continue
                 key = KINDS[kind]
+                if kind == "custom_object" and first_arg.get(id(attr)) == GENERIC_GROUP:
+                    generic.setdefault(func.name, set()).add(verb)
+                    continue
                 if kind == "custom_object" and first_arg.get(id(attr)) in CUSTOM_GROUPS:
                     key = CUSTOM_GROUPS[first_arg[id(attr)]]
                 _add(needs, key, verb)
@@ -121,6 +130,8 @@ def code_needs() -> tuple[Needs, list[str]]:
                     _add(needs, key, "create")
         for call in [n for n in ast.walk(tree) if isinstance(n, ast.Call)]:
             _raw_call(path, call, needs, unknown)
+            if len(call.args) > 1 and isinstance(call.args[1], ast.Name) and call.args[1].id in CUSTOM_RESOURCES:
+                resource_calls.append((ast.unparse(call.func), call.args[1].id, f"{path.name}:{call.lineno}"))
             name = ast.unparse(call.func)
             if name in ("kopf.index", "kopf.on.event") and call.args:
                 first = call.args[0]
@@ -130,6 +141,11 @@ def code_needs() -> tuple[Needs, list[str]]:
                     _add(needs, ("ctxfit.io", "inferenceservers"), "list", "watch")
                 else:
                     unknown.append(f"{path.name}:{call.lineno} {ast.unparse(call)}")
+    for helper, resource, where in resource_calls:
+        if helper not in generic:
+            unknown.append(f"{where} {helper}(..., {resource}, ...): not a custom-object helper")
+            continue
+        _add(needs, CUSTOM_RESOURCES[resource], *generic[helper])
     return needs, unknown
 
 
