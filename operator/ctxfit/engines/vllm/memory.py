@@ -15,8 +15,9 @@ Families (``Family``) and what differs between them:
   ``max_model_len > 32768`` and the model has no sliding window (``engine/arg_utils.py::
   create_engine_config``, "Chunked prefill is enabled by default for models with max_model_len > 32K"), so
   a V0 start-up at 32k profiles a 32k-token forward and one at 64k a 2k-token one. The sampler warm-up
-  sorts the whole vocabulary (``model_runner._dummy_run``: ``top_k = vocab - 1``). No CUDA-graph term
-  (captured after the KV cache, outside the budget). 0.6.5-0.6.x count ~1.5 GiB more non-torch
+  sorts the whole vocabulary (``model_runner._dummy_run``: ``top_k = vocab - 1``). At PP > 1 the predicted
+  (last) stage also holds the intermediate tensors it was handed, ``2 x tokens x hidden`` (``pipeline.py``).
+  No CUDA-graph term (captured after the KV cache, outside the budget). 0.6.5-0.6.x count ~1.5 GiB more non-torch
   (``V0_PROFILER_BASELINE_BYTES``).
 - **All families**: a bitsandbytes 4-bit checkpoint adds its dequantized weight shards to the profiled
   forward (``dequant.py``).
@@ -79,6 +80,7 @@ from ctxfit.engines.overhead import (
 from .cudagraph import cuda_graph_bytes as v1_cuda_graph_bytes
 from .cudagraph import estimate_bytes, v0_cuda_graph_bytes
 from .dequant import dequant_bytes
+from .pipeline import v0_intermediate_tensor_bytes
 from .runner import MODEL_RUNNER_V2_ESTIMATES_SINCE, plan_uses_model_runner_v2, sampler_state_bytes
 
 if TYPE_CHECKING:
@@ -242,6 +244,9 @@ class ProfileInputs:
     Model Runner V2 from 0.29 (the captured pool); not before 0.20, nor on Model Runner V2 up to 0.28."""
     sampler_state_bytes: int = 0
     """Model Runner V2's penalty state: in no printed term, so outside the budget (``runner.sampler_state_bytes``)."""
+    pp_intermediate_bytes: int = 0
+    """V0 at PP > 1: the intermediate tensors a non-first stage holds through the whole profile run
+    (``pipeline.v0_intermediate_tensor_bytes``), added to the activation peak."""
 
 
 def cuda_graph_bytes(
@@ -314,6 +319,7 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
         sampler_state_bytes=(
             sampler_state_bytes(effective.max_num_seqs, inputs.vocab_size or DEFAULT_VOCAB) if mrv2 else 0
         ),
+        pp_intermediate_bytes=v0_intermediate_tensor_bytes(inputs, tokens) if fam is Family.V0 else 0,
     )
 
 
@@ -341,11 +347,15 @@ def overheads(profile: ProfileInputs, constants: OverheadConstants | None = None
     """The overhead terms of ``profile`` under ``constants`` (default: ``FITTED[profile.family]``)."""
     c = constants or FITTED[profile.family]
     activation = activation_peak(profile.sizes, c.copies, warmup=profile.warmup)
+    activation_bytes = activation.bytes + profile.pp_intermediate_bytes
+    note = activation.note
+    if profile.pp_intermediate_bytes:
+        note += f" + {profile.pp_intermediate_bytes / GiB:.2f} GiB pipeline intermediate tensors"
     non_torch = c.non_torch_bytes + profile.nccl_init_in_budget_bytes
     if profile.nvlink_multi_gpu:
         non_torch += c.nvlink_buffers_bytes
     graphs = profile.cuda_graph_bytes if profile.graphs_deducted else 0
-    return Overheads(activation.bytes, activation.note, non_torch, graphs)
+    return Overheads(activation_bytes, note, non_torch, graphs)
 
 
 def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_tokens: int) -> BudgetTerms:
