@@ -54,11 +54,11 @@ Round 1 of issue 12 item 5 added 3 V0 and 5 SGLang 0.4 start-ups and the bitsand
   start-up (a reporter's table: 0.83 GiB besides weights and KV, a 62 MiB graph pool) moves -1.33 -> -1.38:
   its activation (0.73) and non-torch (0.32) alone exceed what it reports, for a reason its stated flags do not
   show; it stays the one large error (runs on the V1 runner: gpt-oss is MoE and not listed for MRV2).
-- vLLM V0 with PP (vllm-v0-qwq32b-bnb4-2x5090-pp2, +0.34): no source rule. In 0.8.5 ``model_runner._dummy_run``
-  differs under PP only by the non-first stage's intermediate tensors (hidden + residual ``[2048, 5120]`` bf16,
-  40 MiB); the last stage's sampler is the non-PP code (``layers/sampler.py``) and bitsandbytes leaves
-  ``lm_head`` unquantized (``get_quant_method`` covers ``LinearBase`` only). Its 1.77 GiB is 12.2 fp32
-  ``[seqs, vocab]`` copies where the other V0 ledgers imply 7.5-10.3.
+- vLLM V0 with PP (vllm-v0-qwq32b-bnb4-2x5090-pp2, +0.34 -> +0.31, bound 0.29): the one source rule found
+  (``engines/vllm/pipeline.py``, non-first stage's intermediate tensors, 40 MiB) moves vllm-v0 p90 0.39 / 0.48 -> 0.36 /
+  0.45. 0.8.5's sampler (0.7.2's but beam search), bf16 lm_head, 32/32 split and bnb loader add no other term; stage B
+  peaks at 12.2 fp32 ``[seqs, vocab]`` copies (the 0.7.1 TP 2 ledger, both ranks 1.26, bounds the sampler at 8.7),
+  and stage A's forward prints 1.01 GiB where the dequant term gives 0.78: unexplained, not fitted.
 """
 
 from __future__ import annotations
