@@ -47,6 +47,11 @@ NOT_PRINTED = {
     # values the case derived or read elsewhere, not printed in its log excerpt
     ("vllm-v0-llama3-8b-h100-tp2", "availableKvGiB_derived"),
 }
+NEGATIVE_NOT_OBSERVED = {
+    # a V0 ledger where nothing fits prints a negative pool; bytes stay non-negative (vocab/startup.py _to_value),
+    # so the pool is "not observed" and the failure shows in "# cuda blocks: 0"
+    ("vllm073-v0-qwen25-7b-bnb4-rtx4060-wsl-util070", "availableKvGiB"),
+}
 
 
 def _numbers(value: Any) -> list[float]:
@@ -91,6 +96,9 @@ def test_every_handed_startup(case: dict[str, Any]) -> None:
                 continue
             if key == "numGpuBlocks" and "blocks:" not in (case.get("log") or ""):
                 continue  # V1 from 0.8 prints tokens, the case derived the blocks
+            if (case["id"], key) in NEGATIVE_NOT_OBSERVED:
+                assert value < 0 and getattr(report, field) is None, case["id"]
+                continue
             _check(case, report, key, value, field, combine)
     if case["engine"]["kind"] == "sglang" and "sglang_k_size_GB" in observed:
         want = observed["sglang_k_size_GB"] + observed["sglang_v_size_GB"]
