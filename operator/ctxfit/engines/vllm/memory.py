@@ -245,8 +245,7 @@ class ProfileInputs:
     sampler_state_bytes: int = 0
     """Model Runner V2's penalty state: in no printed term, so outside the budget (``runner.sampler_state_bytes``)."""
     pp_intermediate_bytes: int = 0
-    """V0 at PP > 1: the intermediate tensors a non-first stage holds through the whole profile run
-    (``pipeline.v0_intermediate_tensor_bytes``), added to the activation peak."""
+    """V0 at PP > 1: intermediate tensors the (non-first) stage holds through its profile run (``pipeline.py``)."""
 
 
 def cuda_graph_bytes(
@@ -347,15 +346,13 @@ def overheads(profile: ProfileInputs, constants: OverheadConstants | None = None
     """The overhead terms of ``profile`` under ``constants`` (default: ``FITTED[profile.family]``)."""
     c = constants or FITTED[profile.family]
     activation = activation_peak(profile.sizes, c.copies, warmup=profile.warmup)
-    activation_bytes = activation.bytes + profile.pp_intermediate_bytes
-    note = activation.note
-    if profile.pp_intermediate_bytes:
-        note += f" + {profile.pp_intermediate_bytes / GiB:.2f} GiB pipeline intermediate tensors"
+    pp = profile.pp_intermediate_bytes
+    note = activation.note + (f" + {pp / GiB:.2f} GiB pipeline intermediate tensors" if pp else "")
     non_torch = c.non_torch_bytes + profile.nccl_init_in_budget_bytes
     if profile.nvlink_multi_gpu:
         non_torch += c.nvlink_buffers_bytes
     graphs = profile.cuda_graph_bytes if profile.graphs_deducted else 0
-    return Overheads(activation_bytes, note, non_torch, graphs)
+    return Overheads(activation.bytes + pp, note, non_torch, graphs)
 
 
 def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_tokens: int) -> BudgetTerms:
