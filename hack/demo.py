@@ -34,8 +34,10 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import yaml
+from kubernetes import client, config
 
 HACK = Path(__file__).resolve().parent
 ROOT = HACK.parent
@@ -44,10 +46,20 @@ sys.path.insert(0, str(HACK))
 import ctxfit_cluster as cc  # noqa: E402
 from cluster_storage import with_download  # noqa: E402
 from parentwatch import FATAL, ParentWatch  # noqa: E402
+from sim_startup import GIB, StartupLogServer, vllm_startup_log  # noqa: E402
 
 CRD = ROOT / "crds" / "inferenceservers.ctxfit.io.yaml"
 DOWNLOAD_MS = 6000
 """The simulated download of the weights (kwok has no network): long enough to see the Downloading phase."""
+SIM_KV_SHORTFALL_BYTES = GIB // 2
+"""The simulated engine's start-up log (vLLM's wording, hack/sim_startup.py) reports a KV pool this much below
+the plan's, so the demo shows what a real start-up shows: the observed pool, the prediction error and the
+calibration it teaches (a real engine's numbers come from its own profiling)."""
+SIM_LOAD_SECONDS = 523.0
+"""The simulated "Model loading took" time: the Kimi-K2 load of docs/field-reports.md (540 GB in 523 s)."""
+READY_DELAY_MS = 3000
+"""The simulated engine's readiness is held back this long (``sim.ctxfit.io/delay-ms``) so its start-up log is
+served before the operator reads it at Ready."""
 DOWNLOAD_LOG = "ctxfit-download: 212400000000 of 595000000000 bytes\n"
 """What the download's log shows at that moment (served by kwok as every container's log in the demo)."""
 
@@ -116,6 +128,29 @@ def wait_settled(cluster: cc.Cluster, name: str, timeout: float) -> str:
     return phase or "unknown"
 
 
+def startup_log(cluster: cc.Cluster, namespace: str) -> Any:
+    """``make(server, context) -> text`` for ``StartupLogServer``: the download's progress line and vLLM start-up
+    lines with the plan's weights and KV bytes per token and a pool ``SIM_KV_SHORTFALL_BYTES`` below the plan's
+    (the pod can appear before the status holding the plan: waits up to 60 s for it)."""
+
+    def make(server: str, context: int) -> str:
+        deadline, plan = time.monotonic() + 60, None
+        while plan is None and time.monotonic() < deadline:
+            got = json.loads(cluster.kubectl("get", "infsrv", server, "-n", namespace, "-o", "json"))
+            plan = got.get("status", {}).get("plan")
+            if plan is None:
+                time.sleep(0.3)
+        if plan is None:
+            return DOWNLOAD_LOG
+        per_gpu = plan["perGPU"]
+        pool = per_gpu["kvCacheBytes"] - (plan.get("calibrationBytes") or 0) - SIM_KV_SHORTFALL_BYTES
+        return DOWNLOAD_LOG + vllm_startup_log(kv_cache_bytes=pool, kv_bytes_per_token=plan["kvBytesPerToken"],
+                                               max_model_len=context, weights_bytes=per_gpu["weightsBytes"],
+                                               load_seconds=SIM_LOAD_SECONDS)
+
+    return make
+
+
 def show(cluster: cc.Cluster, manifest: Path, name: str) -> None:
     say("kubectl get infsrv")
     print(cluster.kubectl("get", "infsrv", "-o", "wide"), end="")
@@ -127,6 +162,15 @@ def show(cluster: cc.Cluster, manifest: Path, name: str) -> None:
         print(f"  endpoint: {status['endpoint']}")
     if status.get("model"):
         print(f"  model: {json.dumps(status['model'])}")
+    obs = status.get("observed") or {}
+    if obs.get("kvCacheBytes") is not None and obs.get("predictedKvCacheBytes") is not None:
+        print(f"  observed (the engine's start-up log): KV pool {obs['kvCacheBytes'] / GIB:.2f} GiB = "
+              f"{obs.get('kvCacheTokens') or 0:,} tokens, predicted {obs['predictedKvCacheBytes'] / GIB:.2f} GiB, "
+              f"error {obs.get('errorBytes', 0) / GIB:+.2f} GiB; max concurrency {obs.get('maxConcurrency')}")
+    say(f"kubectl get events --field-selector involvedObject.name={name}")
+    print(cluster.kubectl("get", "events", "--field-selector", f"involvedObject.name={name}",
+                          "--sort-by", ".lastTimestamp", "-o",
+                          "custom-columns=TYPE:.type,REASON:.reason,MESSAGE:.message"), end="")
     say("kubectl get deploy,pods -l ctxfit.io/server=" + name)
     print(cluster.kubectl("get", "deploy,pods", "-l", f"ctxfit.io/server={name}", "-o", "wide"), end="")
     say("kubectl get pvc (the weights cache, reused by every attempt)")
@@ -184,8 +228,14 @@ def main(argv: list[str] | None = None) -> int:
         say(f"kubectl apply -f {manifest.name} (simulated download: {DOWNLOAD_MS / 1000:.0f} s)")
         cluster.set_default_logs(DOWNLOAD_LOG, DOWNLOAD_LOG)
         obj = with_download(yaml.safe_load(manifest.read_text()), delay_ms=DOWNLOAD_MS)
-        print(cluster.kubectl("apply", "-f", "-", input=json.dumps(obj)), end="")
-        phase = wait_settled(cluster, name, args.timeout)
+        obj["spec"]["pod"].setdefault("annotations", {})["sim.ctxfit.io/delay-ms"] = str(READY_DELAY_MS)
+        namespace = obj["metadata"].get("namespace") or "default"
+        core = client.CoreV1Api(config.new_client_from_config(str(cluster.kubeconfig)))
+        print(f"  the simulated engine logs vLLM's start-up lines with a KV pool "
+              f"{SIM_KV_SHORTFALL_BYTES / GIB:.1f} GiB below the plan's")
+        with StartupLogServer(cluster, core, namespace, startup_log(cluster, namespace)):
+            print(cluster.kubectl("apply", "-f", "-", input=json.dumps(obj)), end="")
+            phase = wait_settled(cluster, name, args.timeout)
         print(f"  {name}: {phase}")
         show(cluster, manifest, name)
         if args.once:
