@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -27,6 +28,17 @@ def _alive(pid: int) -> bool:
         return False
     stat = Path(f"/proc/{pid}/stat")
     return not (stat.exists() and stat.read_text().split(") ", 1)[1].startswith("Z"))
+
+
+def _shows_what_the_readme_says(out: str) -> None:
+    """README's quickstart: phase Ready, CONTEXT 131072, KV TOKENS read back from the start-up log, and the
+    Observed Event's "predicted / observed" it quotes."""
+    row = next((line.split() for line in out.splitlines() if line.startswith("kimi-k25 ")), None)
+    assert row is not None, out[-3000:]
+    context, kv_tokens, phase = row[4], row[5], row[8]
+    assert (context, phase) == ("131072", "Ready") and kv_tokens.isdigit() and int(kv_tokens) > 131072, row
+    quoted = re.search(r'Observed "(predicted [\d.]+ GiB / observed [\d.]+ GiB)"', (REPO / "README.md").read_text())
+    assert quoted is not None and quoted.group(1) in out, out[-3000:]
 
 
 @pytest.mark.parametrize("to_group", [False, True], ids=["make-pid", "process-group"])
@@ -57,6 +69,7 @@ def test_sigint_stops_make_demo(tmp_path: Path, to_group: bool) -> None:
         assert banner.is_set(), "".join(lines[-40:])
         pids = [p["pid"] for p in json.loads((work / "state.json").read_text())["processes"].values()]
         assert pids and all(_alive(p) for p in pids)
+        _shows_what_the_readme_says("".join(lines))
         if to_group:
             os.killpg(proc.pid, signal.SIGINT)
         else:
