@@ -128,7 +128,9 @@ def test_group_kv_failure_steps_the_whole_group_down_once(op: OperatorProcess, a
     for role in ("leaderTemplate", "workerTemplate"):
         annotations = lws["spec"]["leaderWorkerTemplate"][role]["metadata"]["annotations"]
         assert annotations["ctxfit.io/attempt"] == "2"
-    pods = api.pods("kimi-k25-2x8")
+    # the LWS controller may recreate the new group once more right after it was Ready (an attempt-1 pod still
+    # terminating counts as a deleted pod of the group): between two incarnations the group has no live pods
+    pods = api.wait(lambda: len(live := api.pods("kimi-k25-2x8")) == 2 and live, "the group's two pods", timeout=60)
     assert sorted(p["metadata"]["annotations"]["ctxfit.io/attempt"] for p in pods) == ["2", "2"]
 
 
