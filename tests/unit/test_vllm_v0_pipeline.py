@@ -13,17 +13,7 @@ from ctxfit.engines.vllm.memory import Family
 from ctxfit.engines.vllm.pipeline import v0_intermediate_tensor_bytes
 from ctxfit.vocab.inputs import PlanInputs, resolve_inputs
 
-QWQ_32B_BNB: dict[str, Any] = {
-    "num_hidden_layers": 64,
-    "num_attention_heads": 40,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-    "hidden_size": 5120,
-    "vocab_size": 152064,
-    "intermediate_size": 27648,
-    "max_position_embeddings": 131072,
-    "quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": True},
-}
+from .test_memory_families import QWQ_32B_BNB
 
 
 def _plan(
