@@ -139,6 +139,20 @@ WORDINGS: list[tuple[str, str, dict[str, float], tuple[str, ...]]] = [
      "[2026-01-01 00:00:09 TP0] Post-capture KV sizing: draft KV cache allocated. dtype: torch.bfloat16, #tokens: "
      "1000, KV size: 0.20 GB",
      {"kvCacheTokens": 400000, "kvCacheGiB": 48.83}, ()),
+    ("0.5.4-eagle-draft-pool-after-target",
+     "[2025-11-01 00:00:01 TP0] KV Cache is allocated. #tokens: 500000, K size: 30.52 GB, V size: 30.52 GB\n"
+     "[2025-11-01 00:00:01 TP1] KV Cache is allocated. #tokens: 500000, K size: 30.52 GB, V size: 30.52 GB\n"
+     "[2025-11-01 00:00:01 TP0] Capture cuda graph end. Time elapsed: 9.00 s. mem usage=0.90 GB. avail mem=5.00 GB.\n"
+     "[2025-11-01 00:00:09 TP1] KV Cache is allocated. #tokens: 520480, K size: 0.99 GB, V size: 0.99 GB\n"
+     "[2025-11-01 00:00:09 TP0] KV Cache is allocated. #tokens: 520480, K size: 0.99 GB, V size: 0.99 GB\n"
+     "[2025-11-01 00:00:15 TP0] max_total_num_tokens=500000, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+     "max_running_requests=48, context_len=131072, available_gpu_mem=3.00 GB",
+     {"kvCacheTokens": 500000, "kvCacheGiB": 61.04, "cudaGraphGiB": 0.9}, ()),
+    ("0.5.4-swa-subpools-then-swakvpool",
+     "[2025-11-01 00:00:01 TP0] KV Cache is allocated. #tokens: 798276, K size: 17.13 GB, V size: 17.13 GB\n"
+     "[2025-11-01 00:00:01 TP0] KV Cache is allocated. #tokens: 997846, K size: 22.84 GB, V size: 22.84 GB\n"
+     "[2025-11-01 00:00:01 TP0] SWAKVPool mem usage: 79.94 GB, swa size: 798276, full size: 997846",
+     {"kvCacheTokens": 997846, "kvCacheGiB": 79.94}, ()),
     ("0.5.23-swa-va-upper-bound-is-no-pool",
      "[2026-01-01 00:00:00 TP0] SWAKVPool VA upper bound: 70.00 GB, swa size: 900000, full size: 800000",
      {}, ("kvCacheGiB", "kvCacheTokens")),

@@ -24,10 +24,11 @@ from decimal import Decimal
 from ctxfit.vocab.patterns import NUM, UNIT_BYTES, parse_decimal
 from ctxfit.vocab.startup import MAX_BYTES, MAX_COUNT, MAX_LINE_CHARS
 
+from .ranks import rank_of
+
 BEGIN = "Load weight begin."
 END = "Load weight end."
 _AVAIL = re.compile(r"avail mem=" + NUM + r" ?(GB|GiB|MB)", re.ASCII)
-_RANK = re.compile(r"\b(?:gpu=\d{1,4}|[DPTE]P\d{1,5})\b", re.ASCII)
 _STAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)", re.ASCII)
 
 
@@ -76,9 +77,7 @@ def _stamp(prefix: str) -> datetime | None:
 
 def _mark(line: str, marker: str) -> tuple[str, _Mark]:
     at = line.index(marker)
-    prefix, rest = line[:at], line[at:]
-    rank = " ".join(_RANK.findall(prefix) or _RANK.findall(rest[:40]))
-    return rank, _Mark(_bytes(_AVAIL.search(rest)), _stamp(prefix), line.strip())
+    return rank_of(line, marker), _Mark(_bytes(_AVAIL.search(line[at:])), _stamp(line[:at]), line.strip())
 
 
 def load_window(text: str) -> LoadWindow:

@@ -37,6 +37,7 @@ from ctxfit.vocab.patterns import NUM
 from ctxfit.vocab.startup import MAX_SOURCE_LINES, StartupPattern, StartupReport, scan
 
 from .load_window import load_window
+from .ranks import first_per_rank
 
 _GB = r" ?(GB|GiB|MB)"
 ALL = "SGLang 0.2.7 - 0.5.23"
@@ -88,6 +89,14 @@ _KV_SIZES = (
                    "SGLang 0.4.3 - 0.5.23", _POOL + " MHATokenToKVPool"),
 )
 
+_KV_LINE = "KV Cache is allocated."
+_SWA_POOL = tuple(p for p in STARTUP_PATTERNS if p.marker == "SWAKVPool mem usage:")
+"""``SWAKVPool`` (0.5.4 ``mem_cache/memory_pool.py``, 0.5.10 - 0.5.23 ``swa_memory_pool.py``) builds a sliding-window
+sub-pool and a full sub-pool, each printing "KV Cache is allocated. #tokens: ..." (swa size, then full size), then
+"SWAKVPool mem usage: X GB, swa size: A, full size: B": the pool is X GB and its context capacity is B."""
+_POOL_MARKERS = (_KV_LINE, "SWAKVPool mem usage:")
+"""Pool lines a speculative-decoding draft model prints again after the target's (first line per rank is kept)."""
+
 _PREFILL_GRAPHS = (
     StartupPattern("cuda_graph_bytes", " graph end.",
                    r"Capture (?:piecewise|target prefill) " + _DEVICE_GRAPH + r".{0,200}?mem usage=" + NUM + _GB,
@@ -107,15 +116,21 @@ def _with_lines(report: StartupReport, lines: tuple[str, ...]) -> StartupReport:
 def parse_startup(text: str) -> StartupReport:
     """Read an SGLang start-up log into a ``StartupReport``; never raises.
 
-    KV bytes are K size + V size (MHA) or KV size (MLA) of the smallest rank; CUDA-graph bytes are the decode
+    KV bytes are K size + V size (MHA) or KV size (MLA) of the smallest rank, each rank's first pool line (a draft
+    model's pool comes second, ``ctxfit.engines.sglang.ranks``); a sliding-window pool is its "SWAKVPool" line
+    (bytes, and full size as tokens); CUDA-graph bytes are the decode
     graphs plus the prefill (piecewise) graphs, each of the largest rank; weights and load seconds of versions
     that print neither are derived from the "Load weight begin"/"end" pair (``load_window``); max concurrency is
     derived as pool tokens / context_len (SGLang prints no concurrency line).
     """
-    report = scan(text, STARTUP_PATTERNS)
+    pools = first_per_rank(text, _POOL_MARKERS)
+    if scan(pools, _SWA_POOL).observed:
+        # a sliding-window pool prints its two sub-pools first; the SWAKVPool line is the pool
+        pools = "\n".join(line for line in pools.splitlines() if _KV_LINE not in line)
+    report = scan(pools, STARTUP_PATTERNS)
     if report.kv_cache_bytes is None:
-        k = scan(text, _KV_SIZES[:1]).kv_cache_bytes
-        v = scan(text, _KV_SIZES[1:]).kv_cache_bytes
+        k = scan(pools, _KV_SIZES[:1]).kv_cache_bytes
+        v = scan(pools, _KV_SIZES[1:]).kv_cache_bytes
         if k is not None and v is not None:
             report = report.with_values(kv_cache_bytes=k + v)
     prefill = scan(text, _PREFILL_GRAPHS)
