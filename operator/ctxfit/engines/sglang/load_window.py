@@ -2,16 +2,18 @@
 "mem usage" or "elapsed" on the end line.
 
 Wordings (read in the published wheels; ``srt/model_executor/model_runner.py`` ``load_model``):
-- 0.2.7: "[gpu=N] Load weight begin. avail mem=X GB" ... "[gpu=N] Load weight end. type=T, dtype=D, avail
-  mem=Y GB" (the rank is in the message).
+- 0.1.21 - 0.2.5 (``managers/controller/model_runner.py``): "[gpu_id=N] Load weight begin. avail mem=X GB" ...
+  "[gpu_id=N] Load weight end. type=T, dtype=D, avail mem=Y GB"; 0.2.7: the same with "[gpu=N]" (the rank is in the
+  message).
 - 0.2.15 - 0.4.5: "Load weight begin. avail mem=X GB" ... "Load weight end. type=T, dtype=D, avail mem=Y GB"
   (the logger prefix "[time TPn]" names the rank; 0.4.3 checked).
 - 0.4.6 - 0.5.x print "mem usage=" on the end line themselves, computed the same way (``before_avail_memory -
   after_avail_memory``, 0.4.6.post5 and 0.4.9 checked); later 0.5.x add "elapsed=S s" (0.5.10, 0.5.23).
 
 So weights on a rank = begin avail - end avail (SGLang's own formula), and load seconds = end time - begin time
-from the logger timestamps (1 s resolution). Lines are paired per rank (the "gpu=N" / "TPn" / "DPn TPn" tokens
-before the marker); the largest rank value is reported, as for the printed "mem usage".
+from the logger timestamps (1 s resolution). Lines are paired per rank (the "gpu_id=N" / "gpu=N" / "TPn" tokens
+before the marker, ``ctxfit.engines.sglang.ranks``); the largest rank value is reported, as for the printed
+"mem usage".
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Which SGLang rank printed a log line, and the first line of each rank for pools that a second model also prints.
 
 SGLang's logger prefixes every scheduler line with the rank ("[time TPn]", "[time DPn TPn]", "[time PPn TPn]",
-"[time TPn EPn]"; 0.2.7 writes "[gpu=N]" into the message instead; single-GPU 0.5.x prints no rank at all):
+"[time TPn EPn]"; 0.1.21 - 0.2.5 write "[gpu_id=N]" and 0.2.7 "[gpu=N]" into the message instead; single-GPU 0.5.x
+prints no rank at all):
 ``srt/utils.py`` ``configure_logger(prefix=...)`` and ``managers/scheduler.py`` ``run_scheduler_process``.
 
 With speculative decoding (EAGLE, EAGLE3, NextN/MTP, standalone) the draft model's worker builds its own KV pool
@@ -17,14 +18,14 @@ import re
 
 from ctxfit.vocab.startup import MAX_LINE_CHARS
 
-_RANK = re.compile(r"\b(?:gpu=\d{1,4}|[DPTE]P\d{1,5})\b", re.ASCII)
+_RANK = re.compile(r"\b(?:gpu(?:_id)?=\d{1,4}|[DPTE]P\d{1,5})\b", re.ASCII)
 
 
 def rank_of(line: str, marker: str) -> str:
-    """The rank tokens printed before ``marker`` in ``line`` ("TP0", "DP1 TP1", "gpu=0"), "" when none.
+    """The rank tokens printed before ``marker`` in ``line`` ("TP0", "DP1 TP1", "gpu=0", "gpu_id=0"), "" when none.
 
-    0.2.7 puts "[gpu=N]" right before the message, so the prefix and the first 40 characters after the marker's
-    start are searched; ``marker`` must be in ``line``."""
+    0.1.21 - 0.2.7 put "[gpu_id=N]" / "[gpu=N]" right before the message, so the prefix and the first 40
+    characters from the marker on are searched; ``marker`` must be in ``line``."""
     at = line.index(marker)
     return " ".join(_RANK.findall(line[:at]) or _RANK.findall(line[at:at + 40]))
 

@@ -4,7 +4,8 @@ Wordings, read in the published wheels 0.2.7, 0.2.15, 0.3.0, 0.3.6, 0.4.0, 0.4.1
 0.5.2, 0.5.4, 0.5.10 and 0.5.23 (every TP rank prints them, prefixed "[time TPn]" or "[time DPn TPn]"):
 
 - Weights, ``srt/model_executor/model_runner.py`` ``load_model``: "Load weight end. type=T, dtype=D, avail mem=X
-  GB" with no weights in 0.2.7 - 0.4.3 (0.2.7 prefixes "[gpu=N]"): weights and load time are derived from the
+  GB" with no weights in 0.1.21 - 0.4.3 (``managers/controller/model_runner.py`` in 0.1.21 - 0.2.5, which prefix
+  "[gpu_id=N]"; 0.2.7 prefixes "[gpu=N]"; 0.1.13 prints no load lines): weights and load time are derived from the
   "Load weight begin. avail mem=X GB" line (``ctxfit.engines.sglang.load_window``); "..., avail mem=X GB, mem
   usage=X GB." in 0.4.5 - 0.5.4 (public 0.4.4 logs print it too; some builds print "quant=fp8, fmt=e4m3" in place
   of type/dtype); "Load weight end. elapsed=S s, type=T, ..., mem usage=X GB." in 0.5.10 - 0.5.23.
@@ -25,8 +26,9 @@ Wordings, read in the published wheels 0.2.7, 0.2.15, 0.3.0, 0.3.6, 0.4.0, 0.4.1
   mem usage=X GB, ..." in 0.5.23. Graph memory = decode + prefill (largest rank of each); draft graphs ("Capture
   draft ... graph end") belong to the draft model and are not counted.
 - Capacity, ``srt/managers/scheduler.py`` ``Scheduler.__init__`` (0.3.6 - 0.5.23; ``managers/tp_worker.py`` 0.2.7 -
-  0.3.0): "max_total_num_tokens=N, [chunked_prefill_size=..,] max_prefill_tokens=.., max_running_requests=R,
-  context_len=C[, available_gpu_mem=X GB]".
+  0.3.0; ``managers/controller/tp_worker.py`` 0.1.21 - 0.2.5): "max_total_num_tokens=N, [chunked_prefill_size=..,]
+  max_prefill_tokens=.., [max_running_requests=R,] context_len=C[, available_gpu_mem=X GB]"; 0.1.13
+  ``managers/router/model_rpc.py`` "max_total_num_token=N, max_prefill_num_token=.., context_len=C, ".
 """
 
 from __future__ import annotations
@@ -40,12 +42,13 @@ from .load_window import load_window
 from .ranks import first_per_rank
 
 _GB = r" ?(GB|GiB|MB)"
-ALL = "SGLang 0.2.7 - 0.5.23"
+ALL = "SGLang 0.1.13 - 0.5.23"
 _DEVICE_GRAPH = r"(?:cuda|npu|cpu|xpu|hpu|musa|CUDA|NPU|CPU|XPU|HPU|MUSA) graph end\."
 _RUNNER = "srt/model_executor/model_runner.py"
 _POOL = "srt/mem_cache/memory_pool.py"
 _SWA = "srt/mem_cache/swa_memory_pool.py SWAKVPool"
-_SCHEDULER = "srt/managers/scheduler.py Scheduler.__init__ (0.2.7 - 0.3.0 managers/tp_worker.py)"
+_SCHEDULER = ("srt/managers/scheduler.py Scheduler.__init__ (0.2.7 - 0.3.0 managers/tp_worker.py, 0.1.21 - 0.2.5 "
+              "managers/controller/tp_worker.py, 0.1.13 managers/router/model_rpc.py)")
 _POST_CAPTURE = "srt/model_executor/model_runner_components/kv_pool_runtime.py (0.5.23, post-capture KV sizing)"
 _GRAPH_SETUP = "0.5.23 srt/model_executor/model_runner_components/cuda_graph_setup.py"
 
@@ -73,14 +76,15 @@ STARTUP_PATTERNS: tuple[StartupPattern, ...] = (
                    "bytes", "max", "SGLang 0.4.5 - 0.5.23 (decode graphs)",
                    "srt/model_executor/cuda_graph_runner.py CudaGraphRunner.__init__ (0.4.5 - 0.5.4 " + _RUNNER
                    + " init_cuda_graphs); 0.5.10 " + _RUNNER + " init_device_graphs; " + _GRAPH_SETUP),
-    StartupPattern("kv_cache_tokens", "max_total_num_tokens=", r"\bmax_total_num_tokens=" + NUM, "int", "min", ALL,
+    # "max_total_num_token" also finds 0.1.13's singular "max_total_num_token=N, max_prefill_num_token=..."
+    StartupPattern("kv_cache_tokens", "max_total_num_token", r"\bmax_total_num_tokens?=" + NUM, "int", "min", ALL,
                    _SCHEDULER),
-    StartupPattern("served_context_length", "max_total_num_tokens=", r"\bcontext_len=" + NUM, "int", "min", ALL,
+    StartupPattern("served_context_length", "max_total_num_token", r"\bcontext_len=" + NUM, "int", "min", ALL,
                    _SCHEDULER),
-    StartupPattern("max_running_requests", "max_total_num_tokens=", r"\bmax_running_requests=" + NUM, "int", "min",
+    StartupPattern("max_running_requests", "max_total_num_token", r"\bmax_running_requests=" + NUM, "int", "min",
                    ALL, _SCHEDULER),
 )
-"""SGLang's start-up lines, 0.2.7 - 0.5.23."""
+"""SGLang's start-up lines, 0.1.13 - 0.5.23."""
 
 _KV_SIZES = (
     StartupPattern("kv_cache_bytes", "KV Cache is allocated.", r"\bK size: " + NUM + _GB, "bytes", "min",
