@@ -8,7 +8,7 @@ Sources (docs/engine-memory.md B.1, B.2, E; read in the 0.5.4, 0.5.10 and 0.5.23
 - 0.2.7 - 0.5.23 (``model_runner.py`` / ``MemoryPoolConfig.__post_init__``): "Not enough memory. Please
   try to increase --mem-fraction-static. [Current value: mem_fraction_static=F]" (0.5.4 prints
   ``self.server_args.mem_fraction_static=F``); 0.1.13 ``managers/router/model_runner.py`` "Not enought memory.
-  Please try to increase --mem-fraction-static." (sic); 0.3.6 - 0.5.10 ``tp_worker.py`` assert "Memory pool size
+  Please try to increase --mem-fraction-static." (sic); 0.3.6 - 0.5.23 ``tp_worker.py`` assert "Memory pool size
   is too small" (a pool of at most one token). Matched on "Please try to increase --mem-fraction-static".
 - 0.2.7 - 0.5.23 ``cuda_graph_runner.py`` (0.5.23 ``decode_cuda_graph_runner.py``): "Capture cuda graph
   failed: {e}" followed by "Possible solutions: ..." (``--cuda-graph-max-bs`` up to 0.5.10,
@@ -22,7 +22,7 @@ Sources (docs/engine-memory.md B.1, B.2, E; read in the 0.5.4, 0.5.10 and 0.5.23
   backend only supports kv-cache-dtype of fp8_e4m3 ... or auto." and "DeepSeek DSA only supports bf16/bfloat16 or
   fp8_e4m3 kv_cache_dtype" (``server_args.py``).
 - ``managers/scheduler.py``: "Scheduler hit an exception" (a wrapper; the traceback follows).
-- ``managers/utils.py`` ``validate_input_length`` 0.4.3 - 0.5.4: "Input length (N tokens) exceeds the maximum
+- ``managers/utils.py`` ``validate_input_length`` 0.4.3 - 0.5.23: "Input length (N tokens) exceeds the maximum
   allowed length (M tokens). Use a shorter input or enable --allow-auto-truncate." (0.3.6 truncated such
   prompts silently: no message). SGLang does not check the context length
   against the KV pool at start; M is ``max_req_input_len`` = min(context, pool) - 1, so a server that dies
@@ -88,7 +88,7 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         rank=RANK_ROOT,
         source="SGLang 0.1.13 managers/router/model_runner.py 'Not enought memory. Please try to increase "
         "--mem-fraction-static.' (sic); 0.2.7-0.5.4 model_runner.py profile_max_num_token 'Not enough memory. ...'; "
-        "0.5.10 model_runner_kv_cache_mixin.py; 0.5.23 MemoryPoolConfig.__post_init__; 0.3.6-0.5.10 "
+        "0.5.10 model_runner_kv_cache_mixin.py; 0.5.23 MemoryPoolConfig.__post_init__; 0.3.6-0.5.23 "
         "managers/tp_worker.py assert 'Memory pool size is too small' (a pool of at most one token)",
         covers=(("0.1.13", "0.5.23"),),
         extractors=(extractor("memFractionStatic", r"mem_fraction_static=" + NUM, "float"),),
@@ -158,24 +158,27 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         markers=("exceeds the maximum allowed length (",),
         rank=RANK_HINT,
         requires_any=("Input length", "tokens)"),  # "Input length (N tokens) exceeds ... (M tokens)"
-        source="SGLang 0.4.3-0.5.4 managers/utils.py validate_input_length (max_req_input_len)",
+        source="SGLang 0.4.3-0.5.23 managers/utils.py validate_input_length (max_req_input_len; the same f-string "
+        "in the 0.4.3, 0.5.4, 0.5.10 and 0.5.23 wheels)",
         extractors=(extractor("estimatedMaxContextLength", r"maximum allowed length \(" + NUM),),
-        covers=(("0.4.3", "0.5.4"),),
+        covers=(("0.4.3", "0.5.23"),),
     ),
     FailurePattern(
         kind=FailureKind.INVALID_PARALLELISM,
         markers=("must be divisible by moe_",),
         rank=RANK_ROOT,
-        source="SGLang 0.5.4 model_executor/model_runner.py (MoE EP/TP split); 0.3.6-0.5.4 server_args.py (nodes)",
+        source="SGLang 0.5.4 model_executor/model_runner.py (MoE EP/TP split), 0.5.10 model_runner.py and "
+        "server_args.py, 0.5.23 model_runner_components/moe_ep_setup.py and arg_groups/parallel_hook.py "
+        "('tp_size must be divisible by moe_dp_size')",
         extractors=PARALLELISM_EXTRACTORS,
-        covers=(("0.3.6", "0.5.4"),),
+        covers=(("0.5.4", "0.5.23"),),
     ),
     FailurePattern(
         kind=FailureKind.UNKNOWN,
         markers=("Scheduler hit an exception",),
         rank=RANK_WRAPPER,
-        source="SGLang 0.4-0.5.23 srt/managers/scheduler.py run_scheduler_process (wrapper)",
-        covers=(("0.4.3", "0.5.23"),),
+        source="SGLang 0.4.0-0.5.23 srt/managers/scheduler.py run_scheduler_process (wrapper)",
+        covers=(("0.4.0", "0.5.23"),),
     ),
 )
 """SGLang's failure texts, 0.4 - 0.5.23."""
