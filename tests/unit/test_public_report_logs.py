@@ -173,6 +173,19 @@ WORDINGS: list[tuple[str, EngineKind, FailureKind, str, dict[str, float]]] = [
      "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)", {}),
     ("ptx-error-code-name", EngineKind.SGLANG, K.CUDA_DRIVER_TOO_OLD,
      "RuntimeError: CUDA error: cudaErrorUnsupportedPtxVersion (222)", {}),
+    ("sglang-0.5.23-target-decode-capture-oom", EngineKind.SGLANG, K.GRAPH_CAPTURE_OOM,
+     "[2026-01-01 00:00:00 TP0] Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, avail "
+     "mem=3.10 GB\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB. GPU 0 has a total "
+     "capacity of 79.10 GiB of which 310.00 MiB is free.", {}),
+    ("sglang-0.5.10-npu-graph-capture-oom", EngineKind.SGLANG, K.GRAPH_CAPTURE_OOM,
+     "[2026-01-01 00:00:00 TP0] Capture npu graph begin. This can take up to several minutes. avail mem=3.10 GB\n"
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 512.00 MiB.", {}),
+    ("sglang-0.4.9-negative-profile-then-not-enough-memory", EngineKind.SGLANG, K.STATIC_MEMORY_TOO_SMALL,
+     "[2025-07-01 00:00:00 TP0] max_total_tokens=131072 is larger than the profiled value -5619. Use the profiled "
+     "value instead.\nRuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", {}),
+    ("sglang-positive-profile-warning-is-no-failure", EngineKind.SGLANG, K.UNKNOWN,
+     "[2025-07-01 00:00:00 TP0] max_total_tokens=131072 is larger than the profiled value 56198. Use the profiled "
+     "value instead.\nRuntimeError: something else broke", {}),
 ]
 
 

@@ -8,7 +8,7 @@ Sources (docs/engine-memory.md B.1, B.2, E; read in the 0.5.4, 0.5.10 and 0.5.23
 - 0.2.7 - 0.5.23 (``model_runner.py`` / ``MemoryPoolConfig.__post_init__``): "Not enough memory. Please
   try to increase --mem-fraction-static. [Current value: mem_fraction_static=F]" (0.5.4 prints
   ``self.server_args.mem_fraction_static=F``); 0.1.13 ``managers/router/model_runner.py`` "Not enought memory.
-  Please try to increase --mem-fraction-static." (sic); 0.3.6 - 0.5.10 ``tp_worker.py`` assert "Memory pool size
+  Please try to increase --mem-fraction-static." (sic); 0.3.6 - 0.5.23 ``tp_worker.py`` assert "Memory pool size
   is too small" (a pool of at most one token). Matched on "Please try to increase --mem-fraction-static".
 - 0.2.7 - 0.5.23 ``cuda_graph_runner.py`` (0.5.23 ``decode_cuda_graph_runner.py``): "Capture cuda graph
   failed: {e}" followed by "Possible solutions: ..." (``--cuda-graph-max-bs`` up to 0.5.10,
@@ -22,12 +22,16 @@ Sources (docs/engine-memory.md B.1, B.2, E; read in the 0.5.4, 0.5.10 and 0.5.23
   backend only supports kv-cache-dtype of fp8_e4m3 ... or auto." and "DeepSeek DSA only supports bf16/bfloat16 or
   fp8_e4m3 kv_cache_dtype" (``server_args.py``).
 - ``managers/scheduler.py``: "Scheduler hit an exception" (a wrapper; the traceback follows).
-- ``managers/utils.py`` ``validate_input_length`` 0.4.3 - 0.5.4: "Input length (N tokens) exceeds the maximum
+- ``managers/utils.py`` ``validate_input_length`` 0.4.3 - 0.5.23: "Input length (N tokens) exceeds the maximum
   allowed length (M tokens). Use a shorter input or enable --allow-auto-truncate." (0.3.6 truncated such
   prompts silently: no message). SGLang does not check the context length
   against the KV pool at start; M is ``max_req_input_len`` = min(context, pool) - 1, so a server that dies
   right after it has a context above its pool: the SGLang form of KVCacheTooSmall (a hint: the line is
   also logged for a single over-long request).
+- 0.2.15 - 0.5.23 ``model_runner.py`` (0.5.10 ``model_runner_kv_cache_mixin.py``, 0.5.23 ``pool_configurator.py``)
+  warning "max_total_tokens=N is larger than the profiled value M. Use the profiled value instead.": a negative M
+  is a pool the weights left no room for (the "Not enough memory" error follows; a reporter's excerpt may stop
+  before it, SGLang issue 7691), so ``StaticMemoryTooSmall``; a positive M is only a warning and is not matched.
 - Parallel layout: 0.5.4 ``model_runner.py`` "tp_size 8 must be divisible by moe_ep_size 3" and
   "moe_intermediate_size X must be divisible by moe_tp_size (Y) ..."; 0.3.6 - 0.5.4 ``server_args.py``
   "tp_size must be divisible by number of nodes"; 0.4.3 - 0.5.4 ``distributed/utils.py`` ``ensure_divisibility``
@@ -50,6 +54,7 @@ from ctxfit.vocab.patterns import (
     PARALLELISM_EXTRACTORS,
     RANK_HINT,
     RANK_ROOT,
+    RANK_SPECIFIC,
     RANK_VAGUE,
     RANK_WRAPPER,
     TORCH_OOM_EXTRACTORS,
@@ -83,10 +88,20 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         rank=RANK_ROOT,
         source="SGLang 0.1.13 managers/router/model_runner.py 'Not enought memory. Please try to increase "
         "--mem-fraction-static.' (sic); 0.2.7-0.5.4 model_runner.py profile_max_num_token 'Not enough memory. ...'; "
-        "0.5.10 model_runner_kv_cache_mixin.py; 0.5.23 MemoryPoolConfig.__post_init__; 0.3.6-0.5.10 "
+        "0.5.10 model_runner_kv_cache_mixin.py; 0.5.23 MemoryPoolConfig.__post_init__; 0.3.6-0.5.23 "
         "managers/tp_worker.py assert 'Memory pool size is too small' (a pool of at most one token)",
         covers=(("0.1.13", "0.5.23"),),
         extractors=(extractor("memFractionStatic", r"mem_fraction_static=" + NUM, "float"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.STATIC_MEMORY_TOO_SMALL,
+        # the warning with a negative profiled pool; "-" right after "value " keeps positive values out
+        markers=("is larger than the profiled value -",),
+        rank=RANK_SPECIFIC,
+        source="SGLang 0.2.15-0.5.4 model_executor/model_runner.py init_memory_pool, 0.5.10 "
+        "model_runner_kv_cache_mixin.py, 0.5.23 pool_configurator.py: 'max_total_tokens=N is larger than the profiled "
+        "value M. Use the profiled value instead.' with M < 0 (the weights leave no room; 'Not enough memory' follows)",
+        covers=(("0.2.15", "0.5.23"),),
     ),
     FailurePattern(
         kind=FailureKind.GRAPH_CAPTURE_OOM,
@@ -143,24 +158,27 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         markers=("exceeds the maximum allowed length (",),
         rank=RANK_HINT,
         requires_any=("Input length", "tokens)"),  # "Input length (N tokens) exceeds ... (M tokens)"
-        source="SGLang 0.4.3-0.5.4 managers/utils.py validate_input_length (max_req_input_len)",
+        source="SGLang 0.4.3-0.5.23 managers/utils.py validate_input_length (max_req_input_len; the same f-string "
+        "in the 0.4.3, 0.5.4, 0.5.10 and 0.5.23 wheels)",
         extractors=(extractor("estimatedMaxContextLength", r"maximum allowed length \(" + NUM),),
-        covers=(("0.4.3", "0.5.4"),),
+        covers=(("0.4.3", "0.5.23"),),
     ),
     FailurePattern(
         kind=FailureKind.INVALID_PARALLELISM,
         markers=("must be divisible by moe_",),
         rank=RANK_ROOT,
-        source="SGLang 0.5.4 model_executor/model_runner.py (MoE EP/TP split); 0.3.6-0.5.4 server_args.py (nodes)",
+        source="SGLang 0.5.4 model_executor/model_runner.py (MoE EP/TP split), 0.5.10 model_runner.py and "
+        "server_args.py, 0.5.23 model_runner_components/moe_ep_setup.py and arg_groups/parallel_hook.py "
+        "('tp_size must be divisible by moe_dp_size')",
         extractors=PARALLELISM_EXTRACTORS,
-        covers=(("0.3.6", "0.5.4"),),
+        covers=(("0.5.4", "0.5.23"),),
     ),
     FailurePattern(
         kind=FailureKind.UNKNOWN,
         markers=("Scheduler hit an exception",),
         rank=RANK_WRAPPER,
-        source="SGLang 0.4-0.5.23 srt/managers/scheduler.py run_scheduler_process (wrapper)",
-        covers=(("0.4.3", "0.5.23"),),
+        source="SGLang 0.4.0-0.5.23 srt/managers/scheduler.py run_scheduler_process (wrapper)",
+        covers=(("0.4.0", "0.5.23"),),
     ),
 )
 """SGLang's failure texts, 0.4 - 0.5.23."""
@@ -174,6 +192,9 @@ PHASE_MARKERS: tuple[PhaseMarker, ...] = (
     PhaseMarker(Phase.CAPTURE, "Capture cuda graph bs", "SGLang cuda_graph_runner.py tqdm bar"),
     PhaseMarker(Phase.CAPTURE, "prefill CUDA graph begin", "SGLang 0.5.23 prefill graph capture log"),
     PhaseMarker(Phase.CAPTURE, "Capture piecewise CUDA graph begin", "SGLang 0.5.10 model_runner.py (piecewise)"),
+    PhaseMarker(Phase.CAPTURE, " graph begin", "SGLang 0.5.10 model_runner.py 'Capture {cuda|npu|cpu} graph begin.'; "
+                "0.5.23 model_runner_components/cuda_graph_setup.py 'Capture target {decode|verify|prefill} {CUDA|NPU|"
+                "XPU|CPU} graph begin.' and the draft model's 'Capture draft ... graph begin'"),
     PhaseMarker(Phase.CAPTURE, "init_cuda_graphs", "traceback frame (model_runner.init_cuda_graphs)"),
     PhaseMarker(Phase.CAPTURE, "CudaGraphRunner", "traceback frame (cuda_graph_runner)"),
     PhaseMarker(Phase.SERVING, "The server is fired up and ready to roll!", "SGLang entrypoints/http_server.py"),
