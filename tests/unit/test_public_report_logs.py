@@ -66,14 +66,17 @@ def test_report_is_classified(case: dict[str, Any]) -> None:
 
 
 def diagnose(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: dict[str, Any], text: str,
-             events: tuple[str, ...] = ()) -> dict[str, Any]:
+             events: tuple[str, ...] = (), history: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     server = tmp_path / "s.yaml"
     write_server(server, case["engine"], case["version"])
     log = tmp_path / "log.txt"
     log.write_text(text)
-    event_args = [arg for event in events for arg in ("--event", event)]
+    extra = [arg for event in events for arg in ("--event", event)]
+    if history is not None:
+        (tmp_path / "history.yaml").write_text(yaml.safe_dump(history))
+        extra += ["--history", str(tmp_path / "history.yaml")]
     code = main(["diagnose", "-f", str(server), "--message-file", str(log), "--reason", "Error",
-                 "--exit-code", "1", "-o", "json", *event_args])
+                 "--exit-code", "1", "-o", "json", *extra])
     out = capsys.readouterr()
     assert code == 0 and "Traceback" not in out.err
     doc: dict[str, Any] = json.loads(out.out)
@@ -84,11 +87,10 @@ def diagnose(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: dict[str,
 def test_report_through_the_cli(case: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The CLI names the class, and the decision is the class's: the planned configuration is what a text
     nothing recognizes would retry unchanged; against it, no engine flag moves after a download, driver or
-    unrecognized failure, host memory grows after a host OOM, and the context never rises."""
-    if case.get("channel") == "events":
-        doc = diagnose(tmp_path, capsys, case, "", events=(case["text"],))
-    else:
-        doc = diagnose(tmp_path, capsys, case, case["text"])
+    unrecognized failure, an unrecognized failure is not retried twice in the same configuration, host memory
+    grows after a host OOM, and the context never rises."""
+    text, events = ("", (case["text"],)) if case.get("channel") == "events" else (case["text"], ())
+    doc = diagnose(tmp_path, capsys, case, text, events)
     kind = K(doc["failure"]["kind"])
     assert kind is K(case["kind"]), (case["source"], doc["failure"])
     planned = diagnose(tmp_path, capsys, case, "no recognizable text here\n")
@@ -102,6 +104,11 @@ def test_report_through_the_cli(case: dict[str, Any], tmp_path: Path, capsys: py
     assert nxt["contextLength"] <= base["contextLength"]
     if kind in DOWNLOAD_KINDS or kind is K.UNKNOWN:
         assert {k: nxt[k] for k in ENGINE_KNOBS} == {k: base[k] for k in ENGINE_KNOBS}, doc["explanation"]
+    if kind is K.UNKNOWN:
+        # The retry of unrecognized text is once: the same text after that configuration failed so never
+        # proposes it again.
+        again = diagnose(tmp_path, capsys, case, text, events, history=[dict(nxt, failure="Unknown")])
+        assert again["permanent"] or {k: again["next"][k] for k in ENGINE_KNOBS} != {k: nxt[k] for k in ENGINE_KNOBS}
     if kind is K.HOST_OOM_KILLED:
         assert parse_quantity(nxt["memoryLimit"]) > parse_quantity(base["memoryLimit"])
         assert "host memory" in doc["explanation"]
