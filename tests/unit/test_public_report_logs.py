@@ -2,8 +2,10 @@
 (tests/fixtures/public-report-logs.yaml, each with its URL and the engine version) are classified as the class an
 SRE would name, through the library and through ``ctxfit diagnose`` with a manifest of that engine and version;
 the decision fits the class (no memory step after a download, driver or unrecognized failure; more host memory
-after a host OOM). Below them, the same classes in the wording of other engine versions, read in the engines'
-published wheels (the source each pattern cites).
+after a host OOM). A case with ``channel: events`` is text Kubernetes shows as pod Events (``kubectl describe``):
+it goes in as Event messages (``Observation.events``, ``ctxfit diagnose --event``), not as the log. Below them,
+the same classes in the wording of other engine versions, read in the engines' published wheels (the source each
+pattern cites).
 """
 
 from __future__ import annotations
@@ -46,22 +48,35 @@ def test_fixture_is_real_and_new() -> None:
     assert len({c["source"] for c in CASES}) >= 25
 
 
+def observed(case: dict[str, Any]) -> Observation:
+    """The case as Kubernetes shows it: its text is the container's log tail, or (``channel: events``) the pod's
+    Event messages."""
+    if case.get("channel") == "events":
+        return Observation(reason="Error", exit_code=1, events=(case["text"],))
+    return Observation(reason="Error", exit_code=1, message=case["text"])
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_report_is_classified(case: dict[str, Any]) -> None:
-    failure = classify(Observation(reason="Error", exit_code=1, message=case["text"]), EngineKind(case["engine"]))
+    failure = classify(observed(case), EngineKind(case["engine"]))
     assert failure.kind is K(case["kind"]), (case["source"], failure)
     assert failure.evidence
     for name, want in case.get("numbers", {}).items():
         assert failure.numbers.get(name) == want, (name, failure.numbers)
 
 
-def diagnose(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: dict[str, Any], text: str) -> dict[str, Any]:
+def diagnose(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: dict[str, Any], text: str,
+             events: tuple[str, ...] = (), history: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     server = tmp_path / "s.yaml"
     write_server(server, case["engine"], case["version"])
     log = tmp_path / "log.txt"
     log.write_text(text)
+    extra = [arg for event in events for arg in ("--event", event)]
+    if history is not None:
+        (tmp_path / "history.yaml").write_text(yaml.safe_dump(history))
+        extra += ["--history", str(tmp_path / "history.yaml")]
     code = main(["diagnose", "-f", str(server), "--message-file", str(log), "--reason", "Error",
-                 "--exit-code", "1", "-o", "json"])
+                 "--exit-code", "1", "-o", "json", *extra])
     out = capsys.readouterr()
     assert code == 0 and "Traceback" not in out.err
     doc: dict[str, Any] = json.loads(out.out)
@@ -72,8 +87,10 @@ def diagnose(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: dict[str,
 def test_report_through_the_cli(case: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The CLI names the class, and the decision is the class's: the planned configuration is what a text
     nothing recognizes would retry unchanged; against it, no engine flag moves after a download, driver or
-    unrecognized failure, host memory grows after a host OOM, and the context never rises."""
-    doc = diagnose(tmp_path, capsys, case, case["text"])
+    unrecognized failure, an unrecognized failure is not retried twice in the same configuration, host memory
+    grows after a host OOM, and the context never rises."""
+    text, events = ("", (case["text"],)) if case.get("channel") == "events" else (case["text"], ())
+    doc = diagnose(tmp_path, capsys, case, text, events)
     kind = K(doc["failure"]["kind"])
     assert kind is K(case["kind"]), (case["source"], doc["failure"])
     planned = diagnose(tmp_path, capsys, case, "no recognizable text here\n")
@@ -87,6 +104,11 @@ def test_report_through_the_cli(case: dict[str, Any], tmp_path: Path, capsys: py
     assert nxt["contextLength"] <= base["contextLength"]
     if kind in DOWNLOAD_KINDS or kind is K.UNKNOWN:
         assert {k: nxt[k] for k in ENGINE_KNOBS} == {k: base[k] for k in ENGINE_KNOBS}, doc["explanation"]
+    if kind is K.UNKNOWN:
+        # The retry of unrecognized text is once: the same text after that configuration failed so never
+        # proposes it again.
+        again = diagnose(tmp_path, capsys, case, text, events, history=[dict(nxt, failure="Unknown")])
+        assert again["permanent"] or {k: again["next"][k] for k in ENGINE_KNOBS} != {k: nxt[k] for k in ENGINE_KNOBS}
     if kind is K.HOST_OOM_KILLED:
         assert parse_quantity(nxt["memoryLimit"]) > parse_quantity(base["memoryLimit"])
         assert "host memory" in doc["explanation"]
@@ -186,6 +208,34 @@ WORDINGS: list[tuple[str, EngineKind, FailureKind, str, dict[str, float]]] = [
     ("sglang-positive-profile-warning-is-no-failure", EngineKind.SGLANG, K.UNKNOWN,
      "[2025-07-01 00:00:00 TP0] max_total_tokens=131072 is larger than the profiled value 56198. Use the profiled "
      "value instead.\nRuntimeError: something else broke", {}),
+    # vllm2 pass: v1/worker/gpu_model_runner.py _dummy_pooler_run (0.19-0.28 wheels): the pooling models' warm-up.
+    ("vllm-0.19-0.28-pooler-warmup-oom", EngineKind.VLLM, K.SAMPLER_WARMUP_OOM,
+     "RuntimeError: CUDA out of memory occurred when warming up pooler (task='embed') with 1024 dummy requests. "
+     "Please try lowering `max_num_seqs` or `gpu_memory_utilization` when initializing the engine.",
+     {"dummyRequests": 1024}),
+    # V0 0.4-0.10 (model_runner.py, 0.6.3 wheel; vLLM issue 8879's log): the weights loaded, then the profile run
+    # ran out of memory. Before the V0 phase lines this was read as a weights OOM (permanent).
+    ("vllm-v0-oom-after-weights-loaded-is-no-weights-oom", EngineKind.VLLM, K.UNKNOWN,
+     "Loading safetensors checkpoint shards: 100% Completed | 5/5 [00:03<00:00,  1.36it/s]\n\n"
+     "INFO 09-27 11:18:22 model_runner.py:1025] Loading model weights took 19.9073 GB\n"
+     "INFO 09-27 11:18:35 enc_dec_model_runner.py:297] Starting profile run for multi-modal models.\n"
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.59 GiB. GPU 0 has a total capacity of "
+     "31.73 GiB of which 3.11 GiB is free.", {}),
+    # FlashInfer MLA plan(), the per-backend wording (the fa2 backend has no FP8 MLA kernel).
+    ("flashinfer-mla-kv-dtype-fa2-backend", EngineKind.VLLM, K.KV_CACHE_DTYPE_UNSUPPORTED,
+     "ValueError: MLA kv_data_type torch.float8_e4m3fn is not supported by the fa2 backend. Supported dtypes: "
+     "[torch.float16, torch.bfloat16].", {}),
+    # 0.8-0.10 engine/arg_utils.py _raise_or_fallback without VLLM_USE_V1=1: a WARNING, V0 goes on; the failure is
+    # whatever comes after it.
+    ("vllm-0.8-v1-kv-dtype-fallback-warning-is-no-failure", EngineKind.VLLM, K.UNKNOWN,
+     "WARNING 06-23 13:44:32 [arg_utils.py:1642] --kv-cache-dtype is not supported by the V1 Engine. Falling back "
+     "to V0.\nINFO 06-23 13:44:32 [config.py:1559] Using fp8 data type to store kv cache.\n"
+     "RuntimeError: something else broke", {}),
+    ("vllm-0.8-v1-kv-dtype-fallback-then-capture-oom", EngineKind.VLLM, K.GRAPH_CAPTURE_OOM,
+     "WARNING 06-23 13:44:32 [arg_utils.py:1642] --kv-cache-dtype is not supported by the V1 Engine. Falling back "
+     "to V0.\nINFO 06-23 13:45:10 model_runner.py:1442] Capturing cudagraphs for decoding.\n"
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of "
+     "44.53 GiB of which 448.00 KiB is free.", {}),
 ]
 
 

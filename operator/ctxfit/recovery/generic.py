@@ -13,6 +13,8 @@ Sources:
   SIGBUS "Bus error" (/dev/shm full while a segment is touched).
 - Triton (vLLM/SGLang kernels on SM < 8.9, tests/fixtures/failures.yaml gemma4-31b-ampere-fp8): "type fp8e4nv not
   supported in this architecture", "fp8e4nv data type is not supported on CUDA arch < 89".
+- FlashInfer MLA ``plan()`` (vLLM's FlashInfer MLA backends, vLLM issue 57713): "MLA kv_data_type torch.uint8 is
+  not supported. Supported dtypes: [...]" (the KV cache dtype has no MLA kernel).
 - vLLM's SIGTERM handler raises ``KeyboardInterrupt("terminated")`` (tests/fixtures/failures.yaml
   gemma3-1b-startup-probe): the kubelet stopped the container, i.e. a failed startup probe.
 - NCCL "NCCL error" / ``ncclSystemError`` without a /dev/shm line: a wrapper (Unknown).
@@ -207,6 +209,16 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
         rank=RANK_SPECIFIC,
         source="Triton 3.x (fp8e4nv needs SM 8.9+), raised through vLLM/SGLang attention kernels",
         covers=(("Triton 3.x", "3rd-party reports (vLLM issue 39133)"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
+        markers=("MLA kv_data_type",),
+        rank=RANK_SPECIFIC,
+        requires_any=("is not supported",),
+        source="FlashInfer MLA wrapper plan() dtype check ('MLA kv_data_type {dtype} is not supported[ by the "
+        "{backend} backend]. Supported dtypes: [...]'), raised through vLLM's FlashInfer MLA backends when the KV "
+        "cache dtype (an FP8 cache stored as torch.uint8) has no kernel (vLLM issue 57713, vLLM 0.31)",
+        covers=(("FlashInfer 0.6", "3rd-party reports (vLLM 0.31)"),),
     ),
     FailurePattern(
         kind=FailureKind.SHARED_MEMORY_TOO_SMALL,

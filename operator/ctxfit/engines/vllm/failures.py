@@ -5,7 +5,8 @@ Sources (docs/engine-memory.md A.1, A.3, A.4, E; read in the published wheels un
   ``kv_cache_planning.py``): "To serve at least one request with the models's max seq len (N),
   (X GiB KV cache is needed, which is larger than the available KV cache memory (Y GiB).
   [Based on the available memory, the estimated maximum model length is E.] Try ...". "models's" up to
-  0.20, "model's" in 0.30+; the estimate since https://github.com/vllm-project/vllm/pull/16168 (absent in 0.8.x);
+  0.21, "model's" in 0.22+ (read in the 0.19-0.28 wheels); the estimate since
+  https://github.com/vllm-project/vllm/pull/16168 (absent in 0.8.x);
   0.7.x prints the sizes as "GB" (``/1024/1024/1024``, the 0.7.2 wheel).
 - V0 0.2 - 0.10 ``worker/worker.py::raise_if_cache_size_invalid`` (0.5.5, 0.6.5, 0.9.2 wheels): "The model's max
   seq len (N) is larger than the maximum number of tokens that can be stored in KV cache (E)." (E may be
@@ -14,7 +15,8 @@ Sources (docs/engine-memory.md A.1, A.3, A.4, E; read in the published wheels un
 - 0.11 / 0.33 ``request_memory``: "Free memory on device [cuda:0 ](F/T GiB) on startup is less than
   desired GPU memory utilization (U, R GiB)."
 - ``gpu_model_runner.py``: "CUDA out of memory occurred when warming up sampler with N dummy
-  requests." and "Failed to load model - not enough GPU memory."
+  requests." (and "... warming up pooler (task=...) with N dummy requests" for pooling models) and "Failed to load
+  model - not enough GPU memory." (0.19+).
 - 0.33 ``config/model.py::_get_and_verify_max_len`` (same text since V0): "User-specified
   max_model_len (N) is greater than the derived max_model_len (max_position_embeddings=M or
   model_max_length=Z in model's config.json)."
@@ -24,14 +26,15 @@ Sources (docs/engine-memory.md A.1, A.3, A.4, E; read in the published wheels un
   backend"; V0 selector "Cannot use FlashAttention-2 backend for FP8 KV cache." (an INFO line in V0,
   followed by a fallback backend: only a hint).
 - ``v1/engine/utils.py``: "Engine core initialization failed. See root cause above." (a wrapper).
-- Hybrid (Mamba / Gated-DeltaNet) models, 0.2x - 0.33 (``config/compilation.py``, later
+- Hybrid (Mamba / Gated-DeltaNet) models, 0.21 - 0.33 (read in the 0.21-0.28 wheels; ``config/compilation.py``, later
   ``v1/worker/gpu_model_runner.py``): "max_num_seqs (N) exceeds available Mamba cache blocks (M). Each
   decode sequence requires one Mamba cache block, so CUDA graph capture cannot proceed. Please lower
   max_num_seqs to at most M or increase gpu_memory_utilization." Earlier releases shrank the CUDA-graph
   sizes silently (``adjust_cudagraph_sizes_for_mamba_cache``) and printed nothing.
-- /dev/shm, 0.28 - main: "Insufficient space in /dev/shm: N MiB required, M MiB free" (0.28 KV offload
-  region, one number) and, after vLLM PR 50358, "Insufficient space in /dev/shm:\nA/B MiB required, C
-  MiB free" (B: the whole region, A: what is still missing). Before that check, the KV-offload shared
+- /dev/shm, 0.27 - main: "Insufficient space in /dev/shm: N MiB required, M MiB free" (0.27/0.28
+  ``shm_broadcast.py`` check of the message-queue ring buffer, and the KV offload region; one number)
+  and, after vLLM PR 50358, "Insufficient space in /dev/shm:\nA/B MiB required, C MiB free" (B: the whole
+  region, A: what is still missing). Before that check, the KV-offload shared
   region (``kv_offload/cpu/shared_offload_region.py``) failed with ``OSError: [Errno 14] Bad address``
   when /dev/shm could not back its pre-faulted pages.
 - Per-backend KV dtype checks, 0.18+ (``v1/attention/backends/*``): "FP8 KV cache is not supported by the
@@ -46,6 +49,11 @@ Sources (docs/engine-memory.md A.1, A.3, A.4, E; read in the published wheels un
 - Weights: 0.11 ``layers/linear.py`` "Failed to create unquantized linear weights. This may be caused by
   insufficient memory to allocate the weight." (and its log line with the CUDA OOM); a CUDA OOM under a
   ``create_weights`` frame (every version) is an OOM while the model is built, i.e. loading.
+- KV dtype refused by the V1 engine oracle, 0.8 - 0.10 ``engine/arg_utils.py``: "VLLM_USE_V1=1 is not supported
+  with --kv-cache-dtype." (only with VLLM_USE_V1=1 set; otherwise V0 runs).
+- V0 (0.4 - 0.10) start-up phases for a CUDA OOM: "Loading model weights took N GB" (weights are in),
+  ``determine_num_available_blocks`` (the profile run), "Starting profile run" (encoder-decoder models): an OOM
+  after them is a profile-run OOM, not a weights OOM.
 - Model name: 0.8 - 0.28 ``transformers_utils/config.py`` "Invalid repository ID or local directory specified:
   'X'." when no config.json / params.json is found (a wrong name, a missing path, a private repo, no network;
   the Hub error it was raised from, printed above it, names which).
@@ -146,18 +154,24 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
     ),
     FailurePattern(
         kind=FailureKind.SAMPLER_WARMUP_OOM,
-        markers=("occurred when warming up sampler with",),
+        markers=("occurred when warming up sampler with", "occurred when warming up pooler"),
         rank=RANK_ROOT,
-        source="vLLM V1 0.8-0.33 v1/worker/gpu_model_runner.py _dummy_sampler_run",
+        source="vLLM V1 0.8-0.33 v1/worker/gpu_model_runner.py _dummy_sampler_run; pooling models: "
+        "_dummy_pooler_run (0.28 also v1/worker/gpu/pool/pooling_runner.py) 'CUDA out of memory occurred when warming "
+        "up pooler (task=...) with N dummy requests. Please try lowering `max_num_seqs` or `gpu_memory_utilization`' "
+        "(read in the 0.19-0.28 wheels): the same warm-up of max_num_seqs dummy requests after the KV pool",
         covers=(("0.8.0", "0.33.x"),),
-        extractors=(extractor("dummyRequests", r"warming up sampler with " + NUM + r" dummy requests"),),
+        extractors=(
+            extractor("dummyRequests", r"warming up sampler with " + NUM + r" dummy requests"),
+            extractor("dummyRequests", r"warming up pooler \([^)]{0,60}\) with " + NUM + r" dummy requests"),
+        ),
     ),
     FailurePattern(
         kind=FailureKind.WEIGHTS_DO_NOT_FIT,
         markers=("Failed to load model - not enough GPU memory",),
         rank=RANK_ROOT,
-        source="vLLM 0.30-0.33 v1/worker/gpu_model_runner.py load_model",
-        covers=(("0.30.0", "0.33.x"),),
+        source="vLLM 0.19-0.33 v1/worker/gpu_model_runner.py load_model (read in the 0.19-0.28 wheels)",
+        covers=(("0.19.0", "0.33.x"),),
     ),
     FailurePattern(
         kind=FailureKind.CONTEXT_EXCEEDS_MODEL_LIMIT,
@@ -186,14 +200,18 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
     ),
     FailurePattern(
         kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
-        markers=("not supported by the", "does not support fp8", "does not support FP8", "requires SM89"),
+        markers=(
+            "KV cache is not supported by the", "does not support fp8", "does not support FP8", "requires SM89",
+        ),
         rank=RANK_ROOT,
         requires_any=("KV cache", "kv cache", "kv-cache", "kv_cache_dtype", "KV dtype", "fp8e4nv"),
         source="vLLM 0.18+ per-backend KV dtype checks ('FP8 KV cache is not supported by the X [attention] backend "
         "... requires SM89+'); FlashAttention backends without FP8 (flash_attn_supports_fp8() false, i.e. not SM90): "
         "V0 attention/backends/flash_attn.py 'does not support FP8 kv-cache', V1 v1/attention/backends/flash_attn.py "
-        "'does not support fp8 kv-cache on this device' (seen in 0.11 and 0.18 reports)",
-        covers=(("0.6.0", "0.18.x"), ("0.33.0", "0.33.x")),
+        "'does not support fp8 kv-cache on this device' (seen in 0.11 and 0.18 reports); the per-backend sentence "
+        "read in the 0.24-0.28 wheels (triton_attn.py, mla/triton_mla.py; absent in 0.19-0.22). Not the 0.8-0.10 "
+        "fallback WARNING '--kv-cache-dtype is not supported by the V1 Engine. Falling back to V0.' (V0 goes on)",
+        covers=(("0.6.0", "0.18.x"), ("0.24.0", "0.28.0"), ("0.33.0", "0.33.x")),
     ),
     FailurePattern(
         kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
@@ -207,6 +225,17 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         "not supported for encoder attention'; 0.21-0.28 config/vllm.py 'nvfp4 KV cache is not supported with MLA'; "
         "0.24-0.28 triton_attn 'bfloat16 KV cache is not supported on {dev}' (all read in the wheels)",
         covers=(("0.5.5", "0.28.0"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
+        markers=("is not supported with --kv-cache-dtype",),
+        rank=RANK_ROOT,
+        source="vLLM 0.8-0.10 engine/arg_utils.py _is_v1_supported_oracle -> _raise_or_fallback(feature_name="
+        "'--kv-cache-dtype'): with VLLM_USE_V1=1 set, 'NotImplementedError: VLLM_USE_V1=1 is not supported with "
+        "--kv-cache-dtype.' when the V1 attention backend has no kernel for that KV dtype (without the variable the "
+        "engine falls back to V0 and logs '--kv-cache-dtype is not supported by the V1 Engine', no failure; vLLM "
+        "issues 16165 (0.8.3), 17355)",
+        covers=(("0.8.0", "0.10.x"),),
     ),
     FailurePattern(
         kind=FailureKind.WEIGHTS_DO_NOT_FIT,
@@ -239,22 +268,24 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
             extractor("availableMambaBlocks", r"Mamba cache blocks \(" + NUM + r"\)"),
             extractor("availableMambaBlocks", r"max_num_seqs to at most " + NUM),
         ),
-        covers=(("0.25.1", "0.27.1"), ("main@2026-08", "main@2026-08")),
+        covers=(("0.21.0", "0.28.0"), ("main@2026-08", "main@2026-08")),
     ),
     FailurePattern(
         kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
         markers=("Insufficient space in ",),
         rank=RANK_SPECIFIC,
         requires_any=("/dev/shm",),
-        source="vLLM 0.28-0.31 KV offload / shared-memory message queue /dev/shm capacity check ('N MiB required, "
-        "M MiB free' [3rd-party reports]); main after PR 50358: 'A/B MiB required, C MiB free' on the next line",
+        source="vLLM 0.27-0.31 distributed/device_communicators/shm_broadcast.py check_shm_free_space (the "
+        "MessageQueue ring buffer, PR 48879; read in the 0.27.0 and 0.28.0 wheels, absent in 0.26.0: 'Insufficient "
+        "space in /dev/shm: N MiB required, M MiB free.') and the KV offload region; main after PR 50358: 'A/B MiB "
+        "required, C MiB free' on the next line",
         context_lines=1,
         extractors=(
             extractor("requestedBytes", r"/" + NUM + r" ?(MiB|GiB|KiB|B) required", "size"),
             extractor("requestedBytes", NUM + r" ?(MiB|GiB|KiB|B) required", "size"),
             extractor("freeBytes", NUM + r" ?(MiB|GiB|KiB|B) free", "size"),
         ),
-        covers=(("0.28.0", "0.31.x"), ("main@2026-08", "main@2026-08")),
+        covers=(("0.27.0", "0.31.x"), ("main@2026-08", "main@2026-08")),
     ),
     FailurePattern(
         kind=FailureKind.SHARED_MEMORY_TOO_SMALL,
@@ -313,6 +344,11 @@ PHASE_MARKERS: tuple[PhaseMarker, ...] = (
     PhaseMarker(Phase.PROFILING, "Model loading took", "vLLM gpu_model_runner.py (0.11 '%.4f GiB', 0.20+ '%s GiB')"),
     PhaseMarker(Phase.PROFILING, "Loading weights took", "vLLM model_loader"),
     PhaseMarker(Phase.PROFILING, "profile_run", "traceback frame (gpu_model_runner.profile_run)"),
+    PhaseMarker(Phase.PROFILING, "Loading model weights took", "vLLM V0 0.4-0.10 worker/model_runner.py load_model "
+                "log (read in the 0.6.3 wheel; 0.5.4 and 0.6.2 reports): weights are loaded, the profile run is next"),
+    PhaseMarker(Phase.PROFILING, "determine_num_available_blocks", "V0 worker.py / executor frame and the multiproc "
+                "'while processing method determine_num_available_blocks' line (0.4-0.10; profile_run inside)"),
+    PhaseMarker(Phase.PROFILING, "Starting profile run", "vLLM V0 0.6 worker/enc_dec_model_runner.py profile_run log"),
     PhaseMarker(Phase.PROFILING, "determine_available_memory", "traceback frame (gpu_worker)"),
     PhaseMarker(Phase.KV_READY, "Memory profiling takes", "vLLM V0 worker.py determine_num_available_blocks / V1 "
                 "gpu_worker.py determine_available_memory: logged after profile_run returned, the KV pool is sized"),
