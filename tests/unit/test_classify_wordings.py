@@ -153,9 +153,9 @@ WORDINGS = [
             numbers={"requestedContextLength": 65536, "derivedMaxContextLength": 32768}),
     Wording("sglang-draft-context-error-0.5", K.CONTEXT_EXCEEDS_MODEL_LIMIT,
             "ValueError: Warning: Target model's context_length (262144) is greater than the derived context_length "
-            "(40960). This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length may "
-            "differ from max_position_embeddings in the model's config. To allow overriding this maximum, set the env "
-            "var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1", SGLANG,
+            "(40960). This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length "
+            "may differ from max_position_embeddings in the model's config. To allow overriding this maximum, set the "
+            "env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1", SGLANG,
             numbers={"requestedContextLength": 262144, "derivedMaxContextLength": 40960}),
     Wording("sglang-context-warning-is-no-refusal", K.UNKNOWN,
             "[2026-02-08 03:36:45] Warning: Target model's context_length (131072) is greater than the derived "
