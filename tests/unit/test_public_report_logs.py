@@ -205,6 +205,24 @@ WORDINGS: list[tuple[str, EngineKind, FailureKind, str, dict[str, float]]] = [
     ("sglang-0.4.9-negative-profile-then-not-enough-memory", EngineKind.SGLANG, K.STATIC_MEMORY_TOO_SMALL,
      "[2025-07-01 00:00:00 TP0] max_total_tokens=131072 is larger than the profiled value -5619. Use the profiled "
      "value instead.\nRuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", {}),
+    # sglang3 pass: configs/model_config.py _derive_context_length. With SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 or
+    # a speculative draft model (an EAGLE head of 2048 positions) the sentence is a logged warning and the start goes
+    # on; only the raised ValueError (0.5.x prefixes it with the warning's "Warning: ") is a context refusal.
+    ("sglang-0.5-draft-context-warning-then-not-enough-memory", EngineKind.SGLANG, K.STATIC_MEMORY_TOO_SMALL,
+     "[2026-02-08 03:35:35] Warning: Target model's context_length (8192) is greater than the derived context_length "
+     "(2048). This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length may differ "
+     "from max_position_embeddings in the model's config.\n[2026-02-08 03:35:35] Overriding the draft model's "
+     "max_position_embeddings to 8192.\nRuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+     {}),
+    ("sglang-0.4-context-override-warning-is-no-failure", EngineKind.SGLANG, K.UNKNOWN,
+     "[2025-02-14 10:00:00] Warning: User-specified context_length (131072) is greater than the derived context_length "
+     "(8192). This may lead to incorrect model outputs or CUDA errors.\nRuntimeError: something else broke", {}),
+    ("sglang-0.5-context-error-built-from-the-warning", EngineKind.SGLANG, K.CONTEXT_EXCEEDS_MODEL_LIMIT,
+     "ValueError: Warning: User-specified context_length (262144) is greater than the derived context_length (40960). "
+     "This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length may differ from "
+     "max_position_embeddings in the model's config. To allow overriding this maximum, set the env var "
+     "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+     {"requestedContextLength": 262144, "derivedMaxContextLength": 40960}),
     ("sglang-positive-profile-warning-is-no-failure", EngineKind.SGLANG, K.UNKNOWN,
      "[2025-07-01 00:00:00 TP0] max_total_tokens=131072 is larger than the profiled value 56198. Use the profiled "
      "value instead.\nRuntimeError: something else broke", {}),
