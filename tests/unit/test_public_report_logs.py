@@ -265,3 +265,17 @@ def test_class_in_other_versions(wid: str, engine: EngineKind, kind: FailureKind
     for name, want in numbers.items():
         got = failure.numbers.get(name)
         assert got is not None and abs(got - want) <= 0.01 * GiB, (name, got, want)
+
+
+def test_readme_counts_the_public_failure_tails() -> None:
+    """README's "Diagnose a failed start" says how many tails the fixture holds, per engine: keep it true."""
+    import re
+    from collections import Counter
+
+    root = Path(__file__).resolve().parents[2]
+    readme = " ".join((root / "README.md").read_text().split())
+    said = re.search(r"holds (\d+) failure tails from public vLLM \((\d+)\) and SGLang \((\d+)\)", readme)
+    assert said is not None, "README no longer states the count"
+    cases = yaml.safe_load(FIXTURE.read_text())
+    engines = Counter(case["engine"] for case in cases)
+    assert tuple(int(n) for n in said.groups()) == (len(cases), engines["vllm"], engines["sglang"])
