@@ -36,6 +36,10 @@ NOT_EVALUABLE: dict[str, tuple[str, str]] = {
     "vllm0110-gptoss120b-h100-mnbt1024-boundary": ("vllm-v1", "weights not printed"),
     "vllm-v1-qwen3-1p7b-24gb-maxlen1024": ("vllm-v1", "weights and GPU not stated"),
     "vllm-v0-qwen25vl-72b-4xa100-40gb-tight": ("vllm-v0", "max_model_len not shown (V0 VLM profiles max_model_len)"),
+    "vllm0271-qwen25-05b-rtx4090-wsl-llm-class-mnbt8192": (
+        "vllm-v1-0.20",
+        "model, max_model_len and max_num_seqs not printed (LLM class; WSL2 desktop GPU as well)",
+    ),
     "sglang-qwen3-235b-fp8-4xh100-tp4": ("sglang-0.4", "weights not printed"),
     "sglang-qwen25vl-7b-b200-pcg": ("sglang-0.5", "weights not printed"),
     "sglang-llama70b-like-8xh200-tp8": ("sglang-0.5", "weights and mem-fraction-static not shown"),

@@ -143,6 +143,24 @@ WORDINGS = [
             "ValueError: No valid attention backend found for cuda with AttentionSelectorConfig(...). Reasons: "
             "{FLASHMLA: [compute capability not supported], TRITON_MLA: [kv_cache_dtype not supported]}."),
     # KVCacheTooSmall, SGLang's request-length form (0.4.3 with "tokens", older without)
+    # ContextExceedsModelLimit (SGLang model_config.py _derive_context_length): the raised error in the 0.3.5-0.4
+    # wording and the 0.5 wording built from the warning text; the logged warning alone is no refusal
+    Wording("sglang-context-error-0.4", K.CONTEXT_EXCEEDS_MODEL_LIMIT,
+            "ValueError: User-specified context_length (65536) is greater than the derived context_length (32768). "
+            "This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length may differ "
+            "from max_position_embeddings in the model's config. To allow overriding this maximum, set the env var "
+            "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1", SGLANG,
+            numbers={"requestedContextLength": 65536, "derivedMaxContextLength": 32768}),
+    Wording("sglang-draft-context-error-0.5", K.CONTEXT_EXCEEDS_MODEL_LIMIT,
+            "ValueError: Warning: Target model's context_length (262144) is greater than the derived context_length "
+            "(40960). This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length "
+            "may differ from max_position_embeddings in the model's config. To allow overriding this maximum, set the "
+            "env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1", SGLANG,
+            numbers={"requestedContextLength": 262144, "derivedMaxContextLength": 40960}),
+    Wording("sglang-context-warning-is-no-refusal", K.UNKNOWN,
+            "[2026-02-08 03:36:45] Warning: Target model's context_length (131072) is greater than the derived "
+            "context_length (2048). This may lead to incorrect model outputs or CUDA errors. Note that the derived "
+            "context_length may differ from max_position_embeddings in the model's config.", SGLANG),
     Wording("sglang-input-length-0.4", K.KV_CACHE_TOO_SMALL,
             "Input length (160062 tokens) exceeds the maximum allowed length (59862 tokens). Use a shorter input or "
             "enable --allow-auto-truncate.", SGLANG, numbers={"estimatedMaxContextLength": 59862}),

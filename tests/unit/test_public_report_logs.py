@@ -205,6 +205,24 @@ WORDINGS: list[tuple[str, EngineKind, FailureKind, str, dict[str, float]]] = [
     ("sglang-0.4.9-negative-profile-then-not-enough-memory", EngineKind.SGLANG, K.STATIC_MEMORY_TOO_SMALL,
      "[2025-07-01 00:00:00 TP0] max_total_tokens=131072 is larger than the profiled value -5619. Use the profiled "
      "value instead.\nRuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", {}),
+    # sglang3 pass: configs/model_config.py _derive_context_length. With SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 or
+    # a speculative draft model (an EAGLE head of 2048 positions) the sentence is a logged warning and the start goes
+    # on; only the raised ValueError (0.5.x prefixes it with the warning's "Warning: ") is a context refusal.
+    ("sglang-0.5-draft-context-warning-then-not-enough-memory", EngineKind.SGLANG, K.STATIC_MEMORY_TOO_SMALL,
+     "[2026-02-08 03:35:35] Warning: Target model's context_length (8192) is greater than the derived context_length "
+     "(2048). This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length may differ "
+     "from max_position_embeddings in the model's config.\n[2026-02-08 03:35:35] Overriding the draft model's "
+     "max_position_embeddings to 8192.\nRuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+     {}),
+    ("sglang-0.4-context-override-warning-is-no-failure", EngineKind.SGLANG, K.UNKNOWN,
+     "[2025-02-14 10:00:00] Warning: User-specified context_length (131072) is greater than the derived context_length "
+     "(8192). This may lead to incorrect model outputs or CUDA errors.\nRuntimeError: something else broke", {}),
+    ("sglang-0.5-context-error-built-from-the-warning", EngineKind.SGLANG, K.CONTEXT_EXCEEDS_MODEL_LIMIT,
+     "ValueError: Warning: User-specified context_length (262144) is greater than the derived context_length (40960). "
+     "This may lead to incorrect model outputs or CUDA errors. Note that the derived context_length may differ from "
+     "max_position_embeddings in the model's config. To allow overriding this maximum, set the env var "
+     "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+     {"requestedContextLength": 262144, "derivedMaxContextLength": 40960}),
     ("sglang-positive-profile-warning-is-no-failure", EngineKind.SGLANG, K.UNKNOWN,
      "[2025-07-01 00:00:00 TP0] max_total_tokens=131072 is larger than the profiled value 56198. Use the profiled "
      "value instead.\nRuntimeError: something else broke", {}),
@@ -247,3 +265,17 @@ def test_class_in_other_versions(wid: str, engine: EngineKind, kind: FailureKind
     for name, want in numbers.items():
         got = failure.numbers.get(name)
         assert got is not None and abs(got - want) <= 0.01 * GiB, (name, got, want)
+
+
+def test_readme_counts_the_public_failure_tails() -> None:
+    """README's "Diagnose a failed start" says how many tails the fixture holds, per engine: keep it true."""
+    import re
+    from collections import Counter
+
+    root = Path(__file__).resolve().parents[2]
+    readme = " ".join((root / "README.md").read_text().split())
+    said = re.search(r"holds (\d+) failure tails from public vLLM \((\d+)\) and SGLang \((\d+)\)", readme)
+    assert said is not None, "README no longer states the count"
+    cases = yaml.safe_load(FIXTURE.read_text())
+    engines = Counter(case["engine"] for case in cases)
+    assert tuple(int(n) for n in said.groups()) == (len(cases), engines["vllm"], engines["sglang"])

@@ -14,8 +14,15 @@ Sources (docs/engine-memory.md B.1, B.2, E; read in the 0.5.4, 0.5.10 and 0.5.23
   failed: {e}" followed by "Possible solutions: ..." (``--cuda-graph-max-bs`` up to 0.5.10,
   ``--cuda-graph-max-bs-decode`` in 0.5.23). ``{e}`` is any exception: only an out-of-memory one is a capture
   OOM; another (a torch.compile op, a gloo connection, SGLang issues 4205 and 6033) is Unknown.
-- ``configs/model_config.py``: "User-specified context_length (N) is greater than the derived
-  context_length (M)." (raised unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1).
+- ``configs/model_config.py`` ``_derive_context_length``: "User-specified context_length (N) is greater than the
+  derived context_length (M). ... To allow overriding this maximum, set the env var
+  SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1", a ``ValueError`` (0.3.5+; 0.5.x builds it from the warning text, so
+  it reads "ValueError: Warning: User-specified ..." or "... Target model's context_length ..." for a draft model).
+  With the variable set (or for a speculative draft model whose own limit is shorter, e.g. an EAGLE head of 2048
+  positions) the same sentence is only logged as a warning ("Warning: ... is greater than the derived
+  context_length (M). This may lead to incorrect model outputs or CUDA errors.") and the start goes on: the
+  pattern needs "ValueError" or the "To allow overriding" hint next to it, so a later failure is not read as a
+  context refusal.
 - 0.5.23 ``arg_groups/attention_hook.py``: "TRTLLM FMHAv2 prefill on SM120 does not support fp8_e4m3
   KV cache or skip-softmax."
 - 0.5.4 - 0.5.10 KV dtype refusals: "Unsupported kv_cache_dtype: X." (``model_runner.py``), "TensorRT-LLM MLA
@@ -127,7 +134,13 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         kind=FailureKind.CONTEXT_EXCEEDS_MODEL_LIMIT,
         markers=("is greater than the derived context_length",),
         rank=RANK_ROOT,
-        source="SGLang 0.4-0.5.23 srt/configs/model_config.py",
+        # the raised error only: the same sentence is logged as a warning when the override is allowed (env var,
+        # a speculative draft model) and the server starts anyway
+        requires_any=("ValueError", "To allow overriding", "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"),
+        source="SGLang 0.3.5-0.5.23 srt/configs/model_config.py _derive_context_length: raise ValueError('[Warning: ]"
+        "{User-specified|Target model's} context_length (N) is greater than the derived context_length (M). ... To "
+        "allow overriding this maximum, set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1'); the "
+        "logger.warning form without that hint is no failure",
         covers=(("0.3.6", "0.5.23"),),
         extractors=(
             extractor("requestedContextLength", r"context_length \(" + NUM + r"\) is greater"),

@@ -1,7 +1,19 @@
-"""Checks that move the context: KVCacheTooSmall, ContextExceedsModelLimit, KVCacheDtypeUnsupported."""
+"""Checks that move the context: KVCacheTooSmall, ContextExceedsModelLimit, KVCacheDtypeUnsupported.
+
+KVCacheTooSmall below ``context.minimum``: when no ladder size >= the minimum fits the KV capacity the engine
+reported, the memory fraction (vLLM gpu-memory-utilization, SGLang mem-fraction-static) rises before the verdict
+is permanent. Both engines size the KV pool as fraction x GPU bytes minus what the weights, activations and buffers
+hold (vLLM ``gpu_worker.determine_available_memory``, SGLang ``model_runner.profile_max_num_token``), so raising
+the fraction by d adds d x GPU bytes to the pool: the step is the bytes the minimum needs with headroom,
+(minimum / (1 - headroom) - capacity) x KV bytes per token / GPU bytes, rounded up to 0.01 and capped at 0.95
+(``checks.common.UTILIZATION_CEILING``); if even 0.95 holds fewer than ``context.minimum`` tokens: permanent.
+"""
 
 from __future__ import annotations
 
+import math
+
+from ctxfit.api import EffectiveConfig
 from ctxfit.budget.context import step_down_context
 from ctxfit.budget.kv import kv_dtype_bytes
 from ctxfit.recovery.evidence import trim_words
@@ -10,14 +22,23 @@ from ctxfit.vocab.kinds import FailureKind
 
 from .common import (
     BLOCK_SIZE,
+    FRACTION_CEILING,
     SIXTEEN_BIT,
+    UTILIZATION_CEILING,
+    ceil_fraction,
     context_at_most,
     context_steps,
     gib_text,
+    gpu_total_bytes,
     layout_for,
+    memory_knob,
     number_of,
     replan_fit,
+    round_fraction,
 )
+
+RAISE_CANDIDATES = 3
+"""Fractions offered when the minimum needs a higher memory fraction: the sized one and the next 0.01 steps."""
 
 
 def _kv_capacity(ctx: PolicyContext, requested: int) -> tuple[int | None, str]:
@@ -73,17 +94,73 @@ def check_kv_cache_too_small(ctx: PolicyContext) -> Decision | None:
     if first is not None and ceiling is not None and first > ceiling[0]:
         first, reason = ceiling[0], ceiling[1]
     steps = context_steps(ctx, first)
+    at = ""
+    if not steps and capacity is not None:
+        raised = _raise_for_minimum(ctx, capacity, head)
+        if isinstance(raised, Decision):
+            return raised
+        at = raised
     if not steps:
         return permanent(
             "KVCacheTooSmall",
             f"{head}; no context >= context.minimum {ctx.minimum_context} fits "
-            f"({ctx.headroom:.0%} headroom): needs more GPU memory for KV (more GPUs, smaller weights, FP8 KV)",
+            f"({ctx.headroom:.0%} headroom){at}: needs more GPU memory for KV (more GPUs, smaller weights, FP8 KV)",
         )
     candidates = [
         (ctx.current.model_copy(update={"context_length": size}),
          f"{head}; stepping down to {size} ({reason if size == first else f'{ctx.headroom:.0%} headroom'})")
         for size in steps
     ]
+    return propose(ctx, "KVCacheTooSmall", candidates, head)
+
+
+def _raise_for_minimum(ctx: PolicyContext, capacity: int, head: str) -> Decision | str:
+    """Raise the memory fraction so ``context.minimum`` fits (module doc), or why that cannot work.
+
+    Args:
+        capacity: tokens the engine's KV pool holds at the current fraction (its estimate, or available bytes /
+            KV bytes per token).
+        head: the facts sentence of the failure.
+
+    Returns:
+        A proposal (fraction raised, context at the largest ladder size the raised pool holds with headroom, at
+        least the minimum), else the words for the permanent verdict: at the ceiling already, not enough even
+        there, or "" without a KV layout or the GPU's size.
+    """
+    field, flag, value = memory_knob(ctx)
+    ceiling = UTILIZATION_CEILING if field == "gpu_memory_utilization" else FRACTION_CEILING
+    if value >= ceiling - 1e-9:
+        return f" at {flag} {value:g}, ctxfit's ceiling"
+    layout = layout_for(ctx, ctx.current.kv_cache_dtype)
+    total = gpu_total_bytes(ctx)
+    if layout is None or not total:
+        return ""
+    per_token = layout.kv_bytes_per_token
+    minimum = ctx.minimum_context
+    wanted = math.ceil(minimum / (1.0 - ctx.headroom))
+    missing = max(wanted - capacity, 0) * per_token
+    target = min(ceiling, max(ceil_fraction(value + missing / total), round_fraction(value + 0.01)))
+    arithmetic = (f"{minimum} tokens with {ctx.headroom:.0%} headroom = {wanted} tokens, {wanted - capacity} more "
+                  f"x {per_token:,} B per token = {gib_text(missing)} = {missing / total:.4f} of {gib_text(total)}")
+    top = ctx.current.context_length  # the fraction changes, so the same context is a new configuration
+    candidates: list[tuple[EffectiveConfig, str]] = []
+    fraction = target
+    while fraction <= ceiling + 1e-9 and len(candidates) < RAISE_CANDIDATES:
+        held = capacity + int((fraction - value) * total / per_token)
+        size = context_at_most(held * (1.0 - ctx.headroom))
+        if (size is None or size < minimum) and held >= minimum:
+            size = minimum  # fits, with less headroom than asked
+        if size is not None and size >= minimum:
+            size = min(size, top)
+            context = f"keeping the context at {size}" if size == top else f"stepping the context down to {size}"
+            update: dict[str, object] = {field: fraction, "context_length": size}
+            candidates.append((ctx.current.model_copy(update=update),
+                               f"{head}; no context >= context.minimum {minimum} fits at {flag} {value:g}: raising "
+                               f"it to {fraction:g} and {context} ({arithmetic}; {held} tokens at {fraction:g})"))
+        fraction = round_fraction(fraction + 0.01)
+    if not candidates:
+        held = capacity + int((ceiling - value) * total / per_token)
+        return f" at {flag} {value:g}, nor at ctxfit's ceiling {ceiling} ({held} tokens)"
     return propose(ctx, "KVCacheTooSmall", candidates, head)
 
 
