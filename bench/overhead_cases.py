@@ -203,7 +203,8 @@ def plan_inputs(case: Startup) -> tuple[PlanInputs, Any]:
     engine = get_engine(spec.engine.kind)
     effective = engine.default_effective(inputs, kv_cache_dtype="auto")
     update: dict[str, Any] = {"context_length": case.max_model_len}
-    if case.engine_kind == "vllm" and family(inputs.engine_version, container_env(inputs)) is not Family.V0:
+    fam = family(inputs.engine_version, container_env(inputs), inputs.compute_capability)
+    if case.engine_kind == "vllm" and fam is not Family.V0:
         update["cuda_graph_max_batch_size"] = case.capture or default_capture_size(
             inputs.engine_version,
             effective.max_num_seqs,

@@ -25,7 +25,8 @@ from ctxfit.engines.vllm.cudagraph import (
     graph_counts,
 )
 from ctxfit.engines.vllm.dequant import dequant_bytes
-from ctxfit.engines.vllm.memory import Family, family, v0_batched_tokens
+from ctxfit.engines.vllm.memory import Family, family, profile_inputs
+from ctxfit.engines.vllm.v0batch import v0_batched_tokens
 from ctxfit.vocab.inputs import PlanInputs, quantization_method, resolve_inputs
 
 LLAMA_8B = {
@@ -59,6 +60,42 @@ LLAMA_8B = {
 )
 def test_family_by_version_and_env(version: tuple[int, int, int], env: dict[str, str] | None, expected: Family) -> None:
     assert family(version, env) is expected
+
+
+@pytest.mark.parametrize(
+    ("version", "env", "capability", "expected"),
+    [
+        ((0, 8, 2), None, (7, 5), Family.V0),  # T4: "Compute Capability < 8.0 ... Falling back to V0"
+        ((0, 10, 1), None, (7, 0), Family.V0),  # V100
+        ((0, 9, 2), None, (8, 0), Family.V1),  # A100: V1
+        ((0, 9, 2), None, None, Family.V1),  # unknown GPU: no fallback assumed
+        ((0, 8, 5), {"VLLM_USE_V1": "1"}, (7, 5), Family.V1),  # forced: vLLM raises instead (a failed start)
+        ((0, 7, 2), None, (7, 5), Family.V0),  # V0 anyway before 0.8
+        ((0, 11, 0), None, (7, 5), Family.V1),  # V0 removed: no fallback left
+    ],
+    ids=lambda v: str(v),
+)
+def test_v1_oracle_falls_back_below_ampere(
+    version: tuple[int, int, int], env: dict[str, str] | None, capability: tuple[int, int] | None, expected: Family
+) -> None:
+    assert family(version, env, capability) is expected
+
+
+def test_a_t4_plan_on_08_uses_the_v0_rules() -> None:
+    """A plan for vLLM 0.8.2 on a T4 with VLLM_USE_V1 unset is budgeted (and batched) as V0."""
+    spec = InferenceServerSpec.model_validate({
+        "model": {"name": "calibration/llama-8b-like", "weightsPerGPU": "6Gi"},
+        "engine": {"kind": "vllm", "version": "0.8.2"},
+        "gpu": {"count": 1, "product": "Tesla-T4"},
+        "context": {"target": 2048},
+    })
+    inputs = resolve_inputs(spec, hf_config=LLAMA_8B)
+    assert inputs.compute_capability == (7, 5)
+    engine = VLLM()
+    effective = engine.default_effective(inputs, kv_cache_dtype="auto").model_copy(update={"context_length": 2048})
+    profile = profile_inputs(inputs, effective, max_num_batched_tokens=engine.max_num_batched_tokens(inputs))
+    assert profile.family is Family.V0 and profile.warmup is SamplerWarmup.SORTING
+    assert effective.max_num_seqs == 256
 
 
 @pytest.mark.parametrize(

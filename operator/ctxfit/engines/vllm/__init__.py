@@ -89,7 +89,8 @@ class VLLM:
             return inputs.spec.batching.max_num_batched_tokens
         product = inputs.gpu.product if inputs.gpu else inputs.spec.gpu.product
         return memory.batch_defaults(
-            inputs.cuda_total_bytes, inputs.engine_version, product, memory.container_env(inputs)
+            inputs.cuda_total_bytes, inputs.engine_version, product, memory.container_env(inputs),
+            inputs.compute_capability,
         )[0]
 
     def in_flight_tokens(self, inputs: PlanInputs) -> int:
@@ -102,7 +103,9 @@ class VLLM:
         version = inputs.engine_version
         default_util = DEFAULT_UTILIZATION_NEW if version >= UTILIZATION_092_SINCE else DEFAULT_UTILIZATION_OLD
         product = inputs.gpu.product if inputs.gpu else spec.gpu.product
-        default_seqs = memory.batch_defaults(inputs.cuda_total_bytes, version, product, memory.container_env(inputs))[1]
+        default_seqs = memory.batch_defaults(
+            inputs.cuda_total_bytes, version, product, memory.container_env(inputs), inputs.compute_capability
+        )[1]
         mem_limit, shm, startup = container_defaults(inputs)
         return EffectiveConfig(
             context_length=0,

@@ -81,7 +81,8 @@ from .cudagraph import cuda_graph_bytes as v1_cuda_graph_bytes
 from .cudagraph import estimate_bytes, v0_cuda_graph_bytes
 from .dequant import dequant_bytes
 from .pipeline import v0_intermediate_tensor_bytes
-from .runner import MODEL_RUNNER_V2_ESTIMATES_SINCE, plan_uses_model_runner_v2, sampler_state_bytes
+from .runner import MODEL_RUNNER_V2_ESTIMATES_SINCE, plan_uses_model_runner_v2, sampler_state_bytes, v1_falls_back_to_v0
+from .v0batch import V0_MIN_BATCHED_TOKENS, v0_batched_tokens
 
 if TYPE_CHECKING:
     from ctxfit.vocab.inputs import PlanInputs
@@ -105,16 +106,6 @@ V0_PROFILER_BASELINE_BYTES = int(1.46 * GiB)
 12126, Jan 2025) count ~1.5 GiB more non-torch memory: PR 10511's own Llama-3-8B run on one H100 prints
 ``non_torch_memory 1.79GiB`` against 0.07-0.35 GiB in every other V0 ledger (1.79 - 0.33 fitted = 1.46).
 0.6.4.post1 is affected too (vllm issue 11230, 4.09 GiB) but parses as 0.6.4, which is not."""
-
-V0_CHUNKED_PREFILL_ABOVE = 32768
-V0_CHUNKED_BATCHED_TOKENS = 2048
-V0_CHUNKED_BATCHED_TOKENS_OLD = 512
-V0_CHUNKED_2048_SINCE = (0, 6, 5)
-V0_MIN_BATCHED_TOKENS = 2048
-"""V0 defaults: ``config.py::SchedulerConfig`` gives chunked prefill 512 tokens up to 0.6.4 (read in the 0.5.5,
-0.6.3 and 0.6.4 wheels) and 2048 from 0.6.5 (0.6.5, 0.7.2 wheels), ``max(max_model_len, 2048)`` without it;
-``engine/arg_utils.py::create_engine_config`` turns it on above 32768 tokens (same in all of them)."""
-
 
 class Family(StrEnum):
     """vLLM version families whose memory accounting differs."""
@@ -150,13 +141,18 @@ FITTED: dict[Family, OverheadConstants] = {
 """Per-family constants, printed by ``python bench/overhead_fit.py --fit`` (full-data fit)."""
 
 
-def family(version: tuple[int, int, int], env: Mapping[str, str] | None = None) -> Family:
+def family(
+    version: tuple[int, int, int],
+    env: Mapping[str, str] | None = None,
+    compute_capability: tuple[int, int] | None = None,
+) -> Family:
     """The accounting family of a vLLM version; ``env`` is the container env (``VLLM_USE_V1=1`` selects V1
-    on 0.7, ``VLLM_USE_V1=0`` V0 on 0.8-0.10)."""
+    on 0.7, ``VLLM_USE_V1=0`` V0 on 0.8-0.10); on 0.8-0.10 a GPU below compute capability 8.0 runs V0 unless
+    the variable is set (``runner.v1_falls_back_to_v0``)."""
     use_v1 = (env or {}).get("VLLM_USE_V1")
     if version < V1_OPT_IN_SINCE or (version < V1_DEFAULT_SINCE and use_v1 != "1"):
         return Family.V0
-    if version < V0_REMOVED_SINCE and use_v1 == "0":
+    if version < V0_REMOVED_SINCE and (use_v1 == "0" or v1_falls_back_to_v0(version, env or {}, compute_capability)):
         return Family.V0
     return Family.V1_020 if version >= CUDAGRAPH_DEDUCTED_SINCE else Family.V1
 
@@ -166,6 +162,7 @@ def batch_defaults(
     version: tuple[int, int, int],
     product: str | None,
     env: Mapping[str, str] | None = None,
+    compute_capability: tuple[int, int] | None = None,
 ) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM's OpenAI server picks (``engine/arg_utils.py``).
 
@@ -174,7 +171,7 @@ def batch_defaults(
     1024), else (2048, 256); 0.9.2 adds "not A100" (0.9.0 boundary [unverified]); 0.33 ``get_batch_defaults``
     adds >= 160 GiB -> (16384, 1024) from 0.20.
     """
-    fam = family(version, env)
+    fam = family(version, env, compute_capability)
     if fam is Family.V0:
         return V0_MIN_BATCHED_TOKENS, 256
     name = (product or "").lower()
@@ -200,28 +197,6 @@ def sampler_warmup(fam: Family, version: tuple[int, int, int]) -> SamplerWarmup:
 def container_env(inputs: PlanInputs) -> dict[str, str]:
     """The engine container's literal env values (``VLLM_USE_V1`` selects the family on 0.7-0.10)."""
     return {e.name: e.value for e in inputs.spec.engine.env if e.value is not None}
-
-
-def v0_batched_tokens(
-    context_length: int,
-    model_max: int | None,
-    *,
-    sliding_window: bool = False,
-    version: tuple[int, int, int] = V0_CHUNKED_2048_SINCE,
-) -> int:
-    """V0's default ``max_num_batched_tokens`` for a context (see the module docstring).
-
-    Chunked prefill turns itself on above 32768 tokens unless the model uses a sliding window
-    (``create_engine_config``: ``not use_sliding_window``); without it the profile is the whole context.
-    ``context_length`` 0 (not chosen yet): the largest the profile can be, ``min(model max, 32768)``
-    (the model maximum with a sliding window).
-    """
-    if context_length <= 0:
-        limit = model_max or V0_CHUNKED_PREFILL_ABOVE
-        context_length = limit if sliding_window else min(limit, V0_CHUNKED_PREFILL_ABOVE)
-    if context_length > V0_CHUNKED_PREFILL_ABOVE and not sliding_window:
-        return V0_CHUNKED_BATCHED_TOKENS if version >= V0_CHUNKED_2048_SINCE else V0_CHUNKED_BATCHED_TOKENS_OLD
-    return max(context_length, V0_MIN_BATCHED_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -281,7 +256,7 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
         raise ValueError("vLLM needs gpu_memory_utilization")
     version = inputs.engine_version
     env = container_env(inputs)
-    fam = family(version, env)
+    fam = family(version, env, inputs.compute_capability)
     mrv2 = fam is Family.V1_020 and plan_uses_model_runner_v2(inputs, env)
     deducted = fam is Family.V1_020 and (not mrv2 or version >= MODEL_RUNNER_V2_ESTIMATES_SINCE)
     tokens = max_num_batched_tokens
