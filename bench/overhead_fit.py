@@ -23,7 +23,13 @@ informs (no MoE, no NVSwitch multi-GPU start-up, ...) keeps the vLLM V1 value.
 Measured on these fixtures (median / p90 |error| GiB, share over-predicted beyond the bound, in-code / LOO).
 Round 1 of issue 12 item 5 added 3 V0 and 5 SGLang 0.4 start-ups and the bitsandbytes dequantization term
 (``engines/vllm/dequant.py``); round 2 scaled the >= 0.20 CUDA-graph deduction by the graphs captured; round 3
-(this table) added four vLLM 0.26 start-ups and the source rules below:
+(the table below) added four vLLM 0.26 start-ups and the source rules below. Round 4 added seven V0 start-ups
+(0.8.2-0.10.0 with ``VLLM_USE_V1=0`` or a T4's fallback, five of them bitsandbytes 4-bit), which moved vllm-v0
+to n=16, in-code 0.26 / 0.55 / 6%, LOO 0.16 / 0.56 / 12%; the dequantization term then lost its token part
+(the shard's ``[tokens, intermediate]`` result lives in the gate_up step, whose other buffers are the
+unquantized forward's peak the fitted copies already hold; ``dequant.py``) and the refit moved the V0
+sorting-sampler copies 9.952 -> 9.048: n=16, in-code 0.13 / 0.35 / 6%, LOO 0.14 / 0.35 / 6% (one start-up,
+the QwQ PP 2 stage below, over the bound).
 
     family          before round 3: n, in-code / LOO              after: n, in-code / LOO
     vllm-v0         9   0.12 / 0.39 / 11%   0.13 / 0.48 / 11%      9   0.12 / 0.39 / 11%   0.13 / 0.48 / 11%
@@ -58,7 +64,8 @@ Round 1 of issue 12 item 5 added 3 V0 and 5 SGLang 0.4 start-ups and the bitsand
   (``engines/vllm/pipeline.py``, non-first stage's intermediate tensors, 40 MiB) moves vllm-v0 p90 0.39 / 0.48 -> 0.36 /
   0.45. 0.8.5's sampler (0.7.2's but beam search), bf16 lm_head, 32/32 split and bnb loader add no other term; stage B
   peaks at 12.2 fp32 ``[seqs, vocab]`` copies (the 0.7.1 TP 2 ledger, both ranks 1.26, bounds the sampler at 8.7),
-  and stage A's forward prints 1.01 GiB where the dequant term gives 0.78: unexplained, not fitted.
+  and stage A's forward prints 1.01 GiB where the model gives 0.68 with the dequantized shard (0.41 without):
+  unexplained, not fitted.
 """
 
 from __future__ import annotations

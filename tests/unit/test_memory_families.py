@@ -272,17 +272,17 @@ def _qwq_stage(config: dict[str, Any]) -> tuple[PlanInputs, memory.ProfileInputs
     return inputs, memory.profile_inputs(inputs, effective, max_num_batched_tokens=tokens)
 
 
-def test_bnb_dequant_buffer_is_the_largest_shard_and_its_output() -> None:
+def test_bnb_dequant_buffer_is_the_largest_shard() -> None:
     inputs, profile = _qwq_stage(QWQ_32B_BNB)
     assert inputs.quantization == "bitsandbytes"
     tokens = profile.sizes.max_num_batched_tokens
     assert tokens == 2048  # V0 at 50000 tokens: chunked prefill, 2048-token profile
-    assert dequant_bytes(inputs, tokens) == (27648 * 5120 + tokens * 27648) * 2
-    assert profile.sizes.dequant_bytes == dequant_bytes(inputs, tokens)
+    assert dequant_bytes(inputs) == 27648 * 5120 * 2  # one bf16 gate (or up) shard of QwQ-32B at TP 1
+    assert profile.sizes.dequant_bytes == dequant_bytes(inputs)
     unquantized, _ = _qwq_stage({k: v for k, v in QWQ_32B_BNB.items() if k != "quantization_config"})
-    assert dequant_bytes(unquantized, tokens) == 0
+    assert dequant_bytes(unquantized) == 0
     eight_bit = {**QWQ_32B_BNB, "quantization_config": {"quant_method": "bitsandbytes", "load_in_8bit": True}}
-    assert dequant_bytes(_qwq_stage(eight_bit)[0], tokens) == 0
+    assert dequant_bytes(_qwq_stage(eight_bit)[0]) == 0
 
 
 def test_bnb_dequant_moves_the_forward_only_stage_toward_its_ledger() -> None:
@@ -294,7 +294,7 @@ def test_bnb_dequant_moves_the_forward_only_stage_toward_its_ledger() -> None:
     with_dequant = activation_peak(no_sampler, copies, warmup=SamplerWarmup.SORTING).bytes / GiB
     without = activation_peak(replace(no_sampler, dequant_bytes=0), copies, warmup=SamplerWarmup.SORTING).bytes / GiB
     assert abs(with_dequant - 1.01) < abs(without - 1.01)
-    assert with_dequant < 1.01  # the term is the shard and its output, not a fitted pad
+    assert with_dequant < 1.01  # the term is the bf16 shard, not a fitted pad
 
 
 def test_bnb_moe_dequantizes_every_expert() -> None:
@@ -317,7 +317,7 @@ def test_bnb_moe_dequantizes_every_expert() -> None:
         }
     )
     inputs = resolve_inputs(spec, hf_config=config)
-    assert dequant_bytes(inputs, 8192) == 128 * 3 * (768 // 2) * 2048 * 2
+    assert dequant_bytes(inputs) == 128 * 3 * (768 // 2) * 2048 * 2
 
 
 def test_capture_sizes_follow_vllm_defaults() -> None:

@@ -12,7 +12,11 @@ carries weight-sized buffers an unquantized model does not have:
   = ``linear(A, dequantize_4bit(B, quant_state).to(A.dtype).t())``: one bf16 copy of the shard's
   weight, plus the shard's ``[tokens, shard_out]`` result before it is copied into ``out``. The largest
   shard of a decoder layer is an MLP projection: ``intermediate / TP x hidden`` (gate or up of the
-  merged gate_up, or down).
+  merged gate_up, or down). Only the weight copy is added: the shard result is alive in the gate_up
+  step, where ``out`` (``[tokens, 2 x intermediate]``) plus that result (``[tokens, intermediate]``)
+  equal the gate_up output plus ``SiluAndMul``'s output of the unquantized forward, the peak the fitted
+  forward copies already describe (``overhead.py``); the bnb V0 start-ups in tests/fixtures/startups fit
+  better without a token term (``bench/overhead_fit.py``).
 - MoE layers (vLLM with ``BitsAndBytesMoEMethod``, 0.9 and later): ``apply`` calls
   ``_apply_4bit_dequnt(layer)`` and hands the dequantized ``w13`` and ``w2`` of every local expert to
   ``fused_experts``: ``experts x 3 x moe_intermediate / TP x hidden`` bf16 alive together.
@@ -36,12 +40,12 @@ HIDDEN_FROM_INTERMEDIATE = 2.5
 model in tests/fixtures/startups (intermediate / hidden is 2.7-5.4 there), so the buffer errs large."""
 
 
-def dequant_bytes(inputs: PlanInputs, max_num_batched_tokens: int) -> int:
+def dequant_bytes(inputs: PlanInputs) -> int:
     """Dequantized weight buffers alive during the profiled forward on one GPU, bytes (0 unless bitsandbytes
     4-bit; see the module docstring).
 
-    Dense: ``(intermediate / TP) x hidden x 2`` (the largest shard's bf16 weight) ``+ tokens x
-    (intermediate / TP) x 2`` (its output before the copy into ``out``). MoE: ``experts x 3 x
+    Dense: ``(intermediate / TP) x hidden x 2`` (the largest shard's bf16 weight; its output shares the
+    forward's peak, module docstring). MoE: ``experts x 3 x
     (moe_intermediate / TP) x hidden x 2`` (w13 and w2 of every expert), the dense term added for models
     with dense layers too is dominated by it and left out.
     """
@@ -54,4 +58,4 @@ def dequant_bytes(inputs: PlanInputs, max_num_batched_tokens: int) -> int:
         per_tp = max(1, inputs.moe.intermediate_size // tp)
         return inputs.moe.experts * 3 * per_tp * hidden * BF16_BYTES
     intermediate = max(1, dense_intermediate // tp)
-    return (intermediate * hidden + max_num_batched_tokens * intermediate) * BF16_BYTES
+    return intermediate * hidden * BF16_BYTES

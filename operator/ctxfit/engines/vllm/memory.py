@@ -131,7 +131,7 @@ _V1 = OverheadConstants(
 )
 FITTED: dict[Family, OverheadConstants] = {
     Family.V0: OverheadConstants(
-        copies=ActivationCopies(sampler=3.698, sorting_sampler=9.952, forward=1.953, moe=2.083),
+        copies=ActivationCopies(sampler=3.698, sorting_sampler=9.048, forward=1.953, moe=2.083),
         non_torch_bytes=_V1.non_torch_bytes,
         nvlink_buffers_bytes=_V1.nvlink_buffers_bytes,
     ),
@@ -282,7 +282,7 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
             intermediate_size=inputs.intermediate_size,
             moe=inputs.moe,
             tensor_parallel=inputs.tp,
-            dequant_bytes=dequant_bytes(inputs, tokens),
+            dequant_bytes=dequant_bytes(inputs),
         ),
         warmup=sampler_warmup(fam, version),
         nvlink_multi_gpu=multi_gpu,
