@@ -85,7 +85,7 @@ def test_excluded_start_ups_say_why() -> None:
 
 
 def test_v1_leave_one_out_on_other_versions_and_gpus() -> None:
-    """Refit without each non-sweep V1 start-up (0.10-0.18, B200, the 0.10.2 LLaVA-NeXT and L40S Granite) and predict it."""
+    """Refit without each non-sweep V1 start-up (0.10-0.18, B200, 0.10.2 LLaVA-NeXT and L40S Granite), predict it."""
     cases = [c for c in all_startups() if c.family == "vllm-v1" and not c.exclude]
     prepared = prepare(cases)
     rows = []
