@@ -72,7 +72,7 @@ def test_v0_leave_one_out_meets_the_median_target() -> None:
 def test_sglang_families_meet_both_targets() -> None:
     """SGLang has no fitted parameter, so the in-code error is the leave-one-out error."""
     rows = planner_rows([c for c in all_startups() if c.engine_kind == "sglang" and not c.exclude])
-    for fam, n in (("sglang-0.4", 4), ("sglang-0.5", 2)):
+    for fam, n in (("sglang-0.4", 4), ("sglang-0.5", 3)):
         stats = family_stats([r for r in rows if r.family == fam])
         assert stats["n"] == n, fam
         assert stats["median_abs"] <= TARGET_MEDIAN_GIB, fam
