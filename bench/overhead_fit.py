@@ -40,6 +40,13 @@ the QwQ PP 2 stage below, over the bound).
 
 (The round-2 code on the round-3 fixtures: vllm-v1-0.20 n=5, 0.43 / 0.97 / 0%.)
 
+Round 5 (fit-data4, no code or constant changed) added public start-ups: vLLM >= 0.20 0.31.0 Llama-3.1-8B on
+an A100 80GB (+0.08), 0.27.1 Qwen3-235B-A22B-FP8 TP 4 on PCIe RTX PRO 6000 (+1.26, over the bound: its ledger
+prints 1.70 GiB non-torch per rank), 0.26.0 Qwen2.5-0.5B MRV2 on a 15.55 GiB GPU (-0.45); V1 0.10.2
+LLaVA-NeXT-Mistral-7B (-0.13) and Granite-3.3-2B on an L40S with sleep mode (-0.53); SGLang 0.5.19 Qwen3-32B on an
+H100 (+0.20). Per family (in-code / LOO): vllm-v1 n=66, 0.02 / 0.19 / 0% and 0.03 / 0.21 / 0%; vllm-v1-0.20 n=8,
+0.31 / 1.29 / 12% (was n=5, 0.31 / 0.95 / 0%); sglang-0.5 n=3, 0.17 / 0.20 / 0%; vllm-v0 and sglang-0.4 unchanged.
+
 - Model Runner V2 (``engines/vllm/runner.py``): vLLM 0.25-0.28 run every dense, non-hybrid model (and some
   architectures from 0.22) on ``v1/worker/gpu/model_runner.py``, whose ``profile_cudagraph_memory`` returns 0
   up to 0.28, so no graph estimate is deducted. The four Llama-3.1-8B start-ups (vLLM 0.26.0 on an A40, bf16 / AWQ /
@@ -108,7 +115,7 @@ FREE_CONSTANTS: dict[str, frozenset[str]] = {
 allocations; the V0 ledgers print 0.06-0.35 GiB at TP 1, and one V0 start-up is on NVSwitch at TP 2) and MoE copies
 (one V0 MoE start-up, at 8 sequences): with nine start-ups, a free non-torch offset trades off against the
 sampler copies.
-vLLM >= 0.20 has five start-ups in two configurations and uses V1's constants; SGLang has no fitted constant."""
+vLLM >= 0.20 has eight start-ups in five configurations and uses V1's constants; SGLang has no fitted constant."""
 FITTED_FAMILIES = tuple(FREE_CONSTANTS)
 
 
