@@ -8,8 +8,8 @@
 Families (``Family``) and what differs between them:
 
 - **V0** (``vllm/worker``; releases before 0.7, 0.7 unless ``VLLM_USE_V1=1``, 0.8-0.10 with
-  ``VLLM_USE_V1=0`` or an oracle fallback, ``oracle.py``): ``determine_num_available_blocks`` budgets ``total x util - (weights +
-  non_torch_increase + torch_peak_increase)``. The profiled forward is ``max_num_batched_tokens`` tokens,
+  ``VLLM_USE_V1=0`` or an oracle fallback, ``oracle.py``): ``determine_num_available_blocks`` budgets
+  ``total x util - (weights + non_torch_increase + torch_peak_increase)``. The profiled forward is ``max_num_batched_tokens`` tokens,
   and its default depends on chunked prefill (``config.py::SchedulerConfig``): with chunked prefill 2048
   (512 before 0.6.5), without it ``max(max_model_len, 2048)``. Chunked prefill turns itself on only when
   ``max_model_len > 32768`` and the model has no sliding window (``engine/arg_utils.py::
