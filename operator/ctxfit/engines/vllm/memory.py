@@ -7,18 +7,18 @@
 
 Families (``Family``) and what differs between them:
 
-- **V0** (``vllm/worker``; releases before 0.7, 0.7 unless ``VLLM_USE_V1=1``, 0.8-0.10 with
-  ``VLLM_USE_V1=0`` or an oracle fallback, ``oracle.py``): ``determine_num_available_blocks`` budgets
-  ``total x util - (weights + non_torch_increase + torch_peak_increase)``. The profiled forward is ``max_num_batched_tokens`` tokens,
-  and its default depends on chunked prefill (``config.py::SchedulerConfig``): with chunked prefill 2048
-  (512 before 0.6.5), without it ``max(max_model_len, 2048)``. Chunked prefill turns itself on only when
-  ``max_model_len > 32768`` and the model has no sliding window (``engine/arg_utils.py::
-  create_engine_config``, "Chunked prefill is enabled by default for models with max_model_len > 32K"), so
-  a V0 start-up at 32k profiles a 32k-token forward and one at 64k a 2k-token one. The sampler warm-up
-  sorts the whole vocabulary (``model_runner._dummy_run``: ``top_k = vocab - 1``). At PP > 1 the predicted
-  (last) stage also holds the intermediate tensors it was handed, ``2 x tokens x hidden`` (``pipeline.py``).
-  No CUDA-graph term (captured after the KV cache, outside the budget). 0.6.5-0.6.x count ~1.5 GiB more non-torch
-  (``V0_PROFILER_BASELINE_BYTES``).
+- **V0** (``vllm/worker``; releases before 0.7, 0.7 unless ``VLLM_USE_V1=1``, 0.8-0.10 with ``VLLM_USE_V1=0`` or an
+  oracle fallback, ``oracle.py``): ``determine_num_available_blocks`` budgets
+  ``total x util - (weights + non_torch_increase + torch_peak_increase)``. The profiled forward is
+  ``max_num_batched_tokens`` tokens, and its default depends on chunked prefill (``config.py::SchedulerConfig``):
+  with chunked prefill 2048 (512 before 0.6.5), without it ``max(max_model_len, 2048)``. Chunked prefill turns
+  itself on only when ``max_model_len > 32768`` and the model has no sliding window
+  (``engine/arg_utils.py::create_engine_config``, "Chunked prefill is enabled by default for models with
+  max_model_len > 32K"), so a V0 start-up at 32k profiles a 32k-token forward and one at 64k a 2k-token one. The
+  sampler warm-up sorts the whole vocabulary (``model_runner._dummy_run``: ``top_k = vocab - 1``). At PP > 1 the
+  predicted (last) stage also holds the intermediate tensors it was handed, ``2 x tokens x hidden``
+  (``pipeline.py``). No CUDA-graph term (captured after the KV cache, outside the budget). 0.6.5-0.6.x count ~1.5
+  GiB more non-torch (``V0_PROFILER_BASELINE_BYTES``).
 - **All families**: a bitsandbytes 4-bit checkpoint adds its dequantized weight shards to the profiled
   forward (``dequant.py``).
 - **V1 before 0.20**: ``gpu_worker.determine_available_memory`` budgets the same terms; the forward is
