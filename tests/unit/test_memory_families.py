@@ -81,6 +81,69 @@ def test_v1_oracle_falls_back_below_ampere(
     assert family(version, env, capability) is expected
 
 
+@pytest.mark.parametrize(
+    ("version", "kv_dtype", "capability", "env", "mla", "expected"),
+    [
+        ((0, 8, 1), "fp8", (9, 0), {}, False, Family.V0),  # 0.8.0/0.8.1: any KV dtype but auto falls back
+        ((0, 8, 2), "fp8", (9, 0), {}, False, Family.V1),  # FlashAttention 3 takes fp8 on Hopper
+        ((0, 9, 2), "fp8", (8, 9), {}, False, Family.V0),  # L40S: FA2, no fp8 -> "--kv-cache-dtype ... V0"
+        ((0, 9, 2), "fp8_e5m2", (8, 0), {}, False, Family.V0),  # A100
+        ((0, 9, 2), "fp8", (9, 0), {"VLLM_FLASH_ATTN_VERSION": "2"}, False, Family.V0),  # FA2 forced on Hopper
+        ((0, 9, 2), "fp8", (9, 0), {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}, False, Family.V0),  # not FA before 0.10.2
+        ((0, 9, 2), "fp8", (10, 0), {}, False, Family.V0),  # B200 before 0.10.0
+        ((0, 10, 1), "fp8", (10, 0), {}, False, Family.V1),  # 0.10.0: SM 10.0 takes every KV dtype
+        ((0, 10, 1), "fp8", (12, 0), {}, False, Family.V0),  # RTX 5090 is not 10.0
+        ((0, 10, 2), "fp8", (8, 9), {}, True, Family.V1),  # 0.10.2: FlashMLA takes fp8 for MLA models
+        ((0, 10, 2), "fp8", (8, 9), {}, False, Family.V0),
+        ((0, 10, 2), "fp8", (8, 9), {"VLLM_ATTENTION_BACKEND": "FLASHINFER"}, False, Family.V1),
+        ((0, 10, 2), "fp8", (8, 9), {"VLLM_ATTENTION_BACKEND": "TRITON_ATTN_VLLM_V1"}, False, Family.V1),
+        ((0, 10, 2), "fp8", (8, 6), {"VLLM_ATTENTION_BACKEND": "TRITON_ATTN_VLLM_V1"}, False, Family.V0),
+        ((0, 10, 2), "fp8", (8, 9), {"VLLM_ATTENTION_BACKEND": "TRITON_MLA"}, True, Family.V0),
+        ((0, 9, 2), "fp8", (8, 9), {"VLLM_USE_V1": "1"}, False, Family.V1),  # forced: vLLM raises instead
+        ((0, 9, 2), "fp8", None, {}, False, Family.V1),  # unknown GPU: no fallback assumed
+        ((0, 8, 1), "auto", (8, 9), {}, False, Family.V1),
+        ((0, 11, 0), "fp8", (8, 9), {}, False, Family.V1),  # V0 removed
+    ],
+    ids=lambda v: str(v),
+)
+def test_v1_oracle_falls_back_for_a_kv_dtype_its_backend_does_not_take(
+    version: tuple[int, int, int],
+    kv_dtype: str,
+    capability: tuple[int, int] | None,
+    env: dict[str, str],
+    mla: bool,
+    expected: Family,
+) -> None:
+    """engine/arg_utils.py::_is_v1_supported_oracle "No Fp8 KV cache so far" (0.8.0-0.10.2 wheels; oracle.py)."""
+    assert family(version, env, capability, kv_dtype, mla=mla) is expected
+
+
+def test_an_fp8_kv_plan_on_an_l40s_with_09_uses_the_v0_rules() -> None:
+    """vLLM 0.9.2 on an L40S with ``--kv-cache-dtype fp8`` falls back to V0: budgeted and batched as V0, while the
+    same server with a 16-bit cache is V1."""
+    spec = InferenceServerSpec.model_validate({
+        "model": {"name": "calibration/llama-8b-like", "weightsPerGPU": "15Gi"},
+        "engine": {"kind": "vllm", "version": "0.9.2"},
+        "gpu": {"count": 1, "product": "NVIDIA-L40S"},
+        "memory": {"kvCacheDtype": "fp8"},
+        "context": {"target": 8192},
+    })
+    inputs = resolve_inputs(spec, hf_config=LLAMA_8B)
+    assert inputs.compute_capability == (8, 9)
+    engine = VLLM()
+    assert engine.resolve_kv_dtype(inputs, "fp8").kv_cache_dtype == "fp8"
+    fp8 = engine.default_effective(inputs, kv_cache_dtype="fp8").model_copy(update={"context_length": 8192})
+    auto = engine.default_effective(inputs, kv_cache_dtype="auto").model_copy(update={"context_length": 8192})
+    assert profile_inputs(inputs, fp8, max_num_batched_tokens=engine.max_num_batched_tokens(inputs)).family is Family.V0
+    assert profile_inputs(inputs, auto, max_num_batched_tokens=2048).family is Family.V1
+    assert (fp8.max_num_seqs, auto.max_num_seqs) == (256, 256)  # 48 GiB: V1's default is 256 too
+    assert engine.max_num_batched_tokens(inputs) == 2048  # V0's floor (chunked prefill not yet known)
+    v0, v1 = engine.budget(inputs, fp8), engine.budget(inputs, auto)
+    assert any(note.startswith("activation:") and note.endswith("(vllm-v0)") for note in v0.notes)
+    assert any(note.startswith("activation:") and note.endswith("(vllm-v1)") for note in v1.notes)
+    assert v0.activation_bytes != v1.activation_bytes
+
+
 def test_a_t4_plan_on_08_uses_the_v0_rules() -> None:
     """A plan for vLLM 0.8.2 on a T4 with VLLM_USE_V1 unset is budgeted (and batched) as V0."""
     spec = InferenceServerSpec.model_validate({

@@ -24,7 +24,8 @@ SIXTEEN_BIT = ("auto", "bfloat16", "float16")
 ESCAPE = {"cuda_graph_max_batch_size": "down", "context_length": "down", "kv_cache_dtype": "8-bit"}
 """Other knobs a GPU-memory check may move when history brackets its fraction (checks.escape)."""
 SAFE: dict[FailureKind, dict[str, str]] = {
-    K.KV_CACHE_TOO_SMALL: {"context_length": "down"},
+    K.KV_CACHE_TOO_SMALL: {"context_length": "down", "gpu_memory_utilization": "up", "mem_fraction_static": "up"},
+    # (the fraction rises only when no context >= context.minimum fits at the current one: checks/context.py)
     K.CONTEXT_EXCEEDS_MODEL_LIMIT: {"context_length": "down"},
     K.NO_KV_CACHE_MEMORY: {"gpu_memory_utilization": "up", "mem_fraction_static": "up", **ESCAPE},
     K.STATIC_MEMORY_TOO_SMALL: {"mem_fraction_static": "up", "gpu_memory_utilization": "up", **ESCAPE},

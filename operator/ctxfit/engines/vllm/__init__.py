@@ -83,14 +83,17 @@ class VLLM:
         """Blocks reserved besides requests: one null block from 0.20 (``check_memory = available - block``)."""
         return 1 if inputs.engine_version >= NULL_BLOCK_SINCE else 0
 
-    def max_num_batched_tokens(self, inputs: PlanInputs) -> int:
-        """The spec's value, else vLLM's server default by device memory."""
+    def max_num_batched_tokens(self, inputs: PlanInputs, kv_cache_dtype: str | None = None) -> int:
+        """The spec's value, else vLLM's server default by device memory (and engine: a ``kv_cache_dtype`` that
+        sends 0.8-0.10 to V0 gets V0's; None: the dtype the spec's request resolves to)."""
         if inputs.spec.batching.max_num_batched_tokens:
             return inputs.spec.batching.max_num_batched_tokens
+        if kv_cache_dtype is None:
+            kv_cache_dtype = self.resolve_kv_dtype(inputs, inputs.spec.memory.kv_cache_dtype).kv_cache_dtype
         product = inputs.gpu.product if inputs.gpu else inputs.spec.gpu.product
         return memory.batch_defaults(
             inputs.cuda_total_bytes, inputs.engine_version, product, memory.container_env(inputs),
-            inputs.compute_capability,
+            inputs.compute_capability, kv_cache_dtype, mla=memory.is_mla(inputs),
         )[0]
 
     def in_flight_tokens(self, inputs: PlanInputs) -> int:
@@ -104,7 +107,8 @@ class VLLM:
         default_util = DEFAULT_UTILIZATION_NEW if version >= UTILIZATION_092_SINCE else DEFAULT_UTILIZATION_OLD
         product = inputs.gpu.product if inputs.gpu else spec.gpu.product
         default_seqs = memory.batch_defaults(
-            inputs.cuda_total_bytes, version, product, memory.container_env(inputs), inputs.compute_capability
+            inputs.cuda_total_bytes, version, product, memory.container_env(inputs), inputs.compute_capability,
+            kv_cache_dtype, mla=memory.is_mla(inputs),
         )[1]
         mem_limit, shm, startup = container_defaults(inputs)
         return EffectiveConfig(
@@ -121,7 +125,8 @@ class VLLM:
 
     def budget(self, inputs: PlanInputs, effective: EffectiveConfig) -> BudgetTerms:
         """See ``memory.budget``."""
-        return memory.budget(inputs, effective, max_num_batched_tokens=self.max_num_batched_tokens(inputs))
+        tokens = self.max_num_batched_tokens(inputs, effective.kv_cache_dtype)
+        return memory.budget(inputs, effective, max_num_batched_tokens=tokens)
 
     def check_rest(self, inputs: PlanInputs, effective: EffectiveConfig, terms: BudgetTerms) -> list[str]:
         """Warn when what vLLM keeps outside the budget (CUDA context, graphs not deducted, Model Runner V2's

@@ -7,18 +7,18 @@
 
 Families (``Family``) and what differs between them:
 
-- **V0** (``vllm/worker``; releases before 0.7, 0.7 unless ``VLLM_USE_V1=1``, 0.8-0.10 with
-  ``VLLM_USE_V1=0``): ``determine_num_available_blocks`` budgets ``total x util - (weights +
-  non_torch_increase + torch_peak_increase)``. The profiled forward is ``max_num_batched_tokens`` tokens,
-  and its default depends on chunked prefill (``config.py::SchedulerConfig``): with chunked prefill 2048
-  (512 before 0.6.5), without it ``max(max_model_len, 2048)``. Chunked prefill turns itself on only when
-  ``max_model_len > 32768`` and the model has no sliding window (``engine/arg_utils.py::
-  create_engine_config``, "Chunked prefill is enabled by default for models with max_model_len > 32K"), so
-  a V0 start-up at 32k profiles a 32k-token forward and one at 64k a 2k-token one. The sampler warm-up
-  sorts the whole vocabulary (``model_runner._dummy_run``: ``top_k = vocab - 1``). At PP > 1 the predicted
-  (last) stage also holds the intermediate tensors it was handed, ``2 x tokens x hidden`` (``pipeline.py``).
-  No CUDA-graph term (captured after the KV cache, outside the budget). 0.6.5-0.6.x count ~1.5 GiB more non-torch
-  (``V0_PROFILER_BASELINE_BYTES``).
+- **V0** (``vllm/worker``; releases before 0.7, 0.7 unless ``VLLM_USE_V1=1``, 0.8-0.10 with ``VLLM_USE_V1=0`` or an
+  oracle fallback, ``oracle.py``): ``determine_num_available_blocks`` budgets
+  ``total x util - (weights + non_torch_increase + torch_peak_increase)``. The profiled forward is
+  ``max_num_batched_tokens`` tokens, and its default depends on chunked prefill (``config.py::SchedulerConfig``):
+  with chunked prefill 2048 (512 before 0.6.5), without it ``max(max_model_len, 2048)``. Chunked prefill turns
+  itself on only when ``max_model_len > 32768`` and the model has no sliding window
+  (``engine/arg_utils.py::create_engine_config``, "Chunked prefill is enabled by default for models with
+  max_model_len > 32K"), so a V0 start-up at 32k profiles a 32k-token forward and one at 64k a 2k-token one. The
+  sampler warm-up sorts the whole vocabulary (``model_runner._dummy_run``: ``top_k = vocab - 1``). At PP > 1 the
+  predicted (last) stage also holds the intermediate tensors it was handed, ``2 x tokens x hidden``
+  (``pipeline.py``). No CUDA-graph term (captured after the KV cache, outside the budget). 0.6.5-0.6.x count ~1.5
+  GiB more non-torch (``V0_PROFILER_BASELINE_BYTES``).
 - **All families**: a bitsandbytes 4-bit checkpoint adds its dequantized weight shards to the profiled
   forward (``dequant.py``).
 - **V1 before 0.20**: ``gpu_worker.determine_available_memory`` budgets the same terms; the forward is
@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from ctxfit.api import EffectiveConfig, GiB
+from ctxfit.api import AttentionKind, EffectiveConfig, GiB
 from ctxfit.engines.base import BudgetTerms
 from ctxfit.engines.overhead import (
     CUDA_CONTEXT,
@@ -80,8 +80,9 @@ from ctxfit.engines.overhead import (
 from .cudagraph import cuda_graph_bytes as v1_cuda_graph_bytes
 from .cudagraph import estimate_bytes, v0_cuda_graph_bytes
 from .dequant import dequant_bytes
+from .oracle import v1_falls_back_to_v0
 from .pipeline import v0_intermediate_tensor_bytes
-from .runner import MODEL_RUNNER_V2_ESTIMATES_SINCE, plan_uses_model_runner_v2, sampler_state_bytes, v1_falls_back_to_v0
+from .runner import MODEL_RUNNER_V2_ESTIMATES_SINCE, plan_uses_model_runner_v2, sampler_state_bytes
 from .v0batch import V0_MIN_BATCHED_TOKENS, v0_batched_tokens
 
 if TYPE_CHECKING:
@@ -145,14 +146,20 @@ def family(
     version: tuple[int, int, int],
     env: Mapping[str, str] | None = None,
     compute_capability: tuple[int, int] | None = None,
+    kv_cache_dtype: str = "auto",
+    *,
+    mla: bool = False,
 ) -> Family:
     """The accounting family of a vLLM version; ``env`` is the container env (``VLLM_USE_V1=1`` selects V1
-    on 0.7, ``VLLM_USE_V1=0`` V0 on 0.8-0.10); on 0.8-0.10 a GPU below compute capability 8.0 runs V0 unless
-    the variable is set (``runner.v1_falls_back_to_v0``)."""
+    on 0.7, ``VLLM_USE_V1=0`` V0 on 0.8-0.10); on 0.8-0.10 a GPU below compute capability 8.0, or a KV dtype
+    the V1 attention backend does not take (``mla``: the model's attention), runs V0 unless the variable is set
+    (``oracle.v1_falls_back_to_v0``)."""
     use_v1 = (env or {}).get("VLLM_USE_V1")
     if version < V1_OPT_IN_SINCE or (version < V1_DEFAULT_SINCE and use_v1 != "1"):
         return Family.V0
-    if version < V0_REMOVED_SINCE and (use_v1 == "0" or v1_falls_back_to_v0(version, env or {}, compute_capability)):
+    if version < V0_REMOVED_SINCE and (
+        use_v1 == "0" or v1_falls_back_to_v0(version, env or {}, compute_capability, kv_cache_dtype, mla=mla)
+    ):
         return Family.V0
     return Family.V1_020 if version >= CUDAGRAPH_DEDUCTED_SINCE else Family.V1
 
@@ -163,6 +170,9 @@ def batch_defaults(
     product: str | None,
     env: Mapping[str, str] | None = None,
     compute_capability: tuple[int, int] | None = None,
+    kv_cache_dtype: str = "auto",
+    *,
+    mla: bool = False,
 ) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) vLLM's OpenAI server picks (``engine/arg_utils.py``).
 
@@ -171,7 +181,7 @@ def batch_defaults(
     1024), else (2048, 256); 0.9.2 adds "not A100" (0.9.0 boundary [unverified]); 0.33 ``get_batch_defaults``
     adds >= 160 GiB -> (16384, 1024) from 0.20.
     """
-    fam = family(version, env, compute_capability)
+    fam = family(version, env, compute_capability, kv_cache_dtype, mla=mla)
     if fam is Family.V0:
         return V0_MIN_BATCHED_TOKENS, 256
     name = (product or "").lower()
@@ -192,6 +202,11 @@ def sampler_warmup(fam: Family, version: tuple[int, int, int]) -> SamplerWarmup:
     if version < V1_DEFAULT_SINCE:
         return SamplerWarmup.LOGITS_ONLY
     return SamplerWarmup.SORTING if version < SORTING_SAMPLER_UNTIL else SamplerWarmup.LEAN
+
+
+def is_mla(inputs: PlanInputs) -> bool:
+    """Whether the model uses multi-head latent attention (0.10.2's V1 oracle picks its backend by it)."""
+    return inputs.architecture.attention is AttentionKind.MLA
 
 
 def container_env(inputs: PlanInputs) -> dict[str, str]:
@@ -256,7 +271,7 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
         raise ValueError("vLLM needs gpu_memory_utilization")
     version = inputs.engine_version
     env = container_env(inputs)
-    fam = family(version, env, inputs.compute_capability)
+    fam = family(version, env, inputs.compute_capability, effective.kv_cache_dtype, mla=is_mla(inputs))
     mrv2 = fam is Family.V1_020 and plan_uses_model_runner_v2(inputs, env)
     deducted = fam is Family.V1_020 and (not mrv2 or version >= MODEL_RUNNER_V2_ESTIMATES_SINCE)
     tokens = max_num_batched_tokens

@@ -216,32 +216,3 @@ def sampler_state_bytes(max_num_seqs: int, vocab_size: int) -> int:
         raise ValueError(f"max_num_seqs and vocab_size must be positive, got {max_num_seqs} and {vocab_size}")
     mask_columns = -(-vocab_size // PROMPT_MASK_BITS)
     return max_num_seqs * (vocab_size + mask_columns) * INT32_BYTES
-
-
-V1_ORACLE_VERSIONS = ((0, 8, 0), (0, 11, 0))
-"""Releases whose ``engine/arg_utils.py::_is_v1_supported_oracle`` picks V0 or V1 per start-up (V1 became the
-default in 0.8.0; 0.11.0 removed V0)."""
-V1_MINIMUM_CAPABILITY = (8, 0)
-"""``_is_v1_supported_oracle``: "Need at least Ampere for now (FA support required)" - a CUDA device whose
-capability major is below 8 calls ``_raise_or_fallback(feature_name="Compute Capability < 8.0")`` (read in the
-0.8.5, 0.9.2 and 0.10.1.1 wheels)."""
-V1_ENV = "VLLM_USE_V1"
-
-
-def v1_falls_back_to_v0(
-    version: tuple[int, int, int], env: Mapping[str, str], compute_capability: tuple[int, int] | None
-) -> bool:
-    """Whether vLLM 0.8-0.10 runs the V0 engine on its own: the GPU is below compute capability 8.0 (T4, V100,
-    RTX 20xx) and ``VLLM_USE_V1`` is unset. ``_raise_or_fallback`` (``engine/arg_utils.py``) logs "Compute
-    Capability < 8.0 is not supported by the V1 Engine. Falling back to V0." then; with ``VLLM_USE_V1=1`` it
-    raises instead (a failed start), with ``VLLM_USE_V1=0`` V0 is chosen anyway.
-
-    Args:
-        version: the vLLM release.
-        env: the container's literal environment.
-        compute_capability: (major, minor) of the GPU, None when unknown (no fallback assumed).
-    """
-    if not V1_ORACLE_VERSIONS[0] <= version < V1_ORACLE_VERSIONS[1] or V1_ENV in env:
-        return False
-    return compute_capability is not None and compute_capability < V1_MINIMUM_CAPABILITY
-
