@@ -40,7 +40,7 @@ the QwQ PP 2 stage below, over the bound).
 
 (The round-2 code on the round-3 fixtures: vllm-v1-0.20 n=5, 0.43 / 0.97 / 0%.)
 
-Round 5 (fit-data4, no code or constant changed) added public start-ups: vLLM >= 0.20 0.31.0 Llama-3.1-8B on
+Round 5 (no code or constant changed) added public start-ups: vLLM >= 0.20 0.31.0 Llama-3.1-8B on
 an A100 80GB (+0.08), 0.27.1 Qwen3-235B-A22B-FP8 TP 4 on PCIe RTX PRO 6000 (+1.26, over the bound: its ledger
 prints 1.70 GiB non-torch per rank), 0.26.0 Qwen2.5-0.5B MRV2 on a 15.55 GiB GPU (-0.45); V1 0.10.2
 LLaVA-NeXT-Mistral-7B (-0.13) and Granite-3.3-2B on an L40S with sleep mode (-0.53); SGLang 0.5.19 Qwen3-32B on an

@@ -12,8 +12,8 @@ with both frees measured by ``get_available_gpu_memory`` (min over ranks); the C
 ``req_to_token`` pool and activations are allocated after the KV pool, inside the slack, so none of them
 enters the pool size. The model has no fitted parameter (the rule is exact given the free memory at load;
 only ``pre_free_bytes`` is estimated); ``bench/overhead_fit.py`` reports its error on the start-ups that
-print their weights: two of the 0.5 family and four of 0.4 (0.4.1-0.4.6: 4 x L4 TP4, three 80 GB TP1),
-median 0.11 GiB, none over-predicted.
+print their weights: three of the 0.5 family and four of 0.4 (0.4.1-0.4.6: 4 x L4 TP4, three 80 GB TP1),
+median 0.11 GiB (0.4) and 0.17 GiB (0.5), none over-predicted.
 
 Constants:
 - free memory before weights load = CUDA total - ``overhead.pre_load_used_bytes`` (CUDA context 0.51 GiB,
