@@ -209,12 +209,23 @@ def test_deployment_refused_by_the_api_server_is_surfaced(op: OperatorProcess, a
 
 
 def _patch_status(api: ServerClient, name: str, mutate: Any) -> None:
-    server = api.get(name)
-    status = copy.deepcopy(server["status"])
-    mutate(status)
-    body = {"apiVersion": server["apiVersion"], "kind": server["kind"], "metadata": server["metadata"],
-            "spec": server["spec"], "status": status}
-    api.custom.replace_namespaced_custom_object_status(GROUP, VERSION, api.namespace, PLURAL, name, body)
+    """Edit the stored status as a person with ``kubectl edit --subresource status`` would: read, change, replace
+    with the read resourceVersion, and on 409 (the operator wrote in between, e.g. status.observed after Ready)
+    read again and redo the edit, as kubectl does."""
+    for _ in range(10):
+        server = api.get(name)
+        status = copy.deepcopy(server["status"])
+        mutate(status)
+        body = {"apiVersion": server["apiVersion"], "kind": server["kind"], "metadata": server["metadata"],
+                "spec": server["spec"], "status": status}
+        try:
+            api.custom.replace_namespaced_custom_object_status(GROUP, VERSION, api.namespace, PLURAL, name, body)
+            return
+        except client.exceptions.ApiException as exc:
+            if exc.status != 409:
+                raise
+            time.sleep(0.2)
+    raise AssertionError(f"status of {name} kept changing: 10 conflicting edits")
 
 
 def _set_context(value: int) -> Any:
