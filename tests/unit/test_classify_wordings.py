@@ -4,7 +4,8 @@ library) versions, with its numbers; the per-engine coverage tables are complete
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,19 +18,11 @@ from ctxfit.recovery import FailureKind, Observation, classify
 from ctxfit.recovery.evidence import ELLIPSIS, error_line, exception_at, trim_words
 from ctxfit.recovery.generic import EVENT_PATTERNS, GENERIC_PATTERNS
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from wordings import REPORT_WORDINGS, Wording  # noqa: E402
+
 K = FailureKind
 VLLM, SGLANG = EngineKind.VLLM, EngineKind.SGLANG
-
-
-@dataclass(frozen=True)
-class Wording:
-    id: str
-    kind: FailureKind
-    text: str
-    engine: EngineKind | None = VLLM
-    numbers: dict[str, Any] = field(default_factory=dict)
-    events: tuple[str, ...] = ()
-    node: str | None = None
 
 
 WORDINGS = [
@@ -199,7 +192,7 @@ WORDINGS = [
 ]
 
 
-@pytest.mark.parametrize("w", WORDINGS, ids=[w.id for w in WORDINGS])
+@pytest.mark.parametrize("w", WORDINGS + REPORT_WORDINGS, ids=[w.id for w in WORDINGS + REPORT_WORDINGS])
 def test_wording(w: Wording) -> None:
     failure = classify(Observation(reason="Error", exit_code=1, message=w.text, events=w.events, node=w.node),
                        w.engine)
