@@ -313,7 +313,6 @@ NAMESPACED_RULES = {
     ("ctxfit.io", "inferenceservers"): {"get", "list", "watch"},
     ("ctxfit.io", "inferenceservers/status"): {"update"},
     ("apps", "deployments"): {"get", "list", "watch", "create", "patch"},
-    ("apps", "deployments/scale"): {"patch"},
     ("leaderworkerset.x-k8s.io", "leaderworkersets"): {"get", "create", "patch"},
     ("", "services"): {"get", "list", "watch", "create", "patch"},
     ("", "pods"): {"list", "watch"},

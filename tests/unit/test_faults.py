@@ -18,7 +18,7 @@ from ctxfit.engines import get_engine
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
-from .test_handlers_runtime import RTX, FakeKube, reconcile, runtime, server
+from .test_handlers_runtime import OWNED_BY, RTX, FakeKube, reconcile, runtime, server
 
 
 class RefusingKube(FakeKube):
@@ -75,7 +75,8 @@ def test_refused_service_holds_ready_and_recovers_when_accepted() -> None:
     from ctxfit.controller.observe import deployment_view
     assert kube.server is not None
     stored = kube.server
-    deployment = deployment_view({"metadata": {"annotations": {}}, "spec": {"replicas": 1}})
+    deployment = deployment_view({"metadata": {"annotations": {}, "ownerReferences": [OWNED_BY]},
+                                  "spec": {"replicas": 1}})
     result = reconcile(rt, "ns", "kimi-k25", (RTX,), (), body=stored, deployment=deployment, service_port=None)
     assert "refused:Service" in kube.calls
     assert _conditions(kube)["ObjectsAccepted"]["status"] == "False"

@@ -57,6 +57,11 @@ class FakeKube:
         self.calls.append("scale0")
 
 
+OWNED_BY = {"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer", "name": "kimi-k25", "uid": "uid-1",
+            "controller": True}
+"""The ownerReference of ``server()``'s children (``controller/ownership.py``)."""
+
+
 def server() -> dict[str, Any]:
     obj: dict[str, Any] = yaml.safe_load((REPO / "manifests" / "kimi-128k.yaml").read_text())
     obj["metadata"].update(namespace="ns", uid="uid-1", generation=1, resourceVersion="7")
@@ -246,13 +251,15 @@ class FakeClaims:
         self.kube.calls.append(f"delete-claim:{name}")
 
 
-def test_the_cache_claim_follows_the_deployment_and_is_read_once_it_exists() -> None:
+def test_the_cache_claim_comes_before_the_deployment_and_is_read_once_it_exists() -> None:
+    """A fresh plan creates the claim without reading it first, and before the Deployment that mounts it: a
+    claim of that name that is not the server's ends the pass (``guarded.Foreign``) before any pod could mount
+    it (issue 28)."""
     kube = FakeKube(server())
     rt = runtime(kube)
     rt.claims = FakeClaims(kube)  # type: ignore[assignment]
     first = reconcile(rt, "ns", "kimi-k25", (RTX,), ())
-    assert kube.calls[:2] == ["apply:Deployment", "apply:PersistentVolumeClaim:kimi-k25-weights"], \
-        "a fresh plan creates the claim without reading it first"
+    assert kube.calls[:2] == ["apply:PersistentVolumeClaim:kimi-k25-weights", "apply:Deployment"]
     assert first.stored is not None
     again = FakeKube(first.stored)
     rt.claims = FakeClaims(again)  # type: ignore[assignment]

@@ -52,6 +52,7 @@ from ctxfit.render.scaledobject import PAUSED_ANNOTATION, ScaledObjectInput, ren
 
 from .conditions import EventNote
 from .observe import DeploymentView
+from .ownership import Holder, holder_of
 from .rejections import refused_autoscaler
 from .settings import Settings
 
@@ -81,6 +82,7 @@ class ScaledObjectView:
         annotations, labels: its metadata (``autoscaling.keda.sh/paused`` among the annotations).
         ready: KEDA's ``Ready`` condition status (``True``/``False``/``Unknown``; None: not reported yet).
         ready_message: that condition's message.
+        holder: whose it is (``ownership``).
     """
 
     spec: Mapping[str, Any]
@@ -88,6 +90,7 @@ class ScaledObjectView:
     labels: Mapping[str, str]
     ready: str | None = None
     ready_message: str = ""
+    holder: Holder | None = None
 
     @property
     def paused(self) -> bool:
@@ -103,7 +106,8 @@ def scaled_object_view(obj: Mapping[str, Any]) -> ScaledObjectView:
     ready: Mapping[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
     return ScaledObjectView(spec=dict(obj.get("spec") or {}), annotations=dict(meta.get("annotations") or {}),
                             labels=dict(meta.get("labels") or {}), ready=ready.get("status"),
-                            ready_message=str(ready.get("message") or ready.get("reason") or ""))
+                            ready_message=str(ready.get("message") or ready.get("reason") or ""),
+                            holder=holder_of(obj))
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from typing import Any
 from ctxfit.api import quantity_to_bytes
 from ctxfit.render.cache import CLAIM_ANNOTATION, DOWNLOAD_CONTAINER
 
+from .ownership import Holder, holder_of
+
 DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
                              "storageclass.beta.kubernetes.io/is-default-class")
 """Annotations marking the default StorageClass (Kubernetes docs "Change the default StorageClass")."""
@@ -85,13 +87,15 @@ def parse_progress(log: str) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class ClaimView:
-    """An existing PersistentVolumeClaim: its requested size (bytes), phase, class and capacity."""
+    """An existing PersistentVolumeClaim: its requested size (bytes), phase, class and capacity; ``holder``:
+    whose it is (``ownership``; None: not known, e.g. the claim this process just created from a rendering)."""
 
     name: str
     request_bytes: int | None
     phase: str | None
     storage_class: str | None
     capacity_bytes: int | None
+    holder: Holder | None = None
 
 
 def _bytes(value: object) -> int | None:
@@ -112,6 +116,7 @@ def claim_view(claim: Mapping[str, Any] | None) -> ClaimView | None:
         phase=status.get("phase"),
         storage_class=spec.get("storageClassName"),
         capacity_bytes=_bytes((status.get("capacity") or {}).get("storage")),
+        holder=holder_of(claim),
     )
 
 

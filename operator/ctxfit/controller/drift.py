@@ -33,6 +33,8 @@ from ctxfit.render.deployment import PORT_NAME
 from ctxfit.render.labels import selector_labels
 from ctxfit.render.leaderworkerset import LWS_KIND
 
+from .ownership import Holder, holder_of
+
 CONTAINER_FIELDS = ("image", "command", "args", "env", "resources", "ports", "volumeMounts",
                     "startupProbe", "readinessProbe", "livenessProbe")
 """Engine container fields compared with the rendering (apps/v1 PodSpec ``containers[]``)."""
@@ -213,3 +215,21 @@ def owned_service_port(service: Mapping[str, Any], server: str) -> int | None:
     if len(ports) != 1 or ports[0].get("targetPort") != PORT_NAME or "port" not in ports[0]:
         return None
     return int(ports[0]["port"])
+
+
+@dataclass(frozen=True)
+class ServiceView:
+    """The Service named like a server: its port when it is the one ctxfit renders (``owned_service_port``; None
+    otherwise) and whose it is (``ownership``; a Service that is not the server's counts as absent)."""
+
+    port: int | None
+    holder: Holder | None = None
+
+    def port_for(self, server_uid: str) -> int | None:
+        """The port when the Service is the server's of ``server_uid``, else None (absent, for the operator)."""
+        return self.port if self.holder is not None and self.holder.owns(server_uid, "Service") else None
+
+
+def service_view(service: Mapping[str, Any], server: str) -> ServiceView:
+    """Fold a Service (dict) into a ``ServiceView``."""
+    return ServiceView(owned_service_port(service, server), holder_of(service))

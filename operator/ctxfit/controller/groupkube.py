@@ -2,8 +2,9 @@
 
 Same rules as ``kube.Kube`` for the Deployment: created when absent, otherwise a JSON patch replaces its
 whole ``spec`` and ctxfit's labels/annotations (field manager ``ctxfit``); scaling to zero patches
-``spec.replicas``. Only multi-node servers reach this module, so single-node reconciles read and write
-nothing more than before. RBAC: ``leaderworkersets`` get, create, patch (chart ``templates/rbac.yaml``).
+``spec.replicas``; nothing that is not the server's is written (``guarded``). Only multi-node servers reach
+this module, so single-node reconciles read and write nothing more than before. RBAC: ``leaderworkersets`` get,
+create, patch (chart ``templates/rbac.yaml``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from kubernetes.client.exceptions import ApiException
 
 from ctxfit.render.leaderworkerset import LWS_PLURAL
 
-from .customkube import CustomResource, apply_custom_object
-from .kube import MERGE_PATCH, Kube, _json, _release
+from .customkube import CustomResource, apply_custom_object, patch_custom_object
+from .kube import Kube, _json
 
 LWS_GROUP = "leaderworkerset.x-k8s.io"
 LWS_VERSION = "v1"
@@ -40,12 +41,7 @@ def apply_group(kube: Kube, obj: dict[str, Any], *, exists: bool) -> None:
     apply_custom_object(kube, LWS, obj, exists=exists)
 
 
-def scale_group_to_zero(kube: Kube, namespace: str, name: str) -> None:
-    """Set the LeaderWorkerSet's replicas to 0 (every group's GPUs released); absent is fine."""
-    try:
-        _release(kube.custom.patch_namespaced_custom_object(
-            LWS_GROUP, LWS_VERSION, namespace, LWS_PLURAL, name, {"spec": {"replicas": 0}},
-            _content_type=MERGE_PATCH, _preload_content=False))
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
+def scale_group_to_zero(kube: Kube, namespace: str, name: str, owner: str) -> None:
+    """Set the server's LeaderWorkerSet's replicas to 0 (every group's GPUs released): a guarded JSON patch
+    (``guarded``). Absent is fine. Raises ``ownership.Foreign`` when it is not the server's (uid ``owner``)."""
+    patch_custom_object(kube, LWS, namespace, name, owner, [{"op": "add", "path": "/spec/replicas", "value": 0}])

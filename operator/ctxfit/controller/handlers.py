@@ -32,7 +32,7 @@ from . import kopf_settings
 from .cache_view import ClaimView, claim_view
 from .calibration_store import CalibrationStore
 from .claims import ClaimsApi
-from .drift import owned_service_port
+from .drift import ServiceView, service_view
 from .events import EventPoster
 from .kube import Kube, load_api_client
 from .leader import LeaderElector
@@ -224,10 +224,11 @@ async def index_deployments(namespace: str, name: str, body: kopf.Body, **_: Any
     return {(namespace, name): deployment_view(body)}
 
 
-async def index_services(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Key, int | None]:
-    """Index: (namespace, name) -> the engine Service's port (the Service is named like its server); None when
-    the Service was edited away from the rendering (``drift.owned_service_port``), so it is applied again."""
-    return {(namespace, name): owned_service_port(dict(body), name)}
+async def index_services(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Key, ServiceView]:
+    """Index: (namespace, name) -> the engine Service's ``ServiceView`` (the Service is named like its server): its
+    port, None when it was edited away from the rendering (``drift.owned_service_port``), so it is applied again,
+    and whose it is (a Service that is not the server's counts as absent: ``reconcile``)."""
+    return {(namespace, name): service_view(dict(body), name)}
 
 
 async def index_claims(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Key, ClaimView | None]:
@@ -306,7 +307,7 @@ async def on_owned(event: kopf.RawEvent, body: kopf.Body, namespace: str, name: 
     state = _remember(memo, indexes)
     uid = str(body.metadata.uid)
     view = hash(deployment_view(dict(body)) if resource.plural == "deployments"
-                else owned_service_port(dict(body), name))  # a hash: the index keeps the view itself
+                else service_view(dict(body), name))  # a hash: the index keeps the view itself
     if resource.plural == "services" and state.runtime.services is not None:
         state.runtime.services.seen((namespace, name))  # the index shows this Service as it is now
     if event.get("type") == "DELETED":

@@ -19,6 +19,7 @@ from ctxfit.vocab.text import clean_text
 from .cache_view import DownloadView, download_view
 from .drift import LiveDeployment, live_deployment
 from .driver import driver_too_old, node_cuda, required_cuda
+from .ownership import Holder, holder_of
 from .pods import PodFacts, pod_facts
 
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
@@ -143,12 +144,14 @@ class DeploymentView:
     """What matters of the existing Deployment (or LeaderWorkerSet): its pod-template hash annotation,
     ``replicas`` (``spec.replicas``: the count asked for, by the operator or the autoscaler's HPA),
     ``current_replicas`` (``status.replicas``: the count it has now; None: not reported yet); ``live``: the
-    fields drift is checked on and its ReplicaFailure message (``controller/drift.py``; None: not read)."""
+    fields drift is checked on and its ReplicaFailure message (``controller/drift.py``; None: not read);
+    ``holder``: whose it is (``ownership``)."""
 
     template_hash: str | None
     replicas: int | None
     live: LiveDeployment | None = None
     current_replicas: int | None = None
+    holder: Holder | None = None
 
 
 def deployment_view(deployment: Mapping[str, Any] | None) -> DeploymentView | None:
@@ -159,7 +162,8 @@ def deployment_view(deployment: Mapping[str, Any] | None) -> DeploymentView | No
     return DeploymentView(template_hash=(meta.get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION),
                           replicas=(deployment.get("spec") or {}).get("replicas"),
                           live=live_deployment(deployment, CONTAINER_NAME),
-                          current_replicas=_status_replicas(deployment.get("status") or {}))
+                          current_replicas=_status_replicas(deployment.get("status") or {}),
+                          holder=holder_of(deployment))
 
 
 def _status_replicas(status: Mapping[str, Any]) -> int | None:

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,12 +31,13 @@ from ctxfit.render.leaderworkerset import LWS_KIND
 from ctxfit.vocab.text import clean_lines, clean_text
 
 from . import rejections
-from .autoscaling import paused_rendering
+from .autoscaling import ScalingSnapshot, paused_rendering
 from .cache_view import ClaimView
 from .calibration_store import CalibrationStore
 from .claims import ClaimsApi
 from .converge import Outcome, Snapshot, converge
 from .decisions import decisions, log_decisions
+from .drift import ServiceView
 from .events import EventPoster
 from .groupkube import apply_group, get_group, scale_group_to_zero
 from .kube import Conflict, Kube
@@ -169,20 +170,34 @@ def _apply_scaling(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
     obj = out.scaled_object
     try:
         if pausing and out.scaled_object_pause:
-            pause_scaled_object(rt.kube, meta["namespace"], meta["name"])
+            with refused("ScaledObject/pause", meta["name"], None):
+                pause_scaled_object(rt.kube, meta["namespace"], meta["name"], snap.uid, live)
         if obj is not None and paused_rendering(obj) is pausing:
             with refused("ScaledObject", meta["name"], obj):
                 apply_scaled_object(rt.kube, obj, live)
         if not pausing and out.scaled_object_delete:
-            delete_scaled_object(rt.kube, meta["namespace"], meta["name"])
+            with refused("ScaledObject/delete", meta["name"], None):
+                delete_scaled_object(rt.kube, meta["namespace"], meta["name"], snap.uid)
     except KedaNotInstalled:  # removed since it was read: the next pass says so in status
         rt.keda.found_absent(time.monotonic())
+
+
+def _apply_claim(rt: Runtime, out: Outcome) -> None:
+    if rt.claims is not None and out.claim is not None:
+        with refused("PersistentVolumeClaim", str(out.claim["metadata"]["name"]), out.claim):
+            rt.claims.apply_claim(out.claim, exists=out.claim_exists)
 
 
 def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
     _not_stopping(rt)
     meta = body["metadata"]
     _apply_scaling(rt, body, out, snap, pausing=True)
+    # A claim not yet known to be the server's is created (or found to be another's: Foreign) before the
+    # workload that mounts it, so no pod ever mounts a claim of that name that is not the server's. A claim
+    # that is the server's is grown after the workload (the engine starts first; the scheduler waits).
+    claim_first = out.claim is not None and not out.claim_exists
+    if claim_first:
+        _apply_claim(rt, out)
     if out.deployment is not None:
         with refused(out.deployment["kind"], meta["name"], out.deployment):
             if out.deployment["kind"] == LWS_KIND:
@@ -190,18 +205,18 @@ def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
             else:
                 rt.kube.apply(out.deployment, exists=snap.deployment is not None)
     if out.scale_to_zero:
-        with refused("Deployment/scale", meta["name"], None):
+        kind = LWS_KIND if _multi_node(body) else "Deployment"
+        with refused(f"{kind}/scale", meta["name"], None):
             if _multi_node(body):
-                scale_group_to_zero(rt.kube, meta["namespace"], meta["name"])
+                scale_group_to_zero(rt.kube, meta["namespace"], meta["name"], snap.uid)
             else:
-                rt.kube.scale_to_zero(meta["namespace"], meta["name"])
-    # The claim right after the Deployment (the engine starts first; the scheduler waits for the claim),
-    # and a replaced claim deleted once the Deployment no longer mounts it.
-    if rt.claims is not None and out.claim is not None:
-        with refused("PersistentVolumeClaim", str(out.claim["metadata"]["name"]), out.claim):
-            rt.claims.apply_claim(out.claim, exists=out.claim_exists)
+                rt.kube.scale_to_zero(meta["namespace"], meta["name"], snap.uid)
+    if not claim_first:
+        _apply_claim(rt, out)
+    # a replaced claim is deleted once the workload no longer mounts it
     if rt.claims is not None and out.claim_delete is not None:
-        rt.claims.delete_claim(body["metadata"]["namespace"], out.claim_delete)
+        with refused("PersistentVolumeClaim/delete", out.claim_delete, {"delete": out.claim_delete}):
+            rt.claims.delete_claim(meta["namespace"], out.claim_delete, snap.uid)
     _apply_scaling(rt, body, out, snap, pausing=False)
 
 
@@ -275,10 +290,21 @@ ClaimSeen = Callable[[str], ClaimView | None]
 """``claim_seen(claim name)``: the operator's claim of that name as its watch shows it (None: not seen)."""
 
 
-def _claim(rt: Runtime, namespace: str, name: str, spec: dict[str, Any], old: InferenceServerStatus,
+def _claim(rt: Runtime, namespace: str, name: str, uid: str, spec: dict[str, Any], old: InferenceServerStatus,
            claim_seen: ClaimSeen | None = None) -> ClaimView | None:
     """The cache's claim as it exists: the operator's (from its watch when ``claim_seen`` is given, else
-    read), or the user's (read) (None: absent, or no claim in this mode)."""
+    read), or the user's (read) (None: absent, or no claim in this mode). A claim of the operator's name that
+    is not the server's (``ownership``) counts as absent: creating it then ends in ``guarded.Foreign``."""
+    found = _found_claim(rt, namespace, name, spec, old, claim_seen)
+    user = ((spec.get("model") or {}).get("cache") or {}).get("persistentVolumeClaim")
+    if found is not None and not user and found.holder is not None \
+            and not found.holder.owns(uid, "PersistentVolumeClaim"):
+        return None
+    return found
+
+
+def _found_claim(rt: Runtime, namespace: str, name: str, spec: dict[str, Any], old: InferenceServerStatus,
+                 claim_seen: ClaimSeen | None = None) -> ClaimView | None:
     if rt.claims is None:
         return None
     cache = (spec.get("model") or {}).get("cache") or {}
@@ -297,6 +323,21 @@ def _claim(rt: Runtime, namespace: str, name: str, spec: dict[str, Any], old: In
     return rt.claims.get_claim(namespace, claim)
 
 
+def _ours(view: DeploymentView | None, uid: str) -> DeploymentView | None:
+    """``view`` when the workload is the server's (or its holder is not known: a view built, not read)."""
+    if view is None or view.holder is None or view.holder.owns(uid, "Deployment"):
+        return view
+    return None
+
+
+def _own_scaling(scaling: ScalingSnapshot | None, uid: str) -> ScalingSnapshot | None:
+    """``scaling`` with a live ScaledObject that is not the server's left out (absent, for converge)."""
+    live = scaling.live if scaling is not None else None
+    if scaling is None or live is None or live.holder is None or live.holder.owns(uid, "ScaledObject"):
+        return scaling
+    return replace(scaling, live=None)
+
+
 class _Unknown:
     """Marker: the caller has no view of this object; read it from the API."""
 
@@ -306,11 +347,14 @@ UNKNOWN = _Unknown()
 
 def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...], pods: tuple[PodView, ...], *,
               body: dict[str, Any] | None = None, deployment: DeploymentView | None | _Unknown = UNKNOWN,
-              service_port: int | None | _Unknown = UNKNOWN, claim_seen: ClaimSeen | None = None) -> Result:
+              service_port: ServiceView | int | None | _Unknown = UNKNOWN,
+              claim_seen: ClaimSeen | None = None) -> Result:
     """Reconcile ``namespace/name`` once; never raises (see the module docstring).
 
     ``body``, ``deployment``, ``service_port``, ``claim_seen``: what the caller's watches already show (kopf
     indexes); omitted ones are read from the API. A stale ``body`` only costs a conflict and a retry with a fresh read.
+    An object of a child's name that is not the server's (``ownership``) counts as absent: converge renders
+    it, and the write ends in ``guarded.Foreign`` (a condition and an Event) instead of touching it.
     """
     started = time.monotonic()
     try:
@@ -320,12 +364,16 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         if body is None or body["metadata"].get("deletionTimestamp"):
             rt.metrics.forget(namespace, name)
             return Result(None)
+        uid = str(body["metadata"].get("uid") or "")
         if isinstance(deployment, _Unknown):
             deployment = deployment_view(rt.kube.get_deployment(namespace, name))
         if deployment is None and _multi_node(body):  # not in the Deployment index: read the LeaderWorkerSet
             deployment = deployment_view(get_group(rt.kube, namespace, name))
+        deployment = _ours(deployment, uid)
         if isinstance(service_port, _Unknown):
             service_port = rt.kube.service_port(namespace, name)
+        if isinstance(service_port, ServiceView):
+            service_port = service_port.port_for(uid)
         meta = body["metadata"]
         old, problem = read_status(body.get("status"))
         if problem is not None:  # stored status is input: never trusted past the spec's bounds
@@ -338,12 +386,13 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
             spec=spec_dict, status=old, nodes=nodes, pods=pods, deployment=deployment,
             service_port=service_port, now=datetime.now(UTC), storage=rt.claims.storage() if rt.claims else None,
-            claim=_claim(rt, namespace, name, spec_dict, old, claim_seen),
+            claim=_claim(rt, namespace, name, uid, spec_dict, old, claim_seen),
             download_log=lambda pod: rt.kube.log_tail(namespace, pod.name, DOWNLOAD_CONTAINER, previous=False,
                                                       lines=DOWNLOAD_LOG_LINES),
             calibration=rt.calibration.table() if rt.calibration is not None else None,  # cached; used to plan
-            scaling=read_scaling(rt.kube, rt.keda, rt.settings.keda_enabled, namespace, name,
-                                 spec_dict.get("autoscaling") is not None, old.autoscaling is not None),
+            scaling=_own_scaling(read_scaling(rt.kube, rt.keda, rt.settings.keda_enabled, namespace, name,
+                                              spec_dict.get("autoscaling") is not None, old.autoscaling is not None),
+                                 uid),
         )
         engine_text = str((snap.spec.get("engine") or {}).get("kind", ""))
         engine = EngineKind(engine_text) if engine_text in EngineKind.__members__.values() else EngineKind.VLLM
@@ -358,8 +407,9 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             stored = _write(rt, body, old, out, snap)
         except rejections.Rejected as exc:
             rt.metrics.reconcile_errors.labels(f"rejected_{exc.code}").inc()
-            delay = rejections.record(rt.kube, rt.rejections, (namespace, name), exc, out.status, snap.generation)
-            return Result(delay, conflict=True)
+            delay, stored = rejections.record(rt.kube, rt.rejections, (namespace, name), exc, out.status,
+                                              snap.generation)
+            return Result(delay, stored=stored, conflict=True)
         if isinstance(stored, _Deferred):
             assert out.deployment is not None
             return Result(0.0, applied=deployment_view(out.deployment))

@@ -35,6 +35,10 @@ Observe = Callable[[str, str, int, float], None]
 """``observe(verb, resource, status code, seconds)`` after each request (0: no answer)."""
 
 
+class Conflict(Exception):
+    """The object changed since it was read (HTTP 409, or a failed JSON-patch ``test``): read again and retry."""
+
+
 def resource_of(path: str) -> str:
     """The resource (and subresource) a path names, for metrics: ``/api/v1/namespaces/ns/pods/p/log`` ->
     ``pods/log``; ``/apis/apps/v1/namespaces/ns/deployments`` -> ``deployments``."""
@@ -175,7 +179,6 @@ class Rest:
 SERVERS = Resource(API_GROUP, API_VERSION, PLURAL)
 SERVERS_STATUS = Resource(API_GROUP, API_VERSION, PLURAL, "status")
 DEPLOYMENTS = Resource("apps", "v1", "deployments")
-DEPLOYMENTS_SCALE = Resource("apps", "v1", "deployments", "scale")
 SERVICES = Resource("", "v1", "services")
 EVENTS = Resource("", "v1", "events")
 POD_LOG = Resource("", "v1", "pods", "log")
