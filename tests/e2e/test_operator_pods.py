@@ -319,7 +319,7 @@ def test_what_the_api_server_stores_is_not_drift(api: ServerClient, namespace: s
     """Every golden rendering, created with a server-side dry run (the API server's defaults and canonical
     quantities applied), compares equal to itself: no false drift, so no revert loop."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-    from ctxfit.controller.drift import drifted, live_deployment, owned_service_port
+    from ctxfit.controller.views.workloads import drifted, live_deployment, owned_service_port
     from ctxfit.render import render_deployment, render_service
     from test_render import CASES, render_input
 

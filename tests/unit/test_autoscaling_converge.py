@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import ConditionType, InferenceServerStatus
-from ctxfit.controller.autoscaling import (
+from ctxfit.controller.converge.autoscaling import (
     KEDA_RECHECK_SECONDS,
     Keda,
     Replicas,
@@ -20,10 +20,10 @@ from ctxfit.controller.autoscaling import (
     up_to_date,
     wanted_replicas,
 )
-from ctxfit.controller.converge import Outcome, Snapshot, converge
-from ctxfit.controller.observe import DeploymentView, deployment_view
+from ctxfit.controller.converge.flow import Outcome, Snapshot, converge
 from ctxfit.controller.rejections import mark_rejected
 from ctxfit.controller.settings import Settings
+from ctxfit.controller.views.pods import DeploymentView, deployment_view
 from ctxfit.recovery import Failure, FailureKind
 
 from .test_converge_group import H100_0, H100_1, group_spec, member

@@ -9,19 +9,19 @@ from typing import Any
 
 import pytest
 from ctxfit.api.status import ConditionType, InferenceServerStatus
-from ctxfit.controller.customkube import resource_missing
-from ctxfit.controller.kube import _replace_ops
-from ctxfit.controller.observe import DeploymentView, deployment_view
-from ctxfit.controller.reconcile import Runtime, reconcile
-from ctxfit.controller.rejections import RejectionBook
-from ctxfit.controller.scalekube import (
+from ctxfit.controller.kube.client import _replace_ops
+from ctxfit.controller.kube.custom import resource_missing
+from ctxfit.controller.kube.keda import (
     ABSENT_MEMO_SECONDS,
     KedaMemo,
     KedaNotInstalled,
     get_scaled_object,
     read_scaling,
 )
+from ctxfit.controller.reconcile import Runtime, reconcile
+from ctxfit.controller.rejections import RejectionBook
 from ctxfit.controller.settings import Settings
+from ctxfit.controller.views.pods import DeploymentView, deployment_view
 from kubernetes.client.rest import ApiException
 
 from .test_handlers_runtime import RTX, FakeKube, runtime, server

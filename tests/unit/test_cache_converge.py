@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from ctxfit.api import GiB
 from ctxfit.api.status import ConditionType, InferenceServerStatus
-from ctxfit.controller.cache_view import ClaimView, DownloadView, StorageView, download_view, parse_progress
-from ctxfit.controller.converge import Outcome, Snapshot, converge
-from ctxfit.controller.observe import PodView
+from ctxfit.controller.converge.flow import Outcome, Snapshot, converge
+from ctxfit.controller.views.cache import ClaimView, DownloadView, StorageView, download_view, parse_progress
+from ctxfit.controller.views.pods import PodView
 from ctxfit.recovery import Failure, FailureKind
 from ctxfit.render.cache import CLAIM_ANNOTATION, DOWNLOAD_CONTAINER
 

@@ -1,4 +1,4 @@
-"""The calibration ConfigMap (controller/calibration_store.py) against a fake API server: created on the first
+"""The calibration ConfigMap (controller/kube/calibration.py) against a fake API server: created on the first
 sample, samples once each (same id twice, a retry after a crash), compare-and-swap retried on conflict,
 readable YAML, a malformed or unreadable ConfigMap never breaks planning."""
 
@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 import yaml
 from ctxfit.budget.calibrate import CalibrationKey, Sample
-from ctxfit.controller.calibration_store import DATA_KEY, CalibrationStore
+from ctxfit.controller.kube.calibration import DATA_KEY, CalibrationStore
 from kubernetes.client.exceptions import ApiException
 
 KEY = CalibrationKey("vllm", "0.19", "NVIDIA-H100-80GB-HBM3", 1, 1)
 
 
 class FakeCore:
-    """The ConfigMap endpoints of the API server as ``Kube.rest`` (controller/rest.py) calls them."""
+    """The ConfigMap endpoints of the API server as ``Kube.rest`` (controller/kube/rest.py) calls them."""
 
     def __init__(self, conflicts: int = 0, forbidden: bool = False) -> None:
         self.obj: dict[str, Any] | None = None

@@ -39,11 +39,11 @@ KINDS = {
     "persistent_volume_claim": ("", "persistentvolumeclaims"),
     "storage_class": ("storage.k8s.io", "storageclasses"),
 }
-# custom-object calls whose first argument names another API group (controller/groupkube.py; KEDA's
+# custom-object calls whose first argument names another API group (controller/kube/groups.py; KEDA's
 # ScaledObjects for spec.autoscaling)
 CUSTOM_GROUPS = {"LWS_GROUP": ("leaderworkerset.x-k8s.io", "leaderworkersets"),
                  "KEDA_GROUP": ("keda.sh", "scaledobjects")}
-# controller/customkube.py's helpers call the custom-object API with the ``group`` of a ``CustomResource``
+# controller/kube/custom.py's helpers call the custom-object API with the ``group`` of a ``CustomResource``
 # argument: their verbs count for the resource each caller passes (``apply_custom_object(kube, LWS, ...)``)
 GENERIC_GROUP = "group"
 CUSTOM_RESOURCES = {"LWS": CUSTOM_GROUPS["LWS_GROUP"], "KEDA": CUSTOM_GROUPS["KEDA_GROUP"]}
@@ -65,14 +65,14 @@ def _add(needs: Needs, key: tuple[str, str], *verbs: str) -> None:
     needs.setdefault(key, set()).update(verbs)
 
 
-# Raw JSON calls (controller/rest.py): ``rest.call(VERB, RESOURCE, namespace, name, ...)``, ``rest.call_json(...)``
+# Raw JSON calls (controller/kube/rest.py): ``rest.call(VERB, RESOURCE, namespace, name, ...)``, ``rest.call_json(...)``
 # and ``rest.read(RESOURCE, namespace, name)`` with a ``Resource`` declared in rest.py; any other raw request of
 # the controller (``rest.request``/``json``/``get`` with a computed path) cannot be mapped and fails the test.
 HTTP_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
 def _raw_call(path: Path, call: ast.Call, needs: Needs, unknown: list[str]) -> None:
-    from ctxfit.controller import rest
+    from ctxfit.controller.kube import rest
 
     func = call.func
     if not isinstance(func, ast.Attribute) or not re.search(r"\brest$", ast.unparse(func.value)):
@@ -103,7 +103,7 @@ def code_needs() -> tuple[Needs, list[str]]:
     unknown: list[str] = []
     generic: dict[str, set[str]] = {}  # helper function -> verbs it uses on the resource it is given
     resource_calls: list[tuple[str, str, str]] = []  # (helper called, resource argument, where)
-    for path in sorted(CONTROLLER.glob("*.py")):
+    for path in sorted(CONTROLLER.rglob("*.py")):
         tree = ast.parse(path.read_text())
         for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]:
             applies = any(isinstance(n, ast.Name) and n.id == "APPLY" for n in ast.walk(func))

@@ -1,4 +1,4 @@
-"""The shared create-or-replace of a custom object (``controller/customkube.py``), with a fake
+"""The shared create-or-replace of a custom object (``controller/kube/custom.py``), with a fake
 ``CustomObjectsApi``: what each stale belief of the caller leads to, and a missing resource type (its CRD not
 installed) raised as it is - by both callers, the LeaderWorkerSet and the KEDA ScaledObject."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ctxfit.controller.customkube import CustomResource, apply_custom_object, resource_missing
-from ctxfit.controller.groupkube import LWS, apply_group
-from ctxfit.controller.scalekube import KedaNotInstalled, apply_scaled_object
+from ctxfit.controller.kube.custom import CustomResource, apply_custom_object, resource_missing
+from ctxfit.controller.kube.groups import LWS, apply_group
+from ctxfit.controller.kube.keda import KedaNotInstalled, apply_scaled_object
 from kubernetes.client.rest import ApiException
 
 from .test_autoscaling_reconcile import NO_OBJECT, NO_RESOURCE, api_error

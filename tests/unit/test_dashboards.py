@@ -31,7 +31,7 @@ from chartkit import (  # noqa: E402
 BOARDS = dashboards()
 BOARD_IDS = list(BOARDS)
 
-# The metrics ctxfit exports (operator/ctxfit/controller/metrics.py; histogram/counter sample names).
+# The metrics ctxfit exports (operator/ctxfit/controller/telemetry/metrics.py; histogram/counter sample names).
 CTXFIT_METRICS = {
     "ctxfit_server_context_length_tokens", "ctxfit_server_target_context_length_tokens",
     "ctxfit_server_planned_context_length_tokens",
@@ -141,7 +141,7 @@ def test_dashboards_name_only_exported_metrics(name: str) -> None:
 
 
 def test_exported_metric_names_match_the_operator() -> None:
-    from ctxfit.controller.metrics import Metrics
+    from ctxfit.controller.telemetry.metrics import Metrics
 
     registry = Metrics().registry
     exported = {sample for family in registry.collect()

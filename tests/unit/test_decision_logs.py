@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from ctxfit.api.status import InferenceServerStatus
-from ctxfit.controller.converge import converge
-from ctxfit.controller.decisions import DECISIONS_LOGGER, decisions, log_decisions
+from ctxfit.controller.converge.flow import converge
 from ctxfit.controller.settings import Settings
+from ctxfit.controller.telemetry.decision_log import DECISIONS_LOGGER, decisions, log_decisions
 from ctxfit.recovery import Failure, FailureKind
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

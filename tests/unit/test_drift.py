@@ -1,4 +1,4 @@
-"""Live-vs-desired comparison of the engine Deployment (``controller/drift.py``): the API server's defaults and
+"""Live-vs-desired comparison of the engine Deployment (``views/workloads.py``): the API server's defaults and
 canonical quantities are not drift; hand edits of what ctxfit renders are."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import copy
 from typing import Any
 
 import pytest
-from ctxfit.controller.converge import converge
-from ctxfit.controller.drift import describe_drift, drifted, live_deployment
-from ctxfit.controller.observe import deployment_view
+from ctxfit.controller.converge.flow import converge
+from ctxfit.controller.views.pods import deployment_view
+from ctxfit.controller.views.workloads import describe_drift, drifted, live_deployment
 from ctxfit.render import render_deployment
 
 from .test_render import CASES, render_input
@@ -146,7 +146,7 @@ def _service() -> dict[str, Any]:
                  id="port-added"),
 ])
 def test_service_edited_away_from_the_rendering_is_applied_again(edit: Any, port: str | None) -> None:
-    from ctxfit.controller.drift import owned_service_port
+    from ctxfit.controller.views.workloads import owned_service_port
 
     service = _service()
     server, rendered = service["metadata"]["name"], service["spec"]["ports"][0]["port"]

@@ -11,7 +11,7 @@ import pytest
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
 from ctxfit.api.status_check import read_status
 from ctxfit.api.validation import MANAGED_FLAGS, managed_flag_in
-from ctxfit.controller.admission_policy import refusal
+from ctxfit.controller.converge.policy import refusal
 from ctxfit.controller.rejections import RejectionBook, rejection_of
 from ctxfit.controller.settings import Settings
 from ctxfit.engines import get_engine
@@ -72,7 +72,7 @@ def test_refused_service_holds_ready_and_recovers_when_accepted() -> None:
     kube = RefusingKube(body, "Service")
     rt = runtime(kube)
     reconcile(rt, "ns", "kimi-k25", (RTX,), ())  # plan + Deployment
-    from ctxfit.controller.observe import deployment_view
+    from ctxfit.controller.views.pods import deployment_view
     assert kube.server is not None
     stored = kube.server
     deployment = deployment_view({"metadata": {"annotations": {}}, "spec": {"replicas": 1}})

@@ -1,4 +1,4 @@
-"""Which failed pod of a group is diagnosed (``controller/group.py::most_telling_failure``): a worker's KV-cache
+"""Which failed pod of a group is diagnosed (``converge/groups.py::most_telling_failure``): a worker's KV-cache
 error that takes the leader down with a collective-communication error is the failure, not the leader's
 Unknown (issue 13 item 4: read every pod of the group)."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from ctxfit.controller.converge import converge
-from ctxfit.controller.group import most_telling_failure
-from ctxfit.controller.observe import PodView, Termination
+from ctxfit.controller.converge.flow import converge
+from ctxfit.controller.converge.groups import most_telling_failure
+from ctxfit.controller.views.pods import PodView, Termination
 from ctxfit.vocab.kinds import Failure, FailureKind
 
 from .test_converge_group import H100_0, H100_1, KV_FAILURE, group_spec, member

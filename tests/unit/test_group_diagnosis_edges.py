@@ -1,8 +1,8 @@
-"""Edge cases of ``controller/group.py::most_telling_failure``: termination times in other RFC 3339 forms."""
+"""Edge cases of ``controller/converge/groups.py::most_telling_failure``: termination times in other RFC 3339 forms."""
 
 from __future__ import annotations
 
-from ctxfit.controller.group import most_telling_failure
+from ctxfit.controller.converge.groups import most_telling_failure
 
 from .test_converge_group import member
 from .test_group_diagnosis import NCCL, by_name, ended

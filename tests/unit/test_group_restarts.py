@@ -1,4 +1,4 @@
-"""The restart budget of a multi-node group (``controller/group_restarts.py``): recreations by the LWS controller
+"""The restart budget of a multi-node group (``converge/group_restarts.py``): recreations by the LWS controller
 are counted per attempt in status, a rollout or an engine failure is not one, Ready starts the count over, and
 a group recreated past the budget ends Failed; a deleting group pod that crashed is still read (issue 13)."""
 
@@ -10,11 +10,11 @@ from typing import Any
 
 from ctxfit.api.status import AttemptOutcome, ConditionType, InferenceServerStatus, Reason
 from ctxfit.api.status_check import read_status
-from ctxfit.controller.converge import Outcome, converge
-from ctxfit.controller.group_restarts import RECREATION_WINDOW_SECONDS
-from ctxfit.controller.observe import DeploymentView, PodView
+from ctxfit.controller.converge.flow import Outcome, converge
+from ctxfit.controller.converge.group_restarts import RECREATION_WINDOW_SECONDS
+from ctxfit.controller.converge.waiting import attempt_pods
 from ctxfit.controller.settings import Settings
-from ctxfit.controller.waiting import attempt_pods
+from ctxfit.controller.views.pods import DeploymentView, PodView
 
 from .test_converge_group import H100_0, H100_1, KV_FAILURE, group_spec, member
 from .test_handlers import NOW, applied, diagnosed, never, pod, snapshot, spec

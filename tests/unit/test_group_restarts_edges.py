@@ -1,4 +1,4 @@
-"""Edge cases of the multi-node restart budget (``controller/group_restarts.py``) an SRE running several groups
+"""Edge cases of the multi-node restart budget (``controller/converge/group_restarts.py``) an SRE running several groups
 meets: several groups disrupted by one maintenance, a group scaled away and back, timestamps of other formats."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from ctxfit.api.status import Reason
 from ctxfit.api.status_check import read_status
-from ctxfit.controller.converge import converge
-from ctxfit.controller.observe import PodView
+from ctxfit.controller.converge.flow import converge
+from ctxfit.controller.views.pods import PodView
 
 from .test_converge_group import group_spec, member
 from .test_group_restarts import BUDGET_2, NODES, events, step

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import yaml
 from ctxfit.api.status import ConditionType, InferenceServerStatus
-from ctxfit.controller.converge import Outcome, Snapshot, converge
-from ctxfit.controller.observe import DeploymentView, GPUNode, PodView, Termination
-from ctxfit.controller.pods import PodFacts
+from ctxfit.controller.converge.flow import Outcome, Snapshot, converge
 from ctxfit.controller.settings import Settings
+from ctxfit.controller.views.pod_facts import PodFacts
+from ctxfit.controller.views.pods import DeploymentView, GPUNode, PodView, Termination
 from ctxfit.recovery import Failure, FailureKind
 
 REPO = Path(__file__).resolve().parents[2]

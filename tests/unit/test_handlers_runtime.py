@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 import yaml
-from ctxfit.controller.handlers import on_owned, on_pod
-from ctxfit.controller.kube import Conflict
-from ctxfit.controller.metrics import Metrics
-from ctxfit.controller.observe import GPUNode
+from ctxfit.controller.app.handlers import on_owned, on_pod
+from ctxfit.controller.kube.client import Conflict
 from ctxfit.controller.reconcile import Runtime, reconcile
+from ctxfit.controller.runtime.workqueue import WorkQueue
 from ctxfit.controller.settings import Settings
-from ctxfit.controller.workqueue import WorkQueue
+from ctxfit.controller.telemetry.metrics import Metrics
+from ctxfit.controller.views.pods import GPUNode
 from kubernetes.client.rest import ApiException
 
 REPO = Path(__file__).resolve().parents[2]
@@ -229,7 +229,7 @@ class FakeClaims:
         self.kube = kube
 
     def storage(self) -> Any:
-        from ctxfit.controller.cache_view import StorageView
+        from ctxfit.controller.views.cache import StorageView
 
         return StorageView("standard", {"standard": False})
 
@@ -262,7 +262,7 @@ def test_the_cache_claim_follows_the_deployment_and_is_read_once_it_exists() -> 
 
 
 def test_cached_bodies_are_compact_and_lose_only_managed_fields() -> None:
-    from ctxfit.controller.handlers import slim, unslim
+    from ctxfit.controller.app.handlers import slim, unslim
 
     body = server()
     body["metadata"]["managedFields"] = [{"manager": "ctxfit", "fieldsV1": {"f:status": {}}}]

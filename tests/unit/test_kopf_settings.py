@@ -1,4 +1,4 @@
-"""kopf settings chosen for the per-event cost (controller/kopf_settings.py) hold only while the registry has no
+"""kopf settings chosen for the per-event cost (controller/app/kopf_settings.py) hold only while the registry has no
 change-detecting handlers and every watch/index handler is async."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import inspect
 
 import kopf
-from ctxfit.controller.handlers import build_registry
-from ctxfit.controller.kopf_settings import KOPF_EXECUTOR_THREADS, NoDiffBase, configure
+from ctxfit.controller.app.handlers import build_registry
+from ctxfit.controller.app.kopf_settings import KOPF_EXECUTOR_THREADS, NoDiffBase, configure
 
 
 def test_no_change_detecting_handlers_so_no_diff_base_is_needed() -> None:

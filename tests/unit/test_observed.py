@@ -1,4 +1,4 @@
-"""Predict, then verify (controller/observed.py through ``converge``, with fakes): status.observed and its
+"""Predict, then verify (controller/converge/verify.py through ``converge``, with fakes): status.observed and its
 error, the Event, exactly one calibration sample per attempt, the ContextClamped contract and its step,
 and a plan calibrated from a table."""
 
@@ -11,9 +11,9 @@ from typing import Any
 from ctxfit.api import GiB
 from ctxfit.api.status import ConditionType, InferenceServerStatus
 from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample
-from ctxfit.controller.converge import Outcome, converge
-from ctxfit.controller.metrics import Metrics
-from ctxfit.controller.observe import PodView
+from ctxfit.controller.converge.flow import Outcome, converge
+from ctxfit.controller.telemetry.metrics import Metrics
+from ctxfit.controller.views.pods import PodView
 
 from .test_handlers import REPO, SETTINGS, applied, never, pod, snapshot, spec
 

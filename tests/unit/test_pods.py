@@ -1,4 +1,4 @@
-"""Pod -> facts -> waiting reason / ownership (``controller/pods.py``), table-driven on Pod dicts shaped like the
+"""Pod -> facts -> waiting reason / ownership (``views/pod_facts.py``), table-driven on Pod dicts shaped like the
 API server's (kubelet and scheduler wording of Kubernetes 1.34)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import copy
 from typing import Any
 
 import pytest
-from ctxfit.controller.observe import pod_view
-from ctxfit.controller.pods import WaitKind, engine_digest, lost, owned_by, waiting
+from ctxfit.controller.views.pod_facts import WaitKind, engine_digest, lost, owned_by, waiting
+from ctxfit.controller.views.pods import pod_view
 
 NODES = {"a100-0", "a100-1"}
 UNSCHEDULABLE = ("0/9 nodes are available: 1 Insufficient nvidia.com/gpu, 8 node(s) didn't match Pod's node "

@@ -1,4 +1,4 @@
-"""PriorityGate (controller/priority.py) and the WorkQueue's first-reconcile-first order."""
+"""PriorityGate (controller/runtime/priority.py) and the WorkQueue's first-reconcile-first order."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import Hashable
 
 import pytest
-from ctxfit.controller.priority import PriorityGate
-from ctxfit.controller.workqueue import WorkQueue
+from ctxfit.controller.runtime.priority import PriorityGate
+from ctxfit.controller.runtime.workqueue import WorkQueue
 
 
 def test_gate_admits_lowest_priority_first_fifo_within_one() -> None:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from ctxfit.api.crd import build_crd
 from ctxfit.api.status import Phase, Reason
-from ctxfit.controller import observe
+from ctxfit.controller.views import pods as observe
 from ctxfit.render import deployment
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

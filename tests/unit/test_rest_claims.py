@@ -1,4 +1,4 @@
-"""Raw JSON requests (controller/rest.py) and the claim calls over them (controller/claims.py): the bearer token
+"""Raw JSON requests (kube/rest.py) and the claim calls over them (kube/claims.py): the bearer token
 and JSON bodies go out as the generated client sent them, errors come back as its ``ApiException``; a burst of
 reconciles shares one StorageClass list; a fresh plan's claim is created once, not on every pass before its
 status records it."""
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from ctxfit.controller.claims import ClaimsApi
-from ctxfit.controller.rest import DEPLOYMENTS, JSON_PATCH, SERVICES, Rest
+from ctxfit.controller.kube.claims import ClaimsApi
+from ctxfit.controller.kube.rest import DEPLOYMENTS, JSON_PATCH, SERVICES, Rest
 from kubernetes.client.exceptions import ApiException
 
 
@@ -61,7 +61,7 @@ def test_a_request_carries_json_the_token_and_releases_its_connection() -> None:
 
 
 def test_resource_paths() -> None:
-    from ctxfit.controller.rest import POD_LOG, SERVERS_STATUS, STORAGE_CLASSES
+    from ctxfit.controller.kube.rest import POD_LOG, SERVERS_STATUS, STORAGE_CLASSES
 
     assert POD_LOG.path("ns", "p") == "/api/v1/namespaces/ns/pods/p/log" and POD_LOG.rbac == "pods/log"
     assert SERVERS_STATUS.path("ns", "s") == "/apis/ctxfit.io/v1alpha1/namespaces/ns/inferenceservers/s/status"
@@ -176,8 +176,8 @@ def test_a_new_servers_passes_create_its_claim_once() -> None:
 def test_a_watched_claim_is_not_read_again() -> None:
     """With the claims index (``claim_seen``) a pass reads no claim; a claim not seen yet but just created by this
     process counts as existing (no second create)."""
-    from ctxfit.controller.cache_view import ClaimView
     from ctxfit.controller.reconcile import reconcile
+    from ctxfit.controller.views.cache import ClaimView
 
     from .test_handlers_runtime import RTX, FakeClaims, FakeKube, runtime, server
 

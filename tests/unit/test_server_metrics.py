@@ -1,4 +1,4 @@
-"""The per-server state collector (controller/server_metrics.py) exports what the per-server Gauges did: the same
+"""The per-server state collector (controller/telemetry/gauges.py) exports what the per-server Gauges did: the same
 families and labels, a value replaced only by a known one, one sample per phase, nothing after ``forget``; and it
 costs far less memory per server."""
 
@@ -8,7 +8,7 @@ import re
 import tracemalloc
 
 from ctxfit.api.status import InferenceServerStatus, Phase
-from ctxfit.controller.metrics import Metrics
+from ctxfit.controller.telemetry.metrics import Metrics
 from prometheus_client import Gauge
 from prometheus_client.registry import CollectorRegistry
 

@@ -1,4 +1,4 @@
-"""Services written off the reconcile path (controller/service_lane.py): a refusal still becomes
+"""Services written off the reconcile path (controller/kube/service_lane.py): a refusal still becomes
 ObjectsAccepted=False + one Warning Event with backoff and no endpoint (one pass later than inline), an accepted
 Service clears it, a just-written rendering is not written twice, and the server is enqueued after a failure."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ctxfit.controller.observe import deployment_view
+from ctxfit.controller.kube.service_lane import WRITTEN_MEMORY_SECONDS, ServiceLane
 from ctxfit.controller.rejections import RejectionBook
-from ctxfit.controller.service_lane import WRITTEN_MEMORY_SECONDS, ServiceLane
+from ctxfit.controller.views.pods import deployment_view
 
 from .test_faults import RefusingKube, _conditions
 from .test_handlers_runtime import RTX, reconcile, runtime, server

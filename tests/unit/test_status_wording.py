@@ -14,8 +14,8 @@ from ctxfit.api.effective import EffectiveConfig
 from ctxfit.api.status import ConditionType, InferenceServerStatus, Phase, Reason
 from ctxfit.budget.context import choose_context
 from ctxfit.budget.planner import plan
-from ctxfit.controller.converge import converge
-from ctxfit.controller.wording import CHOICE_SENTENCE, budget_condition, failure_phase
+from ctxfit.controller.converge.flow import converge
+from ctxfit.controller.converge.wording import CHOICE_SENTENCE, budget_condition, failure_phase
 from ctxfit.recovery import Failure, FailureKind
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

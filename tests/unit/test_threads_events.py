@@ -1,4 +1,4 @@
-"""Reconcile threads (controller/threads.py) and the Event poster (controller/events.py): started on demand up
+"""Reconcile threads (runtime/threads.py) and the Event poster (runtime/lanes.py): started on demand up
 to a limit, ended when idle, and a stop that neither waits for a slow API server nor raises."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 import pytest
-from ctxfit.controller.events import EventPoster
-from ctxfit.controller.threads import Stopped, WorkerThreads
+from ctxfit.controller.runtime.lanes import EventPoster
+from ctxfit.controller.runtime.threads import Stopped, WorkerThreads
 
 
 def test_threads_start_on_demand_up_to_the_limit_and_end_when_idle() -> None:

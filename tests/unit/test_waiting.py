@@ -1,5 +1,5 @@
 """Readiness follows the pods; waiting is not failing; verdicts that were not the engine's are retried; drift is
-reverted; look-alike pods are ignored (``converge`` with ``controller/waiting.py``, fakes only)."""
+reverted; look-alike pods are ignored (``converge`` with ``controller/converge/waiting.py``, fakes only)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from ctxfit.api.status import (
     Phase,
     Reason,
 )
-from ctxfit.controller.conditions import mark_phase
-from ctxfit.controller.converge import Outcome, converge
-from ctxfit.controller.drift import LiveDeployment, live_deployment
-from ctxfit.controller.observe import DeploymentView, PodView
-from ctxfit.controller.pods import PodFacts
+from ctxfit.controller.converge.flow import Outcome, converge
+from ctxfit.controller.converge.status import mark_phase
+from ctxfit.controller.views.pod_facts import PodFacts
+from ctxfit.controller.views.pods import DeploymentView, PodView
+from ctxfit.controller.views.workloads import LiveDeployment, live_deployment
 from ctxfit.recovery import Failure, FailureKind
 from ctxfit.render.deployment import CONTAINER_NAME
 
@@ -214,7 +214,7 @@ def test_a_missing_weights_claim_is_not_a_gpu_shortage() -> None:
     the GPU shortage that follows it is WaitingForGPUs."""
     from dataclasses import replace as _replace
 
-    from ctxfit.controller.pods import WaitKind, waiting
+    from ctxfit.controller.views.pod_facts import WaitKind, waiting
 
     from .test_handlers import pod
 

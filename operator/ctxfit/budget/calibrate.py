@@ -2,7 +2,7 @@
 
 A *sample* is one start-up's residual: observed KV pool minus the planner's uncalibrated prediction,
 bytes per GPU, keyed by (engine kind, engine minor version, GPU product, TP, PP). The operator keeps
-samples in a ConfigMap (``ctxfit.controller.calibration_store``); ``ctxfit calibrate`` makes one
+samples in a ConfigMap (``ctxfit.controller.kube.calibration``); ``ctxfit calibrate`` makes one
 offline. The planner takes an optional ``CalibrationTable`` and shifts the KV term of the budget by
 ``correction`` of the most specific matching samples (exact key; else same engine, version and GPU at
 any TP/PP; else same engine and version on any GPU).

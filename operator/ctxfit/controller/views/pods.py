@@ -16,10 +16,10 @@ from ctxfit.render import ATTEMPT_ANNOTATION, SERVER_LABEL, TEMPLATE_HASH_ANNOTA
 from ctxfit.render.deployment import CONTAINER_NAME, GPU_PRODUCT_LABEL, GPU_RESOURCE
 from ctxfit.vocab.text import clean_text
 
-from .cache_view import DownloadView, download_view
-from .drift import LiveDeployment, live_deployment
-from .driver import driver_too_old, node_cuda, required_cuda
-from .pods import PodFacts, pod_facts
+from .cache import DownloadView, download_view
+from .nodes import driver_too_old, node_cuda, required_cuda
+from .pod_facts import PodFacts, pod_facts
+from .workloads import LiveDeployment, live_deployment
 
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 """GFD label: memory of one GPU in MiB."""
@@ -53,7 +53,7 @@ class PodView:
         created: creationTimestamp (RFC 3339), for the startup deadline.
         node: the node it runs on, if scheduled.
         phase: pod phase.
-        facts: ownership, scheduling, image and start facts (``controller/pods.py``).
+        facts: ownership, scheduling, image and start facts (``controller/views/pod_facts.py``).
         download: the ``model-download`` init container (None: the pod has none).
         reason, message: the pod's ``status.reason``/``status.message`` (e.g. Evicted and why).
         uid: ``metadata.uid`` (a LeaderWorkerSet group recreated has a leader of the same name and a new uid).
@@ -143,7 +143,7 @@ class DeploymentView:
     """What matters of the existing Deployment (or LeaderWorkerSet): its pod-template hash annotation,
     ``replicas`` (``spec.replicas``: the count asked for, by the operator or the autoscaler's HPA),
     ``current_replicas`` (``status.replicas``: the count it has now; None: not reported yet); ``live``: the
-    fields drift is checked on and its ReplicaFailure message (``controller/drift.py``; None: not read)."""
+    fields drift is checked on and its ReplicaFailure message (``controller/views/workloads.py``; None: not read)."""
 
     template_hash: str | None
     replicas: int | None

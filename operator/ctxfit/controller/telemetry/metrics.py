@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 
 from ctxfit.api.status import Attempt, InferenceServerStatus
 
-from .server_metrics import LABELS, ServerGauges
+from .gauges import LABELS, ServerGauges
 
 
 class Metrics:

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING
 from ctxfit.api.status import Attempt, AttemptOutcome, ConditionType, Phase, Reason
 from ctxfit.vocab.kinds import FailureKind
 
-from .conditions import EventNote, mark_phase
-from .group import crash_evidence
-from .observe import DeploymentView, PodView
-from .pods import PodWait, WaitKind, lost, owned_by, waiting
+from ..views.pod_facts import PodWait, WaitKind, lost, owned_by, waiting
+from ..views.pods import DeploymentView, PodView
+from .groups import crash_evidence
+from .status import EventNote, mark_phase
 
 if TYPE_CHECKING:
-    from .converge import Outcome
+    from .flow import Outcome
 
 REOPEN_NOTE = "not an engine failure: the pod showed no termination, exit code or message"
 NO_EVIDENCE = frozenset({"", "terminated"})

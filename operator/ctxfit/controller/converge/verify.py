@@ -31,13 +31,13 @@ from ctxfit.engines.startup import parse_startup
 from ctxfit.recovery import Failure, FailureKind, Replan
 from ctxfit.vocab.startup import StartupReport
 
-from .conditions import EventNote
-from .observe import GPUNode, PodView
-from .settings import Settings
-from .stepping import record_failure
+from ..settings import Settings
+from ..views.pods import GPUNode, PodView
+from .attempts import record_failure
+from .status import EventNote
 
 if TYPE_CHECKING:
-    from .converge import Outcome
+    from .flow import Outcome
 
 ReadStartup = Callable[[PodView], str]
 """``read_startup(pod) -> text``: the head of the engine container's log (bounded), "" when unreadable."""

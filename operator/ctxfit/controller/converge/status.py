@@ -13,10 +13,10 @@ from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import BudgetBytes, ConditionStatus, ConditionType, Phase, PlanStatus, Reason
 from ctxfit.budget.planner import Plan
 
-from .observe import GPUNode
+from ..views.pods import GPUNode
 
 if TYPE_CHECKING:
-    from .converge import Outcome
+    from .flow import Outcome
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import parse_rfc3339
 from ctxfit.vocab.kinds import Failure, FailureKind
 
-from .observe import GPUNode, PodView
+from ..views.pods import GPUNode, PodView
 
 
 def group_shortage(spec: InferenceServerSpec, eligible: Sequence[GPUNode]) -> str | None:

@@ -34,12 +34,12 @@ from ctxfit.recovery import Decision, Failure, FailureKind, PolicyContext
 from ctxfit.recovery.download import ClaimFacts, decide_download, grown_claim_bytes
 from ctxfit.render.cache import CacheVolume, checkpoint_bytes, claim_name_for, render_claim, resolve_cache
 
-from .cache_view import parse_progress
-from .conditions import EventNote, mark_phase
-from .observe import PodView
+from ..views.cache import parse_progress
+from ..views.pods import PodView
+from .status import EventNote, mark_phase
 
 if TYPE_CHECKING:
-    from .converge import Outcome, Snapshot
+    from .flow import Outcome, Snapshot
 
 DOWNLOAD_RECHECK_SECONDS = 10.0
 """How often a downloading server is looked at (elapsed time and progress in status)."""

@@ -28,21 +28,21 @@ from ctxfit.api import API_GROUP, API_VERSION, PLURAL
 from ctxfit.render import SERVER_LABEL
 from ctxfit.render.labels import MANAGED_BY
 
+from ..kube.calibration import CalibrationStore
+from ..kube.claims import ClaimsApi
+from ..kube.client import Kube, load_api_client
+from ..kube.leader import LeaderElector
+from ..kube.service_lane import ServiceLane
+from ..reconcile import Runtime, reconcile
+from ..runtime.lanes import EventPoster
+from ..runtime.threads import Stopped, WorkerThreads
+from ..runtime.workqueue import WorkQueue
+from ..settings import Settings
+from ..telemetry.metrics import Metrics
+from ..views.cache import ClaimView, claim_view
+from ..views.pods import DeploymentView, GPUNode, PodView, deployment_view, gpu_node, pod_view
+from ..views.workloads import owned_service_port
 from . import kopf_settings
-from .cache_view import ClaimView, claim_view
-from .calibration_store import CalibrationStore
-from .claims import ClaimsApi
-from .drift import owned_service_port
-from .events import EventPoster
-from .kube import Kube, load_api_client
-from .leader import LeaderElector
-from .metrics import Metrics
-from .observe import DeploymentView, GPUNode, PodView, deployment_view, gpu_node, pod_view
-from .reconcile import Runtime, reconcile
-from .service_lane import ServiceLane
-from .settings import Settings
-from .threads import Stopped, WorkerThreads
-from .workqueue import WorkQueue
 
 logger = logging.getLogger("ctxfit.controller")
 APPLIED_MEMORY_SECONDS = 10.0

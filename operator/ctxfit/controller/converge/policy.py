@@ -26,11 +26,11 @@ from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import ConditionType, Phase, Reason
 from ctxfit.engines import get_engine
 
-from .conditions import EventNote, mark_phase
-from .settings import Settings
+from ..settings import Settings
+from .status import EventNote, mark_phase
 
 if TYPE_CHECKING:
-    from .converge import Outcome
+    from .flow import Outcome
 
 
 def image_of(spec: InferenceServerSpec, settings: Settings) -> str:

@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .events import Lane
-from .rejections import RejectionBook, fingerprint, refused
+from ..rejections import RejectionBook, fingerprint, refused
+from ..runtime.lanes import Lane
 
 Key = tuple[str, str]
 Apply = Callable[..., None]

@@ -4,7 +4,7 @@ Same rules as ``kube.Kube`` for the Deployment: created when absent, otherwise a
 ``spec`` and adds ctxfit's labels/annotations (field manager ``ctxfit``); KEDA's own label
 (``scaledobject.keda.sh/name``) and finalizer are left alone. The pause annotation
 (``autoscaling.keda.sh/paused``) is always rendered, ``"true"`` or ``"false"``, so the same patch pauses and
-resumes (``controller/autoscaling.py``). Only servers with ``spec.autoscaling``
+resumes (``controller/converge/autoscaling.py``). Only servers with ``spec.autoscaling``
 (or a ScaledObject recorded in ``status.autoscaling``) reach this module, so other reconciles read nothing
 more. RBAC: ``scaledobjects`` get, create, patch, delete (chart ``templates/rbac.yaml``, behind
 ``keda.enabled``).
@@ -23,9 +23,9 @@ from kubernetes.client.exceptions import ApiException
 
 from ctxfit.render.scaledobject import PAUSED_ANNOTATION, SCALED_OBJECT_PLURAL
 
-from .autoscaling import Keda, ScaledObjectView, ScalingSnapshot, scaled_object_view
-from .customkube import CustomResource, apply_custom_object, resource_missing
-from .kube import FIELD_MANAGER, MERGE_PATCH, Kube, _json, _release
+from ..converge.autoscaling import Keda, ScaledObjectView, ScalingSnapshot, scaled_object_view
+from .client import FIELD_MANAGER, MERGE_PATCH, Kube, _json, _release
+from .custom import CustomResource, apply_custom_object, resource_missing
 
 KEDA_GROUP = "keda.sh"
 KEDA_VERSION = "v1alpha1"

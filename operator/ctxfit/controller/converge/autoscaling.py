@@ -50,13 +50,13 @@ from ctxfit.budget.autoscale import (
 )
 from ctxfit.render.scaledobject import PAUSED_ANNOTATION, ScaledObjectInput, render_scaled_object
 
-from .conditions import EventNote
-from .observe import DeploymentView
-from .rejections import refused_autoscaler
-from .settings import Settings
+from ..rejections import refused_autoscaler
+from ..settings import Settings
+from ..views.pods import DeploymentView
+from .status import EventNote
 
 if TYPE_CHECKING:
-    from .converge import Outcome, Snapshot
+    from .flow import Outcome, Snapshot
 
 KEDA_RECHECK_SECONDS = 60.0
 """How often a server with autoscaling looks for KEDA again while its CRDs are not served."""

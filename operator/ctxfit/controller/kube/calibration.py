@@ -20,7 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample
 
-from .kube import Kube
+from .client import Kube
 from .rest import CONFIGMAPS
 
 logger = logging.getLogger(__name__)

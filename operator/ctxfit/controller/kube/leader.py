@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .kube import Kube
+from .client import Kube
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from kubernetes.client.exceptions import ApiException
 
-from .kube import FIELD_MANAGER, Kube, _release, _replace_ops
+from .client import FIELD_MANAGER, Kube, _release, _replace_ops
 from .rest import JSON_PATCH
 
 

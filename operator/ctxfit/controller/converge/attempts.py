@@ -17,13 +17,13 @@ from ctxfit.recovery import Attempt as PolicyAttempt
 from ctxfit.recovery import Decision, Failure, FailureKind, Replan, decide
 from ctxfit.recovery.evidence import trim_words
 
-from .conditions import EventNote, mark_phase
-from .observe import GPUNode, PodView
-from .settings import Settings
+from ..settings import Settings
+from ..views.pods import GPUNode, PodView
+from .status import EventNote, mark_phase
 from .wording import failure_phase
 
 if TYPE_CHECKING:
-    from .converge import Outcome
+    from .flow import Outcome
 
 EVIDENCE_CHARS = 512
 

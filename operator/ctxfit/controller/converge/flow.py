@@ -44,20 +44,20 @@ from ctxfit.render.leaderworkerset import render_service_for, render_workload
 from ctxfit.vocab.inputs import PlanInputError
 from ctxfit.vocab.kinds import Failure
 
-from . import admission_policy
+from ..settings import Settings
+from ..views.cache import ClaimView, StorageView
+from ..views.nodes import failed_driver_nodes, required_cuda
+from ..views.pod_facts import engine_digest
+from ..views.pods import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes
+from ..views.workloads import describe_drift, drifted
+from . import policy
+from .attempts import record_failure
 from .autoscaling import ScalingSnapshot, converge_autoscaling, leave_replicas, pause_live, wanted_replicas
 from .cache import observe_download, resolve
-from .cache_view import ClaimView, StorageView
-from .conditions import EventNote, mark_failed_spec, mark_no_node, mark_phase, plan_status
-from .drift import describe_drift, drifted
-from .driver import failed_driver_nodes, required_cuda
-from .group import best_group_node, group_shortage, most_telling_failure, pods_for_ready
 from .group_restarts import follow_group, reopen_group
-from .observe import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes
-from .observed import ReadStartup, mark_clamped, observe_startup
-from .pods import engine_digest
-from .settings import Settings
-from .stepping import record_failure
+from .groups import best_group_node, group_shortage, most_telling_failure, pods_for_ready
+from .status import EventNote, mark_failed_spec, mark_no_node, mark_phase, plan_status
+from .verify import ReadStartup, mark_clamped, observe_startup
 from .waiting import attempt_pods, follow_pods, reopen
 from .wording import budget_condition
 
@@ -348,7 +348,7 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
              read_startup: ReadStartup | None = None) -> Outcome:
     """One reconciliation step for one InferenceServer (pure; see the module docstring).
 
-    ``read_startup``: reads a Ready pod's start-up log (``controller/observed.py``); None skips verification.
+    ``read_startup``: reads a Ready pod's start-up log (``controller/converge/verify.py``); None skips verification.
     """
     out = Outcome(status=snap.status.model_copy(deep=True))
     st = out.status
@@ -366,14 +366,14 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
         pause_live(out, snap.scaling, snap.name, now, snap.generation)
         return out
     out.spec = spec
-    refused = admission_policy.refusal(spec, settings)
+    refused = policy.refusal(spec, settings)
     if refused is not None:
-        admission_policy.mark_refused(out, refused, now, snap.generation)
+        policy.mark_refused(out, refused, now, snap.generation)
         st.observed_generation = snap.generation
         out.scale_to_zero = snap.deployment is not None and snap.deployment.replicas != 0
         pause_live(out, snap.scaling, snap.name, now, snap.generation)
         return out
-    admission_policy.mark_admitted(out, now, snap.generation)
+    policy.mark_admitted(out, now, snap.generation)
     key = spec_key(spec)
     if st.spec_key != key:
         _start_over(out, key, now)

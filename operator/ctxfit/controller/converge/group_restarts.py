@@ -45,11 +45,11 @@ from ctxfit.api.status import Attempt, AttemptOutcome, ConditionType, GroupLeade
 from ctxfit.render.deployment import TERMINATION_GRACE_SECONDS
 from ctxfit.vocab.kinds import FailureKind
 
-from .conditions import EventNote, mark_phase
-from .observe import PodView
+from ..views.pods import PodView
+from .status import EventNote, mark_phase
 
 if TYPE_CHECKING:
-    from .converge import Outcome
+    from .flow import Outcome
 
 BUDGET_SETTING = "CTXFIT_GROUP_RESTART_BUDGET"
 RECREATION_WINDOW_SECONDS = 10

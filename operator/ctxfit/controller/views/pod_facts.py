@@ -32,7 +32,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .observe import PodView
+    from .pods import PodView
 
 IMAGE_ERROR_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
 """``state.waiting.reason`` values that mean the image cannot be had (kubelet ``images/types.go``)."""

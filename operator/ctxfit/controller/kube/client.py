@@ -4,7 +4,7 @@ Every write the operator does goes through here: the InferenceServer status (rep
 subresource with ``resourceVersion``, i.e. compare-and-swap), create/replace of the Deployment and
 create of the Service (field manager ``ctxfit``), scaling to zero, Events. Reads: the InferenceServer,
 its Deployment, a failed pod's Events and previous log tail. Requests and responses are raw JSON
-(``controller/rest.py``): no model validation or (de)serialization on the hot path. Never reads Secrets.
+(``controller/kube/rest.py``): no model validation or (de)serialization on the hot path. Never reads Secrets.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _pointer(key: str) -> str:
 def _replace_ops(obj: dict[str, Any]) -> list[dict[str, Any]]:
     """RFC 6902 ops: replace ``/spec`` whole; add each of ctxfit's metadata labels and annotations.
 
-    A workload rendered without ``spec.replicas`` (the autoscaler owns the count, ``controller/autoscaling.py``)
+    A workload rendered without ``spec.replicas`` (the autoscaler owns the count, ``converge/autoscaling.py``)
     gets one ``replace`` per other ``spec`` field instead, so the live ``replicas`` is never written (a whole
     ``spec`` without it would be defaulted back to 1 by the API server).
     """
@@ -109,7 +109,7 @@ class Kube:
     """Typed helpers over one ``ApiClient`` (thread-safe for concurrent calls).
 
     The hot path (server, status, Deployment, Service, Events, scale, pod Events and logs) goes through
-    ``rest`` (raw JSON, ``controller/rest.py``). The generated API classes stay available as ``core``,
+    ``rest`` (raw JSON, ``controller/kube/rest.py``). The generated API classes stay available as ``core``,
     ``apps``, ``custom`` and ``coordination`` for the rarer callers (leader election, LeaderWorkerSets); each
     is built, and its module imported, on first use.
     """

@@ -14,8 +14,8 @@ from kubernetes.client.exceptions import ApiException
 
 from ctxfit.render.leaderworkerset import LWS_PLURAL
 
-from .customkube import CustomResource, apply_custom_object
-from .kube import MERGE_PATCH, Kube, _json, _release
+from .client import MERGE_PATCH, Kube, _json, _release
+from .custom import CustomResource, apply_custom_object
 
 LWS_GROUP = "leaderworkerset.x-k8s.io"
 LWS_VERSION = "v1"

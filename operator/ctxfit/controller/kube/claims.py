@@ -1,5 +1,5 @@
 """API calls for the weights cache: StorageClasses, the cache's PersistentVolumeClaim (read, create,
-expand, delete). Raw JSON over ``Kube.rest`` (``controller/rest.py``); errors other than the expected
+expand, delete). Raw JSON over ``Kube.rest`` (``controller/kube/rest.py``); errors other than the expected
 404/409 propagate to ``reconcile``, which retries. Kept on ``Runtime.claims`` (None: no cache I/O, e.g. in
 tests with a fake ``Kube``; servers are then rendered without a cache).
 """
@@ -14,8 +14,8 @@ from kubernetes.client.exceptions import ApiException
 
 from ctxfit.api import quantity_to_bytes
 
-from .cache_view import ClaimView, StorageView, claim_view, storage_view
-from .kube import Kube
+from ..views.cache import ClaimView, StorageView, claim_view, storage_view
+from .client import Kube
 from .rest import CLAIMS, MERGE_PATCH, STORAGE_CLASSES
 
 STORAGE_CLASS_TTL_SECONDS = 30.0

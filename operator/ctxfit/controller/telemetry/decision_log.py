@@ -22,7 +22,7 @@ import kopf
 
 from ctxfit.api.status import AttemptOutcome, InferenceServerStatus, Phase
 
-from .converge import Outcome
+from ..converge.flow import Outcome
 
 DECISIONS_LOGGER = "ctxfit.decisions"
 
