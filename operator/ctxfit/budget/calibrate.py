@@ -16,7 +16,7 @@ The rule (``correction``), bytes:
 Hence: the calibrated prediction lies between the uncalibrated one and prediction + the median raw
 residual (it only ever moves toward what was observed), ``|correction| < CLIP_BYTES``, and adding one
 sample of any value moves the correction by at most ``CLIP_BYTES``
-(tests/unit/test_calibrate_properties.py checks these with Hypothesis).
+(tests/unit/budget/test_calibrate_properties.py checks these with Hypothesis).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Deployment and Service, and every InferenceServer: at 1,000 servers that is many
   inline. The pool is kept for kopf's own sync callbacks (``on.login``): ``KOPF_EXECUTOR_THREADS``.
 - kopf builds each event's "essence" (``DiffBaseStorage.build``: a deep copy of the body without status)
   for change-detecting handlers (``on.create/update/resume/delete``, daemons, timers). ctxfit has none
-  (``tests/unit/test_kopf_settings.py`` holds the registry to that), so ``NoDiffBase`` returns an empty
+  (``tests/unit/controller/app/test_kopf_settings.py`` holds the registry to that), so ``NoDiffBase`` returns an empty
   essence and stores nothing (kopf's ``AnnotationsDiffBaseStorage`` never stored anything for ctxfit either:
   nothing changing was ever handled). Source: kopf ``_core/reactor/processing.py`` ``_detect_causes``.
 """

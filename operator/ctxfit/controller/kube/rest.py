@@ -54,7 +54,7 @@ def path_of(*parts: str) -> str:
 
 @dataclass(frozen=True)
 class Resource:
-    """An API resource the operator calls, declared once (``tests/unit/test_chart_rbac.py`` reads every
+    """An API resource the operator calls, declared once (``tests/unit/chart/test_chart_rbac.py`` reads every
     ``Rest.call``/``Rest.read`` of the controller to check the chart's RBAC against them).
 
     Attributes:
