@@ -1,8 +1,9 @@
 """Shared helpers for the chart, alert and dashboard tests: helm/promtool lookup and chart rendering.
 
-helm comes from the harness build (`bash hack/k8s-bins.sh` prints its directory on the last line; a
-no-op when cached, `CTXFIT_K8S_BIN_DIR` overrides); promtool from Debian's `prometheus` package. A missing
-tool fails the test with the command that installs it: these tests never skip.
+helm is built alone by `bash hack/k8s-bins.sh helm` (about a minute cold; a no-op when cached; it prints its
+directory on the last line, `CTXFIT_K8S_BIN_DIR` overrides); promtool from Debian's `prometheus` package. A
+missing tool fails the test with the command that installs it: these tests never skip. The tests that call
+them carry the ``tools`` marker (``make test-unit`` leaves them out, ``make test-tools`` runs them).
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ NAMESPACE = "ctxfit-system"
 
 @functools.cache
 def bin_dir() -> Path:
-    """The harness' binary dir (helm, kubectl)."""
+    """The harness' binary dir, with helm in it (only helm is built here, not the control plane)."""
     override = os.environ.get("CTXFIT_K8S_BIN_DIR")
     if override:
         return Path(override)
-    proc = subprocess.run(["bash", str(REPO / "hack" / "k8s-bins.sh")], capture_output=True, text=True,
+    proc = subprocess.run(["bash", str(REPO / "hack" / "k8s-bins.sh"), "helm"], capture_output=True, text=True,
                           cwd=REPO, check=False)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
@@ -45,7 +46,7 @@ def bin_dir() -> Path:
 def helm() -> str:
     path = bin_dir() / "helm"
     if not path.is_file():
-        pytest.fail(f"helm not found at {path}: run `bash hack/k8s-bins.sh`")
+        pytest.fail(f"helm not found at {path}: run `bash hack/k8s-bins.sh helm`")
     return str(path)
 
 

@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -60,11 +59,9 @@ def test_signal_to_make_alone_stops_the_child(tmp_path: Path, sig: signal.Signal
     proc = _make(tmp_path)
     try:
         assert _wait_ready(proc).strip() == "ready True"
-        started = time.monotonic()
         proc.send_signal(sig)  # make's pid only, as `kill -INT <pid>` does
-        out, _ = proc.communicate(timeout=20)
+        out, _ = proc.communicate(timeout=10)  # raises TimeoutExpired when the child outlives make
         assert "stopped by" in out and "not stopped" not in out
-        assert time.monotonic() - started < 10
         assert proc.returncode != 0, "make re-raises the signal after its child is gone"
     finally:
         if proc.poll() is None:

@@ -53,24 +53,23 @@ def test_errors_reach_the_caller() -> None:
 
 
 def test_close_drops_queued_work_and_does_not_wait_for_a_stuck_call() -> None:
-    async def scenario() -> tuple[float, int, list[Any]]:
+    async def scenario() -> tuple[bool, int, list[Any]]:
         pool = WorkerThreads(1)
         release = threading.Event()
         stuck = asyncio.ensure_future(pool.run(release.wait, 30))  # a request the API server never answers
         queued = asyncio.ensure_future(pool.run(lambda: "never"))
         await asyncio.sleep(0.05)
-        began = time.monotonic()
         running = await asyncio.to_thread(pool.close, 0.2)
-        took = time.monotonic() - began
+        still_stuck = not stuck.done() and not release.is_set()  # close returned while the call was in flight
         outcomes = await asyncio.gather(queued, return_exceptions=True)
         with pytest.raises(Stopped):
             await pool.run(lambda: None)
         release.set()
         await asyncio.wait_for(stuck, 5)
-        return took, running, outcomes
+        return still_stuck, running, outcomes
 
-    took, running, outcomes = asyncio.run(scenario())
-    assert took < 1.0 and running == 1
+    still_stuck, running, outcomes = asyncio.run(scenario())
+    assert still_stuck and running == 1, "close waited for the stuck call"
     assert isinstance(outcomes[0], Stopped)
 
 
@@ -98,8 +97,7 @@ def test_event_poster_posts_in_order_bounded_and_stops_cleanly() -> None:
     poster.post(body, "Normal", "InFlight", "m")
     time.sleep(0.05)
     poster.post(body, "Normal", "Queued", "m")
-    began = time.monotonic()
     assert poster.close(grace=0.2) == 1, "the queued one is dropped"
-    assert time.monotonic() - began < 1.0, "a post stuck on the API server does not hold the stop"
+    assert "InFlight" not in posted, "a post stuck on the API server (gate.wait(5)) does not hold the stop"
     assert poster.post(body, "Normal", "Late", "m") is False, "after the stop: dropped, no exception"
     gate.set()

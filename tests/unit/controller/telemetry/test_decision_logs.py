@@ -110,6 +110,7 @@ def test_ctxfit_log_level_setting(monkeypatch: pytest.MonkeyPatch, env: str | No
     assert Settings().log_level == level
 
 
+@pytest.mark.tools
 def test_chart_sets_the_log_level_and_passes_no_arguments() -> None:
     container = one(render([ALL_ON]), "Deployment")["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e.get("value") for e in container["env"]}
