@@ -25,7 +25,7 @@ TEMPLATE_HASH_ANNOTATION = f"{DOMAIN}/pod-template-hash"
 OWNER_UID_ANNOTATION = f"{DOMAIN}/owner-uid"
 """On the operator's weights claims: the uid of the InferenceServer that created it. A retained claim has no
 ownerReference (it outlives its server), so this is how the operator knows it is its own
-(``controller/ownership.py``)."""
+(``controller/views/ownership.py``)."""
 COMPONENT = "inference-server"
 MANAGED_BY = "ctxfit"
 
