@@ -143,7 +143,11 @@ class ModelStatus(WireModel):
     Attributes:
         cache: the mode in force (after the default rule).
         claim_name: the PersistentVolumeClaim mounted (operator-owned or the user's).
-        claim_bytes: the operator-owned claim's requested size, bytes.
+        claim_bytes: the operator-owned claim's requested size as stored (what the claim has), bytes; absent
+            until the claim exists.
+        claim_wanted_bytes: the size the operator asks that claim to have (the spec's size, or a growth after
+            a full download) while the claim is smaller: an expansion pending, or refused (condition
+            ``ObjectsAccepted``), or a replacement claim not created yet; absent once the claim has it.
         ephemeral_bytes: the ``ephemeral-storage`` request for ``emptyDir``, bytes.
         bytes: checkpoint bytes the download reported (its last progress line), when known.
         download_seconds: how long the last completed download took (init container start -> end).
@@ -155,6 +159,7 @@ class ModelStatus(WireModel):
     cache: CacheMode
     claim_name: str | None = None
     claim_bytes: int | None = None
+    claim_wanted_bytes: int | None = None
     ephemeral_bytes: int | None = None
     bytes: int | None = None
     download_seconds: int | None = None

@@ -184,7 +184,7 @@ def _apply_scaling(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
 
 def _apply_claim(rt: Runtime, out: Outcome) -> None:
     if rt.claims is not None and out.claim is not None:
-        with refused("PersistentVolumeClaim", str(out.claim["metadata"]["name"]), out.claim):
+        with refused(rejections.claim_kind(out), str(out.claim["metadata"]["name"]), out.claim):
             rt.claims.apply_claim(out.claim, exists=out.claim_exists)
 
 

@@ -180,13 +180,17 @@ def is_rejected(status: InferenceServerStatus) -> bool:
 
 AUTOSCALER_KIND = "ScaledObject"
 """A refusal of this kind does not hold Ready (see the module docstring)."""
+CLAIM_KIND = "PersistentVolumeClaim"
+SERVING_UNAFFECTED = (AUTOSCALER_KIND, f"{CLAIM_KIND}/expand", f"{CLAIM_KIND}/delete")
+"""Refused writes that do not stop the server from serving (Ready is not held): its ScaledObject (any verb), the
+growth or retention change of a claim it already mounts, the delete of a claim it no longer mounts."""
 
 
 def _holds_ready(message: str) -> bool:
     """The refusal ``message`` (``Rejected.describe``, ``guarded.Foreign``) is of an object the server needs to
-    serve (not its ScaledObject, nor a pause or delete of it)."""
-    return not message.startswith((f"the API server refused {AUTOSCALER_KIND} ",
-                                   f"the API server refused {AUTOSCALER_KIND}/", f"{AUTOSCALER_KIND} "))
+    serve (not one of ``SERVING_UNAFFECTED``)."""
+    return not any(message.startswith((f"the API server refused {kind} ", f"the API server refused {kind}/",
+                                       f"{kind} ")) for kind in SERVING_UNAFFECTED)
 
 
 def refused_autoscaler(status: InferenceServerStatus) -> str | None:
@@ -228,7 +232,11 @@ def mark_accepted(status: InferenceServerStatus, now: str, generation: int) -> N
         status.message = "objects accepted; waiting for the engine"
 
 
-CLAIM_KIND = "PersistentVolumeClaim"
+
+
+def claim_kind(out: Outcome) -> str:
+    """The book kind of ``out``'s claim write: creating it, or changing (``/expand``) the claim that exists."""
+    return f"{CLAIM_KIND}/expand" if out.claim_exists else CLAIM_KIND
 
 
 def _slots(out: Outcome) -> list[tuple[tuple[str, ...], dict[str, Any] | None, str]]:
@@ -242,7 +250,7 @@ def _slots(out: Outcome) -> list[tuple[tuple[str, ...], dict[str, Any] | None, s
     if out.scaled_object is not None:
         slots.append(((AUTOSCALER_KIND,), out.scaled_object, "scaled_object"))
     if out.claim is not None:
-        slots.append(((CLAIM_KIND,), out.claim, "claim"))
+        slots.append(((claim_kind(out),), out.claim, "claim"))
     if out.claim_delete is not None:
         slots.append(((f"{CLAIM_KIND}/delete",), {"delete": out.claim_delete}, "claim_delete"))
     if out.scale_to_zero:

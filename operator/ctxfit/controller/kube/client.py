@@ -184,24 +184,34 @@ class Kube:
         meta = obj["metadata"]
         name, namespace, kind = meta["name"], meta["namespace"], obj["kind"]
         manager = {"fieldManager": FIELD_MANAGER}
-        if kind == "Service":
-            resource = SERVICES
+        rest = self.rest
+        if kind == "Service":  # each call names its resource (tests/unit/chart/test_chart_rbac.py reads them)
             ops = [op for op in _replace_ops(obj) if op["path"].startswith("/metadata/labels/")]
             ops += [{"op": "replace", "path": f"/spec/{key}", "value": obj["spec"][key]}
                     for key in ("type", "selector", "ports")]
+
+            def create() -> None:
+                rest.call("POST", SERVICES, namespace, query=manager, body=obj)
+
+            def read() -> dict[str, Any] | None:
+                return rest.read(SERVICES, namespace, name)
+
+            def send(patch: list[dict[str, Any]]) -> None:
+                rest.call("PATCH", SERVICES, namespace, name, query=manager, body=patch, content_type=JSON_PATCH)
         elif kind == "Deployment":
-            resource, ops = DEPLOYMENTS, _replace_ops(obj)
+            ops = _replace_ops(obj)
+
+            def create() -> None:
+                rest.call("POST", DEPLOYMENTS, namespace, query=manager, body=obj)
+
+            def read() -> dict[str, Any] | None:
+                return rest.read(DEPLOYMENTS, namespace, name)
+
+            def send(patch: list[dict[str, Any]]) -> None:
+                rest.call("PATCH", DEPLOYMENTS, namespace, name, query=manager, body=patch, content_type=JSON_PATCH)
         else:
             raise ValueError(f"cannot apply kind {kind}")
-
-        def create() -> None:
-            self.rest.call("POST", resource, namespace, query=manager, body=obj)
-
-        def send(patch: list[dict[str, Any]]) -> None:
-            self.rest.call("PATCH", resource, namespace, name, query=manager, body=patch, content_type=JSON_PATCH)
-
-        create_or_patch(kind, name, server_uid_of(obj), create, lambda: self.rest.read(resource, namespace, name),
-                        send, ops, exists=exists)
+        create_or_patch(kind, name, server_uid_of(obj), create, read, send, ops, exists=exists)
 
     def scale_to_zero(self, namespace: str, name: str, owner: str) -> None:
         """Set the server's Deployment's replicas to 0 (GPUs released): a guarded JSON patch of ``spec.replicas``
