@@ -228,8 +228,8 @@ def _multi_node(body: dict[str, Any]) -> bool:
 
 def _apply_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
     """Write the Service inline, or hand it to ``rt.services`` (``service_lane``): then the error of the last
-    write of the same rendering is raised here, as the inline write would have raised it, and ``out.service``
-    is cleared (not applied yet: the lane tells the refusal book when it is)."""
+    write of the same rendering was raised by ``_write`` before anything else, as the inline write would have
+    raised it, and ``out.service`` is cleared (not applied yet: the lane tells the refusal book when it is)."""
     if out.service is None:
         return
     _not_stopping(rt)
@@ -239,9 +239,6 @@ def _apply_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
             rt.kube.apply(out.service, exists=exists)
         return
     key = (snap.namespace, snap.name)
-    failure = rt.services.take_failure(key, out.service)
-    if failure is not None:
-        raise failure
     wait = rt.services.submit(key, out.service, exists=exists)
     if wait is None:
         out.requeue(SERVICE_RETRY_SECONDS)  # stopping, or a full backlog: try again later
@@ -259,6 +256,10 @@ def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: O
     fresh plan (no attempt in status yet) applies the Deployment first: it re-derives identically from
     the spec, so a crash or conflict in between is harmless, and the engine starts one round-trip sooner.
     """
+    if out.service is not None and rt.services is not None:  # the lane's refusal of this very rendering, before
+        failure = rt.services.take_failure((snap.namespace, snap.name), out.service)  # a status that says Ready
+        if failure is not None:
+            raise failure
     fresh_plan = not old.attempts
     if fresh_plan:
         _apply_objects(rt, body, out, snap)
