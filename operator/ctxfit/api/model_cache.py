@@ -154,6 +154,9 @@ class ModelStatus(WireModel):
         changed_at: when the claim last changed (grown or replaced); download failures that ended
             before it belong to the old claim and are ignored (RFC 3339).
         note: why this mode (e.g. no default StorageClass).
+        owned_claim: the operator's own weights claim of this server, in every mode: kept (and not deleted)
+            while another mode is in force, mounted again when ``volumeClaimTemplate`` comes back, so a cache
+            mode round trip never abandons a filled claim.
     """
 
     cache: CacheMode
@@ -165,3 +168,4 @@ class ModelStatus(WireModel):
     download_seconds: int | None = None
     changed_at: str | None = None
     note: str | None = None
+    owned_claim: str | None = None

@@ -32,6 +32,7 @@ from ctxfit.vocab.text import clean_lines, clean_text
 
 from . import rejections
 from .converge.autoscaling import ScalingSnapshot, paused_rendering
+from .converge.cache import owned_claim_name
 from .converge.flow import Outcome, Snapshot, converge
 from .kube.calibration import CalibrationStore
 from .kube.claims import ClaimsApi
@@ -318,7 +319,7 @@ def _found_claim(rt: Runtime, namespace: str, name: str, spec: dict[str, Any], o
         # A fresh plan: created without a read (exists: 409, kept); the passes before the status records
         # it see the claim this process just created instead of creating it again.
         return rt.claims.created(namespace, claim_name_for(name))
-    claim = old.model.claim_name or claim_name_for(name)
+    claim = owned_claim_name(old.model) or claim_name_for(name)
     if claim_seen is not None:  # not seen yet: maybe just created by this process
         return claim_seen(claim) or rt.claims.created(namespace, claim)
     return rt.claims.get_claim(namespace, claim)

@@ -34,7 +34,7 @@ from ctxfit.recovery import Decision, Failure, FailureKind, PolicyContext
 from ctxfit.recovery.download import ClaimFacts, decide_download, grown_claim_bytes
 from ctxfit.render.cache import CacheVolume, checkpoint_bytes, claim_name_for, render_claim, resolve_cache
 
-from ..views.cache import parse_progress
+from ..views.cache import ClaimView, parse_progress
 from ..views.pods import PodView
 from .status import EventNote, mark_phase
 
@@ -77,13 +77,14 @@ def resolve(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str,
         has_default = old is not None and old.cache is CacheMode.VOLUME_CLAIM_TEMPLATE
     owned = old is not None and old.cache is CacheMode.VOLUME_CLAIM_TEMPLATE
     cache, mode_spec, note = resolve_cache(spec, server=snap.name, has_default_storage_class=has_default,
-                                           checkpoint=checkpoint, claim_name=old.claim_name if owned and old else None)
+                                           checkpoint=checkpoint, claim_name=owned_claim_name(old))
+    have = snap.claim if snap.claim is not None and snap.claim.name == cache.claim_name else None
     # the size asked for: the spec's, a growth still to apply (wanted), never below what the claim has (a
-    # claim cannot shrink)
+    # claim cannot shrink; after a cache mode round trip the kept claim may be the larger one)
     grown = max(old.claim_bytes or 0, old.claim_wanted_bytes or 0) if owned and old is not None else 0
+    grown = max(grown, have.request_bytes or 0) if have is not None else grown
     if cache.mode is CacheMode.VOLUME_CLAIM_TEMPLATE and grown > (cache.size_bytes or 0):
         cache = replace(cache, size_bytes=grown)
-    have = snap.claim if snap.claim is not None and snap.claim.name == cache.claim_name else None
     claim_bytes = wanted = None
     if cache.mode is CacheMode.VOLUME_CLAIM_TEMPLATE:  # status says what the claim has, and what it is asked
         claim_bytes = have.request_bytes if have is not None else None
@@ -93,6 +94,8 @@ def resolve(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str,
         ephemeral_bytes=cache.size_bytes if cache.mode is CacheMode.EMPTY_DIR else None,
         bytes=old.bytes if old else None, download_seconds=old.download_seconds if old else None,
         changed_at=old.changed_at if old else None, note=note,
+        owned_claim=cache.claim_name if cache.mode is CacheMode.VOLUME_CLAIM_TEMPLATE else
+        (old.owned_claim or (old.claim_name if owned else None)) if old is not None else None,
     )
     if cache.mode is CacheMode.EMPTY_DIR:
         _weights_cached(out, "False", Reason.NOT_CACHED, note if spec.model.cache is None else
@@ -101,12 +104,34 @@ def resolve(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str,
         _weights_cached(out, "True", Reason.PRELOADED, f"preloaded in claim {cache.claim_name} (read-only)", now,
                         snap.generation)
     started = st.current_attempt is not None and st.phase is not Phase.FAILED
-    if started and mode_spec.volume_claim_template is not None and cache.claim_name and cache.size_bytes:
-        if have is None or (have.request_bytes or 0) < cache.size_bytes:
-            out.claim = render_claim(snap.name, snap.namespace, snap.uid, spec, mode_spec.volume_claim_template,
-                                     cache.claim_name, cache.size_bytes)
+    template = mode_spec.volume_claim_template
+    if template is not None and cache.claim_name and cache.size_bytes:
+        grow = started and (have is None or (have.request_bytes or 0) < cache.size_bytes)
+        if grow or (have is not None and retention_differs(have, snap.uid, template.retain)):
+            out.claim = render_claim(snap.name, snap.namespace, snap.uid, spec, template, cache.claim_name,
+                                     cache.size_bytes)
             out.claim_exists = have is not None
     return cache
+
+
+def owned_claim_name(old: ModelStatus | None) -> str | None:
+    """The operator's own claim of the server as ``status.model`` records it (in any mode), None: none yet."""
+    if old is None:
+        return None
+    if old.cache is CacheMode.VOLUME_CLAIM_TEMPLATE:
+        return old.claim_name or old.owned_claim
+    return old.owned_claim
+
+
+def retention_differs(claim: ClaimView, uid: str, retain: bool) -> bool:
+    """The server's claim is not kept as ``retain`` says: an ownerReference to the server (deleted with it)
+    exactly when not retained, and the ``ctxfit.io/owner-uid`` marker in both cases (``render.cache.render_claim``).
+    False when its metadata is not known (a claim just created from the rendering)."""
+    holder = claim.holder
+    if holder is None:
+        return False
+    referenced = any(owner == uid for _, owner in holder.owners)
+    return referenced == retain or holder.marker != uid
 
 
 def _weights_cached(out: Outcome, status: ConditionStatus, reason: Reason, message: str, now: str,

@@ -130,10 +130,15 @@ removing ``autoscaling`` restarts no engine)."""
 
 
 def spec_key(spec: InferenceServerSpec) -> str:
-    """Digest of the spec fields the plan and attempt history depend on (all but ``HISTORY_NEUTRAL_FIELDS``)."""
+    """Digest of the spec fields the plan and attempt history depend on (all but ``HISTORY_NEUTRAL_FIELDS``, and
+    the weights claim's ``retain``: it changes the claim's ownerReference, never the pod; hashed as ``false`` so
+    the digest of a server without it is the one it always had)."""
     wire = spec.to_wire()
     for name in HISTORY_NEUTRAL_FIELDS:
         wire.pop(name, None)
+    template = ((wire.get("model") or {}).get("cache") or {}).get("volumeClaimTemplate")  # type: ignore[attr-defined]
+    if isinstance(template, dict) and "retain" in template:
+        template["retain"] = False
     return hashlib.sha256(json.dumps(wire, sort_keys=True).encode()).hexdigest()[:16]
 
 
