@@ -20,6 +20,7 @@ from ctxfit.recovery.generic import EVENT_PATTERNS, GENERIC_PATTERNS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from wordings import REPORT_WORDINGS, Wording  # noqa: E402
+from wordings_config_gpu import ISSUE25_WORDINGS  # noqa: E402
 
 K = FailureKind
 VLLM, SGLANG = EngineKind.VLLM, EngineKind.SGLANG
@@ -192,7 +193,10 @@ WORDINGS = [
 ]
 
 
-@pytest.mark.parametrize("w", WORDINGS + REPORT_WORDINGS, ids=[w.id for w in WORDINGS + REPORT_WORDINGS])
+ALL_WORDINGS = WORDINGS + REPORT_WORDINGS + ISSUE25_WORDINGS
+
+
+@pytest.mark.parametrize("w", ALL_WORDINGS, ids=[w.id for w in ALL_WORDINGS])
 def test_wording(w: Wording) -> None:
     failure = classify(Observation(reason="Error", exit_code=1, message=w.text, events=w.events, node=w.node),
                        w.engine)
