@@ -96,3 +96,40 @@ def build_script(script: str, env: dict[str, str] | None = None, timeout: float 
 def build_operator_image(image: str = OPERATOR_IMAGE) -> str:
     """`make image`: the Dockerfile built by hack/image.sh (cached layers: seconds when nothing changed)."""
     return build_script("image.sh", {"IMAGE": image})
+
+
+def write_docker_archive(path: Path, tag: str, files: dict[str, tuple[bytes, int]], config: dict[str, Any]) -> Path:
+    """A one-layer image as a docker-archive tarball (``docker save`` format: manifest.json, the config, the layer),
+    built without any engine: ``files`` maps a path in the image to (content, mode); ``config`` is the image's
+    runtime config (Entrypoint, User, Env, ...). What `ctr images import` and `kind load image-archive` read.
+    Deterministic: the same inputs give the same image ID."""
+    import hashlib
+    import io
+    import tarfile
+
+    def tar_bytes(entries: dict[str, tuple[bytes, int]]) -> bytes:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+            for name, (data, mode) in sorted(entries.items()):
+                info = tarfile.TarInfo(name.lstrip("/"))
+                info.size, info.mode, info.mtime = len(data), mode, 0
+                tar.addfile(info, io.BytesIO(data))
+        return buf.getvalue()
+
+    layer = tar_bytes(files)
+    diff_id = hashlib.sha256(layer).hexdigest()
+    image_config = json.dumps({
+        "architecture": "amd64", "os": "linux", "config": config,
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{diff_id}"]},
+        "history": [{"created_by": "hack/images.py write_docker_archive"}],
+    }, sort_keys=True).encode()
+    config_id = hashlib.sha256(image_config).hexdigest()
+    manifest = json.dumps([{"Config": f"{config_id}.json", "RepoTags": [tag],
+                           "Layers": [f"{diff_id}/layer.tar"]}]).encode()
+    archive = tar_bytes({f"{diff_id}/layer.tar": (layer, 0o644), f"{config_id}.json": (image_config, 0o644),
+                         "manifest.json": (manifest, 0o644)})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(archive)
+    tmp.replace(path)
+    return path
