@@ -41,73 +41,41 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import images
 from cluster_nodes import NodeSpec
 from cluster_procs import HACK_DIR, HarnessError, _set_pdeathsig, log, pid_alive, wait_until
+from realnode_config import (
+    CNI_BIN_DIR,
+    CNI_PLUGINS,
+    COMPONENTS,
+    DEFAULT_GPUS,
+    PAUSE_IMAGE,
+    REAL_NODE_LABEL,
+    RUN_DIR,
+    SLOTS,
+    SYSTEM_TOOLS,
+    TAINT,
+    TMPFS_SIZE,
+    TOLERATION,
+    RealNode,
+    cni_config,
+    containerd_config,
+    kube_proxy_config,
+    kubelet_config,
+    node_kubeconfig,
+)
+from realnode_host import cgroup_dirs, kill_cgroup, make_cgroup, run, unmount_under
 
-REAL_NODE_LABEL = "ctxfit.io/real-node"
-TAINT = {"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedule"}
-TOLERATION = {"key": REAL_NODE_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
-PAUSE_IMAGE = "localhost/ctxfit-pause:1"
-RUN_DIR = Path("/run/ctxfit")
-SLOTS = 64
-TMPFS_SIZE = "8g"  # the run dir's limit (pages are used only as files are written: ~1 GiB with the operator image)
-CGROUP_FS = Path("/sys/fs/cgroup")
-CNI_BIN_DIR = Path("/usr/lib/cni")
-SYSTEM_TOOLS = ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "nsenter", "ip", "iptables")
-CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
-COMPONENTS = ("realnode-forward", "realnode-containerd", "realnode-kubelet", "realnode-kube-proxy")
-# An A10G-like 24 GB GPU: a product no kwok node of the default pool has, so a server pinned to it lands here
-DEFAULT_GPUS = NodeSpec(name="", product="NVIDIA-A10G", gpu_memory_mib=23028, gpu_count=1, compute=(8, 6),
-                        family="ampere")
-
-
-@dataclass
-class RealNode:
-    """A running real node (also recorded as ``cluster.state["realnode"]``)."""
-
-    name: str
-    slot: int
-    netns: str
-    host_ip: str  # the host end of the veth: what pods reach the host (and test servers) at
-    node_ip: str  # the node's InternalIP (kubelet :10250)
-    pod_cidr: str
-    work_dir: str  # containerd root, kubelet root dir, configs
-    run_dir: str  # containerd state and sockets, pod netns mounts
-    cgroup: str  # /ctxfit-rnN
-    kubelet_port: int = 10250
-
-    @property
-    def containerd_socket(self) -> str:
-        return f"{self.run_dir}/containerd.sock"
-
-    def ctr(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(["ctr", "--address", self.containerd_socket, "--namespace", "k8s.io", *args],
-                              capture_output=True, text=True, timeout=timeout, check=False)
-        if proc.returncode != 0:
-            raise HarnessError(f"ctr {' '.join(args)}: {proc.stderr.strip()[-2000:]}")
-        return proc
-
-    def import_image(self, archive: Path) -> None:
-        """Load a docker-archive/OCI tarball into the node's containerd (what a registry pull would give it)."""
-        self.ctr("images", "import", str(archive))
-
-    def images(self) -> list[str]:
-        return self.ctr("images", "list", "--quiet").stdout.split()
-
-    def netns_exec(self, *cmd: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-        """Run a command in the node's network namespace (e.g. curl a pod)."""
-        return subprocess.run(["nsenter", f"--net=/run/netns/{self.netns}", "--", *cmd], capture_output=True,
-                              text=True, timeout=timeout, check=False)
-
+__all__ = ["COMPONENTS", "DEFAULT_GPUS", "PAUSE_IMAGE", "REAL_NODE_LABEL", "RUN_DIR", "TAINT", "TOLERATION",
+           "RealNode", "advertise_gpus", "cgroup_dirs", "cleanup", "cleanup_recorded", "missing_requirements",
+           "pause_archive", "start_real_node", "stop_real_node"]
 
 # --------------------------------------------------------------------------------------------
 # checks
@@ -122,83 +90,6 @@ def missing_requirements(bin_dir: Path) -> list[str]:
     missing += [t for t in SYSTEM_TOOLS if shutil.which(t) is None]
     missing += [str(CNI_BIN_DIR / p) for p in CNI_PLUGINS if not (CNI_BIN_DIR / p).exists()]
     return missing
-
-
-# --------------------------------------------------------------------------------------------
-# small system helpers
-
-
-def _run(*cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(list(cmd), capture_output=True, text=True, check=False, timeout=60)
-    if check and proc.returncode != 0:
-        raise HarnessError(f"`{' '.join(cmd)}` failed: {proc.stderr.strip()}")
-    return proc
-
-
-def _cgroup_dirs(cgroup: str) -> list[Path]:
-    """The cgroup's directory in every mounted hierarchy (v1: one per controller; v2: the unified one)."""
-    if (CGROUP_FS / "cgroup.controllers").exists():  # pure v2
-        return [CGROUP_FS / cgroup.lstrip("/")]
-    return [h / cgroup.lstrip("/") for h in sorted(CGROUP_FS.iterdir())
-            if h.is_dir() and not h.is_symlink() and (h / "cgroup.procs").exists()]
-
-
-def _make_cgroup(cgroup: str) -> None:
-    for d in _cgroup_dirs(cgroup):
-        d.mkdir(parents=True, exist_ok=True)
-        for knob in ("cpuset.cpus", "cpuset.mems"):  # a v1 cpuset child starts empty: no task may join it
-            f = d / knob
-            if f.exists() and not f.read_text().strip():
-                f.write_text((d.parent / knob).read_text())
-
-
-def _cgroup_pids(cgroup: str) -> set[int]:
-    pids: set[int] = set()
-    for d in _cgroup_dirs(cgroup):
-        if d.exists():
-            for procs in d.rglob("cgroup.procs"):
-                try:
-                    pids |= {int(p) for p in procs.read_text().split()}
-                except OSError:
-                    pass
-    return pids
-
-
-def _kill_cgroup(cgroup: str, timeout: float = 15) -> None:
-    """SIGKILL every process under the cgroup (shims, containers, anything left), then remove it."""
-    deadline = time.monotonic() + timeout
-    while (pids := _cgroup_pids(cgroup)) and time.monotonic() < deadline:
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.2)
-    for d in _cgroup_dirs(cgroup):
-        if d.exists():
-            for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-                try:
-                    sub.rmdir()
-                except OSError:
-                    pass
-            try:
-                d.rmdir()
-            except OSError:
-                pass
-
-
-def _unmount_under(*roots: str) -> None:
-    """Lazily unmount the given dirs and every mount point under them (deepest first): volumes, rootfs, netns,
-    the tmpfs."""
-    bases = [r.rstrip("/") for r in roots if r]
-    points = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            point = line.split()[4].replace("\\040", " ")
-            if any(point == b or point.startswith(b + "/") for b in bases):
-                points.append(point)
-    for point in sorted(set(points), key=lambda p: -p.count("/")):
-        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
 
 # --------------------------------------------------------------------------------------------
@@ -225,7 +116,7 @@ def _claim_slot(work_dir: Path) -> int:
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     _sweep_stale_slots()
     for slot in range(SLOTS):
-        if _run("ip", "netns", "add", f"ctxfit-rn{slot}", check=False).returncode == 0:  # atomic claim
+        if run("ip", "netns", "add", f"ctxfit-rn{slot}", check=False).returncode == 0:  # atomic claim
             _slot_file(slot).write_text(json.dumps({"slot": slot, "owner_pid": os.getpid(),
                                                     "work_dir": str(work_dir)}))
             return slot
@@ -240,112 +131,14 @@ def _node_for_slot(name: str, slot: int, work_dir: Path) -> RealNode:
 
 def _network(node: RealNode) -> None:
     host_if, node_if = f"cxrn{node.slot}h", f"cxrn{node.slot}n"
-    _run("ip", "link", "add", host_if, "type", "veth", "peer", "name", node_if, "netns", node.netns)
-    _run("ip", "addr", "add", f"{node.host_ip}/30", "dev", host_if)
-    _run("ip", "link", "set", host_if, "up")
+    run("ip", "link", "add", host_if, "type", "veth", "peer", "name", node_if, "netns", node.netns)
+    run("ip", "addr", "add", f"{node.host_ip}/30", "dev", host_if)
+    run("ip", "link", "set", host_if, "up")
     inside = ("ip", "-n", node.netns)
-    _run(*inside, "addr", "add", f"{node.node_ip}/30", "dev", node_if)
-    _run(*inside, "link", "set", node_if, "up")
-    _run(*inside, "link", "set", "lo", "up")
-    _run("ip", "route", "replace", node.pod_cidr, "via", node.node_ip)
-
-
-# --------------------------------------------------------------------------------------------
-# config files
-
-
-def _containerd_config(node: RealNode, cni_conf_dir: Path) -> str:
-    r = node.run_dir
-    return f"""version = 2
-root = "{r}/containerd"
-state = "{r}/state"
-disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.v1.aufs",
-  "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
-  "io.containerd.tracing.processor.v1.otlp"]
-[grpc]
-  address = "{r}/containerd.sock"
-[ttrpc]
-  address = "{r}/containerd.sock.ttrpc"
-[debug]
-  level = "info"
-[metrics]
-  address = ""
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{PAUSE_IMAGE}"
-  enable_selinux = false
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "{CNI_BIN_DIR}"
-    conf_dir = "{cni_conf_dir}"
-"""
-
-
-def _cni_config(node: RealNode) -> dict[str, Any]:
-    return {"cniVersion": "1.0.0", "name": "ctxfit", "plugins": [
-        {"type": "bridge", "bridge": "cni0", "isGateway": True, "ipMasq": True, "hairpinMode": True,
-         "ipam": {"type": "host-local", "ranges": [[{"subnet": node.pod_cidr}]], "routes": [{"dst": "0.0.0.0/0"}],
-                  "dataDir": f"{node.run_dir}/ipam"}},
-        {"type": "portmap", "capabilities": {"portMappings": True}},
-    ]}
-
-
-def _kubeconfig(node: RealNode, pki: Path, apiserver_port: int) -> dict[str, Any]:
-    """The admin credentials (as kwok uses them), at the host end of the veth; the serving certificate names
-    localhost, not that address, so the client checks that name."""
-    return {"apiVersion": "v1", "kind": "Config", "current-context": "harness",
-            "clusters": [{"name": "harness", "cluster": {"server": f"https://{node.host_ip}:{apiserver_port}",
-                                                         "certificate-authority": str(pki / "ca.crt"),
-                                                         "tls-server-name": "localhost"}}],
-            "users": [{"name": "admin", "user": {"client-certificate": str(pki / "admin.crt"),
-                                                 "client-key": str(pki / "admin.key")}}],
-            "contexts": [{"name": "harness", "context": {"cluster": "harness", "user": "admin"}}]}
-
-
-def _kubelet_config(node: RealNode, pki: Path, resolv_conf: Path) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-        "address": node.node_ip, "port": node.kubelet_port, "readOnlyPort": 0,
-        "healthzBindAddress": "127.0.0.1", "healthzPort": 10248,
-        # the apiserver calls the kubelet (logs, exec) with the admin certificate; the kubelet asks the
-        # apiserver whether a caller may (SubjectAccessReview), as on any cluster
-        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
-                           "x509": {"clientCAFile": str(pki / "ca.crt")}},
-        "authorization": {"mode": "Webhook"},
-        "cgroupDriver": "cgroupfs", "cgroupRoot": node.cgroup, "cgroupsPerQOS": True,
-        "failSwapOn": False, "failCgroupV1": False,
-        "containerRuntimeEndpoint": f"unix://{node.containerd_socket}",
-        "resolvConf": str(resolv_conf), "clusterDomain": "cluster.local",
-        # this machine's disk is shared with everything else: evict for memory only, never GC images
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
-                         "nodefs.inodesFree": "1%"},
-        "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
-        "serializeImagePulls": False, "maxPods": 30,
-        "registerWithTaints": [TAINT],
-        "nodeStatusReportFrequency": "10s", "nodeStatusUpdateFrequency": "5s",
-        "syncFrequency": "5s", "fileCheckFrequency": "5s",
-    }
-
-
-def _kube_proxy_config(node: RealNode, kubeconfig: Path) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
-        "clientConnection": {"kubeconfig": str(kubeconfig)},
-        "hostnameOverride": node.name, "bindAddress": node.node_ip,
-        "healthzBindAddress": "127.0.0.1:10256", "metricsBindAddress": "127.0.0.1:10249",
-        "mode": "iptables", "clusterCIDR": node.pod_cidr, "nodePortAddresses": [f"{node.node_ip}/32"],
-        # conntrack sysctls are machine-wide: leave them alone
-        "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
-    }
+    run(*inside, "addr", "add", f"{node.node_ip}/30", "dev", node_if)
+    run(*inside, "link", "set", node_if, "up")
+    run(*inside, "link", "set", "lo", "up")
+    run("ip", "route", "replace", node.pod_cidr, "via", node.node_ip)
 
 
 def pause_archive(bin_dir: Path) -> Path:
@@ -365,7 +158,7 @@ def pause_archive(bin_dir: Path) -> Path:
 def _spawn_in_node(cluster: Any, name: str, node: RealNode, exe: str, args: list[str],
                    env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start `exe` in the node's network namespace and its runtime cgroup (recorded like every component)."""
-    procs_files = " ".join(str(d / "cgroup.procs") for d in _cgroup_dirs(f"{node.cgroup}/runtime"))
+    procs_files = " ".join(str(d / "cgroup.procs") for d in cgroup_dirs(f"{node.cgroup}/runtime"))
     script = f'for f in {procs_files}; do echo $$ > "$f"; done; exec nsenter --net=/run/netns/{node.netns} -- "$@"'
     logf = open(cluster.logs_dir / f"{name}.log", "ab")
     proc = subprocess.Popen(["sh", "-c", script, "sh", exe, *args], stdin=subprocess.DEVNULL, stdout=logf,
@@ -416,15 +209,15 @@ def start_real_node(cluster: Any, name: str = "real-0", gpus: NodeSpec | None = 
 
 
 def _start(cluster: Any, node: RealNode, gpus: NodeSpec | None, timeout: float) -> None:
-    work, run = Path(node.work_dir), Path(node.run_dir)
-    shutil.rmtree(run, ignore_errors=True)
-    run.mkdir(parents=True)
+    work, run_dir = Path(node.work_dir), Path(node.run_dir)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
     # images, snapshots, pod volumes: on a tmpfs of their own (deleting ~20,000 image files from this disk took
     # ~40 s; unmounting takes none)
-    _run("mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE},mode=0755", f"ctxfit-rn{node.slot}", str(run))
+    run("mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE},mode=0755", f"ctxfit-rn{node.slot}", str(run_dir))
     _network(node)
-    _make_cgroup(node.cgroup)
-    _make_cgroup(f"{node.cgroup}/runtime")
+    make_cgroup(node.cgroup)
+    make_cgroup(f"{node.cgroup}/runtime")
     apiserver_port = cluster.ports["apiserver"]
 
     fwd_log = open(cluster.logs_dir / "realnode-forward.log", "ab")
@@ -437,8 +230,8 @@ def _start(cluster: Any, node: RealNode, gpus: NodeSpec | None, timeout: float) 
 
     cni_dir = work / "cni"
     cni_dir.mkdir()
-    (cni_dir / "10-ctxfit.conflist").write_text(json.dumps(_cni_config(node), indent=1))
-    (work / "containerd.toml").write_text(_containerd_config(node, cni_dir))
+    (cni_dir / "10-ctxfit.conflist").write_text(json.dumps(cni_config(node), indent=1))
+    (work / "containerd.toml").write_text(containerd_config(node, cni_dir))
     containerd = _spawn_in_node(cluster, "realnode-containerd", node, shutil.which("containerd") or "containerd",
                                 ["--config", str(work / "containerd.toml")])
 
@@ -452,16 +245,16 @@ def _start(cluster: Any, node: RealNode, gpus: NodeSpec | None, timeout: float) 
     node.import_image(pause_archive(cluster.bin_dir))
 
     kubeconfig = work / "kubeconfig"
-    kubeconfig.write_text(json.dumps(_kubeconfig(node, cluster.pki, apiserver_port)))
+    kubeconfig.write_text(json.dumps(node_kubeconfig(node, cluster.pki, apiserver_port)))
     resolv = work / "resolv.conf"
     resolv.write_text("")
-    (work / "kubelet.yaml").write_text(json.dumps(_kubelet_config(node, cluster.pki, resolv)))
+    (work / "kubelet.yaml").write_text(json.dumps(kubelet_config(node, cluster.pki, resolv)))
     kubelet = _spawn_in_node(cluster, "realnode-kubelet", node, str(cluster.bin_dir / "kubelet"), [
-        f"--config={work / 'kubelet.yaml'}", f"--kubeconfig={kubeconfig}", f"--root-dir={run / 'kubelet'}",
+        f"--config={work / 'kubelet.yaml'}", f"--kubeconfig={kubeconfig}", f"--root-dir={run_dir / 'kubelet'}",
         f"--cert-dir={work / 'kubelet-pki'}", f"--node-ip={node.node_ip}", f"--hostname-override={node.name}",
         f"--node-labels={REAL_NODE_LABEL}=true",
         "--v=1"])
-    (work / "kube-proxy.yaml").write_text(json.dumps(_kube_proxy_config(node, kubeconfig)))
+    (work / "kube-proxy.yaml").write_text(json.dumps(kube_proxy_config(node, kubeconfig)))
     proxy = _spawn_in_node(cluster, "realnode-kube-proxy", node, str(cluster.bin_dir / "kube-proxy"),
                            [f"--config={work / 'kube-proxy.yaml'}", "--v=1"])
     _write_kubernetes_endpoints(cluster, node, apiserver_port)
@@ -536,9 +329,9 @@ def cleanup(info: dict[str, Any]) -> None:
     cgroup = info.get("cgroup") or f"/ctxfit-rn{slot}"
     run_dir = info.get("run_dir") or str(RUN_DIR / f"rn{slot}")
     t0 = time.monotonic()
-    _kill_cgroup(cgroup)
+    kill_cgroup(cgroup)
     t1 = time.monotonic()
-    _unmount_under(run_dir, info.get("work_dir", ""))
+    unmount_under(run_dir, info.get("work_dir", ""))
     t2 = time.monotonic()
     subprocess.run(["ip", "netns", "del", f"ctxfit-rn{slot}"], capture_output=True, check=False)
     log(f"real node cleanup: cgroup {t1 - t0:.1f} s, mounts {t2 - t1:.1f} s, netns {time.monotonic() - t2:.1f} s")

@@ -102,7 +102,7 @@ def _leftovers(slot: int, work_dir: Path) -> list[str]:
     found = []
     if Path(f"/run/netns/ctxfit-rn{slot}").exists():
         found.append(f"netns ctxfit-rn{slot}")
-    found += [str(d) for d in rn._cgroup_dirs(f"/ctxfit-rn{slot}") if d.exists()]
+    found += [str(d) for d in rn.cgroup_dirs(f"/ctxfit-rn{slot}") if d.exists()]
     with open("/proc/self/mountinfo") as f:
         found += [line.split()[4] for line in f if f"/ctxfit/rn{slot}" in line or str(work_dir) in line]
     if (rn.RUN_DIR / f"rn{slot}").exists():
