@@ -1,0 +1,95 @@
+"""The fixture repos of tests/fixtures/hub/models.yaml as files: config.json, safetensors shards (header + a data
+region that is never materialised), model.safetensors.index.json, a commit sha."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ctxfit.vocab.checkpoint import Checkpoint, group_tensors
+from ctxfit.vocab.safetensors import Tensor, encode_header
+
+from .layouts import model_tensors, quantize
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hub" / "models.yaml"
+
+
+@dataclass
+class RepoFile:
+    """One file: ``content`` in full (small files), or a safetensors ``header`` followed by ``data_bytes`` zeros."""
+
+    path: str
+    content: bytes = b""
+    header: bytes = b""
+    data_bytes: int = 0
+
+    @property
+    def size(self) -> int:
+        return len(self.content) if not self.header else len(self.header) + self.data_bytes
+
+    def read(self, start: int, end: int) -> bytes:
+        """Bytes [start, end) (end exclusive); the data region reads as zeros."""
+        if not self.header:
+            return self.content[start:end]
+        end = min(end, self.size)
+        head = self.header[start:end] if start < len(self.header) else b""
+        return head + b"\0" * max(0, end - max(start, len(self.header)))
+
+
+@dataclass
+class FixtureRepo:
+    repo: str
+    config: dict[str, Any]
+    tensors: list[Tensor]
+    shards: int
+    gated: bool
+    family: str
+    entry: dict[str, Any]
+    sha: str = ""
+    files: dict[str, RepoFile] = field(default_factory=dict)
+
+    def checkpoint(self) -> Checkpoint:
+        return Checkpoint(group_tensors(self.tensors), tuple(f for f in self.files if f.endswith(".safetensors")),
+                          sum(f.size for n, f in self.files.items() if n.endswith(".safetensors")))
+
+
+def _build(entry: dict[str, Any]) -> FixtureRepo:
+    raw = model_tensors(entry["config"])
+    if entry.get("scheme", "none") != "none":
+        raw = quantize(raw, entry["scheme"])
+    tensors = [Tensor(n, d, tuple(s)) for n, d, s in raw]
+    repo = FixtureRepo(entry["repo"], entry["config"], tensors, int(entry.get("shards", 1)), bool(entry.get("gated")),
+                       entry.get("family", ""), entry)
+    repo.sha = hashlib.sha1(f"ctxfit-fixture:{entry['repo']}".encode()).hexdigest()
+    config = json.dumps(entry["config"], indent=2).encode()
+    files: dict[str, RepoFile] = {"config.json": RepoFile("config.json", config)}
+    n = repo.shards
+    if n == 1:
+        header = encode_header(tensors)
+        files["model.safetensors"] = RepoFile("model.safetensors", header=header,
+                                              data_bytes=sum(t.nbytes for t in tensors))
+    else:
+        per = -(-len(tensors) // n)
+        weight_map: dict[str, str] = {}
+        for i in range(n):
+            chunk = tensors[i * per:(i + 1) * per]
+            name = f"model-{i + 1:05d}-of-{n:05d}.safetensors"
+            files[name] = RepoFile(name, header=encode_header(chunk), data_bytes=sum(t.nbytes for t in chunk))
+            weight_map.update({t.name: name for t in chunk})
+        index = {"metadata": {"total_size": sum(t.nbytes for t in tensors)}, "weight_map": weight_map}
+        files["model.safetensors.index.json"] = RepoFile("model.safetensors.index.json", json.dumps(index).encode())
+    files["README.md"] = RepoFile("README.md", f"# {entry['repo']}\nctxfit test fixture ({repo.family}).\n".encode())
+    repo.files = files
+    return repo
+
+
+@cache
+def fixture_repos() -> dict[str, FixtureRepo]:
+    """Every fixture repo by id (built once per process)."""
+    entries = yaml.safe_load(FIXTURES.read_text(encoding="utf-8"))["models"]
+    return {e["repo"]: _build(e) for e in entries}
