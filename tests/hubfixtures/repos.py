@@ -89,7 +89,36 @@ def _build(entry: dict[str, Any]) -> FixtureRepo:
 
 
 @cache
+def fixture_entries() -> dict[str, dict[str, Any]]:
+    """The models.yaml entries by repo id."""
+    return {e["repo"]: e for e in yaml.safe_load(FIXTURES.read_text(encoding="utf-8"))["models"]}
+
+
+@cache
+def fixture_repo(repo: str) -> FixtureRepo:
+    """One fixture repo, built on first use (DeepSeek-V3's 92k tensor headers take seconds)."""
+    return _build(fixture_entries()[repo])
+
+
+class _Repos(dict[str, FixtureRepo]):
+    """Lazy mapping repo id -> ``FixtureRepo``."""
+
+    def __contains__(self, key: object) -> bool:
+        return key in fixture_entries()
+
+    def __getitem__(self, key: str) -> FixtureRepo:
+        return fixture_repo(key)
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        return fixture_repo(key) if key in fixture_entries() else default
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(fixture_entries())
+
+    def __len__(self) -> int:
+        return len(fixture_entries())
+
+
 def fixture_repos() -> dict[str, FixtureRepo]:
-    """Every fixture repo by id (built once per process)."""
-    entries = yaml.safe_load(FIXTURES.read_text(encoding="utf-8"))["models"]
-    return {e["repo"]: _build(e) for e in entries}
+    """Every fixture repo by id, built lazily."""
+    return _Repos()

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxfit.api import InferenceServerSpec
 from ctxfit.vocab.checkpoint import Checkpoint, TensorGroup, checkpoint_format, is_quantized
 from ctxfit.vocab.safetensors import FLOAT_DTYPES
 from ctxfit.vocab.tensorroles import ROW_NAMES, Role, TensorRole, classify
@@ -354,3 +355,47 @@ def _mxfp4_factor(config: dict[str, Any], layout: Layout, rules: ShardingRules) 
     per_rank = inter // (layout.tp * (layout.dp if rules.experts_tp_across_dp else 1)) if not layout.ep else inter
     h_pad, i_pad = rules.mxfp4_padding
     return (_pad(hidden, h_pad) / hidden) * (_pad(max(1, per_rank), i_pad) / max(1, per_rank))
+
+
+def rules_for(kind: str) -> ShardingRules:
+    """The sharding rules of engine ``kind`` (``vllm`` or ``sglang``)."""
+    if kind == "sglang":
+        from .sglang.weights import RULES as SGLANG
+
+        return SGLANG
+    from .vllm.weights import RULES as VLLM
+
+    return VLLM
+
+
+def _flag(args: list[str], name: str) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1].lower()
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1].lower()
+    return None
+
+
+def checkpoint_weights(spec: InferenceServerSpec, checkpoint: Checkpoint | None,
+                       config: dict[str, Any]) -> tuple[int, str] | None:
+    """(bytes on the busiest GPU, source line) for ``spec`` served from ``checkpoint``; None without a checkpoint.
+
+    ``engine.args`` ``--dtype`` and ``--quantization`` (in-flight, on an unquantized checkpoint) are honoured. A
+    checkpoint without safetensors (``fallback``) gives its file bytes / (TP x PP) and says so.
+    """
+    if checkpoint is None:
+        return None
+    p = spec.parallelism
+    if not checkpoint.groups:
+        if not checkpoint.file_bytes:
+            return None
+        shards = p.tensor * p.pipeline
+        return (-(-checkpoint.file_bytes // shards),
+                f"{checkpoint.fallback or 'no safetensors'}: file sizes {checkpoint.file_bytes / 2**30:.2f} GiB / "
+                f"(TP x PP = {shards}), not the engine's sharding")
+    args = list(spec.engine.args)
+    est = estimate_weights(checkpoint, config, Layout(tp=p.tensor, pp=p.pipeline, dp=p.data, ep=p.expert),
+                           rules_for(spec.engine.kind.value), dtype=_flag(args, "--dtype") or "auto",
+                           inflight_quantization=_flag(args, "--quantization") or _flag(args, "-q"))
+    return est.per_gpu_bytes, est.source
