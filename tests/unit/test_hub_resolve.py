@@ -10,12 +10,12 @@ import struct
 from pathlib import Path
 
 import pytest
-
 from ctxfit.api import InferenceServerSpec
 from ctxfit.budget.planner import plan
 from ctxfit.catalog import lookup_model
 from ctxfit.hub import ResolveError, ResolveKind, resolve_hub, resolve_local
 from ctxfit.vocab.hfconfig import architecture_from_hf_config
+
 from tests.hubfixtures.repos import fixture_entries, fixture_repo
 from tests.hubfixtures.server import TOKEN, HubStandIn, hub_env, shared_hub
 

@@ -165,7 +165,8 @@ def resolve_inputs(
     else:
         raise PlanInputError(
             "spec.model.weightsPerGPU",
-            f"cannot estimate weights of {spec.model.name!r}: no checkpoint was resolved and it is not in the catalog; resolve it (ctxfit plan without --offline, --model-dir DIR) or set model.weightsPerGPU"
+            f"cannot estimate weights of {spec.model.name!r}: no checkpoint was resolved and it is not in the "
+            "catalog; resolve it (ctxfit plan without --offline, --model-dir DIR) or set model.weightsPerGPU"
         )
     # weights larger than the GPU are a verdict (budget/verdict.py), not an input error
 
