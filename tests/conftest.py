@@ -34,8 +34,7 @@ _BASE = tempfile.mkdtemp(prefix="ctxfit-tests-")
 for _key in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_CACHE"):
     os.environ.pop(_key, None)
 os.environ.update({"HF_ENDPOINT": SENTINEL_ENDPOINT, "HF_HOME": f"{_BASE}/hf", "CTXFIT_CACHE": f"{_BASE}/ctxfit",
-                   "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-                   "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1"})
+                   "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"})
 import huggingface_hub.constants  # noqa: E402,F401 - read the environment above now, before any test changes it
 
 _LOCAL_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost", ""}

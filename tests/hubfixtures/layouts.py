@@ -5,9 +5,9 @@ Each family follows the tensor names and shapes its transformers modeling file s
 weight maps; quantized layouts follow their packers (AutoAWQ ``qweight [in, out/8]``; AutoGPTQ ``qweight
 [in/8, out]``, ``g_idx [in]``; compressed-tensors ``weight_packed [out, in/8]``, ``weight_scale``; FP8 block
 ``weight_scale_inv [ceil(out/128), ceil(in/128)]``; bitsandbytes NF4 ``weight [numel/2, 1]`` + absmax; OpenAI
-MXFP4 ``*_blocks [E, out, in/32, 16]`` + ``*_scales``). ``tests/unit/test_hub_fixtures.py`` checks every fixture
-repo's tensor total against the checkpoint size its source publishes (``metadata.total_size`` or the parameter
-count), so a layout that drifts from the real checkpoint fails there.
+MXFP4 ``*_blocks [E, out, in/32, 16]`` + ``*_scales``). ``tests/unit/hub/test_hub_fixtures.py`` checks the generated
+tensors against the real figures models.yaml cites (index ``metadata.total_size``, Hub API parameter counts by dtype,
+real safetensors dumps), so a layout that drifts from the real checkpoint fails there.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def decoder(config: dict[str, Any], prefix: str = "model.", head: str = "lm_head
     inter = c.get("intermediate_size")
     ts: list[T] = [(f"{prefix}embed_tokens.weight", dtype, (V, H))]
     qkv_bias = bool(c.get("attention_bias")) or mt in ("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl")
-    qk_norm = mt in ("qwen3", "qwen3_moe", "gemma3_text", "gemma3")
+    qk_norm = mt in ("qwen3", "qwen3_moe", "qwen3_vl_text", "gemma3_text", "gemma3")
     mla = c.get("kv_lora_rank") is not None
     experts = c.get("n_routed_experts") or c.get("num_local_experts") or c.get("num_experts")
     nextn = int(c.get("num_nextn_predict_layers") or 0)
@@ -177,6 +177,70 @@ def qwen25_vl_visual(v: dict[str, Any], text_hidden: int, dtype: str = "BF16") -
     return ts
 
 
+def nemotron_h(config: dict[str, Any], dtype: str = "BF16") -> list[T]:
+    """Nemotron-H (``modeling_nemotron_h.py``): ``backbone.layers.N.mixer`` is a Mamba-2 mixer (``M``), attention
+    (``*``) or a two-matrix MLP (``-``) per ``hybrid_override_pattern``; ``backbone.embeddings``, ``norm_f``."""
+    c = config
+    H, V, pattern = c["hidden_size"], c["vocab_size"], c["hybrid_override_pattern"]
+    heads, head_dim = c["mamba_num_heads"], c["mamba_head_dim"]
+    d_inner, groups, state = heads * head_dim, c["n_groups"], c["ssm_state_size"]
+    conv_dim = d_inner + 2 * groups * state
+    nh, nkv, hd = c["num_attention_heads"], c["num_key_value_heads"], c.get("attention_head_dim") or c.get("head_dim")
+    ts: list[T] = [("backbone.embeddings.weight", dtype, (V, H))]
+    for i, kind in enumerate(pattern):
+        p = f"backbone.layers.{i}."
+        m = p + "mixer."
+        ts += [(p + "norm.weight", dtype, (H,))]
+        if kind == "M":
+            ts += _linear(m + "in_proj", d_inner + conv_dim + heads, H, dtype, bias=bool(c.get("use_bias")))
+            ts += [(m + "conv1d.weight", dtype, (conv_dim, 1, c["conv_kernel"]))]
+            if c.get("use_conv_bias", True):
+                ts += [(m + "conv1d.bias", dtype, (conv_dim,))]
+            ts += [(m + "dt_bias", dtype, (heads,)), (m + "A_log", dtype, (heads,)), (m + "D", dtype, (heads,)),
+                   (m + "norm.weight", dtype, (d_inner,))]
+            ts += _linear(m + "out_proj", H, d_inner, dtype, bias=bool(c.get("use_bias")))
+        elif kind == "*":
+            ts += _linear(m + "q_proj", nh * hd, H, dtype) + _linear(m + "k_proj", nkv * hd, H, dtype)
+            ts += _linear(m + "v_proj", nkv * hd, H, dtype) + _linear(m + "o_proj", H, nh * hd, dtype)
+        elif kind == "-":
+            ts += _linear(m + "up_proj", c["intermediate_size"], H, dtype)
+            ts += _linear(m + "down_proj", H, c["intermediate_size"], dtype)
+        else:
+            raise ValueError(f"unknown hybrid layer kind {kind!r}")
+    ts += [("backbone.norm_f.weight", dtype, (H,))]
+    if not c.get("tie_word_embeddings", False):
+        ts += [("lm_head.weight", dtype, (V, H))]
+    return ts
+
+
+def qwen3_vl_visual(v: dict[str, Any], dtype: str = "BF16") -> list[T]:
+    """Qwen3-VL vision tower (``modeling_qwen3_vl.py``: ``Qwen3VLVisionModel`` under ``model.visual``): LayerNorm
+    blocks with fused ``attn.qkv``, ``mlp.linear_fc1/2``, learned ``pos_embed``, the patch merger and one
+    DeepStack merger per ``deepstack_visual_indexes`` entry."""
+    H, I_, depth, P = v["hidden_size"], v["intermediate_size"], v["depth"], v["patch_size"]
+    tp, out = v.get("temporal_patch_size", 2), v["out_hidden_size"]
+    merged = v.get("spatial_merge_size", 2) ** 2 * H
+    pre = "model.visual."
+    ts: list[T] = [(pre + "patch_embed.proj.weight", dtype, (H, v.get("in_channels", 3), tp, P, P)),
+                   (pre + "patch_embed.proj.bias", dtype, (H,)),
+                   (pre + "pos_embed.weight", dtype, (v["num_position_embeddings"], H))]
+    for i in range(depth):
+        p = f"{pre}blocks.{i}."
+        for n in ("norm1", "norm2"):
+            ts += [(p + n + ".weight", dtype, (H,)), (p + n + ".bias", dtype, (H,))]
+        ts += _linear(p + "attn.qkv", 3 * H, H, dtype, bias=True) + _linear(p + "attn.proj", H, H, dtype, bias=True)
+        ts += _linear(p + "mlp.linear_fc1", I_, H, dtype, bias=True) + _linear(p + "mlp.linear_fc2", H, I_, dtype,
+                                                                              bias=True)
+    mergers = [pre + "merger."] + [f"{pre}deepstack_merger_list.{j}." for j in range(len(v.get(
+        "deepstack_visual_indexes") or []))]
+    for j, m in enumerate(mergers):
+        norm = H if j == 0 else merged  # the DeepStack mergers normalise after the spatial merge
+        ts += [(m + "norm.weight", dtype, (norm,)), (m + "norm.bias", dtype, (norm,))]
+        ts += _linear(m + "linear_fc1", merged, merged, dtype, bias=True)
+        ts += _linear(m + "linear_fc2", out, merged, dtype, bias=True)
+    return ts
+
+
 def model_tensors(config: dict[str, Any]) -> list[T]:
     """The tensors of an unquantized checkpoint of ``config`` (bf16, or the config's torch_dtype)."""
     dtype = {"float16": "F16", "float32": "F32"}.get(str(_text(config).get("torch_dtype") or
@@ -200,6 +264,11 @@ def model_tensors(config: dict[str, Any]) -> list[T]:
         ts += _linear("multi_modal_projector.linear_2", t["hidden_size"], t["hidden_size"], dtype, bias=True)
         ts += [("image_newline", dtype, (t["hidden_size"],))]
         return ts
+    if mt == "nemotron_h":
+        return nemotron_h(config, dtype)
+    if mt == "qwen3_vl":
+        ts = decoder(config, "model.language_model.", "lm_head", dtype)
+        return ts + qwen3_vl_visual(config["vision_config"], dtype)
     if mt == "qwen2_5_vl":
         return decoder(config, "model.", "lm_head", dtype) + qwen25_vl_visual(config["vision_config"],
                                                                              config["hidden_size"], dtype)
@@ -219,8 +288,9 @@ def _is_quantizable(name: str, shape: tuple[int, ...]) -> bool:
 def quantize(tensors: list[T], scheme: str, group: int = 128) -> list[T]:
     """Rewrite the linear weights of a layer stack as ``scheme`` stores them.
 
-    Schemes: ``fp8-block`` (DeepSeek/Qwen3 FP8), ``fp8-channel`` (compressed-tensors FP8 dynamic), ``int8-channel``
-    (compressed-tensors W8A8), ``w4a16`` (compressed-tensors pack-quantized), ``gptq``, ``awq``, ``bnb-nf4``.
+    Schemes: ``fp8-block`` (DeepSeek/Qwen3 FP8), ``fp8-modelopt`` (NVIDIA ModelOpt, per-tensor scales),
+    ``fp8-channel`` (compressed-tensors FP8 dynamic), ``int8-channel`` (compressed-tensors W8A8), ``w4a16``
+    (compressed-tensors pack-quantized), ``gptq``, ``awq``, ``bnb-nf4``.
     """
     out: list[T] = []
     for name, dtype, shape in tensors:
@@ -231,6 +301,8 @@ def quantize(tensors: list[T], scheme: str, group: int = 128) -> list[T]:
         o, i = shape
         if scheme == "fp8-block":
             out += [(name, "F8_E4M3", shape), (base + ".weight_scale_inv", "F32", (-(-o // 128), -(-i // 128)))]
+        elif scheme == "fp8-modelopt":  # NVIDIA ModelOpt FP8: per-tensor weight and input scales (F32 scalars)
+            out += [(name, "F8_E4M3", shape), (base + ".weight_scale", "F32", ()), (base + ".input_scale", "F32", ())]
         elif scheme in ("fp8-channel", "int8-channel"):
             out += [(name, "F8_E4M3" if scheme == "fp8-channel" else "I8", shape),
                     (base + ".weight_scale", "BF16", (o, 1))]

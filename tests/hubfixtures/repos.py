@@ -1,5 +1,6 @@
-"""The fixture repos of tests/fixtures/hub/models.yaml as files: config.json, safetensors shards (header + a data
-region that is never materialised), model.safetensors.index.json, a commit sha."""
+"""The fixture repos of tests/fixtures/hub/models.yaml as files: config.json (the real file, from
+tests/fixtures/hub/configs/), safetensors shards (header + a data region that is never materialised),
+model.safetensors.index.json, the entry's extra files (hf_quant_config.json), a commit sha."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from ctxfit.vocab.safetensors import Tensor, encode_header
 
 from .layouts import model_tensors, quantize
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hub" / "models.yaml"
+HUB = Path(__file__).resolve().parents[1] / "fixtures" / "hub"
+FIXTURES = HUB / "models.yaml"
 
 
 @dataclass
@@ -58,16 +60,39 @@ class FixtureRepo:
                           sum(f.size for n, f in self.files.items() if n.endswith(".safetensors")))
 
 
-def _build(entry: dict[str, Any]) -> FixtureRepo:
-    raw = model_tensors(entry["config"])
+def config_of(entry: dict[str, Any]) -> dict[str, Any]:
+    """The entry's config.json (tests/fixtures/hub/configs/)."""
+    return json.loads((HUB / "configs" / entry["config"]).read_text(encoding="utf-8"))
+
+
+def generated_tensors(entry: dict[str, Any]) -> list[Tensor]:
+    """The tensors layouts.py generates for the entry's config and scheme."""
+    raw = model_tensors(config_of(entry))
     if entry.get("scheme", "none") != "none":
         raw = quantize(raw, entry["scheme"])
-    tensors = [Tensor(n, d, tuple(s)) for n, d, s in raw]
-    repo = FixtureRepo(entry["repo"], entry["config"], tensors, int(entry.get("shards", 1)), bool(entry.get("gated")),
+    return [Tensor(n, d, tuple(s)) for n, d, s in raw]
+
+
+def real_tensors(entry: dict[str, Any]) -> list[Tensor] | None:
+    """The entry's real safetensors dump (tests/fixtures/hub/tensors/), in the config's dtype, or None."""
+    if not entry.get("tensors"):
+        return None
+    dtype = {"float16": "F16", "float32": "F32"}.get(str(config_of(entry).get("torch_dtype")), "BF16")
+    rows = json.loads((HUB / "tensors" / entry["tensors"]["file"]).read_text(encoding="utf-8"))
+    return [Tensor(name, dtype, tuple(shape)) for name, shape in rows]
+
+
+def _build(entry: dict[str, Any]) -> FixtureRepo:
+    tensors = real_tensors(entry) or generated_tensors(entry)
+    config = config_of(entry)
+    repo = FixtureRepo(entry["repo"], config, tensors, int(entry.get("shards", 1)), bool(entry.get("gated")),
                        entry.get("family", ""), entry)
     repo.sha = hashlib.sha1(f"ctxfit-fixture:{entry['repo']}".encode()).hexdigest()
-    config = json.dumps(entry["config"], indent=2).encode()
-    files: dict[str, RepoFile] = {"config.json": RepoFile("config.json", config)}
+    stem = entry["repo"].replace("/", "--")
+    raw_config = (HUB / "configs" / entry["config"]).read_bytes()
+    files: dict[str, RepoFile] = {"config.json": RepoFile("config.json", raw_config)}
+    for name in entry.get("extraFiles") or {}:
+        files[name] = RepoFile(name, (HUB / "configs" / f"{stem}--{name}").read_bytes())
     n = repo.shards
     if n == 1:
         header = encode_header(tensors)

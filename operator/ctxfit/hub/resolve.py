@@ -20,6 +20,17 @@ from ctxfit.vocab.safetensors import HeaderError, Tensor, header_length, parse_h
 from .errors import ResolveError, ResolveKind
 
 WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".gguf")
+MODELOPT_FILE = "hf_quant_config.json"
+"""NVIDIA ModelOpt checkpoints describe their quantization here rather than in config.json (vLLM
+``transformers_utils/config.py`` ``get_hf_file_to_dict("hf_quant_config.json")`` -> ``quant_method: modelopt``)."""
+
+
+def with_modelopt(config: dict[str, Any], hf_quant: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with ``quantization_config`` taken from a ModelOpt ``hf_quant_config.json`` (its ``quantization``
+    block, ``quant_method: modelopt``), as vLLM reads it."""
+    inner = hf_quant.get("quantization")
+    block: dict[str, Any] = inner if isinstance(inner, dict) else hf_quant
+    return config | {"quantization_config": {"quant_method": "modelopt", **block}}
 
 
 def _classify(exc: BaseException, repo: str) -> ResolveError:
@@ -76,6 +87,9 @@ def resolve_hub(repo: str, *, revision: str | None = None, token: str | bool | N
             raise ResolveError(ResolveKind.INVALID_CHECKPOINT, repo, "the repo has no config.json")
         path = hf_hub_download(repo, "config.json", revision=sha, token=token, endpoint=endpoint)
         config = _read_config(Path(path), repo)
+        if MODELOPT_FILE in files and "quantization_config" not in config:
+            quant = hf_hub_download(repo, MODELOPT_FILE, revision=sha, token=token, endpoint=endpoint)
+            config = with_modelopt(config, _read_config(Path(quant), repo))
         shards = sorted(f for f in files if f.endswith(".safetensors"))
         checkpoint: Checkpoint | None
         if shards:
@@ -152,6 +166,8 @@ def resolve_local(directory: str | Path, *, origin: str = "local", repo: str | N
     if not root.is_dir():
         raise ResolveError(ResolveKind.NOT_FOUND, name, f"{root} is not a directory")
     config = _read_config(root / "config.json", name)
+    if (root / MODELOPT_FILE).is_file() and "quantization_config" not in config:
+        config = with_modelopt(config, _read_config(root / MODELOPT_FILE, name))
     shards = sorted(p for p in root.iterdir() if p.name.endswith(".safetensors"))
     if not shards:
         weights = [(p.name, p.stat().st_size) for p in root.iterdir() if p.name.endswith(WEIGHT_SUFFIXES)]
