@@ -36,23 +36,27 @@ def resolve_for_cli(spec: InferenceServerSpec, args: argparse.Namespace) -> tupl
     Raises:
         ManifestError: one line naming the repo and what to do (``ResolveError.line``), or the unreadable file.
     """
-    from ctxfit.hub import ResolveError, resolve_hub, resolve_local
+    from ctxfit.hub import ResolveError, require_supported, resolve_hub, resolve_local
 
     model = spec.model
     try:
+        source: ModelSource | None
         if getattr(args, "model_dir", None):
-            return None, resolve_local(args.model_dir, repo=model.name)
-        if getattr(args, "hf_config", None):
+            source = resolve_local(args.model_dir, repo=model.name)
+        elif getattr(args, "hf_config", None):
             return load_hf_config(args.hf_config), None
-        if getattr(args, "fetch_config", False):
+        elif getattr(args, "fetch_config", False):
             return fetch_hf_config(model.name, revision=model.revision), None
-        if model.architecture is not None and model.weights_per_gpu is not None:
+        elif model.architecture is not None and model.weights_per_gpu is not None:
             return None, None
-        if model.name.startswith("/"):
-            return None, resolve_local(model.name, origin="volume")
-        if lookup_model(model.name) is not None:
+        elif model.name.startswith("/"):
+            source = resolve_local(model.name, origin="volume")
+        elif lookup_model(model.name) is not None:
             return None, None  # the catalog is the offline seed
-        revision = None if model.revision == "main" else model.revision
-        return None, resolve_hub(model.name, revision=revision, offline=bool(getattr(args, "offline", False)))
+        else:
+            revision = None if model.revision == "main" else model.revision
+            source = resolve_hub(model.name, revision=revision, offline=bool(getattr(args, "offline", False)))
+        require_supported(source, spec)
+        return None, source
     except ResolveError as exc:
         raise ManifestError(exc.line()) from exc

@@ -5,5 +5,6 @@ tensor data."""
 
 from .errors import ResolveError, ResolveKind
 from .resolve import resolve_hub, resolve_local
+from .supported import require_supported
 
-__all__ = ["ResolveError", "ResolveKind", "resolve_hub", "resolve_local"]
+__all__ = ["ResolveError", "ResolveKind", "require_supported", "resolve_hub", "resolve_local"]
