@@ -235,12 +235,16 @@ def _apply_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
         return
     _not_stopping(rt)
     exists = snap.service_port is not None
+    via = _service_via(snap.deployment, {"spec": snap.spec})
     if rt.services is None:
         with refused("Service", out.service["metadata"]["name"], out.service):
-            rt.kube.apply(out.service, exists=exists)
+            if via:
+                rt.kube.apply(out.service, exists=exists, via=via)
+            else:
+                rt.kube.apply(out.service, exists=exists)
         return
     key = (snap.namespace, snap.name)
-    wait = rt.services.submit(key, out.service, exists=exists)
+    wait = rt.services.submit(key, out.service, exists=exists, via=via)
     if wait is None:
         out.requeue(SERVICE_RETRY_SECONDS)  # stopping, or a full backlog: try again later
     elif wait > 0:
@@ -325,6 +329,14 @@ def _found_claim(rt: Runtime, namespace: str, name: str, spec: dict[str, Any], o
     return rt.claims.get_claim(namespace, claim)
 
 
+def _service_via(workload: DeploymentView | None, body: dict[str, Any]) -> tuple[str, ...]:
+    """The uid of a multi-node server's own LeaderWorkerSet: the headless Service its controller creates under the
+    server's name (subdomain policy ``Shared``, sigs.k8s.io/lws ``reconcileHeadlessServices``) is the server's
+    Service (ctxfit points it at the leaders). () otherwise."""
+    holder = workload.holder if workload is not None else None
+    return (holder.uid,) if _multi_node(body) and holder is not None and holder.uid else ()
+
+
 def _ours(view: DeploymentView | None, uid: str) -> DeploymentView | None:
     """``view`` when the workload is the server's (or its holder is not known: a view built, not read)."""
     if view is None or view.holder is None or view.holder.owns(uid, "Deployment"):
@@ -371,11 +383,14 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             deployment = deployment_view(rt.kube.get_deployment(namespace, name))
         if deployment is None and _multi_node(body):  # not in the Deployment index: read the LeaderWorkerSet
             deployment = deployment_view(get_group(rt.kube, namespace, name))
+        if _multi_node(body) and deployment is not None and not (deployment.holder and deployment.holder.uid):
+            # this process's own write, not yet indexed: the group's uid decides whose its headless Service is
+            deployment = deployment_view(get_group(rt.kube, namespace, name)) or deployment
         deployment = _ours(deployment, uid)
         if isinstance(service_port, _Unknown):
             service_port = rt.kube.service_port(namespace, name)
         if isinstance(service_port, ServiceView):
-            service_port = service_port.port_for(uid)
+            service_port = service_port.port_for(uid, _service_via(deployment, body))
         meta = body["metadata"]
         old, problem = read_status(body.get("status"))
         if problem is not None:  # stored status is input: never trusted past the spec's bounds

@@ -33,14 +33,14 @@ class RefusingKube(FakeKube):
         self.server = stored
         return stored
 
-    def apply(self, obj: dict[str, Any], *, exists: bool) -> None:
+    def apply(self, obj: dict[str, Any], *, exists: bool, via: tuple[str, ...] = ()) -> None:
         if obj["kind"] == self.refuse:
             self.calls.append(f"refused:{obj['kind']}")
             exc = ApiException(status=403, reason="Forbidden")
             exc.body = json.dumps({"kind": "Status", "message": f'{obj["kind"].lower()}s "kimi-k25" is forbidden: '
                                    "exceeded quota: no-more, requested: count/x=1, used: 0, limited: 0\x1b[31m"})
             raise exc
-        super().apply(obj, exists=exists)
+        super().apply(obj, exists=exists, via=via)
 
 
 def _conditions(kube: FakeKube) -> dict[str, dict[str, Any]]:

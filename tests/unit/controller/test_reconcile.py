@@ -50,7 +50,7 @@ class FakeKube:
     def post_event(self, server: dict[str, Any], type_: str, reason: str, message: str) -> None:
         self.calls.append(f"event:{reason}")
 
-    def apply(self, obj: dict[str, Any], *, exists: bool) -> None:
+    def apply(self, obj: dict[str, Any], *, exists: bool, via: tuple[str, ...] = ()) -> None:
         self.calls.append(f"apply:{obj['kind']}")
 
     def scale_to_zero(self, namespace: str, name: str) -> None:

@@ -60,11 +60,11 @@ def runtime(api: FakeApiServer) -> Runtime:
     return Runtime(settings=cfg, kube=kube, metrics=Metrics(), claims=ClaimsApi(kube))
 
 
-def run(rt: Runtime, clock: Clock, seconds: float, every: float = 1.0) -> None:
+def run(rt: Runtime, clock: Clock, seconds: float, every: float = 1.0, nodes: int = 1) -> None:
     """Passes every ``every`` seconds of the fake clock, as a storm of watch events would cause them."""
     end = clock.now + seconds
     while clock.now < end:
-        reconcile(rt, NS, NAME, H100[:1], ())
+        reconcile(rt, NS, NAME, H100[:nodes], ())
         clock.now += every
 
 
@@ -200,3 +200,32 @@ def test_one_event_per_cause_per_hour_however_the_causes_alternate() -> None:
     assert book.should_post(("ns", "x"), "a", 3601.0)
     many = [book.should_post(("ns", "y"), f"cause {i}", 0.0) for i in range(1000)]
     assert all(many) and len(book._posted[("ns", "y")]) == rejections.CAUSES_KEPT, "memory bounded"
+
+
+def test_a_multi_node_servers_service_is_the_headless_one_its_own_group_created(clock: Clock) -> None:
+    """The LeaderWorkerSet controller creates a headless Service under the group's (= the server's) name; it is
+    controlled by the server's own LeaderWorkerSet, so it is the server's Service. The same Service controlled by
+    a LeaderWorkerSet that is not the server's is foreign."""
+    for ours in (True, False):
+        api = world(nodes=2)
+        rt = runtime(api)
+        run(rt, clock, 2, nodes=2)
+        group = api.get("leaderworkerset.x-k8s.io", "leaderworkersets", NS, NAME)
+        assert group is not None
+        controller = group["metadata"]["uid"] if ours else "uid-another-group"
+        api.put("", "services", NS, {"apiVersion": "v1", "kind": "Service", "metadata": {
+            "name": NAME, "labels": {"leaderworkerset.sigs.k8s.io/name": NAME}, "ownerReferences": [{
+                "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": NAME,
+                "uid": controller, "controller": True}]},
+            "spec": {"type": "ClusterIP", "clusterIP": "None", "selector": {"leaderworkerset.sigs.k8s.io/name": NAME},
+                     "publishNotReadyAddresses": True}})  # as the API server stores it (type defaulted)
+        run(rt, clock, 30, nodes=2)
+        service = api.get("", "services", NS, NAME)
+        assert service is not None
+        reasons = {c["reason"] for c in api.objects[KEY]["status"]["conditions"]}
+        if ours:
+            assert service["spec"]["selector"].get("ctxfit.io/server") == NAME, "pointed at the leaders"
+            assert "ForeignObject" not in reasons
+        else:
+            assert service["spec"]["selector"] == {"leaderworkerset.sigs.k8s.io/name": NAME}, "never written"
+            assert "ForeignObject" in reasons

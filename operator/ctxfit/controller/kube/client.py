@@ -165,7 +165,7 @@ class Kube:
         service = self.rest.read(SERVICES, namespace, name)
         return service_view(service, name) if service is not None else None
 
-    def apply(self, obj: dict[str, Any], *, exists: bool) -> None:
+    def apply(self, obj: dict[str, Any], *, exists: bool, via: tuple[str, ...] = ()) -> None:
         """Create or replace a Deployment, or create a Service, as rendered, when the object is the server's.
 
         A Deployment is created (POST) when absent; otherwise a JSON patch replaces its whole ``spec`` and
@@ -175,7 +175,8 @@ class Kube:
         carry the allocated clusterIP; a merge patch could not drop a selector key added by hand).
         A stale ``exists`` is corrected by the 409/404 answer. An existing object is read first and patched
         only when it names the server (the uid in the rendered ownerReference), behind ``test`` operations
-        (``guarded``).
+        (``guarded``). ``via``: uids of the server's own objects whose controlled children count as its own (a
+        multi-node server's Service is the headless Service its LeaderWorkerSet's controller created).
 
         Raises:
             ownership.Foreign: an object of that name exists and is not the server's (nothing written).
@@ -187,8 +188,8 @@ class Kube:
         rest = self.rest
         if kind == "Service":  # each call names its resource (tests/unit/chart/test_chart_rbac.py reads them)
             ops = [op for op in _replace_ops(obj) if op["path"].startswith("/metadata/labels/")]
-            ops += [{"op": "replace", "path": f"/spec/{key}", "value": obj["spec"][key]}
-                    for key in ("type", "selector", "ports")]
+            ops += [{"op": "add", "path": f"/spec/{key}", "value": obj["spec"][key]}  # add: also where it is
+                    for key in ("type", "selector", "ports")]  # missing (a headless Service has no ports)
 
             def create() -> None:
                 rest.call("POST", SERVICES, namespace, query=manager, body=obj)
@@ -211,7 +212,7 @@ class Kube:
                 rest.call("PATCH", DEPLOYMENTS, namespace, name, query=manager, body=patch, content_type=JSON_PATCH)
         else:
             raise ValueError(f"cannot apply kind {kind}")
-        create_or_patch(kind, name, server_uid_of(obj), create, read, send, ops, exists=exists)
+        create_or_patch(kind, name, server_uid_of(obj), create, read, send, ops, exists=exists, via=via)
 
     def scale_to_zero(self, namespace: str, name: str, owner: str) -> None:
         """Set the server's Deployment's replicas to 0 (GPUs released): a guarded JSON patch of ``spec.replicas``

@@ -40,8 +40,9 @@ class Foreign(Rejected):
         return self.message
 
 
-def check(kind: str, name: str, live: Mapping[str, Any] | None, server_uid: str) -> Holder | None:
-    """The live object's ``Holder`` when it belongs to the server; None when absent.
+def check(kind: str, name: str, live: Mapping[str, Any] | None, server_uid: str,
+          via: tuple[str, ...] = ()) -> Holder | None:
+    """The live object's ``Holder`` when it belongs to the server (``Holder.owns``); None when absent.
 
     Raises:
         Foreign: it exists and is not the server's.
@@ -49,7 +50,7 @@ def check(kind: str, name: str, live: Mapping[str, Any] | None, server_uid: str)
     holder = holder_of(live)
     if holder is None:
         return None
-    if not holder.owns(server_uid, kind):
+    if not holder.owns(server_uid, kind, via):
         raise Foreign(kind, name, holder)
     return holder
 
@@ -62,11 +63,11 @@ SendDelete = Callable[[str], None]
 """Delete the object with ``preconditions.uid`` = the argument ("" for none)."""
 
 
-def _recheck(kind: str, name: str, owner: str, checked: Holder, read: Read) -> None:
+def _recheck(kind: str, name: str, owner: str, checked: Holder, read: Read, via: tuple[str, ...] = ()) -> None:
     """After a refused guarded request: raise ``Foreign`` when the object is no longer the server's, ``Conflict``
     when it is another object of the server's (deleted and created again since the check); return when it is
     the very object checked (the refusal was about the request itself)."""
-    now = check(kind, name, read(), owner)
+    now = check(kind, name, read(), owner, via)
     if now is None or (checked.uid and now.uid != checked.uid):
         raise Conflict(f"{kind} {name} changed while it was written")
 
@@ -93,12 +94,12 @@ def patch_owned(kind: str, name: str, owner: str, read: Read, send: SendPatch, o
 
 
 def _send_guarded(kind: str, name: str, owner: str, holder: Holder, read: Read, send: SendPatch,
-                  ops: list[dict[str, Any]]) -> None:
+                  ops: list[dict[str, Any]], via: tuple[str, ...] = ()) -> None:
     try:
-        send(guard_ops(holder, owner, kind) + ops)
+        send(guard_ops(holder, owner, kind, via) + ops)
     except ApiException as exc:
         if exc.status == 422:  # also the answer to a failed test operation
-            _recheck(kind, name, owner, holder, read)
+            _recheck(kind, name, owner, holder, read, via)
         raise
 
 
@@ -128,10 +129,10 @@ def delete_owned(kind: str, name: str, owner: str, read: Read, send: SendDelete)
 
 def create_or_patch(kind: str, name: str, owner: str, create: Callable[[], None], read: Read, send: SendPatch,
                     ops: list[dict[str, Any]], *, exists: bool,
-                    gone: Callable[[ApiException], bool] = _gone) -> None:
+                    gone: Callable[[ApiException], bool] = _gone, via: tuple[str, ...] = ()) -> None:
     """Create the object (``exists`` False), else, or when the name turns out taken (409), patch it the
     guarded way; an object found absent, or deleted between the read and the patch (``gone``: a 404 for the
-    object, not for its resource type), is created.
+    object, not for its resource type), is created. ``via``: see ``Holder.owns``.
 
     Raises:
         Foreign: the name is taken by an object that is not the server's (nothing written to it).
@@ -144,12 +145,12 @@ def create_or_patch(kind: str, name: str, owner: str, create: Callable[[], None]
         except ApiException as exc:
             if exc.status != 409:
                 raise
-    holder = check(kind, name, read(), owner)
+    holder = check(kind, name, read(), owner, via)
     if holder is None:
         create()
         return
     try:
-        _send_guarded(kind, name, owner, holder, read, send, ops)
+        _send_guarded(kind, name, owner, holder, read, send, ops, via)
     except ApiException as exc:
         if not gone(exc):
             raise

@@ -5,7 +5,9 @@ Rule (docs/design/ownership.md): ctxfit creates, patches, scales or deletes an o
 ``ctxfit.io`` with the server's ``uid``; a retained weights claim (``retain: true``, no ownerReference, so it
 outlives its server) counts when its ``ctxfit.io/owner-uid`` annotation, written by the operator at
 creation, holds that uid. A name alone, a label alone (``app.kubernetes.io/managed-by: ctxfit``) or a
-reference to another uid (an earlier server of the same name) is not ownership: such an object is
+reference to another uid (an earlier server of the same name) is not ownership (one exception: the headless
+Service a LeaderWorkerSet controller creates under the server's name is controlled by the server's own
+LeaderWorkerSet, and is the multi-node server's Service: ``via``): such an object is
 *foreign*, and a write to its name ends in ``guarded.Foreign`` (a condition and an Event), never a write.
 
 ``guard_ops`` turns the check into RFC 6902 ``test`` operations put in front of every JSON patch, so the API
@@ -39,18 +41,24 @@ class Holder:
         owners: ``(index, uid)`` of each ownerReference to an ``InferenceServer`` of ``ctxfit.io``.
         marker: the ``ctxfit.io/owner-uid`` annotation (None: absent).
         controller: its controlling ownerReference as ``Kind name`` ("" when it has none), for messages.
+        controller_ref: ``(index, uid)`` of that controlling reference (None: none).
     """
 
     uid: str
     owners: tuple[tuple[int, str], ...] = ()
     marker: str | None = None
     controller: str = ""
+    controller_ref: tuple[int, str] | None = None
 
-    def owns(self, server_uid: str, kind: str) -> bool:
-        """The object belongs to the server of ``server_uid`` (see the module docstring)."""
+    def owns(self, server_uid: str, kind: str, via: tuple[str, ...] = ()) -> bool:
+        """The object belongs to the server of ``server_uid`` (see the module docstring); ``via``: uids of the
+        server's own objects whose controlled children count as the server's (the LeaderWorkerSet's headless
+        Service: ``guard_ops``)."""
         if not server_uid:
             return False
         if any(uid == server_uid for _, uid in self.owners):
+            return True
+        if self.controller_ref is not None and self.controller_ref[1] in via:
             return True
         return kind == CLAIM_KIND and self.marker == server_uid
 
@@ -70,6 +78,7 @@ def holder_of(obj: Mapping[str, Any] | None) -> Holder | None:
     meta = obj.get("metadata") or {}
     owners: list[tuple[int, str]] = []
     controller = ""
+    controller_ref: tuple[int, str] | None = None
     for index, ref in enumerate(meta.get("ownerReferences") or []):
         if not isinstance(ref, Mapping):
             continue
@@ -78,8 +87,10 @@ def holder_of(obj: Mapping[str, Any] | None) -> Holder | None:
             owners.append((index, str(ref["uid"])))
         if ref.get("controller") and not controller:
             controller = f"{ref.get('kind')} {ref.get('name')}"
+            controller_ref = (index, str(ref.get("uid") or ""))
     marker = (meta.get("annotations") or {}).get(OWNER_UID_ANNOTATION)
-    return Holder(str(meta.get("uid") or ""), tuple(owners), str(marker) if marker is not None else None, controller)
+    return Holder(str(meta.get("uid") or ""), tuple(owners), str(marker) if marker is not None else None, controller,
+                  controller_ref)
 
 
 def server_uid_of(obj: Mapping[str, Any]) -> str:
@@ -91,8 +102,9 @@ def server_uid_of(obj: Mapping[str, Any]) -> str:
     return holder.marker or ""
 
 
-def guard_ops(holder: Holder, server_uid: str, kind: str) -> list[dict[str, Any]]:
-    """JSON-patch ``test`` operations that hold while the object is the one checked and still the server's.
+def guard_ops(holder: Holder, server_uid: str, kind: str, via: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """JSON-patch ``test`` operations that hold while the object is the one checked and still the server's (or
+    still controlled by one of ``via``, the server's own objects).
 
     Raises ``ValueError`` when ``holder`` does not belong to the server (callers check ``owns`` first).
     """
@@ -105,6 +117,9 @@ def guard_ops(holder: Holder, server_uid: str, kind: str) -> list[dict[str, Any]
     elif kind == CLAIM_KIND and holder.marker == server_uid:
         ops.append({"op": "test", "path": f"/metadata/annotations/{_pointer(OWNER_UID_ANNOTATION)}",
                     "value": server_uid})
+    elif holder.controller_ref is not None and holder.controller_ref[1] in via:
+        ops.append({"op": "test", "path": f"/metadata/ownerReferences/{holder.controller_ref[0]}/uid",
+                    "value": holder.controller_ref[1]})
     else:
         raise ValueError(f"{kind} does not belong to InferenceServer uid {server_uid}")
     return ops

@@ -251,9 +251,9 @@ class ServiceView:
     port: int | None
     holder: Holder | None = None
 
-    def port_for(self, server_uid: str) -> int | None:
-        """The port when the Service is the server's of ``server_uid``, else None (absent, for the operator)."""
-        return self.port if self.holder is not None and self.holder.owns(server_uid, "Service") else None
+    def port_for(self, server_uid: str, via: tuple[str, ...] = ()) -> int | None:
+        """The port when the Service is the server's of ``server_uid`` (``Holder.owns``), else None (absent)."""
+        return self.port if self.holder is not None and self.holder.owns(server_uid, "Service", via) else None
 
 
 def service_view(service: Mapping[str, Any], server: str) -> ServiceView:
