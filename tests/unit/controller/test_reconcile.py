@@ -223,8 +223,21 @@ def test_owned_objects_enqueue_their_server_only_when_what_is_compared_changes()
     assert len(added) == 5
     service["spec"]["selector"]["extra"] = "x"
     call("MODIFIED", service, "services")
+    scaled: dict[str, Any] = {
+        "metadata": {"name": "kimi", "namespace": "ns", "uid": "so1", "annotations": {
+            "autoscaling.keda.sh/paused": "false"}},
+        "spec": {"minReplicaCount": 1}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    before = len(added)
+    call("ADDED", scaled, "scaledobjects")
+    scaled["status"]["lastActiveTime"] = "2026-01-01T00:00:00Z"
+    call("MODIFIED", scaled, "scaledobjects")
+    assert len(added) == before + 1, "KEDA's own status churn enqueues nothing"
+    scaled["metadata"]["annotations"]["autoscaling.keda.sh/paused"] = "true"
+    call("MODIFIED", scaled, "scaledobjects")  # paused by hand
+    call("DELETED", scaled, "scaledobjects")  # deleted by hand
+    assert len(added) == before + 3
     call("DELETED", service, "services")
-    assert added == [("ns", "kimi")] * 7
+    assert added == [("ns", "kimi")] * 10
 
 
 class FakeClaims:

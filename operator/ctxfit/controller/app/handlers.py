@@ -12,6 +12,7 @@ No handler sleeps, patches or returns results into status: kopf stores nothing o
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -28,9 +29,12 @@ from ctxfit.api import API_GROUP, API_VERSION, PLURAL
 from ctxfit.render import SERVER_LABEL
 from ctxfit.render.labels import MANAGED_BY
 
+from ..converge.autoscaling import scaled_object_view
 from ..kube.calibration import CalibrationStore
 from ..kube.claims import ClaimsApi
 from ..kube.client import Kube, load_api_client
+from ..kube.groups import LWS_GROUP, LWS_PLURAL, LWS_VERSION
+from ..kube.keda import KEDA_GROUP, KEDA_PLURAL, KEDA_VERSION
 from ..kube.leader import LeaderElector
 from ..kube.service_lane import ServiceLane
 from ..reconcile import Runtime, reconcile
@@ -301,13 +305,17 @@ async def on_pod(event: kopf.RawEvent, body: kopf.Body, namespace: str, labels: 
 
 async def on_owned(event: kopf.RawEvent, body: kopf.Body, namespace: str, name: str, resource: kopf.Resource,
                    memo: kopf.Memo, **indexes: Any) -> None:
-    """An owned Deployment or Service (named like its server) changed in what the operator compares (template,
-    replicas asked for and present, ReplicaFailure, port) or was deleted -> reconcile its server now, not at the
-    resync."""
+    """An owned Deployment, LeaderWorkerSet, Service or ScaledObject (named like its server) changed in what the
+    operator compares (template, replicas asked for and present, ReplicaFailure, port, the ScaledObject's spec,
+    pause annotation and Ready) or was deleted -> reconcile its server now, not at the resync."""
     state = _remember(memo, indexes)
     uid = str(body.metadata.uid)
-    view = hash(deployment_view(dict(body)) if resource.plural == "deployments"
-                else service_view(dict(body), name))  # a hash: the index keeps the view itself
+    if resource.plural == "services":
+        view = hash(service_view(dict(body), name))  # a hash: the index keeps the view itself
+    elif resource.plural == KEDA_PLURAL:
+        view = hash(json.dumps(dataclasses.asdict(scaled_object_view(dict(body))), sort_keys=True, default=str))
+    else:
+        view = hash(deployment_view(dict(body)))
     if resource.plural == "services" and state.runtime.services is not None:
         state.runtime.services.seen((namespace, name))  # the index shows this Service as it is now
     if event.get("type") == "DELETED":
@@ -337,8 +345,13 @@ def _handler(fn: Callable[..., Any]) -> Any:
     return fn
 
 
-def build_registry() -> kopf.OperatorRegistry:
-    """A fresh kopf registry with ctxfit's handlers (``kopf.run(registry=...)``; tests build their own)."""
+def build_registry(scaled_objects: bool = False) -> kopf.OperatorRegistry:
+    """A fresh kopf registry with ctxfit's handlers (``kopf.run(registry=...)``; tests build their own).
+
+    ``scaled_objects``: also watch the operator's KEDA ScaledObjects (``Settings.keda_enabled``: the chart grants
+    list/watch on them only then), so one deleted or paused by hand is seen at once, not at the resync. The
+    operator's LeaderWorkerSets are always watched (a hand edit of a group is drift, seen at once); kopf watches
+    a resource only while the API server serves it."""
     registry = kopf.OperatorRegistry()
     kopf.on.login(registry=registry)(_handler(login))
     kopf.on.startup(registry=registry)(_handler(startup))
@@ -357,4 +370,9 @@ def build_registry() -> kopf.OperatorRegistry:
     kopf.on.event("nodes", registry=registry)(_handler(on_node))
     kopf.on.event("deployments", labels=owned, registry=registry, id="owned_deployments")(_handler(on_owned))
     kopf.on.event("services", labels=owned, registry=registry, id="owned_services")(_handler(on_owned))
+    kopf.on.event(LWS_GROUP, LWS_VERSION, LWS_PLURAL, labels=owned, registry=registry, id="owned_groups")(
+        _handler(on_owned))
+    if scaled_objects:
+        kopf.on.event(KEDA_GROUP, KEDA_VERSION, KEDA_PLURAL, labels=owned, registry=registry,
+                      id="owned_scaled_objects")(_handler(on_owned))
     return registry
