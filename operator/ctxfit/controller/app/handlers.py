@@ -28,12 +28,13 @@ import kopf
 from ctxfit.api import API_GROUP, API_VERSION, PLURAL
 from ctxfit.render import SERVER_LABEL
 from ctxfit.render.labels import MANAGED_BY
+from ctxfit.render.leaderworkerset import LWS_PLURAL
 
 from ..converge.autoscaling import scaled_object_view
 from ..kube.calibration import CalibrationStore
 from ..kube.claims import ClaimsApi
 from ..kube.client import Kube, load_api_client
-from ..kube.groups import LWS_GROUP, LWS_PLURAL, LWS_VERSION
+from ..kube.groups import LWS_GROUP, LWS_VERSION
 from ..kube.keda import KEDA_GROUP, KEDA_PLURAL, KEDA_VERSION
 from ..kube.leader import LeaderElector
 from ..kube.service_lane import ServiceLane
