@@ -3,7 +3,7 @@ PYTHON ?= python3
 PYTEST ?= $(PYTHON) -m pytest
 export PYTHONDONTWRITEBYTECODE = 1
 
-.PHONY: install bins bins-cluster image demo test test-unit test-tools test-e2e lint typecheck crd bench bench-operator help
+.PHONY: install bins bins-cluster image fake-engine-image demo test test-unit test-tools test-e2e lint typecheck crd bench bench-operator help
 
 help:
 	@echo "make install   - pip install -e .[test]"
@@ -28,6 +28,10 @@ bins:
 IMAGE ?= localhost/ctxfit:dev
 image:
 	IMAGE=$(IMAGE) bash hack/image.sh
+
+# The fake engine (hack/fake-engine: vLLM/SGLang start-up logs, /health, /v1/models) for the real node and kind
+fake-engine-image:
+	IMAGE=localhost/ctxfit-fake-engine:dev DOCKERFILE=hack/fake-engine/Containerfile CONTEXT=hack bash hack/image.sh
 
 # What the demo's control plane needs: kube-apiserver, controller-manager, scheduler, kubectl, etcd, kwok
 bins-cluster:
