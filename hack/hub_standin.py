@@ -178,3 +178,26 @@ def tiny_safetensors(tensors: dict[str, tuple[str, list[int]]]) -> bytes:
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
     return len(raw).to_bytes(8, "little") + raw + bytes(offset)
+
+
+def demo_repo() -> dict[str, bytes]:
+    """A tiny repo for any model name: a config, a tokenizer, one small safetensors shard (what `make kind-demo`'s
+    download fetches instead of hundreds of GB)."""
+    return {
+        "config.json": json.dumps({"architectures": ["DemoForCausalLM"], "model_type": "demo"}).encode(),
+        "tokenizer.json": b'{"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}}',
+        "model-00001-of-00001.safetensors": tiny_safetensors({"lm_head.weight": ("BF16", [64, 64])}),
+    }
+
+
+if __name__ == "__main__":  # python3 hub_standin.py --port 8080 REPO [REPO...]: serve demo_repo() for each
+    import argparse
+
+    parser = argparse.ArgumentParser(description="a minimal Hugging Face Hub stand-in")
+    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("repos", nargs="+")
+    opts = parser.parse_args()
+    hub = HubStandIn({repo: demo_repo() for repo in opts.repos}, opts.host, opts.port)
+    print(f"hub stand-in on {hub.url}: {', '.join(opts.repos)}", flush=True)
+    hub.server.serve_forever()

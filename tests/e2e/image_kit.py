@@ -1,5 +1,5 @@
-"""Fixtures for tests that build and run container images (import them into a test module:
-``from .image_kit import container_engine, operator_image  # noqa: F401``).
+"""Fixtures for tests that build and run container images (registered in tests/e2e/conftest.py, so every module
+shares one of each: a test just names them).
 
 - `container_engine` (session): hack/images.engine(): podman here (docker where a daemon runs). A machine
   without one fails the test: .ci/run installs podman.

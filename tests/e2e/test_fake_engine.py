@@ -19,8 +19,6 @@ A10G asks for 32,768, so:
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -31,8 +29,7 @@ import images
 import pytest
 from hub_standin import HubStandIn, tiny_safetensors
 
-from .image_kit import fake_engine_image  # noqa: F401
-from .realnode_kit import container_engine, operator_image, real_node  # noqa: F401
+from .realnode_kit import http_get
 from .test_chart_e2e import CHART, helm
 from .test_chart_incluster import _ready_pod, _values
 
@@ -53,14 +50,8 @@ REPO = {
 }
 
 
-def _get(url: str) -> str:
-    """GET from a child process (the test process's own sockets may be limited to loopback)."""
-    code = f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=5).read().decode())"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=30).stdout
-
-
 @pytest.fixture
-def operator_in_cluster(cluster: cc.Cluster, real_node: rn.RealNode, operator_image: str,  # noqa: F811
+def operator_in_cluster(cluster: cc.Cluster, real_node: rn.RealNode, operator_image: str,
                         ) -> Iterator[str]:
     rel = ns = f"ctxfit-fe-{uuid.uuid4().hex[:6]}"
     helm(cluster, "install", rel, str(CHART), "--namespace", ns, "--create-namespace", "--take-ownership",
@@ -92,8 +83,8 @@ def _server(name: str, image: str, hub_url: str) -> dict[str, Any]:
 
 
 @pytest.mark.timeout(900)
-def test_fake_engine_on_the_real_node(cluster: cc.Cluster, real_node: rn.RealNode,  # noqa: F811
-                                      container_engine: images.Engine, fake_engine_image: str,  # noqa: F811
+def test_fake_engine_on_the_real_node(cluster: cc.Cluster, real_node: rn.RealNode,
+                                      container_engine: images.Engine, fake_engine_image: str,
                                       operator_in_cluster: str, namespace: str, tmp_path) -> None:
     archive = tmp_path / "fake-engine.tar"
     container_engine.save(fake_engine_image, archive)
@@ -152,7 +143,7 @@ def test_fake_engine_on_the_real_node(cluster: cc.Cluster, real_node: rn.RealNod
         observed = status["observed"]
         assert observed["kvCacheBytes"] == KV_POOL and observed["kvCacheTokens"] == KV_POOL // PER_TOKEN
         assert observed["servedContextLength"] == context
-        models = json.loads(_get(f"http://{pod['status']['podIP']}:8000/v1/models"))
+        models = json.loads(http_get(f"http://{pod['status']['podIP']}:8000/v1/models"))
         assert models["data"][0]["id"] == MODEL and models["data"][0]["max_model_len"] == context
 
     cluster.kubectl("-n", namespace, "delete", "inferenceserver", name, "--wait=true", "--timeout=120s")
