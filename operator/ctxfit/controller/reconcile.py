@@ -31,8 +31,8 @@ from ctxfit.render.leaderworkerset import LWS_KIND
 from ctxfit.vocab.text import clean_lines, clean_text
 
 from . import rejections
+from .converge import Outcome, Snapshot, converge
 from .converge.autoscaling import paused_rendering
-from .converge.flow import Outcome, Snapshot, converge
 from .kube.calibration import CalibrationStore
 from .kube.claims import ClaimsApi
 from .kube.client import Conflict, Kube

@@ -9,7 +9,6 @@ reason (the Deployment then scales to 0).
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import Attempt, AttemptOutcome, EffectiveStatus, Phase, Reason, now_rfc3339
@@ -19,11 +18,9 @@ from ctxfit.recovery.evidence import trim_words
 
 from ..settings import Settings
 from ..views.pods import GPUNode, PodView
-from .status import EventNote, mark_phase
+from .status import mark_phase
+from .types import EventNote, Outcome
 from .wording import failure_phase
-
-if TYPE_CHECKING:
-    from .flow import Outcome
 
 EVIDENCE_CHARS = 512
 

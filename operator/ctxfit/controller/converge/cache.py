@@ -22,36 +22,25 @@ No path here changes an engine flag or starts a step-down.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from ctxfit.api import InferenceServerSpec, bytes_to_quantity
 from ctxfit.api.model_cache import CacheMode, ModelStatus
 from ctxfit.api.status import ConditionStatus, ConditionType, Phase, Reason, parse_rfc3339
-from ctxfit.recovery import Decision, Failure, FailureKind, PolicyContext
+from ctxfit.recovery import Failure, FailureKind, PolicyContext
 from ctxfit.recovery.download import ClaimFacts, decide_download, grown_claim_bytes
 from ctxfit.render.cache import CacheVolume, checkpoint_bytes, claim_name_for, render_claim, resolve_cache
 
 from ..views.cache import parse_progress
-from ..views.pods import PodView
-from .status import EventNote, mark_phase
-
-if TYPE_CHECKING:
-    from .flow import Outcome, Snapshot
+from .status import mark_phase
+from .types import DiagnoseDownload, EventNote, Outcome, RecordFailure, Snapshot
 
 DOWNLOAD_RECHECK_SECONDS = 10.0
 """How often a downloading server is looked at (elapsed time and progress in status)."""
 UNKNOWN_DOWNLOAD_RESTARTS = 3
 """Restarts of the download with an unrecognized error before the policy treats it as Unknown."""
 PERMANENT_KINDS = frozenset({FailureKind.MODEL_ACCESS_DENIED, FailureKind.MODEL_NOT_FOUND})
-
-DiagnoseDownload = Callable[[PodView], Failure]
-"""Classify a failed ``model-download`` run (its termination message, log tail and the pod's Events)."""
-RecordFailure = Callable[[PodView, Failure, Decision | None], None]
-"""``record(pod, failure, decision)``: end the attempt through ``stepping.record_failure``."""
-
 
 def _weights_bytes(out: Outcome) -> int | None:
     plan = out.status.plan

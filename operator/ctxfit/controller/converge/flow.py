@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,7 +32,7 @@ from ctxfit.api.status import (
     now_rfc3339,
     parse_rfc3339,
 )
-from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample
+from ctxfit.budget.calibrate import CalibrationTable
 from ctxfit.budget.planner import Plan, plan
 from ctxfit.recovery import Decision
 from ctxfit.render import RenderInput, endpoint_url
@@ -45,84 +43,24 @@ from ctxfit.vocab.inputs import PlanInputError
 from ctxfit.vocab.kinds import Failure
 
 from ..settings import Settings
-from ..views.cache import ClaimView, StorageView
 from ..views.nodes import failed_driver_nodes, required_cuda
 from ..views.pod_facts import engine_digest
-from ..views.pods import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes
+from ..views.pods import GPUNode, PodView, describe_nodes, eligible_nodes
 from ..views.workloads import describe_drift, drifted
 from . import policy
 from .attempts import record_failure
-from .autoscaling import ScalingSnapshot, converge_autoscaling, leave_replicas, pause_live, wanted_replicas
+from .autoscaling import converge_autoscaling, leave_replicas, pause_live, wanted_replicas
 from .cache import observe_download, resolve
 from .group_restarts import follow_group, reopen_group
 from .groups import best_group_node, group_shortage, most_telling_failure, pods_for_ready
-from .status import EventNote, mark_failed_spec, mark_no_node, mark_phase, plan_status
-from .verify import ReadStartup, mark_clamped, observe_startup
+from .status import mark_failed_spec, mark_no_node, mark_phase, plan_status
+from .types import Diagnose, EventNote, Outcome, ReadStartup, Snapshot
+from .verify import mark_clamped, observe_startup
 from .waiting import attempt_pods, follow_pods, reopen
 from .wording import budget_condition
 
 SERVICE_DELAY_SECONDS = 1.0
 """A new server's Service is created on the pass after its Deployment (the engine starts first)."""
-
-Diagnose = Callable[[PodView, int], Failure]
-"""``diagnose(pod, restarts_seen) -> Failure``: read the pod's termination, log tail and Events, classify."""
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """One InferenceServer and what the operator knows around it, at ``now``.
-
-    ``service_port``: the port of its Service (None: no Service yet).
-    ``storage``, ``claim``, ``download_log``: the StorageClasses (None: not read, no cache rendered), the
-    cache claim, and a reader of a pod's download log (``controller.cache``).
-    """
-
-    name: str
-    namespace: str
-    uid: str
-    generation: int
-    spec: dict[str, Any]
-    status: InferenceServerStatus
-    nodes: tuple[GPUNode, ...]
-    pods: tuple[PodView, ...]
-    deployment: DeploymentView | None
-    service_port: int | None
-    now: datetime
-    calibration: CalibrationTable | None = None
-    storage: StorageView | None = None
-    claim: ClaimView | None = None
-    download_log: Callable[[PodView], str] | None = None
-    scaling: ScalingSnapshot | None = None
-
-
-@dataclass
-class Outcome:
-    """What to do: write ``status`` (when changed), apply ``deployment``/``service``/``scaled_object`` (when not
-    None); ``scaled_object_delete``/``scaled_object_pause``: delete or pause the live ScaledObject."""
-
-    status: InferenceServerStatus
-    deployment: dict[str, Any] | None = None
-    scale_to_zero: bool = False
-    service: dict[str, Any] | None = None
-    events: list[EventNote] = field(default_factory=list)
-    requeue_after: float | None = None
-    waiting_for_nodes: bool = False
-    finished: list[Attempt] = field(default_factory=list)
-    step_down_reasons: list[str] = field(default_factory=list)
-    spec: InferenceServerSpec | None = None
-    samples: list[tuple[CalibrationKey, Sample]] = field(default_factory=list)
-    claim: dict[str, Any] | None = None
-    claim_exists: bool = False
-    claim_delete: str | None = None
-    scaled_object: dict[str, Any] | None = None
-    scaled_object_delete: bool = False
-    scaled_object_pause: bool = False
-
-    def requeue(self, seconds: float) -> None:
-        """Look again after ``seconds`` at the latest (keeps the earliest request)."""
-        seconds = max(0.05, seconds)
-        self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
-
 
 HISTORY_NEUTRAL_FIELDS = ("replicas", "attempts", "pod", "autoscaling")
 """Spec fields whose change keeps the plan and the attempt history (they do not change what fits; adding or

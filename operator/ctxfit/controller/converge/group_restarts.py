@@ -38,7 +38,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import Attempt, AttemptOutcome, ConditionType, GroupLeader, Phase, Reason, parse_rfc3339
@@ -46,10 +45,8 @@ from ctxfit.render.deployment import TERMINATION_GRACE_SECONDS
 from ctxfit.vocab.kinds import FailureKind
 
 from ..views.pods import PodView
-from .status import EventNote, mark_phase
-
-if TYPE_CHECKING:
-    from .flow import Outcome
+from .status import mark_phase
+from .types import EventNote, Outcome
 
 BUDGET_SETTING = "CTXFIT_GROUP_RESTART_BUDGET"
 RECREATION_WINDOW_SECONDS = 10

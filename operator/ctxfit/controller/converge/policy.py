@@ -20,17 +20,13 @@ settings allow it; one refused later (settings narrowed) starts again after a ch
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import ConditionType, Phase, Reason
 from ctxfit.engines import get_engine
 
 from ..settings import Settings
-from .status import EventNote, mark_phase
-
-if TYPE_CHECKING:
-    from .flow import Outcome
+from .status import mark_phase
+from .types import EventNote, Outcome
 
 
 def image_of(spec: InferenceServerSpec, settings: Settings) -> str:

@@ -6,26 +6,12 @@ Event only when the condition's reason or message changes (running twice posts n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
-
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import BudgetBytes, ConditionStatus, ConditionType, Phase, PlanStatus, Reason
 from ctxfit.budget.planner import Plan
 
 from ..views.pods import GPUNode
-
-if TYPE_CHECKING:
-    from .flow import Outcome
-
-
-@dataclass(frozen=True)
-class EventNote:
-    """A Kubernetes Event to post on the InferenceServer (type Normal/Warning, CamelCase reason)."""
-
-    type: Literal["Normal", "Warning"]
-    reason: Reason
-    message: str
+from .types import EventNote, Outcome
 
 
 def mark_phase(out: Outcome, phase: Phase, reason: Reason, message: str, now: str, generation: int) -> None:

@@ -19,9 +19,7 @@ permanent verdict; condition ``Degraded`` carries reason ``ContextClamped`` with
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from ctxfit.api import GiB, InferenceServerSpec
 from ctxfit.api.observed import ObservedStatus
@@ -34,13 +32,8 @@ from ctxfit.vocab.startup import StartupReport
 from ..settings import Settings
 from ..views.pods import GPUNode, PodView
 from .attempts import record_failure
-from .status import EventNote
+from .types import EventNote, Outcome, ReadStartup
 
-if TYPE_CHECKING:
-    from .flow import Outcome
-
-ReadStartup = Callable[[PodView], str]
-"""``read_startup(pod) -> text``: the head of the engine container's log (bounded), "" when unreadable."""
 CLAMP_MARK = "ContextClamped:"
 """Prefix of a clamped attempt's evidence (the attempt itself is recorded as KVCacheTooSmall)."""
 SOURCE_LINES = 8

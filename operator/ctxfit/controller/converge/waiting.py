@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING
 
 from ctxfit.api.status import Attempt, AttemptOutcome, ConditionType, Phase, Reason
 from ctxfit.vocab.kinds import FailureKind
@@ -26,10 +25,8 @@ from ctxfit.vocab.kinds import FailureKind
 from ..views.pod_facts import PodWait, WaitKind, lost, owned_by, waiting
 from ..views.pods import DeploymentView, PodView
 from .groups import crash_evidence
-from .status import EventNote, mark_phase
-
-if TYPE_CHECKING:
-    from .flow import Outcome
+from .status import mark_phase
+from .types import EventNote, Outcome
 
 REOPEN_NOTE = "not an engine failure: the pod showed no termination, exit code or message"
 NO_EVIDENCE = frozenset({"", "terminated"})

@@ -22,7 +22,7 @@ import kopf
 
 from ctxfit.api.status import AttemptOutcome, InferenceServerStatus, Phase
 
-from ..converge.flow import Outcome
+from ..converge.types import Outcome
 
 DECISIONS_LOGGER = "ctxfit.decisions"
 

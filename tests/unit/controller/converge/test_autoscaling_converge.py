@@ -10,20 +10,13 @@ from typing import Any
 import pytest
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import ConditionType, InferenceServerStatus
-from ctxfit.controller.converge.autoscaling import (
-    KEDA_RECHECK_SECONDS,
-    Keda,
-    Replicas,
-    ScaledObjectView,
-    ScalingSnapshot,
-    scaled_object_view,
-    up_to_date,
-    wanted_replicas,
-)
-from ctxfit.controller.converge.flow import Outcome, Snapshot, converge
+from ctxfit.controller.converge import Outcome, Snapshot, converge
+from ctxfit.controller.converge.autoscaling import KEDA_RECHECK_SECONDS, Replicas, up_to_date, wanted_replicas
+from ctxfit.controller.converge.types import Keda, ScalingSnapshot
 from ctxfit.controller.rejections import mark_rejected
 from ctxfit.controller.settings import Settings
 from ctxfit.controller.views.pods import DeploymentView, deployment_view
+from ctxfit.controller.views.workloads import ScaledObjectView, scaled_object_view
 from ctxfit.recovery import Failure, FailureKind
 
 from tests.unit.controller.converge.test_converge_group import H100_0, H100_1, group_spec, member

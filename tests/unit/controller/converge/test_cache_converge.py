@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from ctxfit.api import GiB
 from ctxfit.api.status import ConditionType, InferenceServerStatus
-from ctxfit.controller.converge.flow import Outcome, Snapshot, converge
+from ctxfit.controller.converge import Outcome, Snapshot, converge
 from ctxfit.controller.views.cache import ClaimView, DownloadView, StorageView, download_view, parse_progress
 from ctxfit.controller.views.pods import PodView
 from ctxfit.recovery import Failure, FailureKind

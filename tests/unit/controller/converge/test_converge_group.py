@@ -8,7 +8,7 @@ from typing import Any
 
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import ConditionType
-from ctxfit.controller.converge.flow import converge
+from ctxfit.controller.converge import converge
 from ctxfit.controller.converge.groups import best_group_node, group_is_ready, group_shortage
 from ctxfit.controller.views.pods import GPUNode, PodView
 from ctxfit.recovery import Failure, FailureKind

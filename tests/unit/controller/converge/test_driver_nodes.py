@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import Attempt, AttemptOutcome, EffectiveStatus, InferenceServerStatus
-from ctxfit.controller.converge.flow import converge
+from ctxfit.controller.converge import converge
 from ctxfit.controller.views.nodes import failed_driver_nodes, node_cuda, required_cuda
 from ctxfit.controller.views.pods import describe_nodes, eligible_nodes, gpu_node
 from ctxfit.recovery import Failure, FailureKind

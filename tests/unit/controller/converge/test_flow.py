@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from ctxfit.api.status import ConditionType, InferenceServerStatus
-from ctxfit.controller.converge.flow import Outcome, Snapshot, converge
+from ctxfit.controller.converge import Outcome, Snapshot, converge
 from ctxfit.controller.settings import Settings
 from ctxfit.controller.views.pod_facts import PodFacts
 from ctxfit.controller.views.pods import DeploymentView, GPUNode, PodView, Termination

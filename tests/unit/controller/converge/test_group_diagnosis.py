@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from ctxfit.controller.converge.flow import converge
+from ctxfit.controller.converge import converge
 from ctxfit.controller.converge.groups import most_telling_failure
 from ctxfit.controller.views.pods import PodView, Termination
 from ctxfit.vocab.kinds import Failure, FailureKind

@@ -10,7 +10,7 @@ from typing import Any
 
 from ctxfit.api.status import AttemptOutcome, ConditionType, InferenceServerStatus, Reason
 from ctxfit.api.status_check import read_status
-from ctxfit.controller.converge.flow import Outcome, converge
+from ctxfit.controller.converge import Outcome, converge
 from ctxfit.controller.converge.group_restarts import RECREATION_WINDOW_SECONDS
 from ctxfit.controller.converge.waiting import attempt_pods
 from ctxfit.controller.settings import Settings

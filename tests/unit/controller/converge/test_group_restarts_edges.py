@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from ctxfit.api.status import Reason
 from ctxfit.api.status_check import read_status
-from ctxfit.controller.converge.flow import converge
+from ctxfit.controller.converge import converge
 from ctxfit.controller.views.pods import PodView
 
 from tests.unit.controller.converge.test_converge_group import group_spec, member

@@ -11,7 +11,7 @@ from typing import Any
 from ctxfit.api import GiB
 from ctxfit.api.status import ConditionType, InferenceServerStatus
 from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample
-from ctxfit.controller.converge.flow import Outcome, converge
+from ctxfit.controller.converge import Outcome, converge
 from ctxfit.controller.telemetry.metrics import Metrics
 from ctxfit.controller.views.pods import PodView
 

@@ -16,8 +16,8 @@ from ctxfit.api import EngineKind
 from ctxfit.api.status import Attempt as StatusAttempt
 from ctxfit.api.status import EffectiveStatus, InferenceServerStatus
 from ctxfit.budget.planner import replan_context
+from ctxfit.controller.converge import Outcome, converge
 from ctxfit.controller.converge.attempts import record_failure
-from ctxfit.controller.converge.flow import Outcome, converge
 from ctxfit.controller.reconcile import diagnose as controller_diagnose
 from ctxfit.controller.settings import Settings
 from ctxfit.controller.views.pods import PodView, Termination

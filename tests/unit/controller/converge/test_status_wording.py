@@ -12,7 +12,7 @@ from ctxfit.api.effective import EffectiveConfig
 from ctxfit.api.status import ConditionType, InferenceServerStatus, Phase, Reason
 from ctxfit.budget.context import choose_context
 from ctxfit.budget.planner import plan
-from ctxfit.controller.converge.flow import converge
+from ctxfit.controller.converge import converge
 from ctxfit.controller.converge.wording import CHOICE_SENTENCE, budget_condition, failure_phase
 from ctxfit.recovery import Failure, FailureKind
 

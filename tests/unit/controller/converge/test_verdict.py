@@ -13,7 +13,7 @@ import yaml
 from ctxfit.api import GiB, InferenceServerSpec
 from ctxfit.api.status import ConditionType
 from ctxfit.budget.planner import plan
-from ctxfit.controller.converge.flow import converge
+from ctxfit.controller.converge import converge
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -15,7 +15,7 @@ from ctxfit.api.status import (
     Phase,
     Reason,
 )
-from ctxfit.controller.converge.flow import Outcome, converge
+from ctxfit.controller.converge import Outcome, converge
 from ctxfit.controller.converge.status import mark_phase
 from ctxfit.controller.views.pod_facts import PodFacts
 from ctxfit.controller.views.pods import DeploymentView, PodView

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 from ctxfit.api.status import InferenceServerStatus
-from ctxfit.controller.converge.flow import converge
+from ctxfit.controller.converge import converge
 from ctxfit.controller.settings import Settings
 from ctxfit.controller.telemetry.decision_log import DECISIONS_LOGGER, decisions, log_decisions
 from ctxfit.recovery import Failure, FailureKind

@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 import pytest
-from ctxfit.controller.converge.flow import converge
+from ctxfit.controller.converge import converge
 from ctxfit.controller.views.pods import deployment_view
 from ctxfit.controller.views.workloads import describe_drift, drifted, live_deployment
 from ctxfit.render import render_deployment
