@@ -354,8 +354,9 @@ def classify(observation: Observation, engine: EngineKind | None = None) -> Fail
                                                  f"{_termination(observation)} ({meaning})")))
     if candidates:
         return _on_node(min(candidates, key=lambda c: (c[0], c[1]))[2], observation)
-    evidence = error_line(text, _wrapper_markers()) or _termination(observation)
-    return Failure(FailureKind.UNKNOWN, _with_exit({}, observation), evidence)
+    line = error_line(text, _wrapper_markers())
+    silent = not line and not observation.reason and observation.exit_code is None
+    return Failure(FailureKind.UNKNOWN, _with_exit({}, observation), line or _termination(observation), silent=silent)
 
 
 def _on_node(failure: Failure, observation: Observation) -> Failure:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
@@ -72,6 +73,37 @@ class Attempt:
         return cls(config, kind)
 
 
+class CheckName(StrEnum):
+    """The policy check that decided (``Decision.check``): each failure kind's own check (named as the kind),
+    and the chain's own: the attempt budget, the context ceiling, and the unreachable end of the chain."""
+
+    ATTEMPTS_EXHAUSTED = "AttemptsExhausted"
+    CONTEXT_CEILING = "ContextCeiling"
+    NONE = "none"
+    KV_CACHE_TOO_SMALL = FailureKind.KV_CACHE_TOO_SMALL.value
+    NO_KV_CACHE_MEMORY = FailureKind.NO_KV_CACHE_MEMORY.value
+    STATIC_MEMORY_TOO_SMALL = FailureKind.STATIC_MEMORY_TOO_SMALL.value
+    GRAPH_CAPTURE_OOM = FailureKind.GRAPH_CAPTURE_OOM.value
+    SAMPLER_WARMUP_OOM = FailureKind.SAMPLER_WARMUP_OOM.value
+    WEIGHTS_DO_NOT_FIT = FailureKind.WEIGHTS_DO_NOT_FIT.value
+    INSUFFICIENT_FREE_GPU_MEMORY = FailureKind.INSUFFICIENT_FREE_GPU_MEMORY.value
+    HOST_OOM_KILLED = FailureKind.HOST_OOM_KILLED.value
+    STARTUP_PROBE_TIMEOUT = FailureKind.STARTUP_PROBE_TIMEOUT.value
+    SHARED_MEMORY_TOO_SMALL = FailureKind.SHARED_MEMORY_TOO_SMALL.value
+    KV_CACHE_DTYPE_UNSUPPORTED = FailureKind.KV_CACHE_DTYPE_UNSUPPORTED.value
+    CONTEXT_EXCEEDS_MODEL_LIMIT = FailureKind.CONTEXT_EXCEEDS_MODEL_LIMIT.value
+    GPU_OUT_OF_MEMORY = FailureKind.GPU_OUT_OF_MEMORY.value
+    MAMBA_CACHE_TOO_SMALL = FailureKind.MAMBA_CACHE_TOO_SMALL.value
+    INVALID_PARALLELISM = FailureKind.INVALID_PARALLELISM.value
+    CUDA_DRIVER_TOO_OLD = FailureKind.CUDA_DRIVER_TOO_OLD.value
+    MODEL_ACCESS_DENIED = FailureKind.MODEL_ACCESS_DENIED.value
+    MODEL_NOT_FOUND = FailureKind.MODEL_NOT_FOUND.value
+    CACHE_VOLUME_FULL = FailureKind.CACHE_VOLUME_FULL.value
+    EPHEMERAL_STORAGE_EVICTED = FailureKind.EPHEMERAL_STORAGE_EVICTED.value
+    DOWNLOAD_INTERRUPTED = FailureKind.DOWNLOAD_INTERRUPTED.value
+    UNKNOWN = FailureKind.UNKNOWN.value
+
+
 @dataclass(frozen=True)
 class Decision:
     """What to do after a failure.
@@ -80,14 +112,14 @@ class Decision:
         next: the whole configuration to start next (None when permanent).
         permanent: no configuration change can fix it (or attempts are exhausted): say so, stop.
         explanation: one line with the numbers.
-        check: name of the policy check that decided (a stable reason for conditions and Events).
+        check: the policy check that decided (a stable reason for conditions and Events).
         retry_after_seconds: how long to wait before the next start (0: at once).
     """
 
     next: EffectiveConfig | None
     permanent: bool
     explanation: str
-    check: str
+    check: CheckName
     retry_after_seconds: int = 0
 
 
@@ -174,22 +206,24 @@ Check = Callable[[PolicyContext], Decision | None]
 
 def propose(ctx: PolicyContext, check: str, candidates: Sequence[tuple[EffectiveConfig, str]],
             exhausted: str) -> Decision:
-    """Decision for the first untried candidate; permanent with ``exhausted`` + why when none is left."""
+    """Decision for the first untried candidate; permanent with ``exhausted`` + why when none is left.
+    ``check``: a ``CheckName`` value (raises ``ValueError`` otherwise)."""
+    name = CheckName(check)
     chosen = ctx.first_untried(candidates)
     if chosen is not None:
-        return Decision(chosen[0], False, chosen[1], check)
+        return Decision(chosen[0], False, chosen[1], name)
     from .checks.escape import ESCAPE_KINDS, escape
 
     if ctx.failure.kind in ESCAPE_KINDS:
-        return escape(ctx, check, candidates, exhausted)
+        return escape(ctx, name, candidates, exhausted)
     if candidates:
-        return Decision(None, True, f"{exhausted}; every next step already failed ({candidates[0][1]})", check)
-    return Decision(None, True, exhausted, check)
+        return Decision(None, True, f"{exhausted}; every next step already failed ({candidates[0][1]})", name)
+    return Decision(None, True, exhausted, name)
 
 
 def permanent(check: str, explanation: str) -> Decision:
-    """A permanent verdict."""
-    return Decision(None, True, explanation, check)
+    """A permanent verdict; ``check``: a ``CheckName`` value (raises ``ValueError`` otherwise)."""
+    return Decision(None, True, explanation, CheckName(check))
 
 
 def changed_knobs(before: EffectiveConfig, after: EffectiveConfig) -> tuple[str, ...]:

@@ -53,6 +53,7 @@ from ..rejections import refused_autoscaler
 from ..settings import Settings
 from ..views.pods import DeploymentView
 from ..views.workloads import ScaledObjectView
+from .status import drop_condition, set_condition
 from .types import EventNote, Keda, Outcome, ScalingSnapshot, Snapshot
 
 KEDA_RECHECK_SECONDS = 60.0
@@ -103,15 +104,8 @@ def leave_replicas(workload: dict[str, Any]) -> dict[str, Any]:
 
 def _set(out: Outcome, status: ConditionStatus, reason: Reason, message: str, now: str, generation: int,
          event: EventNote | None = None) -> None:
-    """Set the ``Autoscaling`` condition; post ``event`` only when the reason or message changes."""
-    old = out.status.condition(ConditionType.AUTOSCALING)
-    if event is not None and (old is None or old.reason is not reason or old.message != message[:1024]):
-        out.events.append(event)
-    out.status.set_condition(ConditionType.AUTOSCALING, status, reason, message, now=now, generation=generation)
-
-
-def _drop_condition(out: Outcome) -> None:
-    out.status.conditions = [c for c in out.status.conditions if c.type is not ConditionType.AUTOSCALING]
+    """Set the ``Autoscaling`` condition; post ``event`` only when it changed."""
+    set_condition(out, ConditionType.AUTOSCALING, status, reason, message, now, generation, event)
 
 
 def contained(desired: Any, live: Any) -> bool:
@@ -137,7 +131,7 @@ def remove_scaling(out: Outcome, scaling: ScalingSnapshot | None, name: str, now
     live = scaling.live if scaling is not None else None
     if live is None:
         out.status.autoscaling = None
-        _drop_condition(out)
+        drop_condition(out, ConditionType.AUTOSCALING)
         return
     out.scaled_object_delete = True
     out.requeue(SCALED_OBJECT_RECHECK_SECONDS)

@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
 
 from ctxfit.api import InferenceServerSpec, MiB
 from ctxfit.api.status import (
-    Attempt,
     AttemptOutcome,
-    ConditionType,
     EffectiveStatus,
     InferenceServerStatus,
     Phase,
@@ -47,17 +44,15 @@ from ..views.nodes import failed_driver_nodes, required_cuda
 from ..views.pod_facts import engine_digest
 from ..views.pods import GPUNode, PodView, describe_nodes, eligible_nodes
 from ..views.workloads import describe_drift, drifted
-from . import policy
-from .attempts import record_failure
+from . import attempts, policy, status
 from .autoscaling import converge_autoscaling, leave_replicas, pause_live, wanted_replicas
 from .cache import observe_download, resolve
-from .group_restarts import follow_group, reopen_group
+from .group_restarts import follow_group
 from .groups import best_group_node, group_shortage, most_telling_failure, pods_for_ready
 from .status import mark_failed_spec, mark_no_node, mark_phase, plan_status
 from .types import Diagnose, EventNote, Outcome, ReadStartup, Snapshot
-from .verify import mark_clamped, observe_startup
-from .waiting import attempt_pods, follow_pods, reopen
-from .wording import budget_condition
+from .verify import observe_startup
+from .waiting import attempt_pods, follow_pods
 
 SERVICE_DELAY_SECONDS = 1.0
 """A new server's Service is created on the pass after its Deployment (the engine starts first)."""
@@ -89,18 +84,6 @@ def _plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Setting
     )
 
 
-def _start_over(out: Outcome, key: str, now: str) -> None:
-    st = out.status
-    cur = st.current_attempt
-    if st.spec_key is not None:
-        out.events.append(EventNote("Normal", Reason.SPEC_CHANGED, "spec changed: planning again"))
-    if cur is not None and cur.outcome is AttemptOutcome.RUNNING:
-        cur.outcome, cur.finished_at = AttemptOutcome.SUPERSEDED, now
-        out.finished.append(cur)
-    st.spec_key, st.plan, st.effective, st.context_length, st.node_product = key, None, None, None, None
-    st.attempts = []
-
-
 def _first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings, now: str) -> bool:
     """Choose a node and plan. Returns True when attempt 1 was created (False: waiting or failed)."""
     st = out.status
@@ -120,16 +103,10 @@ def _first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, setting
     st.node_product = spec.gpu.product or node.product
     st.plan = plan_status(result, spec, node, settings.default_headroom)
     if not result.fits:
-        text = "; ".join(result.reasons)
-        st.set_condition(ConditionType.BUDGET_FITS, "False", Reason.DOES_NOT_FIT, text, now=now,
-                         generation=snap.generation)
-        mark_phase(out, Phase.FAILED, Reason.DOES_NOT_FIT, f"does not fit: {text}", now, snap.generation)
-        out.events.append(EventNote("Warning", Reason.DOES_NOT_FIT, f"nothing started: {text}"))
+        status.mark_does_not_fit(out, result, now, snap.generation)
         return False
-    fits_status, fits_reason, fits_text = budget_condition(result, spec, st.plan.headroom)
-    st.set_condition(ConditionType.BUDGET_FITS, fits_status, fits_reason, fits_text, now=now,
-                     generation=snap.generation)
-    st.attempts = [Attempt(number=1, effective=EffectiveStatus.of(result.effective), started_at=now)]
+    status.mark_fits(out, result, spec, st.plan.headroom, now, snap.generation)
+    attempts.start(out, EffectiveStatus.of(result.effective), now)
     out.events.append(EventNote(
         "Normal", Reason.PLANNED,
         f"planned context {result.context_length} on {st.node_product} (predicted max "
@@ -143,16 +120,6 @@ def _node_of(snap: Snapshot, pod: PodView | None, product: str | None) -> GPUNod
     if pod is not None and pod.node in by_name:
         return by_name[pod.node]
     return next((n for n in snap.nodes if n.product == product), None)
-
-
-def _startup_overdue(pod: PodView, attempt: Attempt, settings: Settings, now: datetime) -> float | None:
-    """Seconds until the pod's startup deadline (<= 0: overdue); None while its engine container never started
-    (scheduling, image pulls and init containers use no startup budget)."""
-    if pod.facts.engine_started_at is None:
-        return None
-    deadline = parse_rfc3339(pod.facts.engine_started_at) + timedelta(
-        seconds=attempt.effective.startup_timeout_seconds + settings.startup_grace_seconds)
-    return (deadline - now).total_seconds()
 
 
 def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings,
@@ -173,7 +140,7 @@ def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, se
         for pod in pods:
             if pod.ready:
                 continue
-            left = _startup_overdue(pod, cur, settings, snap.now)
+            left = attempts.startup_overdue(pod, cur, settings, snap.now)
             if left is not None and left <= 0:
                 failed = pod
                 break
@@ -183,18 +150,15 @@ def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, se
         failed, failure = most_telling_failure(failing, diagnose) if len(failing) > 1 else \
             (failed, diagnose(failed, failed.restart_count))
         node = _node_of(snap, failed, st.node_product)
-        record_failure(out, spec, cur, failed, failure, node, settings, snap.now, snap.generation,
-                       lambda s, pin: _replan(s, pin, node, settings))
+        attempts.fail(out, spec, cur, failed, failure, node, settings, snap.now, snap.generation,
+                      lambda s, pin: _replan(s, pin, node, settings))
         return
     groups = snap.deployment.replicas if snap.deployment is not None else None
     if follow_group(out, spec, cur, pods, settings.group_restart_budget, now, snap.generation, groups):
         return  # a group recreated past its budget: Failed
     ready = [p for p in pods if p.ready]
     if cur.outcome is AttemptOutcome.RUNNING and ready and len(ready) >= pods_for_ready(spec):
-        cur.outcome, cur.finished_at, cur.pod = AttemptOutcome.SUCCEEDED, now, ready[0].name
-        out.finished.append(cur)
-        out.events.append(EventNote("Normal", Reason.ENGINE_READY,
-                                    f"attempt {cur.number} is Ready with context {cur.effective.context_length}"))
+        attempts.succeed(out, cur, ready[0].name, now)
     if cur.outcome is AttemptOutcome.SUCCEEDED and ready:
         mark_phase(out, Phase.READY, Reason.ENGINE_READY,
                    f"serving with context {cur.effective.context_length}", now, snap.generation)
@@ -229,12 +193,12 @@ def _desired_digest(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, set
 
 def _record(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings, pod: PodView,
             failure: Failure, decision: Decision | None) -> None:
-    """A failed download ends the newest attempt through the policy (``stepping.record_failure``)."""
+    """A failed download ends the newest attempt through the policy (``attempts.fail``)."""
     cur = out.status.current_attempt
     assert cur is not None
     node = _node_of(snap, pod, out.status.node_product)
-    record_failure(out, spec, cur, pod, failure, node, settings, snap.now, snap.generation,
-                   lambda s, pin: _replan(s, pin, node, settings), decision=decision)
+    attempts.fail(out, spec, cur, pod, failure, node, settings, snap.now, snap.generation,
+                  lambda s, pin: _replan(s, pin, node, settings), decision=decision)
 
 
 def _replan(spec: InferenceServerSpec, pin: dict[str, Any], node: GPUNode | None,
@@ -306,25 +270,24 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
     out.spec = spec
     refused = policy.refusal(spec, settings)
     if refused is not None:
-        policy.mark_refused(out, refused, now, snap.generation)
+        status.mark_refused(out, refused, now, snap.generation)
         st.observed_generation = snap.generation
         out.scale_to_zero = snap.deployment is not None and snap.deployment.replicas != 0
         pause_live(out, snap.scaling, snap.name, now, snap.generation)
         return out
-    policy.mark_admitted(out, now, snap.generation)
+    status.mark_admitted(out, now, snap.generation)
     key = spec_key(spec)
     if st.spec_key != key:
-        _start_over(out, key, now)
+        attempts.start_over(out, key, now)
     if st.plan is None:
         _first_plan(snap, spec, out, settings, now)
-    reopen(out, snap.generation, now)
-    reopen_group(out, snap.generation, now)
+    attempts.reopen(out, snap.generation, now)
     cache = resolve(snap, spec, out, now, settings.default_cache)
     if st.phase is not Phase.FAILED and not observe_download(
             snap, spec, out, cache, lambda pod: diagnose(pod, pod.restart_count),
             lambda pod, failure, decision: _record(snap, spec, out, settings, pod, failure, decision), now):
         _observe_attempt(snap, spec, out, settings, diagnose, now, read_startup, cache)
-        mark_clamped(out, now, snap.generation)
+        status.mark_clamped(out, now, snap.generation)
     _desired(snap, spec, out, settings, cache)
     converge_autoscaling(snap, spec, out, settings, now)
     st.observed_generation = snap.generation

@@ -6,7 +6,7 @@ group's leader pod as soon as any container of the group restarted or any of its
 (sigs.k8s.io/lws ``pkg/controllers/pod_controller.go`` ``handleRestartPolicy``, which records a
 ``RecreateGroupOnPodRestart`` Event on the LeaderWorkerSet), and the leaders' StatefulSet creates a new
 leader of the same name, with the same template revision and a new uid. An engine failure the operator can
-read (a termination, a log line) steps the attempt down as for one pod (``stepping.record_failure``; a group
+read (a termination, a log line) steps the attempt down as for one pod (``attempts.fail``; a group
 pod the LWS controller is already deleting still counts as evidence when its engine container restarted,
 ``group.crash_evidence``). Everything else that recreates the group - a worker evicted or deleted again and
 again, a crash whose pod was gone before the operator saw it - uses neither an attempt nor the startup
@@ -30,7 +30,7 @@ group has): with several replicas, one maintenance that recreates each group onc
 and again. A group's count starts over when every pod of that group is Ready (progress). A group recreated more
 than ``Settings.group_restart_budget`` times without that ends the attempt and the server Failed with reason
 ``GroupRestartsExhausted`` and a Warning Event; the LeaderWorkerSet is scaled to 0. A later spec change (generation)
-starts a fresh attempt with the same configuration (``reopen_group``); a change of what the plan depends on starts
+starts a fresh attempt with the same configuration (``attempts.reopen``); a change of what the plan depends on starts
 over anyway.
 """
 
@@ -40,12 +40,11 @@ from collections import Counter
 from collections.abc import Sequence
 
 from ctxfit.api import InferenceServerSpec
-from ctxfit.api.status import Attempt, AttemptOutcome, ConditionType, GroupLeader, Phase, Reason, parse_rfc3339
+from ctxfit.api.status import Attempt, GroupLeader, Reason, parse_rfc3339
 from ctxfit.render.deployment import TERMINATION_GRACE_SECONDS
-from ctxfit.vocab.kinds import FailureKind
 
 from ..views.pods import PodView
-from .status import mark_phase
+from . import attempts
 from .types import EventNote, Outcome
 
 BUDGET_SETTING = "CTXFIT_GROUP_RESTART_BUDGET"
@@ -178,30 +177,5 @@ def follow_group(out: Outcome, spec: InferenceServerSpec, cur: Attempt, pods: Se
     explanation = (f"recreated more than {budget} times ({BUDGET_SETTING}) without becoming Ready and without a "
                    "failure the engine reported: see the LeaderWorkerSet's RecreateGroupOnPodRestart Events and "
                    "the group pods' Events (evictions, deletions, node problems)")
-    cur.outcome, cur.finished_at, cur.pod, cur.node = AttemptOutcome.FAILED, now, last.name, last.node
-    cur.failure_kind = FailureKind.UNKNOWN.value
-    cur.evidence = seen
-    cur.explanation = explanation
-    out.finished.append(cur)
-    message = f"{seen}; {explanation}; no further attempts, scaled to 0"
-    mark_phase(out, Phase.FAILED, Reason.GROUP_RESTARTS_EXHAUSTED, message, now, generation)
-    out.events.append(EventNote("Warning", Reason.GROUP_RESTARTS_EXHAUSTED, message))
+    attempts.fail_group(out, cur, last, seen, explanation, now, generation)
     return True
-
-
-def reopen_group(out: Outcome, generation: int, now: str) -> None:
-    """A server Failed with ``GroupRestartsExhausted`` whose spec changed since (a new generation, e.g. edited
-    ``spec.pod`` tolerations) gets a fresh attempt with the same configuration and a fresh count."""
-    st = out.status
-    ready = st.condition(ConditionType.READY)
-    if st.phase is not Phase.FAILED or ready is None or ready.reason is not Reason.GROUP_RESTARTS_EXHAUSTED:
-        return
-    newest = st.current_attempt
-    if newest is None or ready.observed_generation is None or generation <= ready.observed_generation:
-        return
-    st.attempts.append(Attempt(number=newest.number + 1, effective=newest.effective.model_copy(deep=True),
-                               started_at=now))
-    message = (f"spec changed (generation {generation}) after {Reason.GROUP_RESTARTS_EXHAUSTED.value}: "
-               f"starting attempt {newest.number + 1}")
-    out.events.append(EventNote("Normal", Reason.REOPENED, message))
-    mark_phase(out, Phase.STARTING, Reason.ENGINE_STARTING, message, now, generation)

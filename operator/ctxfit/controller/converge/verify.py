@@ -23,7 +23,7 @@ from datetime import datetime
 
 from ctxfit.api import GiB, InferenceServerSpec
 from ctxfit.api.observed import ObservedStatus
-from ctxfit.api.status import Attempt, AttemptOutcome, ConditionType, InferenceServerStatus, Reason, now_rfc3339
+from ctxfit.api.status import Attempt, AttemptOutcome, InferenceServerStatus, Reason, now_rfc3339
 from ctxfit.budget.calibrate import CalibrationKey, Sample
 from ctxfit.engines.startup import parse_startup
 from ctxfit.recovery import Failure, FailureKind, Replan
@@ -31,11 +31,10 @@ from ctxfit.vocab.startup import StartupReport
 
 from ..settings import Settings
 from ..views.pods import GPUNode, PodView
-from .attempts import record_failure
+from . import attempts
+from .status import CLAMP_MARK, mark_clamped
 from .types import EventNote, Outcome, ReadStartup
 
-CLAMP_MARK = "ContextClamped:"
-"""Prefix of a clamped attempt's evidence (the attempt itself is recorded as KVCacheTooSmall)."""
 SOURCE_LINES = 8
 SOURCE_LINE_CHARS = 300
 MEMORY_FIELDS = ("gpu_memory_utilization", "mem_fraction_static", "kv_cache_dtype", "max_num_seqs",
@@ -135,24 +134,7 @@ def observe_startup(out: Outcome, spec: InferenceServerSpec, pod: PodView, read_
     capacity = capacity_tokens(observed) or 0
     evidence = f"{CLAMP_MARK} {problem}; " + " | ".join(observed.source_lines[:3])
     out.events.append(EventNote("Warning", Reason.CONTEXT_CLAMPED, f"attempt {cur.number}: {problem}"))
-    if cur in out.finished:
-        out.finished.remove(cur)  # counted once, as the failed start it turned out to be
     failure = Failure(FailureKind.KV_CACHE_TOO_SMALL, {"requestedContextLength": cur.effective.context_length,
                                                        "estimatedMaxContextLength": capacity}, evidence)
-    record_failure(out, spec, cur, pod, failure, node, settings, now, generation, replan)
+    attempts.fail(out, spec, cur, pod, failure, node, settings, now, generation, replan, clamped=True)
     mark_clamped(out, stamp, generation)
-
-
-def mark_clamped(out: Outcome, now: str, generation: int) -> None:
-    """Degraded True / ContextClamped while any attempt under this spec was clamped (after ``mark_phase``)."""
-    st = out.status
-    clamped = [a for a in st.attempts if a.evidence and a.evidence.startswith(CLAMP_MARK)]
-    if not clamped:
-        return
-    last = clamped[-1]
-    cur = st.current_attempt
-    tail = f"; now attempt {cur.number} with context {cur.effective.context_length}" if cur is not last and cur else ""
-    st.set_condition(ConditionType.DEGRADED, "True", Reason.CONTEXT_CLAMPED,
-                     f"attempt {last.number} at context {last.effective.context_length}: "
-                     f"{str(last.evidence)[len(CLAMP_MARK):].split(';')[0].strip()}{tail}", now=now,
-                     generation=generation)

@@ -90,7 +90,7 @@ def test_sglang_pool_below_context_is_clamped_and_steps_to_what_it_holds() -> No
     st = out.status
     first, second = st.attempts
     assert first.outcome.value == "Failed" and first.failure_kind == "KVCacheTooSmall"
-    assert first.evidence is not None and first.evidence.startswith("ContextClamped:")
+    assert first.clamped is True and first.evidence is not None and first.evidence.startswith("ContextClamped:")
     assert "KV pool holds 300000 tokens" in first.evidence
     assert 131072 <= second.effective.context_length <= pool
     degraded = st.condition(ConditionType.DEGRADED)
