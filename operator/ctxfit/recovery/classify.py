@@ -35,9 +35,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from types import MappingProxyType
-from typing import assert_never
 
 from ctxfit.api import EngineKind
+from ctxfit.engines import get_engine
 from ctxfit.vocab.kinds import NODE_KINDS, Failure, FailureKind, Number
 from ctxfit.vocab.patterns import (
     PHASE_KIND,
@@ -110,17 +110,8 @@ class _Match:
 
 @cache
 def engine_patterns(kind: EngineKind) -> tuple[tuple[FailurePattern, ...], tuple[PhaseMarker, ...]]:
-    """The failure patterns and phase markers of one engine (imported lazily: no import cycle)."""
-    if kind is EngineKind.VLLM:
-        from ctxfit.engines.vllm.failures import FAILURE_PATTERNS, PHASE_MARKERS
-
-        return FAILURE_PATTERNS, PHASE_MARKERS
-    if kind is EngineKind.SGLANG:
-        from ctxfit.engines.sglang.failures import FAILURE_PATTERNS as SGLANG_PATTERNS
-        from ctxfit.engines.sglang.failures import PHASE_MARKERS as SGLANG_PHASES
-
-        return SGLANG_PATTERNS, SGLANG_PHASES
-    assert_never(kind)
+    """The failure patterns and phase markers of one engine (``Engine.failure_patterns``)."""
+    return get_engine(kind).failure_patterns()
 
 
 def _as_text(value: object) -> str:

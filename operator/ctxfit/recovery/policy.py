@@ -28,6 +28,7 @@ from typing import Any
 
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
 from ctxfit.budget.context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT
+from ctxfit.engines import get_engine
 from ctxfit.vocab.kinds import DOWNLOAD_KINDS, Failure, FailureKind
 
 from .bounds import Failed, first_ruling
@@ -141,8 +142,8 @@ class PolicyContext:
 
     @property
     def engine_name(self) -> str:
-        """"vLLM" or "SGLang" (for explanations)."""
-        return "vLLM" if self.engine is EngineKind.VLLM else "SGLang"
+        """"vLLM" or "SGLang" (for explanations; ``Engine.display_name``)."""
+        return get_engine(self.engine).display_name
 
     @property
     def headroom(self) -> float:

@@ -87,10 +87,11 @@ def _plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Setting
 def _first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings, now: str) -> bool:
     """Choose a node and plan. Returns True when attempt 1 was created (False: waiting or failed)."""
     st = out.status
-    nodes = eligible_nodes(spec, snap.nodes)
+    operator_image = settings.image_for(spec.engine.kind.value)
+    nodes = eligible_nodes(spec, snap.nodes, operator_image)
     shortage = group_shortage(spec, nodes)
     if not nodes or shortage:
-        mark_no_node(out, shortage or describe_nodes(spec, snap.nodes), now, snap.generation)
+        mark_no_node(out, shortage or describe_nodes(spec, snap.nodes, operator_image), now, snap.generation)
         out.waiting_for_nodes = True
         out.requeue(settings.node_recheck_seconds)
         return False
@@ -176,11 +177,12 @@ def _render_input(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, setti
     st = out.status
     cur = st.current_attempt
     assert cur is not None
+    image = settings.image_for(spec.engine.kind.value)
     return RenderInput(
         name=snap.name, namespace=snap.namespace, uid=snap.uid, spec=spec, effective=cur.effective.to_config(),
-        attempt=cur.number, gpu_product=st.node_product, image=settings.image_for(spec.engine.kind.value),
+        attempt=cur.number, gpu_product=st.node_product, image=image,
         replicas=wanted_replicas(spec, snap.deployment, st.phase is Phase.FAILED, snap.scaling).count,
-        avoid_nodes=tuple(failed_driver_nodes(st.attempts)), min_cuda=required_cuda(spec), cache=cache,
+        avoid_nodes=tuple(failed_driver_nodes(st.attempts)), min_cuda=required_cuda(spec, image), cache=cache,
     )
 
 

@@ -21,20 +21,14 @@ settings allow it; one refused later (settings narrowed) starts again after a ch
 from __future__ import annotations
 
 from ctxfit.api import InferenceServerSpec
-from ctxfit.engines import get_engine
+from ctxfit.render.deployment import engine_image
 
 from ..settings import Settings
 
 
-def image_of(spec: InferenceServerSpec, settings: Settings) -> str:
-    """The image the renderer will use (``render.deployment.image_for``'s order)."""
-    engine = get_engine(spec.engine.kind)
-    return spec.engine.image or settings.image_for(spec.engine.kind.value) or engine.default_image(spec.engine.version)
-
-
 def refusal(spec: InferenceServerSpec, settings: Settings) -> str | None:
     """The first policy violation of ``spec`` as one sentence, None when the spec is allowed."""
-    image = image_of(spec, settings)
+    image = engine_image(spec, settings.image_for(spec.engine.kind.value))
     prefixes = settings.allowed_image_prefixes
     if prefixes and not any(image.startswith(prefix) for prefix in prefixes):
         return f"engine image {image!r} is not under an allowed prefix ({', '.join(prefixes)})"
