@@ -9,10 +9,9 @@ written once per pass, by ``reconcile``. See docs/design/status.md.
 from __future__ import annotations
 
 from ctxfit.api import InferenceServerSpec
-from ctxfit.api.status import BudgetBytes, ConditionStatus, ConditionType, Phase, PlanStatus, Reason
+from ctxfit.api.status import ConditionStatus, ConditionType, Phase, Reason
 from ctxfit.budget.planner import Plan
 
-from ..views.pods import GPUNode
 from .types import EventNote, Outcome
 from .wording import budget_condition
 
@@ -146,27 +145,3 @@ def mark_weights_cached(out: Outcome, status: ConditionStatus, reason: Reason, m
     if status == "True" and (old is None or old.status != "True"):
         out.events.append(EventNote("Normal", reason, message))
     out.status.set_condition(ConditionType.WEIGHTS_CACHED, status, reason, message, now=now, generation=generation)
-
-
-def plan_status(result: Plan, spec: InferenceServerSpec, node: GPUNode | None, default_headroom: float) -> PlanStatus:
-    """The planner's result as ``status.plan`` (bytes as integers)."""
-    t = result.per_gpu
-    return PlanStatus(
-        fits=result.fits,
-        target_fits=result.target_fits,
-        context_length=result.context_length,
-        max_context_length=result.max_context_length,
-        kv_bytes_per_token=result.kv_bytes_per_token,
-        kv_pool_bytes=result.kv_pool_bytes,
-        headroom=spec.context.headroom if spec.context.headroom is not None else default_headroom,
-        per_gpu=BudgetBytes(
-            total_bytes=t.total_bytes, usable_bytes=t.usable_bytes, weights_bytes=t.weights_bytes,
-            activation_bytes=t.activation_bytes, cuda_graph_bytes=t.cuda_graph_bytes,
-            other_bytes=t.other_bytes, kv_cache_bytes=t.kv_cache_bytes,
-        ),
-        gpu_product=spec.gpu.product or (node.product if node else None),
-        gpu_memory_bytes=t.total_bytes,
-        reasons=list(result.reasons),
-        calibration_key=result.calibration_key,
-        calibration_bytes=result.calibration_bytes or None,
-    )
