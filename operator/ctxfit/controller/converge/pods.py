@@ -19,7 +19,7 @@ from ..views.pods import PodView
 from . import attempts
 from .desired import desired_digest
 from .group_restarts import follow_group
-from .groups import most_telling_failure, pods_for_ready
+from .groups import group_is_ready, most_telling_failure
 from .plan import node_of, replan
 from .status import mark_phase
 from .types import Diagnose, Outcome, ReadStartup, Snapshot
@@ -62,7 +62,7 @@ def observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, set
     if follow_group(out, spec, cur, pods, settings.group_restart_budget, now, snap.generation, groups):
         return  # a group recreated past its budget: Failed
     ready = [p for p in pods if p.ready]
-    if cur.outcome is AttemptOutcome.RUNNING and ready and len(ready) >= pods_for_ready(spec):
+    if cur.outcome is AttemptOutcome.RUNNING and ready and group_is_ready(spec, pods):
         attempts.succeed(out, cur, ready[0].name, now)
     if cur.outcome is AttemptOutcome.SUCCEEDED and ready:
         mark_phase(out, Phase.READY, Reason.ENGINE_READY,
