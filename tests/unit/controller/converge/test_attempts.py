@@ -19,17 +19,7 @@ from ctxfit.controller.converge import Outcome, attempts, converge
 from ctxfit.controller.converge.status import mark_clamped, mark_phase
 from ctxfit.recovery import Failure, FailureKind, Observation, classify
 
-from tests.unit.controller.converge.test_flow import (
-    KV_FAILURE,
-    NOW,
-    SETTINGS,
-    applied,
-    diagnosed,
-    never,
-    pod,
-    snapshot,
-    spec,
-)
+from tests.unit.controller.builders import KV_FAILURE, NOW, SETTINGS, applied, diagnosed, never, pod, snapshot, spec
 
 STAMP = "2026-01-01T12:00:00Z"
 

@@ -16,7 +16,7 @@ from ctxfit.controller.views.pods import PodView
 from ctxfit.recovery import Failure, FailureKind
 from ctxfit.render.cache import CLAIM_ANNOTATION, DOWNLOAD_CONTAINER
 
-from tests.unit.controller.converge.test_flow import (
+from tests.unit.controller.builders import (
     KV_FAILURE,
     NOW,
     RTX,

@@ -15,7 +15,7 @@ from ctxfit.controller.views.pods import describe_nodes, eligible_nodes, gpu_nod
 from ctxfit.recovery import Failure, FailureKind, initial_effective
 from ctxfit.render import RenderInput, render_deployment
 
-from tests.unit.controller.converge.test_flow import NOW, RTX, SETTINGS, applied, diagnosed, never, pod, snapshot, spec
+from tests.unit.controller.builders import NOW, RTX, SETTINGS, applied, diagnosed, never, pod, snapshot, spec
 
 
 def node(name: str, labels: dict[str, str]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from ctxfit.controller.converge import Outcome, converge
 from ctxfit.controller.telemetry.metrics import Metrics
 from ctxfit.controller.views.pods import PodView
 
-from tests.unit.controller.converge.test_flow import REPO, SETTINGS, applied, never, pod, snapshot, spec
+from tests.unit.controller.builders import REPO, SETTINGS, applied, never, pod, snapshot, spec
 
 sys.path.insert(0, str(REPO / "hack"))
 from sim_startup import sglang_startup_log, vllm_startup_log  # noqa: E402

@@ -22,7 +22,7 @@ from ctxfit.controller.settings import Settings
 from ctxfit.controller.views.pods import PodView, Termination
 from ctxfit.recovery import Failure, initial_effective, observed_effective
 
-from tests.unit.controller.converge.test_flow import H100, NOW, RTX, SETTINGS, applied, never, pod, snapshot, spec
+from tests.unit.controller.builders import H100, NOW, RTX, SETTINGS, applied, never, pod, snapshot, spec
 from tests.unit.recovery.test_failure_cases import CASES, IDS, assert_next, assert_numbers, build_spec
 
 

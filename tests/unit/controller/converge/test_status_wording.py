@@ -17,7 +17,7 @@ from ctxfit.controller.converge import converge
 from ctxfit.controller.converge.wording import budget_condition, failure_phase
 from ctxfit.recovery import Failure, FailureKind
 
-from tests.unit.controller.converge.test_flow import NOW, SETTINGS, applied, diagnosed, never, pod, snapshot, spec
+from tests.unit.controller.builders import NOW, SETTINGS, applied, diagnosed, never, pod, snapshot, spec
 
 NEAR_MAX = "the engine may find less"
 

@@ -17,7 +17,7 @@ from ctxfit.controller.converge import converge
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.controller.converge.test_flow import SETTINGS, never, snapshot
+from tests.unit.controller.builders import SETTINGS, never, snapshot
 
 ROOT = Path(__file__).resolve().parents[4]
 
