@@ -1,21 +1,5 @@
-"""Predict, then verify (pure): fold the engine's own start-up accounting into ``status.observed``,
-compare it with the plan, record a calibration sample, and hold the engine to the context contract.
-
-Once per attempt, when the attempt is Ready, ``converge`` hands its pod to ``observe_startup`` with
-an injected ``read_startup(pod) -> log text`` (the I/O; bounded by ``limitBytes``). The result is
-written to ``status.observed`` with the attempt number, so a later pass (or a restarted operator)
-never reads that log again. The calibration sample is keyed ``<server uid>/<attempt>``: the
-ConfigMap write before the status write is idempotent, so a crash in between neither loses nor
-duplicates it.
-
-The contract: the engine must serve the effective context. It does not when it reports a served
-context below it (SGLang ``context_len``), a KV pool of fewer tokens than one request of that context
-(SGLang starts anyway and rejects long requests), or a maximum concurrency at the full context
-below 1. Then the attempt is not left silently Ready: it is recorded as a ``KVCacheTooSmall``
-failure with the capacity the engine reported, and the recovery policy (the same as for the
-engine's own KV error, ``ctxfit.recovery``) steps to a context that capacity holds, or gives its
-permanent verdict; condition ``Degraded`` carries reason ``ContextClamped`` with the numbers.
-"""
+"""Predict, then verify (pure): fold the engine's own start-up accounting into ``status.observed``, compare it with
+the plan, record a calibration sample, and hold the engine to the context contract. See docs/design/verify.md."""
 
 from __future__ import annotations
 

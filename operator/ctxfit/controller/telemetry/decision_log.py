@@ -1,16 +1,5 @@
-"""One INFO log line per decision per server: planned, started attempt N, failed as KIND, stepped to X
-(or retrying), Ready, Failed.
-
-An attempt counts as started in the pass that applies its Deployment, or, for one without a backoff
-(attempt 1 of a fresh plan), in the pass that records it: a fresh plan's Deployment is applied one pass
-before its status (``reconcile._write``), and that earlier pass logs nothing.
-
-``decisions(old, out)`` is pure: it compares the status before a reconcile pass with the pass' outcome and
-returns ``DecisionLine`` records (a verb, a sentence, structured fields). ``log_decisions`` writes them through
-kopf's per-object logger (``kopf.LocalObjectLogger``: the ``[namespace/name]`` prefix and the object
-reference for kopf's JSON format; never posted as Events) on the ``ctxfit.decisions`` logger, whose level
-``CTXFIT_LOG_LEVEL`` sets independently of kopf's own per-event lines.
-"""
+"""One INFO log line per decision per server: planned, started attempt N, failed as KIND, stepped to X (or
+retrying), Ready, Failed. See docs/design/decision-log.md."""
 
 from __future__ import annotations
 
