@@ -75,34 +75,20 @@ class Attempt:
 
 
 class CheckName(StrEnum):
-    """The policy check that decided (``Decision.check``): each failure kind's own check (named as the kind),
-    and the chain's own: the attempt budget, the context ceiling, and the unreachable end of the chain."""
+    """The policy chain's own checks (``Decision.check``); every other check is named as the failure kind it
+    handles (a ``FailureKind``)."""
 
     ATTEMPTS_EXHAUSTED = "AttemptsExhausted"
     CONTEXT_CEILING = "ContextCeiling"
     NONE = "none"
-    KV_CACHE_TOO_SMALL = FailureKind.KV_CACHE_TOO_SMALL.value
-    NO_KV_CACHE_MEMORY = FailureKind.NO_KV_CACHE_MEMORY.value
-    STATIC_MEMORY_TOO_SMALL = FailureKind.STATIC_MEMORY_TOO_SMALL.value
-    GRAPH_CAPTURE_OOM = FailureKind.GRAPH_CAPTURE_OOM.value
-    SAMPLER_WARMUP_OOM = FailureKind.SAMPLER_WARMUP_OOM.value
-    WEIGHTS_DO_NOT_FIT = FailureKind.WEIGHTS_DO_NOT_FIT.value
-    INSUFFICIENT_FREE_GPU_MEMORY = FailureKind.INSUFFICIENT_FREE_GPU_MEMORY.value
-    HOST_OOM_KILLED = FailureKind.HOST_OOM_KILLED.value
-    STARTUP_PROBE_TIMEOUT = FailureKind.STARTUP_PROBE_TIMEOUT.value
-    SHARED_MEMORY_TOO_SMALL = FailureKind.SHARED_MEMORY_TOO_SMALL.value
-    KV_CACHE_DTYPE_UNSUPPORTED = FailureKind.KV_CACHE_DTYPE_UNSUPPORTED.value
-    CONTEXT_EXCEEDS_MODEL_LIMIT = FailureKind.CONTEXT_EXCEEDS_MODEL_LIMIT.value
-    GPU_OUT_OF_MEMORY = FailureKind.GPU_OUT_OF_MEMORY.value
-    MAMBA_CACHE_TOO_SMALL = FailureKind.MAMBA_CACHE_TOO_SMALL.value
-    INVALID_PARALLELISM = FailureKind.INVALID_PARALLELISM.value
-    CUDA_DRIVER_TOO_OLD = FailureKind.CUDA_DRIVER_TOO_OLD.value
-    MODEL_ACCESS_DENIED = FailureKind.MODEL_ACCESS_DENIED.value
-    MODEL_NOT_FOUND = FailureKind.MODEL_NOT_FOUND.value
-    CACHE_VOLUME_FULL = FailureKind.CACHE_VOLUME_FULL.value
-    EPHEMERAL_STORAGE_EVICTED = FailureKind.EPHEMERAL_STORAGE_EVICTED.value
-    DOWNLOAD_INTERRUPTED = FailureKind.DOWNLOAD_INTERRUPTED.value
-    UNKNOWN = FailureKind.UNKNOWN.value
+
+
+def check_name(text: str) -> CheckName | FailureKind:
+    """``text`` as a check: a chain check or a failure kind. Raises ``ValueError`` for anything else."""
+    try:
+        return CheckName(text)
+    except ValueError:
+        return FailureKind(text)
 
 
 @dataclass(frozen=True)
@@ -120,7 +106,7 @@ class Decision:
     next: EffectiveConfig | None
     permanent: bool
     explanation: str
-    check: CheckName
+    check: CheckName | FailureKind
     retry_after_seconds: int = 0
 
 
@@ -208,8 +194,8 @@ Check = Callable[[PolicyContext], Decision | None]
 def propose(ctx: PolicyContext, check: str, candidates: Sequence[tuple[EffectiveConfig, str]],
             exhausted: str) -> Decision:
     """Decision for the first untried candidate; permanent with ``exhausted`` + why when none is left.
-    ``check``: a ``CheckName`` value (raises ``ValueError`` otherwise)."""
-    name = CheckName(check)
+    ``check``: a ``CheckName`` or ``FailureKind`` value (raises ``ValueError`` otherwise)."""
+    name = check_name(check)
     chosen = ctx.first_untried(candidates)
     if chosen is not None:
         return Decision(chosen[0], False, chosen[1], name)
@@ -223,8 +209,8 @@ def propose(ctx: PolicyContext, check: str, candidates: Sequence[tuple[Effective
 
 
 def permanent(check: str, explanation: str) -> Decision:
-    """A permanent verdict; ``check``: a ``CheckName`` value (raises ``ValueError`` otherwise)."""
-    return Decision(None, True, explanation, CheckName(check))
+    """A permanent verdict; ``check``: a ``CheckName`` or ``FailureKind`` value (raises ``ValueError`` otherwise)."""
+    return Decision(None, True, explanation, check_name(check))
 
 
 def changed_knobs(before: EffectiveConfig, after: EffectiveConfig) -> tuple[str, ...]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from ctxfit.api import EffectiveConfig, GiB, InferenceServerSpec, MiB
-from ctxfit.recovery import Attempt, CheckName, Failure, FailureKind, changed_knobs, decide
+from ctxfit.recovery import Attempt, Failure, FailureKind, changed_knobs, decide
 from ctxfit.recovery.checks import POLICY_CHAIN
 from ctxfit.recovery.policy import Decision, PolicyContext, _guard
 
@@ -386,12 +386,12 @@ def test_guard_refuses_history_and_rising_context() -> None:
     spec = make_spec()
     tried = VLLM_BASE.model_copy(update={"context_length": 65536})
     ctx = PolicyContext(spec, VLLM_BASE, Failure(K.UNKNOWN), (Attempt(tried, K.UNKNOWN),), None, None)
-    assert _guard(ctx, Decision(tried, False, "x", CheckName.UNKNOWN)).permanent
+    assert _guard(ctx, Decision(tried, False, "x", FailureKind.UNKNOWN)).permanent
     higher = VLLM_BASE.model_copy(update={"context_length": 262144})
-    assert _guard(ctx, Decision(higher, False, "x", CheckName.UNKNOWN)).permanent
+    assert _guard(ctx, Decision(higher, False, "x", FailureKind.UNKNOWN)).permanent
     lower = VLLM_BASE.model_copy(update={"context_length": 1024})
-    assert not _guard(ctx, Decision(lower, False, "a\nb", CheckName.UNKNOWN)).permanent
-    assert _guard(ctx, Decision(None, False, "a\n b", CheckName.UNKNOWN)).explanation == "a b"
+    assert not _guard(ctx, Decision(lower, False, "a\nb", FailureKind.UNKNOWN)).permanent
+    assert _guard(ctx, Decision(None, False, "a\n b", FailureKind.UNKNOWN)).explanation == "a b"
 
 
 def test_changed_knobs() -> None:
