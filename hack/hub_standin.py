@@ -41,7 +41,7 @@ class HubStandIn:
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host.decode() if isinstance(host, bytes) else host}:{port}"
 
     def start(self) -> HubStandIn:
         self.thread.start()
