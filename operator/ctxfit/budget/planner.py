@@ -18,7 +18,7 @@ from ctxfit.api import EffectiveConfig, GiB, InferenceServerSpec
 from ctxfit.engines import BudgetTerms, Engine, get_engine
 from ctxfit.vocab.inputs import PlanInputError, PlanInputs, resolve_inputs
 
-from .calibrate import CalibrationTable, calibrate_engine
+from .calibrate import CalibrationTable, apply_learned_reserve, calibrate_engine
 from .capability import capability_problems
 from .context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT, ContextChoice, choose_context, step_down_context
 from .hybrid import max_sequences, split_pool, state_bytes_per_sequence
@@ -110,8 +110,10 @@ def plan(
         node_compute_capability=node_compute_capability,
         hf_config=hf_config,
     )
+    inputs, reserve_reason = apply_learned_reserve(inputs, calibration)
     engine, calibration_key, correction = calibrate_engine(get_engine(spec.engine.kind), inputs, calibration)
     reasons: list[str] = [correction.reason] if correction is not None else []
+    reasons += [reserve_reason] if reserve_reason else []
     if inputs.compute_capability is None:
         reasons.append("GPU compute capability unknown (product not in the catalog): KV dtype support not checked")
     requested_dtype = str((pin or {}).get("kv_cache_dtype") or spec.memory.kv_cache_dtype)
