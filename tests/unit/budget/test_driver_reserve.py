@@ -27,7 +27,7 @@ from ctxfit.vocab.inputs import resolve_inputs
 from ctxfit.vocab.startup import scan
 
 from tests.unit.budget.test_planner import manifest
-from tests.unit.controller.converge.test_flow import REPO, SETTINGS, applied, never, pod, snapshot, spec
+from tests.unit.controller.builders import REPO, SETTINGS, applied, never, pod, snapshot, spec
 
 sys.path.insert(0, str(REPO / "hack"))
 from sim_startup import vllm_startup_log  # noqa: E402
