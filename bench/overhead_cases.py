@@ -84,6 +84,10 @@ class Startup:
     """KV pool tokens the engine printed ("GPU KV cache size: N tokens", SGLang "#tokens: N"), when it did."""
     started: bool = True
     """False when the start-up failed after printing its ledger (startups.yaml ``startup: failed ...``)."""
+    held_out: str | None = None
+    """Why the start-up is kept aside (inputs.yaml ``heldOut``): added after the constants in the code were fitted,
+    never a training start-up of ``--fit`` or the leave-one-out refit, and reported on its own line; a check of the
+    fit on start-ups it has not seen."""
 
     @property
     def engine_kind(self) -> str:
@@ -184,6 +188,7 @@ def listed_startups() -> list[Startup]:
                 capture=raw.get("capture"),
                 kv_tokens=_tokens(tokens.get(base_id), raw["id"]),
                 started=base_id not in failed,
+                held_out=raw.get("heldOut"),
             )
         )
     return cases
