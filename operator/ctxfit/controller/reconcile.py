@@ -21,6 +21,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from ctxfit.api import EngineKind
+from ctxfit.api.model_cache import CacheMode
 from ctxfit.api.status import InferenceServerStatus, Reason, now_rfc3339
 from ctxfit.api.status_check import read_status
 from ctxfit.recovery import Failure, Observation, classify
@@ -31,13 +32,15 @@ from ctxfit.render.leaderworkerset import LWS_KIND
 from ctxfit.vocab.text import clean_lines, clean_text
 
 from . import rejections
-from .converge.autoscaling import ScalingSnapshot, paused_rendering
+from .converge import Outcome, Snapshot, converge
+from .converge.autoscaling import paused_rendering
 from .converge.cache import owned_claim_name
-from .converge.flow import Outcome, Snapshot, converge
+from .converge.types import ScalingSnapshot
 from .kube.calibration import CalibrationStore
 from .kube.claims import ClaimsApi
 from .kube.client import Conflict, Kube
 from .kube.groups import apply_group, get_group, scale_group_to_zero
+from .kube.guarded import Foreign
 from .kube.keda import (
     KedaMemo,
     KedaNotInstalled,
@@ -47,7 +50,7 @@ from .kube.keda import (
     read_scaling,
 )
 from .kube.service_lane import ServiceLane
-from .rejections import RejectionBook, refused
+from .rejections import CLAIM_KIND, RejectionBook, refused
 from .runtime.lanes import EventPoster
 from .settings import Settings
 from .telemetry.decision_log import decisions, log_decisions
@@ -125,7 +128,7 @@ def _not_stopping(rt: Runtime) -> None:
         raise Stopping
 
 
-def diagnose(rt: Runtime, namespace: str, pod: PodView, engine: EngineKind) -> Failure:
+def diagnose(rt: Runtime, namespace: str, pod: PodView, engine: EngineKind | None) -> Failure:
     """Classify a failed pod: termination reason/exit code/message, + log tail when cut, + pod Events.
 
     A pod whose ``model-download`` init container failed is classified from that container
@@ -189,6 +192,26 @@ def _apply_claim(rt: Runtime, out: Outcome) -> None:
             rt.claims.apply_claim(out.claim, exists=out.claim_exists)
 
 
+def _check_mounted_claim(rt: Runtime, out: Outcome, snap: Snapshot, *, created: bool) -> None:
+    """Before a workload is written: the operator's claim it mounts is the server's - created in this pass, seen
+    as the server's in the snapshot, or read now (a claim of that name that is not the server's raises
+    ``guarded.Foreign``: no pod template ever names it, whatever the replica count). An absent claim is fine (the
+    pass that creates it checks it first)."""
+    model = out.status.model
+    if rt.claims is None or model is None or model.cache is not CacheMode.VOLUME_CLAIM_TEMPLATE or not model.claim_name:
+        return
+    name = model.claim_name
+    if created and out.claim is not None and out.claim["metadata"]["name"] == name:
+        return
+    seen = snap.claim if snap.claim is not None and snap.claim.name == name else None
+    if seen is not None and (seen.holder is None or seen.holder.owns(snap.uid, CLAIM_KIND)):
+        return
+    live = rt.claims.get_claim(snap.namespace, name)
+    if live is not None and live.holder is not None and not live.holder.owns(snap.uid, CLAIM_KIND):
+        with refused(CLAIM_KIND, name, out.claim):
+            raise Foreign(CLAIM_KIND, name, live.holder)
+
+
 def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
     _not_stopping(rt)
     meta = body["metadata"]
@@ -200,6 +223,7 @@ def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
     if claim_first:
         _apply_claim(rt, out)
     if out.deployment is not None:
+        _check_mounted_claim(rt, out, snap, created=claim_first)
         with refused(out.deployment["kind"], meta["name"], out.deployment):
             if out.deployment["kind"] == LWS_KIND:
                 apply_group(rt.kube, out.deployment, exists=snap.deployment is not None)
@@ -412,7 +436,8 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
                                  uid),
         )
         engine_text = str((snap.spec.get("engine") or {}).get("kind", ""))
-        engine = EngineKind(engine_text) if engine_text in EngineKind.__members__.values() else EngineKind.VLLM
+        # None (an invalid spec, which converge refuses before any diagnosis): classify knows every engine's text
+        engine = EngineKind(engine_text) if engine_text in EngineKind.__members__.values() else None
         read_startup = None
         if rt.settings.startup_log_bytes:
             def read_startup(pod: PodView) -> str:

@@ -34,7 +34,7 @@ from ctxfit.api.status import ConditionType, InferenceServerStatus, Phase, Reaso
 from ctxfit.vocab.text import clean_text
 
 if TYPE_CHECKING:
-    from .converge.flow import Outcome
+    from .converge.types import Outcome
     from .kube.client import Kube
 
 REJECTED_STATUSES = frozenset({400, 403, 422})
@@ -283,8 +283,13 @@ def hold(book: RejectionBook, key: Key, out: Outcome, monotonic: float, now: str
             out.requeue(wait)
             _drop(out, attribute)
             claim_held = claim_held or (attribute == "claim" and not out.claim_exists)
-    if claim_held:
+    mounted_wait = book.wait(key, CLAIM_KIND, None, monotonic) if out.deployment is not None and out.claim is None \
+        else 0.0  # the claim the workload mounts was found not the server's (reconcile._check_mounted_claim)
+    if mounted_wait > 0:
+        out.requeue(mounted_wait)
+    if claim_held or mounted_wait > 0:
         out.deployment = None
+        waiting = True
     if not _slots(out) and not waiting:
         mark_accepted(out.status, now, generation)
         return

@@ -23,7 +23,8 @@ from kubernetes.client.exceptions import ApiException
 
 from ctxfit.render.scaledobject import PAUSED_ANNOTATION, SCALED_OBJECT_PLURAL
 
-from ..converge.autoscaling import Keda, ScaledObjectView, ScalingSnapshot, scaled_object_view
+from ..converge.types import Keda, ScalingSnapshot
+from ..views.workloads import ScaledObjectView, scaled_object_view
 from .client import Kube, _json, _pointer
 from .custom import CustomResource, apply_custom_object, delete_custom_object, patch_custom_object, resource_missing
 

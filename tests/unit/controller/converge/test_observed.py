@@ -11,11 +11,11 @@ from typing import Any
 from ctxfit.api import GiB
 from ctxfit.api.status import ConditionType, InferenceServerStatus
 from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample
-from ctxfit.controller.converge.flow import Outcome, converge
+from ctxfit.controller.converge import Outcome, converge
 from ctxfit.controller.telemetry.metrics import Metrics
 from ctxfit.controller.views.pods import PodView
 
-from tests.unit.controller.converge.test_flow import REPO, SETTINGS, applied, never, pod, snapshot, spec
+from tests.unit.controller.builders import REPO, SETTINGS, applied, never, pod, snapshot, spec
 
 sys.path.insert(0, str(REPO / "hack"))
 from sim_startup import sglang_startup_log, vllm_startup_log  # noqa: E402
@@ -53,7 +53,9 @@ def test_vllm_startup_is_observed_once_with_error_event_and_one_sample() -> None
     assert obs.served_context_length == 131072 and obs.kv_cache_tokens and obs.kv_cache_tokens > 131072
     assert obs.load_seconds == 14.43 and obs.source_lines
     notes = [e for e in out.events if e.reason.value == "Observed"]
-    assert len(notes) == 1 and "predicted 13." in notes[0].message and "/ observed 12." in notes[0].message
+    predicted_gib = f"predicted {plan_kv.per_gpu.kv_cache_bytes / GiB:.2f} GiB"
+    observed_gib = f"/ observed {observed_bytes / GiB:.2f} GiB"
+    assert len(notes) == 1 and predicted_gib in notes[0].message and observed_gib in notes[0].message
     assert out.status.phase is not None and out.status.phase.value == "Ready"
     assert [s.sample_id for _, s in out.samples] == ["uid-1/1"]
     key, sample = out.samples[0]
@@ -90,7 +92,7 @@ def test_sglang_pool_below_context_is_clamped_and_steps_to_what_it_holds() -> No
     st = out.status
     first, second = st.attempts
     assert first.outcome.value == "Failed" and first.failure_kind == "KVCacheTooSmall"
-    assert first.evidence is not None and first.evidence.startswith("ContextClamped:")
+    assert first.clamped is True and first.evidence is not None and first.evidence.startswith("ContextClamped:")
     assert "KV pool holds 300000 tokens" in first.evidence
     assert 131072 <= second.effective.context_length <= pool
     degraded = st.condition(ConditionType.DEGRADED)
