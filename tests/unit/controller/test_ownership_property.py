@@ -278,9 +278,13 @@ MOUNT_VIOLATIONS: list[str] = []
 
 
 def check_mounts(fake: FakeApiServer, request: Request) -> None:
-    """A workload written with success mounts only claims that are the server's at that moment."""
+    """A workload whose pod template is written with success mounts only claims that are the server's at that
+    moment (a scale to zero of a workload whose claim was swapped for a foreign one since is the safe move)."""
     if request.key[1] not in ("deployments", "leaderworkersets") or not 200 <= request.status < 300:
         return
+    ops = request.body if isinstance(request.body, list) else []
+    if request.method == "PATCH" and all(op["op"] == "test" or op["path"] == "/spec/replicas" for op in ops):
+        return  # a scale (to zero): it writes no pod template
     workload = fake.objects.get(request.key) if request.method != "DELETE" else None
     for claim in mounted_claims(workload or {}):
         obj = fake.objects.get(("", "persistentvolumeclaims", NS, claim))
