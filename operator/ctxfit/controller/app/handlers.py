@@ -89,7 +89,7 @@ async def on_server(event: kopf.RawEvent, body: kopf.Body, name: str, namespace:
     state.known.add(key)
     if state.written.get(key) == body.metadata.get("resourceVersion"):
         return
-    state.bodies[key] = lifecycle.slim(event["object"])
+    lifecycle.keep_body(state.bodies, key, lifecycle.slim(event["object"]))
     state.events_seen[key] = state.events_seen.get(key, 0) + 1
     state.queue.add(key)
 

@@ -40,6 +40,12 @@ from .rest import MERGE_PATCH as MERGE_PATCH  # re-exported: groupkube and claim
 from .rest import Conflict as Conflict  # re-exported: reconcile imports it from here
 
 FIELD_MANAGER = "ctxfit"
+LOG_TAIL_BYTES = 256 * 1024
+"""Bytes of a log tail kept (diagnosis reads the last lines; the classifier needs far less)."""
+EVENT_LIST_ITEMS = 100
+EVENT_LIST_BYTES = 1024 * 1024
+EVENT_MESSAGE_BYTES = 2048
+"""A failed pod's Events: at most this many asked, this many bytes read, this much of each message kept."""
 COMPONENT = "ctxfit-operator"
 WORKLOAD_KINDS = frozenset({"Deployment", "LeaderWorkerSet"})
 """Kinds whose ``spec.replicas`` an autoscaler may own."""
@@ -232,31 +238,37 @@ class Kube:
                 raise
 
     def pod_events(self, namespace: str, pod: str, limit: int = 20) -> list[str]:
-        """Messages of the pod's Events (e.g. probe failures), newest last; [] when unreadable."""
+        """Messages of the pod's Events (e.g. probe failures), newest last, each at most ``EVENT_MESSAGE_BYTES``;
+        [] when unreadable or when the list is over ``EVENT_LIST_BYTES`` (at most ``EVENT_LIST_ITEMS`` asked)."""
         try:
-            events = self.rest.call_json("GET", EVENTS, namespace, query={
-                "fieldSelector": f"involvedObject.kind=Pod,involvedObject.name={pod}"})
-        except ApiException:
+            raw = self.rest.call("GET", EVENTS, namespace, query={
+                "fieldSelector": f"involvedObject.kind=Pod,involvedObject.name={pod}", "limit": EVENT_LIST_ITEMS},
+                max_bytes=EVENT_LIST_BYTES + 1)
+            events = json.loads(raw) if len(raw) <= EVENT_LIST_BYTES else {}
+        except (ApiException, ValueError):
             return []
         items = sorted(events.get("items") or [],
                        key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
-        return [f"{e.get('reason')}: {e['message']}" for e in items[-limit:] if e.get("message")]
+        return [f"{e.get('reason')}: {str(e['message'])[:EVENT_MESSAGE_BYTES]}" for e in items[-limit:]
+                if e.get("message")]
 
-    def _log(self, namespace: str, pod: str, query: dict[str, Any]) -> str:
+    def _log(self, namespace: str, pod: str, query: dict[str, Any], max_bytes: int, keep: str) -> str:
         try:
-            data = self.rest.call("GET", POD_LOG, namespace, pod, query=query, accept="*/*", timeout=10)
+            data = self.rest.call("GET", POD_LOG, namespace, pod, query=query, accept="*/*", timeout=10,
+                                  max_bytes=max_bytes, keep=keep)
             return data.decode("utf-8", errors="replace")
         except Exception:  # noqa: BLE001 - logs are best effort: no kubelet, rotated, permission
             return ""
 
     def log_tail(self, namespace: str, pod: str, container: str, *, previous: bool, lines: int) -> str:
-        """The container's log tail (``previous``: the crashed instance); "" when unavailable."""
+        """The container's log tail (``previous``: the crashed instance): ``lines`` lines and at most
+        ``LOG_TAIL_BYTES`` (the end is kept: a crash's last words); "" when unavailable."""
         return self._log(namespace, pod, {"container": container, "previous": "true" if previous else "false",
-                                          "tailLines": lines})
+                                          "tailLines": lines}, LOG_TAIL_BYTES, "tail")
 
     def log_head(self, namespace: str, pod: str, container: str, *, limit_bytes: int) -> str:
         """The first ``limit_bytes`` of the container's current log (start-up lines); "" when unavailable."""
-        return self._log(namespace, pod, {"container": container, "limitBytes": limit_bytes})
+        return self._log(namespace, pod, {"container": container, "limitBytes": limit_bytes}, limit_bytes, "head")
 
     def post_event(self, server: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """Post a core/v1 Event on the InferenceServer (best effort: failures are swallowed)."""

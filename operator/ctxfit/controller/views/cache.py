@@ -10,6 +10,7 @@ from typing import Any
 
 from ctxfit.api import quantity_to_bytes
 from ctxfit.render.cache import CLAIM_ANNOTATION, DOWNLOAD_CONTAINER
+from ctxfit.vocab.text import capped
 
 from .ownership import Holder, holder_of
 
@@ -65,7 +66,7 @@ def download_view(pod: Mapping[str, Any]) -> DownloadView | None:
     restarts = int(status.get("restartCount") or 0)
     if now and now.get("exitCode") == 0:
         return DownloadView("succeeded", now.get("startedAt"), now.get("finishedAt"), restarts, 0, now.get("reason"),
-                            str(now.get("message") or ""), claim)
+                            capped(now.get("message")), claim)
     if running:
         return DownloadView("running", running.get("startedAt"), None, restarts, None, None, "", claim)
     failed = now or last
@@ -73,7 +74,7 @@ def download_view(pod: Mapping[str, Any]) -> DownloadView | None:
         code = failed.get("exitCode")
         return DownloadView("failed", failed.get("startedAt"), failed.get("finishedAt"), restarts,
                             int(code) if isinstance(code, int) else None, failed.get("reason"),
-                            str(failed.get("message") or ""), claim)
+                            capped(failed.get("message")), claim)
     return DownloadView("waiting", None, None, restarts, None, None, "", claim)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from ctxfit.api import InferenceServerSpec, quantity_to_bytes
 from ctxfit.render import ATTEMPT_ANNOTATION, SERVER_LABEL, TEMPLATE_HASH_ANNOTATION
 from ctxfit.render.deployment import CONTAINER_NAME, GPU_PRODUCT_LABEL, GPU_RESOURCE
-from ctxfit.vocab.text import clean_text
+from ctxfit.vocab.text import capped, clean_text
 
 from .cache import DownloadView, download_view
 from .nodes import driver_too_old, node_cuda, required_cuda
@@ -102,7 +102,7 @@ def _termination(status: Mapping[str, Any]) -> Termination | None:
             return Termination(
                 reason=terminated.get("reason"),
                 exit_code=int(code) if isinstance(code, int) else None,
-                message=clean_text(str(terminated.get("message") or "")),
+                message=clean_text(capped(terminated.get("message"))),
                 finished_at=terminated.get("finishedAt"),
             )
     return None
@@ -134,7 +134,7 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         facts=pod_facts(pod, CONTAINER_NAME),
         download=download_view(pod),
         reason=status.get("reason"),
-        message=str(status.get("message") or ""),
+        message=capped(status.get("message")),
         uid=str(meta.get("uid") or ""),
     )
 

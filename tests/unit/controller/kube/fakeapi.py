@@ -52,6 +52,10 @@ class Response:
     def read(self) -> bytes:
         return self.data
 
+    def stream(self, amount: int, decode_content: bool = True) -> Any:
+        for start in range(0, len(self.data), amount):
+            yield self.data[start:start + amount]
+
 
 def status_response(code: int, message: str, name: str = "", reason: str = "") -> Response:
     """A ``Status`` answer as kube-apiserver sends it."""
