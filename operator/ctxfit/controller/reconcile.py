@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ctxfit.api import EngineKind
 from ctxfit.api.model_cache import CacheMode
-from ctxfit.api.status import InferenceServerStatus, Reason, now_rfc3339
+from ctxfit.api.status import InferenceServerStatus, Phase, Reason, now_rfc3339
 from ctxfit.api.status_check import read_status
 from ctxfit.recovery import Failure, Observation, classify
 from ctxfit.recovery.download import as_download_failure
@@ -35,6 +35,7 @@ from . import rejections
 from .converge import Outcome, Snapshot, converge
 from .converge.autoscaling import paused_rendering
 from .converge.cache import owned_claim_name
+from .converge.status import mark_phase
 from .converge.types import ScalingSnapshot
 from .kube.calibration import CalibrationStore
 from .kube.claims import ClaimsApi
@@ -192,6 +193,24 @@ def _apply_claim(rt: Runtime, out: Outcome) -> None:
             rt.claims.apply_claim(out.claim, exists=out.claim_exists)
 
 
+SERVICE_WAIT_SECONDS = 1.0
+DRIFT_EVENT_SECONDS = 30.0
+"""The same drift revert (same fields, same values) gets one Event per this many seconds."""
+
+
+def _hold_ready_for_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
+    """A server whose Service is being written by the lane right now, and not yet seen as the server's, is not
+    Ready yet: the write may still find the name taken (``guarded.Foreign``), and status never says Ready with an
+    endpoint through a Service that is not the server's. Looked at again in ``SERVICE_WAIT_SECONDS``."""
+    if rt.services is None or out.status.phase is not Phase.READY or snap.service_port is not None:
+        return
+    if not rt.services.busy((snap.namespace, snap.name)):
+        return
+    mark_phase(out, Phase.STARTING, Reason.ENGINE_STARTING,
+               f"engine Ready; waiting for its Service {snap.name}", now_rfc3339(snap.now), snap.generation)
+    out.requeue(SERVICE_WAIT_SECONDS)
+
+
 def _check_mounted_claim(rt: Runtime, out: Outcome, snap: Snapshot, *, created: bool) -> None:
     """Before a workload is written: the operator's claim it mounts is the server's - created in this pass, seen
     as the server's in the snapshot, or read now (a claim of that name that is not the server's raises
@@ -302,6 +321,9 @@ def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: O
         _not_stopping(rt)
         stored = rt.kube.replace_status(body, new_wire)
     for note in out.events:
+        if note.reason is Reason.DRIFT_REVERTED and not rt.rejections.should_post(
+                (snap.namespace, snap.name), f"drift: {note.message}", time.monotonic(), DRIFT_EVENT_SECONDS):
+            continue  # the same revert again before the watch showed the first one: one Event
         if rt.events is not None and note.type == "Normal":  # Warnings (failures) are posted inline
             rt.events.post(body, note.type, note.reason.value, note.message)
         else:
@@ -445,6 +467,7 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         out = converge(snap, rt.settings, lambda pod, _restarts: diagnose(rt, namespace, pod, engine), read_startup)
         rejections.hold(rt.rejections, (namespace, name), out, time.monotonic(), now_rfc3339(snap.now),
                         snap.generation)
+        _hold_ready_for_service(rt, out, snap)
         try:
             stored = _write(rt, body, old, out, snap)
         except rejections.Rejected as exc:

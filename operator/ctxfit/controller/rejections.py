@@ -113,13 +113,13 @@ class RejectionBook:
     _posted: dict[Key, dict[str, float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def should_post(self, key: Key, cause: str, now: float) -> bool:
-        """Whether a Warning Event for ``cause`` of ``key`` is due: one per distinct cause per
-        ``EVENT_REPEAT_SECONDS`` (records it as posted when due)."""
+    def should_post(self, key: Key, cause: str, now: float, repeat: float = EVENT_REPEAT_SECONDS) -> bool:
+        """Whether a Warning Event for ``cause`` of ``key`` is due: one per distinct cause per ``repeat`` seconds
+        (``EVENT_REPEAT_SECONDS`` for refusals; records it as posted when due)."""
         with self._lock:
             posted = self._posted.setdefault(key, {})
             last = posted.get(cause)
-            if last is not None and now - last < EVENT_REPEAT_SECONDS:
+            if last is not None and now - last < repeat:
                 return False
             posted.pop(cause, None)
             posted[cause] = now
