@@ -114,7 +114,7 @@ SECTION_8 = {
     "token-secret": (variant("spec.model.tokenSecretRef", {"name": "db-pass", "key": "password"}),
                      "model.tokenSecretRef: Secret references are not allowed"),
     "host-path-root": (variant("spec.model.cache", {"hostPath": {"path": "/"}}), "system directory"),
-    "host-path-kubelet": (variant("spec.model.cache", {"hostPath": {"path": "/models/../var/lib/kubelet"}}),
+    "host-path-kubelet": (variant("spec.model.cache", {"hostPath": {"path": "/var/lib/kubelet/pods"}}),
                           "system directory"),
     "apparmor-unconfined": (variant("spec.pod", {"annotations": {
         "container.apparmor.security.beta.kubernetes.io/engine": "unconfined"}}), "isolation"),

@@ -26,6 +26,7 @@ from pydantic import Field, field_validator, model_validator
 
 from .base import WireModel
 from .quantity import Quantity, TiB, check_quantity_bounds
+from .validation import CONFIG_KEY, DNS1123_SUBDOMAIN
 
 MODES = ("volumeClaimTemplate", "persistentVolumeClaim", "hostPath", "emptyDir")
 """Wire names of the cache modes, in the order the docs list them."""
@@ -46,9 +47,9 @@ AccessMode = Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany", "Read
 class TokenSecretRef(WireModel):
     """A key of a Secret in the server's namespace holding a Hugging Face token (gated/private models)."""
 
-    name: Annotated[str, Field(min_length=1, max_length=253)]
+    name: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)]
     """Secret in the server's namespace holding the Hugging Face token (rendered as `HF_TOKEN`)."""
-    key: Annotated[str, Field(min_length=1, max_length=253)] = "token"
+    key: Annotated[str, Field(min_length=1, max_length=253, pattern=CONFIG_KEY)] = "token"
     """Key of the token in that Secret."""
 
 
@@ -59,7 +60,7 @@ def _read_write_once() -> list[AccessMode]:
 class VolumeClaimTemplate(WireModel):
     """An operator-owned claim. ``size`` absent: checkpoint bytes x 1.1 + 5 GiB (``render.cache``)."""
 
-    storage_class_name: Annotated[str, Field(min_length=1, max_length=253)] | None = None
+    storage_class_name: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)] | None = None
     """StorageClass of the operator-owned claim; unset: the cluster's default StorageClass."""
     access_modes: list[AccessMode] = Field(default_factory=_read_write_once)
     """Access modes of the claim (`ReadWriteOnce` by default; `ReadWriteMany` to share across nodes)."""
@@ -77,10 +78,18 @@ class VolumeClaimTemplate(WireModel):
 class UserClaim(WireModel):
     """The user's claim; ``readOnly: true`` = weights preloaded under ``subPath``, never downloaded."""
 
-    claim_name: Annotated[str, Field(min_length=1, max_length=253)]
+    claim_name: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)]
     """Existing PersistentVolumeClaim in the server's namespace (e.g. a ReadWriteMany share holding weights)."""
-    sub_path: str | None = None
-    """Directory inside the claim used as the Hugging Face cache; unset: the claim's root."""
+    sub_path: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    """Directory inside the claim used as the Hugging Face cache (a relative path without `..`); unset: the
+    claim's root."""
+
+    @field_validator("sub_path")
+    @classmethod
+    def _relative(cls, value: str | None) -> str | None:
+        if value is not None and (value.startswith("/") or ".." in value.split("/")):
+            raise ValueError("model.cache.persistentVolumeClaim.subPath: a relative path without '..' elements")
+        return value
     read_only: bool = False
     """The weights are preloaded: mount read-only and never download."""
 
@@ -88,8 +97,16 @@ class UserClaim(WireModel):
 class HostPathCache(WireModel):
     """A node-local directory used as the Hugging Face cache."""
 
-    path: Annotated[str, Field(min_length=1, pattern=r"^/")]
-    """Absolute node-local directory used as the Hugging Face cache (kept on the node across attempts)."""
+    path: Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^/")]
+    """Absolute node-local directory used as the Hugging Face cache (kept on the node across attempts); no `..`
+    elements."""
+
+    @field_validator("path")
+    @classmethod
+    def _no_backsteps(cls, value: str) -> str:
+        if ".." in value.split("/"):
+            raise ValueError("model.cache.hostPath.path: no '..' elements")
+        return value
 
 
 class EmptyDirCache(WireModel):
@@ -124,6 +141,14 @@ class ModelCache(WireModel):
 
 
 CACHE_CEL_RULES: dict[str, list[dict[str, str]]] = {
+    # core validation refuses these in the pod (``validateLocalDescendingPath``, ``validatePathNoBacksteps``):
+    # the CRD refuses them at ``kubectl apply`` instead of a Deployment the API server then refuses
+    "UserClaim": [{"rule": "!has(self.subPath) || (!self.subPath.startsWith('/') && "
+                           "!self.subPath.split('/').exists(p, p == '..'))",
+                   "message": "model.cache.persistentVolumeClaim.subPath: a relative path without '..' elements",
+                   "reason": "FieldValueInvalid"}],
+    "HostPathCache": [{"rule": "!self.path.split('/').exists(p, p == '..')",
+                       "message": "model.cache.hostPath.path: no '..' elements", "reason": "FieldValueInvalid"}],
     "ModelCache": [
         {
             "rule": "[has(self.volumeClaimTemplate), has(self.persistentVolumeClaim), has(self.hostPath), "

@@ -88,6 +88,7 @@ class Reason(StrEnum):
     # ObjectsAccepted (the API server refused a rendered object) and Admitted (operator policy)
     OBJECT_REJECTED = "ObjectRejected"
     FOREIGN_OBJECT = "ForeignObject"
+    LWS_NOT_INSTALLED = "LeaderWorkerSetNotInstalled"
     OBJECTS_ACCEPTED = "Accepted"
     REFUSED_BY_POLICY = "RefusedByPolicy"
     ALLOWED_BY_POLICY = "AllowedByPolicy"

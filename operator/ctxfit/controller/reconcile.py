@@ -40,7 +40,7 @@ from .converge.types import ScalingSnapshot
 from .kube.calibration import CalibrationStore
 from .kube.claims import ClaimsApi
 from .kube.client import Conflict, Kube
-from .kube.groups import apply_group, get_group, scale_group_to_zero
+from .kube.groups import GroupsMemo, GroupsNotInstalled, apply_group, get_group, scale_group_to_zero
 from .kube.guarded import Foreign
 from .kube.keda import (
     KedaMemo,
@@ -97,6 +97,7 @@ class Runtime:
     calibration: CalibrationStore | None = None
     claims: ClaimsApi | None = None
     keda: KedaMemo = field(default_factory=KedaMemo)
+    groups: GroupsMemo = field(default_factory=GroupsMemo)
     stopping: threading.Event = field(default_factory=threading.Event)
     services: ServiceLane | None = None
 
@@ -245,7 +246,11 @@ def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
         _check_mounted_claim(rt, out, snap, created=claim_first)
         with refused(out.deployment["kind"], meta["name"], out.deployment):
             if out.deployment["kind"] == LWS_KIND:
-                apply_group(rt.kube, out.deployment, exists=snap.deployment is not None)
+                try:
+                    apply_group(rt.kube, out.deployment, exists=snap.deployment is not None)
+                except GroupsNotInstalled:  # removed since it was read: the next pass says so in status
+                    rt.groups.found_absent(time.monotonic())
+                    out.requeue(0.1)
             else:
                 rt.kube.apply(out.deployment, exists=snap.deployment is not None)
     if out.scale_to_zero:
@@ -383,6 +388,27 @@ def _service_via(workload: DeploymentView | None, body: dict[str, Any]) -> tuple
     return (holder.uid,) if _multi_node(body) and holder is not None and holder.uid else ()
 
 
+def _group_view(rt: Runtime, body: dict[str, Any], namespace: str, name: str,
+                deployment: DeploymentView | None) -> tuple[DeploymentView | None, bool]:
+    """For a multi-node server: its LeaderWorkerSet (read when the Deployment index has nothing, or when the view
+    is this process's own write: the group's uid decides whose its headless Service is), and whether the API
+    server serves LeaderWorkerSets at all (``GroupsMemo``: asked at most once a minute while it does not)."""
+    if not _multi_node(body):
+        return deployment, True
+    now = time.monotonic()
+    if rt.groups.absent(now):
+        return deployment, False
+    try:
+        if deployment is None:  # not in the Deployment index: read the LeaderWorkerSet
+            deployment = deployment_view(get_group(rt.kube, namespace, name))
+        elif not (deployment.holder and deployment.holder.uid):
+            deployment = deployment_view(get_group(rt.kube, namespace, name)) or deployment
+    except GroupsNotInstalled:
+        rt.groups.found_absent(now)
+        return deployment, False
+    return deployment, True
+
+
 def _ours(view: DeploymentView | None, uid: str) -> DeploymentView | None:
     """``view`` when the workload is the server's (or its holder is not known: a view built, not read)."""
     if view is None or view.holder is None or view.holder.owns(uid, "Deployment"):
@@ -427,11 +453,7 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         uid = str(body["metadata"].get("uid") or "")
         if isinstance(deployment, _Unknown):
             deployment = deployment_view(rt.kube.get_deployment(namespace, name))
-        if deployment is None and _multi_node(body):  # not in the Deployment index: read the LeaderWorkerSet
-            deployment = deployment_view(get_group(rt.kube, namespace, name))
-        if _multi_node(body) and deployment is not None and not (deployment.holder and deployment.holder.uid):
-            # this process's own write, not yet indexed: the group's uid decides whose its headless Service is
-            deployment = deployment_view(get_group(rt.kube, namespace, name)) or deployment
+        deployment, groups_served = _group_view(rt, body, namespace, name, deployment)
         deployment = _ours(deployment, uid)
         if isinstance(service_port, _Unknown):
             service_port = rt.kube.service_port(namespace, name)
@@ -456,6 +478,7 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             scaling=_own_scaling(read_scaling(rt.kube, rt.keda, rt.settings.keda_enabled, namespace, name,
                                               spec_dict.get("autoscaling") is not None, old.autoscaling is not None),
                                  uid),
+            groups_served=groups_served,
         )
         engine_text = str((snap.spec.get("engine") or {}).get("kind", ""))
         # None (an invalid spec, which converge refuses before any diagnosis): classify knows every engine's text

@@ -11,7 +11,7 @@ from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import BudgetBytes, EffectiveStatus, Phase, PlanStatus, Reason
 from ctxfit.budget.calibrate import CalibrationTable
 from ctxfit.budget.planner import Plan, plan
-from ctxfit.vocab.inputs import PlanInputError
+from ctxfit.vocab.inputs import PlanInputError, check_pipeline, known_layers
 
 from ..settings import Settings
 from ..views.pods import GPUNode, PodView, describe_nodes, eligible_nodes
@@ -55,6 +55,11 @@ def plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Settings
 def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings, now: str) -> bool:
     """Choose a node and plan. Returns True when attempt 1 was created (False: waiting or failed)."""
     st = out.status
+    try:  # a verdict the nodes cannot change comes before waiting for nodes (pipeline 64 on 32 layers)
+        check_pipeline(spec, known_layers(spec))
+    except PlanInputError as exc:
+        mark_failed_spec(out, str(exc), now, snap.generation)
+        return False
     operator_image = settings.image_for(spec.engine.kind.value)
     nodes = eligible_nodes(spec, snap.nodes, operator_image)
     shortage = group_shortage(spec, nodes)

@@ -82,6 +82,7 @@ class Snapshot:
     claim: ClaimView | None = None
     download_log: Callable[[PodView], str] | None = None
     scaling: ScalingSnapshot | None = None
+    groups_served: bool = True
 
 
 @dataclass

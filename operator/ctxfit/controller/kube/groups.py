@@ -9,6 +9,7 @@ create, patch (chart ``templates/rbac.yaml``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -16,19 +17,49 @@ from kubernetes.client.exceptions import ApiException
 from ctxfit.render.leaderworkerset import LWS_PLURAL
 
 from .client import Kube, _json
-from .custom import CustomResource, apply_custom_object, patch_custom_object
+from .custom import CustomResource, apply_custom_object, patch_custom_object, resource_missing
 
 LWS_GROUP = "leaderworkerset.x-k8s.io"
 LWS_VERSION = "v1"
 LWS = CustomResource(LWS_GROUP, LWS_VERSION, LWS_PLURAL)
 
 
+class GroupsNotInstalled(Exception):
+    """The API server does not serve ``leaderworkersets.leaderworkerset.x-k8s.io`` (the LWS CRD not installed)."""
+
+
+ABSENT_MEMO_SECONDS = 60.0
+"""LeaderWorkerSets found not served: no server asks again before this many seconds (one 404 per minute, not
+one per pass of every multi-node server)."""
+
+
+@dataclass
+class GroupsMemo:
+    """Shared by all reconciles (on ``Runtime``): when LeaderWorkerSets were found not served, until when."""
+
+    absent_until: float = 0.0
+
+    def absent(self, now: float) -> bool:
+        """Found not served less than ``ABSENT_MEMO_SECONDS`` ago."""
+        return now < self.absent_until
+
+    def found_absent(self, now: float) -> None:
+        """Remember that the API server does not serve LeaderWorkerSets."""
+        self.absent_until = now + ABSENT_MEMO_SECONDS
+
+
 def get_group(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
-    """The LeaderWorkerSet as a plain dict, None when absent."""
+    """The LeaderWorkerSet as a plain dict, None when absent.
+
+    Raises:
+        GroupsNotInstalled: the resource type itself is not served.
+    """
     try:
         rsp = kube.custom.get_namespaced_custom_object(LWS_GROUP, LWS_VERSION, namespace, LWS_PLURAL, name,
                                                        _preload_content=False)
     except ApiException as exc:
+        if resource_missing(exc):
+            raise GroupsNotInstalled(str(exc.reason)) from exc
         if exc.status == 404:
             return None
         raise
@@ -37,8 +68,18 @@ def get_group(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
 
 def apply_group(kube: Kube, obj: dict[str, Any], *, exists: bool) -> None:
     """Create the LeaderWorkerSet, or replace its spec/labels/annotations (``customkube.apply_custom_object``;
-    a stale ``exists`` is corrected). Raises ``ApiException`` (a 404 for the resource type: LWS not installed)."""
-    apply_custom_object(kube, LWS, obj, exists=exists)
+    a stale ``exists`` is corrected).
+
+    Raises:
+        GroupsNotInstalled: the resource type is not served (the LWS CRD not installed).
+        ApiException: any other refusal.
+    """
+    try:
+        apply_custom_object(kube, LWS, obj, exists=exists)
+    except ApiException as exc:
+        if resource_missing(exc):
+            raise GroupsNotInstalled(str(exc.reason)) from exc
+        raise
 
 
 def scale_group_to_zero(kube: Kube, namespace: str, name: str, owner: str) -> None:

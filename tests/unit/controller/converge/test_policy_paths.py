@@ -57,8 +57,8 @@ PATHS: dict[str, tuple[str, Any, dict[str, Any], dict[str, Any], str]] = {
                        {"allowed_host_path_prefixes": ("/",)}, "system directory"),
     "host-path-etc": ("model.cache", {"hostPath": {"path": "/etc/kubernetes"}}, {},
                       {"allowed_host_path_prefixes": ("/etc/kubernetes",)}, "system directory"),
-    "host-path-dotdot": ("model.cache", {"hostPath": {"path": "/models/../var/lib/kubelet"}}, {},
-                         {"allowed_host_path_prefixes": ("/var/lib/kubelet",)}, "system directory"),
+    "host-path-kubelet": ("model.cache", {"hostPath": {"path": "/var/lib/kubelet/pods"}}, {},
+                          {"allowed_host_path_prefixes": ("/var/lib/kubelet",)}, "system directory"),
     "host-path-slashes": ("model.cache", {"hostPath": {"path": "//etc//"}}, {},
                           {"allowed_host_path_prefixes": ("/etc",)}, "system directory"),
     "host-path-off": ("model.cache", {"hostPath": {"path": "/mnt/models"}}, {"allow_host_path": False},
@@ -108,6 +108,22 @@ def test_a_dedicated_cache_directory_is_allowed_by_default(path: str) -> None:
 def test_system_directories_are_refused_by_default(path: str) -> None:
     refused = host_path_refusal(path, settings())
     assert refused is not None and "system directory" in refused
+
+
+@pytest.mark.parametrize(("path", "value"), [
+    ("model.cache", {"hostPath": {"path": "/models/../var/lib/kubelet"}}),
+    ("model.cache", {"persistentVolumeClaim": {"claimName": "shared", "subPath": "../../etc"}}),
+    ("model.cache", {"persistentVolumeClaim": {"claimName": "shared", "subPath": "/etc"}}),
+    ("model.cache", {"persistentVolumeClaim": {"claimName": "Not_A_Claim"}}),
+    ("model.tokenSecretRef", {"name": "Not_A_Secret"}),
+    ("model.tokenSecretRef", {"name": "hf", "key": "a key"}),
+])
+def test_what_kubernetes_would_refuse_in_the_pod_is_refused_by_the_spec(path: str, value: Any) -> None:
+    """Issue 28, item 7: a hostPath or subPath with ``..`` (core ``validatePathNoBacksteps``,
+    ``validateLocalDescendingPath``), names that are not object names: refused before anything renders (the CRD
+    carries the same rules: tests/e2e/test_faults_objects.py)."""
+    with pytest.raises(ValueError):
+        spec_with(path, value)
 
 
 def test_ordinary_annotations_stay_allowed() -> None:
