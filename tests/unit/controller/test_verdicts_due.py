@@ -6,10 +6,20 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from ctxfit.controller import reconcile as reconcile_module
+from ctxfit.controller import rejections
 from ctxfit.controller.reconcile import reconcile
 
 from tests.unit.controller.test_ownership_property import H100, NS, SERVED
-from tests.unit.controller.test_refusal_storms import KEY, NAME, Clock, clock, runtime, world  # noqa: F401 - clock
+from tests.unit.controller.test_refusal_storms import KEY, NAME, Clock, runtime, world
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(reconcile_module.time, "monotonic", fake)
+    monkeypatch.setattr(rejections.time, "monotonic", fake)
+    return fake
 
 
 def test_a_multi_node_server_without_leaderworkersets_says_so_once_and_looks_again_slowly(clock: Clock) -> None:
