@@ -20,6 +20,9 @@ from .base import WireModel
 from .effective import EffectiveConfig
 from .model_cache import ModelStatus
 from .observed import ObservedStatus
+from .resolution import ResolvedModel
+
+ModelStatus.model_rebuild(_types_namespace={"ResolvedModel": ResolvedModel})
 
 
 class Phase(StrEnum):
@@ -44,6 +47,7 @@ class ConditionType(StrEnum):
     ADMITTED = "Admitted"
     WEIGHTS_CACHED = "WeightsCached"
     AUTOSCALING = "Autoscaling"
+    MODEL_RESOLVED = "ModelResolved"
 
 
 class Reason(StrEnum):
@@ -80,6 +84,16 @@ class Reason(StrEnum):
     PRELOADED = "Preloaded"
     NOT_CACHED = "NotCached"
     CLAIM_GROWN = "ClaimGrown"
+    # ModelResolved (resolution of spec.model before the first plan; docs/design/model-resolution.md)
+    RESOLVED = "Resolved"
+    RESOLVING = "Resolving"
+    HUB_UNREACHABLE = "HubUnreachable"
+    MODEL_ACCESS_DENIED = "ModelAccessDenied"
+    MODEL_NOT_FOUND = "ModelNotFound"
+    REVISION_NOT_FOUND = "RevisionNotFound"
+    UNSUPPORTED_ARCHITECTURE = "UnsupportedArchitecture"
+    INVALID_CHECKPOINT = "InvalidCheckpoint"
+    REVISION_MOVED = "RevisionMoved"
     # Events only
     OBSERVED = "Observed"
     PLANNED = "Planned"

@@ -43,6 +43,7 @@ from ctxfit.render.deployment import CONTAINER_NAME, render_pod_template
 from ctxfit.render.leaderworkerset import render_service_for, render_workload
 from ctxfit.vocab.inputs import PlanInputError
 from ctxfit.vocab.kinds import Failure
+from ctxfit.vocab.modelsource import ModelSource
 
 from ..settings import Settings
 from ..views.cache import ClaimView, StorageView
@@ -50,12 +51,13 @@ from ..views.nodes import failed_driver_nodes, required_cuda
 from ..views.pod_facts import engine_digest
 from ..views.pods import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes
 from ..views.workloads import describe_drift, drifted
-from . import policy
+from . import policy, resolution
 from .attempts import record_failure
 from .autoscaling import ScalingSnapshot, converge_autoscaling, leave_replicas, pause_live, wanted_replicas
 from .cache import observe_download, resolve
 from .group_restarts import follow_group, reopen_group
 from .groups import best_group_node, group_shortage, most_telling_failure, pods_for_ready
+from .resolution import ResolutionRequest, ResolutionView
 from .status import EventNote, mark_failed_spec, mark_no_node, mark_phase, plan_status
 from .verify import ReadStartup, mark_clamped, observe_startup
 from .waiting import attempt_pods, follow_pods, reopen
@@ -93,6 +95,7 @@ class Snapshot:
     claim: ClaimView | None = None
     download_log: Callable[[PodView], str] | None = None
     scaling: ScalingSnapshot | None = None
+    resolution: ResolutionView | None = None
 
 
 @dataclass
@@ -117,6 +120,9 @@ class Outcome:
     scaled_object: dict[str, Any] | None = None
     scaled_object_delete: bool = False
     scaled_object_pause: bool = False
+    resolution_request: ResolutionRequest | None = None
+    replan_resolution: bool = False
+    plan_result: Plan | None = None
 
     def requeue(self, seconds: float) -> None:
         """Look again after ``seconds`` at the latest (keeps the earliest request)."""
@@ -138,9 +144,11 @@ def spec_key(spec: InferenceServerSpec) -> str:
 
 
 def _plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Settings,
-              pin: dict[str, Any] | None = None, calibration: CalibrationTable | None = None) -> Plan:
+              pin: dict[str, Any] | None = None, calibration: CalibrationTable | None = None,
+              model: ModelSource | None = None) -> Plan:
     return plan(
         spec,
+        model=model,
         node_product=node.product if node else None,
         node_gpu_memory_mib=node.gpu_memory_mib if node else None,
         node_compute_capability=node.compute if node else None,
@@ -151,10 +159,10 @@ def _plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Setting
     )
 
 
-def _start_over(out: Outcome, key: str, now: str) -> None:
+def _start_over(out: Outcome, key: str, now: str, announce: bool = True) -> None:
     st = out.status
     cur = st.current_attempt
-    if st.spec_key is not None:
+    if st.spec_key is not None and announce:
         out.events.append(EventNote("Normal", Reason.SPEC_CHANGED, "spec changed: planning again"))
     if cur is not None and cur.outcome is AttemptOutcome.RUNNING:
         cur.outcome, cur.finished_at = AttemptOutcome.SUPERSEDED, now
@@ -163,8 +171,10 @@ def _start_over(out: Outcome, key: str, now: str) -> None:
     st.attempts = []
 
 
-def _first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings, now: str) -> bool:
-    """Choose a node and plan. Returns True when attempt 1 was created (False: waiting or failed)."""
+def _first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings, now: str,
+                model: ModelSource | None = None) -> bool:
+    """Choose a node and plan (with the resolved ``model``, when one was read). Returns True when attempt 1 was
+    created (False: waiting or failed); the plan, when one was made, is ``out.plan_result``."""
     st = out.status
     nodes = eligible_nodes(spec, snap.nodes)
     shortage = group_shortage(spec, nodes)
@@ -175,10 +185,11 @@ def _first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, setting
         return False
     node = best_group_node(spec, nodes)
     try:
-        result = _plan_for(spec, node, settings, calibration=snap.calibration)
+        result = _plan_for(spec, node, settings, calibration=snap.calibration, model=model)
     except (PlanInputError, ValueError) as exc:
         mark_failed_spec(out, str(exc), now, snap.generation)
         return False
+    out.plan_result = result
     st.node_product = spec.gpu.product or node.product
     st.plan = plan_status(result, spec, node, settings.default_headroom)
     if not result.fits:
@@ -246,7 +257,7 @@ def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, se
             (failed, diagnose(failed, failed.restart_count))
         node = _node_of(snap, failed, st.node_product)
         record_failure(out, spec, cur, failed, failure, node, settings, snap.now, snap.generation,
-                       lambda s, pin: _replan(s, pin, node, settings))
+                       lambda s, pin: _replan(s, pin, node, settings, out))
         return
     groups = snap.deployment.replicas if snap.deployment is not None else None
     if follow_group(out, spec, cur, pods, settings.group_restart_budget, now, snap.generation, groups):
@@ -264,7 +275,7 @@ def _observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, se
             node = _node_of(snap, ready[0], st.node_product)
             observe_startup(out, spec, ready[0], read_startup, uid=snap.uid, server=f"{snap.namespace}/{snap.name}",
                             node=node, settings=settings, now=snap.now, generation=snap.generation,
-                            replan=lambda s, pin: _replan(s, pin, node, settings))
+                            replan=lambda s, pin: _replan(s, pin, node, settings, out))
     elif cur.not_before is None or parse_rfc3339(cur.not_before) <= snap.now:
         follow_pods(out, cur, pods, gone, snap.deployment, node_names, now, snap.generation)
 
@@ -296,11 +307,15 @@ def _record(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: S
     assert cur is not None
     node = _node_of(snap, pod, out.status.node_product)
     record_failure(out, spec, cur, pod, failure, node, settings, snap.now, snap.generation,
-                   lambda s, pin: _replan(s, pin, node, settings), decision=decision)
+                   lambda s, pin: _replan(s, pin, node, settings, out), decision=decision)
 
 
 def _replan(spec: InferenceServerSpec, pin: dict[str, Any], node: GPUNode | None,
-            settings: Settings) -> tuple[int, str]:
+            settings: Settings, out: Outcome) -> tuple[int, str]:
+    """A re-plan of the same spec (step-down, verify): the resolved architecture and weights come back from
+    ``status.model.resolved`` (no Hub request)."""
+    model = out.status.model
+    spec = resolution.inputs_from_status(spec, model.resolved if model is not None else None)
     result = _plan_for(spec, node, settings, pin=pin)
     return result.context_length, (result.reasons[-1] if result.reasons else "")
 
@@ -375,10 +390,17 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
         return out
     policy.mark_admitted(out, now, snap.generation)
     key = spec_key(spec)
+    spec_changed = st.spec_key is not None and st.spec_key != key  # (a first pass is no change)
     if st.spec_key != key:
         _start_over(out, key, now)
-    if st.plan is None:
-        _first_plan(snap, spec, out, settings, now)
+    found = resolution.step(snap, spec, out, now, settings, spec_changed)
+    if out.replan_resolution:  # a moving branch moved: plan again with the new commit
+        _start_over(out, key, now, announce=False)
+        found = resolution.step(snap, spec, out, now, settings, False)
+    if st.plan is None and found.ready:
+        _first_plan(snap, spec, out, settings, now, model=found.source)
+        if out.plan_result is not None:
+            resolution.record(out, spec, snap.namespace, found.source, out.plan_result, now, snap.generation)
     reopen(out, snap.generation, now)
     reopen_group(out, snap.generation, now)
     cache = resolve(snap, spec, out, now, settings.default_cache)
