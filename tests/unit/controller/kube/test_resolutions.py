@@ -242,3 +242,35 @@ def test_a_pod_of_that_name_not_owned_by_the_server_is_never_touched(hub: HubSta
     assert view is not None and view.error == "InvalidCheckpoint" and "not owned by llama" in view.detail
     assert not kube.rest.deleted
     res.close()
+
+
+def test_resolver_reads_a_preloaded_hugging_face_cache_offline(tmp_path: Path) -> None:
+    """A read-only claim holding the Hugging Face cache (what the download container leaves under HF_HOME) and a
+    repo id as the name: the resolver reads the cached snapshot, no network."""
+    repo = fixture_repo("Qwen/Qwen3-8B")
+    body = spec("Qwen/Qwen3-8B", revision="main",
+                cache={"persistentVolumeClaim": {"claimName": "weights", "readOnly": True}})
+    body["model"]["name"] = "acme/qwen3-8b-copy"  # in no catalog (a catalog model plans from the catalog)
+    wanted = need(InferenceServerSpec.model_validate(body), "team-a")
+    assert wanted.kind == "volume"
+    pod = resolver_pod(wanted, "q", "team-a", "uid-q", SETTINGS)
+    env = _kubelet_env(pod, {})
+    assert env["HF_HUB_OFFLINE"] == "1" and env["HF_HOME"] == "/models"
+    hf_home = tmp_path / "models"  # /models of the pod
+    snapshot = hf_home / "hub" / "models--acme--qwen3-8b-copy" / "snapshots" / repo.sha
+    snapshot.mkdir(parents=True)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text(repo.sha)
+    for name, f in repo.files.items():
+        path = snapshot / name
+        if f.header:
+            with path.open("wb") as out:
+                out.write(f.header)
+                out.truncate(f.size)
+        else:
+            path.write_bytes(f.content)
+    code, message = run_resolver(env | {"HF_HOME": str(hf_home), "CTXFIT_CACHE": str(tmp_path / "c")})
+    found = unpack(message)
+    assert code == 0, found
+    assert isinstance(found, ModelSource) and found.origin == "volume" and found.commit == repo.sha
+    assert found.checkpoint == repo.checkpoint()
