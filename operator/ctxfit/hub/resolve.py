@@ -97,7 +97,7 @@ def resolve_hub(repo: str, *, revision: str | None = None, token: str | bool | N
             meta = api.get_safetensors_metadata(repo, revision=sha)
             tensors = [Tensor(name, info_.dtype, tuple(info_.shape)) for fm in meta.files_metadata.values()
                        for name, info_ in fm.tensors.items()]
-            checkpoint = Checkpoint(group_tensors(tensors), tuple(meta.files_metadata),
+            checkpoint = Checkpoint(group_tensors(tensors), tuple(sorted(meta.files_metadata)),
                                     sum(files[f] or 0 for f in meta.files_metadata if f in files) or None)
         else:
             checkpoint = _fallback([(f, files[f] or 0) for f in files if f.endswith(WEIGHT_SUFFIXES)])
