@@ -37,7 +37,7 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.settings`` (no modu
 | ``CTXFIT_RESOLVE_BACKOFF_SECONDS`` | 5 | first retry of a resolution while the Hub is unreachable; doubles |
 | ``CTXFIT_RESOLVE_BACKOFF_MAX_SECONDS`` | 300 | cap of that wait |
 | ``CTXFIT_TOKEN_RECHECK_SECONDS`` | 600 | a token's ModelAccessDenied is retried this often (the Secret may be fixed) |
-| ``CTXFIT_RESOLVE_TIMEOUT_SECONDS`` | 120 | a resolution (or resolver pod run) not done by then counts as HubUnreachable |
+| ``CTXFIT_RESOLVE_TIMEOUT_SECONDS`` | 120 | a resolution (or resolver pod run) not done by then: HubUnreachable |
 | ``CTXFIT_RESOLVE_POLL_SECONDS`` | 2 | a server waiting for a resolution looks again this often |
 """
 
