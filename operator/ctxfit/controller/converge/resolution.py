@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from ctxfit.api import InferenceServerSpec
@@ -46,13 +45,12 @@ from ctxfit.vocab.checkpoint import quantization_config
 from ctxfit.vocab.hfconfig import architecture_from_hf_config
 from ctxfit.vocab.modelsource import ModelSource
 
-from .status import EventNote, mark_phase
+from .status import mark_phase
+from .types import EventNote, Need, Outcome, ResolutionRequest, ResolutionView, Snapshot
 
 if TYPE_CHECKING:
     from ..settings import Settings
-    from .flow import Outcome, Snapshot
 
-NeedKind = Literal["spec", "catalog", "hub", "token", "volume"]
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 WAITING_KINDS = frozenset({"HubUnreachable"})
 """Error kinds that are waiting, not failing (``ctxfit.hub.errors.ResolveKind.waiting``)."""
@@ -69,32 +67,6 @@ HINTS = {"ModelAccessDenied": "accept the model's terms on the Hub and set spec.
                                     "it",
          "InvalidCheckpoint": "check the repository's config.json and safetensors files",
          "HubUnreachable": "waiting for the Hub (or HF_ENDPOINT's mirror); nothing is started meanwhile"}
-
-
-@dataclass(frozen=True)
-class Need:
-    """What resolution the spec needs: ``kind`` and the key the I/O layer shares it under.
-
-    Attributes:
-        kind: see the module docstring.
-        key: sharing key (kind first).
-        repo: repository id, or the path inside the volume.
-        revision: ``spec.model.revision`` (``main`` when unset).
-        secret: ``(name, key)`` of the token Secret (``token``).
-        claim: ``(claimName, subPath)`` of the preloaded claim (``volume``).
-    """
-
-    kind: NeedKind
-    key: tuple[str, ...]
-    repo: str
-    revision: str = "main"
-    secret: tuple[str, str] | None = None
-    claim: tuple[str, str] | None = None
-
-    @property
-    def reads(self) -> bool:
-        """True when something must be read (hub, token, volume)."""
-        return self.kind in ("hub", "token", "volume")
 
 
 def need(spec: InferenceServerSpec, namespace: str) -> Need:
@@ -115,41 +87,6 @@ def need(spec: InferenceServerSpec, namespace: str) -> Need:
         secret = (model.token_secret_ref.name, model.token_secret_ref.key)
         return Need("token", ("token", namespace, *secret, model.name, revision), model.name, revision, secret=secret)
     return Need("hub", ("hub", model.name, revision), model.name, revision)
-
-
-@dataclass(frozen=True)
-class ResolutionView:
-    """What the I/O layer knows for a key (``kube.resolution``).
-
-    Attributes:
-        key: the ``Need.key`` asked about.
-        source: the resolved model, when resolved.
-        resolved_at: when it was resolved.
-        error: the typed failure (``ResolveKind`` value), when the last try failed.
-        detail: what the source said (one line).
-        retry_at: when the I/O layer tries again (waiting errors, and a token's denial).
-        in_flight: a resolution for this key is running (the operator's own, or a resolver pod).
-        pod: the resolver pod's name and what it is doing (``Pending: Unschedulable ...``), when one runs.
-    """
-
-    key: tuple[str, ...]
-    source: ModelSource | None = None
-    resolved_at: datetime | None = None
-    error: str | None = None
-    detail: str = ""
-    retry_at: datetime | None = None
-    in_flight: bool = False
-    pod: str | None = None
-
-
-@dataclass(frozen=True)
-class ResolutionRequest:
-    """Ask the I/O layer to resolve ``need`` (it dedupes per key). ``forget_error``: drop the key's cached error
-    first (the spec changed); ``recheck``: refresh a resolved moving branch in the background."""
-
-    need: Need
-    forget_error: bool = False
-    recheck: bool = False
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,8 @@ from ctxfit.render.cache import CACHE_MOUNT_PATH
 from ctxfit.render.labels import MANAGED_BY, owner_reference
 from ctxfit.vocab.modelsource import ModelSource, unpack
 
-from ..converge.resolution import Need, ResolutionRequest, ResolutionView, need
+from ..converge.resolution import need
+from ..converge.types import Need, ResolutionRequest, ResolutionView
 from ..settings import Settings
 from .client import Kube
 from .rest import PODS

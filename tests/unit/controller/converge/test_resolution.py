@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import ConditionType, InferenceServerStatus
-from ctxfit.controller.converge.flow import Outcome, converge
-from ctxfit.controller.converge.resolution import ResolutionView, inputs_from_status, need
+from ctxfit.controller.converge import converge
+from ctxfit.controller.converge.resolution import inputs_from_status, need
+from ctxfit.controller.converge.types import Outcome, ResolutionView
 from ctxfit.vocab.modelsource import ModelSource
 
 from tests.hubfixtures.repos import fixture_entries, fixture_repo
-from tests.unit.controller.converge.test_flow import H100, NOW, SETTINGS, never, snapshot
+from tests.unit.controller.builders import H100, NOW, SETTINGS, never, snapshot
 
 REPO = "Qwen/Qwen2.5-7B"  # in no catalog
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 from ctxfit.api import InferenceServerSpec
-from ctxfit.controller.converge.resolution import ResolutionRequest, need
+from ctxfit.controller.converge.resolution import need
+from ctxfit.controller.converge.types import ResolutionRequest
 from ctxfit.controller.kube.resolution import RESOLVER_CONTAINER, Resolutions, resolver_pod
 from ctxfit.controller.settings import Settings
 from ctxfit.hub.resolver import run as run_resolver
