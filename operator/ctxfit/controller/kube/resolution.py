@@ -299,6 +299,18 @@ def _needs_nothing(spec: dict[str, Any]) -> bool:
     return lookup_model(name) is not None
 
 
+def _toleration(text: str) -> dict[str, str]:
+    """``key[=value][:Effect]`` -> a core/v1 Toleration (``Equal`` with a value, else ``Exists``)."""
+    spec, _, effect = text.partition(":")
+    key, eq, value = spec.partition("=")
+    out = {"key": key.strip(), "operator": "Equal" if eq else "Exists"}
+    if eq:
+        out["value"] = value.strip()
+    if effect.strip():
+        out["effect"] = effect.strip()
+    return out
+
+
 def _owned_by(pod: dict[str, Any], uid: str) -> bool:
     refs = (pod.get("metadata") or {}).get("ownerReferences") or []
     return any(r.get("uid") == uid and r.get("kind") == KIND and r.get("controller") for r in refs)
@@ -346,6 +358,7 @@ def resolver_pod(wanted: Need, server: str, namespace: str, uid: str, settings: 
             "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [{
                 "name": RESOLVER_CONTAINER, "image": settings.resolver_image or "ctxfit-operator:dev",
+                "imagePullPolicy": "IfNotPresent",
                 "command": ["python", "-m", "ctxfit.hub.resolver"], "env": env, "volumeMounts": mounts,
                 "terminationMessagePolicy": "File",
                 "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
@@ -353,5 +366,9 @@ def resolver_pod(wanted: Need, server: str, namespace: str, uid: str, settings: 
                                     "capabilities": {"drop": ["ALL"]}},
             }],
             "volumes": volumes,
+            **({"nodeSelector": dict(item.split("=", 1) for item in settings.resolver_node_selector if "=" in item)}
+               if settings.resolver_node_selector else {}),
+            **({"tolerations": [_toleration(t) for t in settings.resolver_tolerations]}
+               if settings.resolver_tolerations else {}),
         },
     }

@@ -275,3 +275,14 @@ def test_resolver_reads_a_preloaded_hugging_face_cache_offline(tmp_path: Path) -
     assert code == 0, found
     assert isinstance(found, ModelSource) and found.origin == "volume" and found.commit == repo.sha
     assert found.checkpoint == repo.checkpoint()
+
+
+def test_resolver_pods_can_be_pinned_to_a_pool() -> None:
+    settings = Settings(metrics_port=0, health_port=0, resolver_node_selector="pool=cpu,zone=a",
+                        resolver_tolerations="dedicated=cpu:NoSchedule,spot")
+    wanted = need(InferenceServerSpec.model_validate(spec("acme/x", tokenSecretRef={"name": "hf"})), "ns")
+    pod = resolver_pod(wanted, "x", "ns", "uid", settings)
+    assert pod["spec"]["nodeSelector"] == {"pool": "cpu", "zone": "a"}
+    assert pod["spec"]["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "cpu",
+                                           "effect": "NoSchedule"}, {"key": "spot", "operator": "Exists"}]
+    assert pod["spec"]["containers"][0]["imagePullPolicy"] == "IfNotPresent"
