@@ -68,3 +68,33 @@ def test_a_gated_repo_is_resolved_by_a_resolver_pod_that_really_runs(
     assert ready["status"]["model"]["resolved"]["sha"] == fixture_repo(repo).sha
     api.wait(lambda: not api.core.list_namespaced_pod(api.namespace, label_selector="ctxfit.io/resolver=llama").items,
              "the resolver pod deleted", timeout=60)
+
+
+def test_a_preloaded_claim_is_resolved_by_a_resolver_pod_that_really_mounts_it(
+        api: ServerClient, node_op: OperatorProcess, node_hub: HubStandIn) -> None:
+    api.core.create_namespaced_persistent_volume_claim(api.namespace, {
+        "metadata": {"name": "weights"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "20Gi"}}}})
+    claim = api.wait(lambda: (c := api.core.read_namespaced_persistent_volume_claim("weights", api.namespace))
+                     and c.status.phase == "Bound" and c, "the claim bound")
+    root = Path(api.core.read_persistent_volume(claim.spec.volume_name).spec.host_path.path)
+    checkout = root / "preloaded" / "qwen3-8b"
+    checkout.mkdir(parents=True, exist_ok=True)
+    for name, f in fixture_repo("Qwen/Qwen3-8B").files.items():
+        path = checkout / name
+        if f.header:
+            with path.open("wb") as out:
+                out.write(f.header)
+                out.truncate(f.size)  # sparse: only the headers are real bytes
+        else:
+            path.write_bytes(f.content)
+    for p in [root, root / "preloaded", checkout, *checkout.iterdir()]:  # readable by the image's user
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    before = len(node_hub.requests)
+    api.create(server("preloaded", "/models/qwen3-8b", cache={"persistentVolumeClaim": {
+        "claimName": "weights", "subPath": "preloaded", "readOnly": True}}))
+    ready = api.wait_phase("preloaded", "Ready", timeout=180)
+    resolved = ready["status"]["model"]["resolved"]
+    assert resolved["source"] == "volume" and resolved["repo"] == "/models/qwen3-8b"
+    assert resolved["checkpointBytes"] == fixture_repo("Qwen/Qwen3-8B").checkpoint().checkpoint_bytes
+    assert len(node_hub.requests) == before  # read from the volume, not the Hub
