@@ -93,6 +93,7 @@ class Reason(StrEnum):
     REVISION_NOT_FOUND = "RevisionNotFound"
     UNSUPPORTED_ARCHITECTURE = "UnsupportedArchitecture"
     INVALID_CHECKPOINT = "InvalidCheckpoint"
+    RESOLVER_NOT_CONFIGURED = "ResolverNotConfigured"
     REVISION_MOVED = "RevisionMoved"
     # Events only
     OBSERVED = "Observed"

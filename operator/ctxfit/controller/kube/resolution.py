@@ -147,6 +147,11 @@ class Resolutions:
         if wanted.kind == "hub":
             self._pool.submit(self._resolve_inline, wanted)
             return
+        if not self.settings.resolver_image:
+            self._finish(wanted.key, None, "ResolverNotConfigured",
+                         "a resolver pod is needed (a token Secret or a preloaded claim) and CTXFIT_RESOLVER_IMAGE is "
+                         "not set")
+            return
         try:
             self._create_pod(wanted, body)
         except Exception as exc:  # noqa: BLE001 - the key fails, the server says why
@@ -357,7 +362,7 @@ def resolver_pod(wanted: Need, server: str, namespace: str, uid: str, settings: 
             "enableServiceLinks": False,
             "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [{
-                "name": RESOLVER_CONTAINER, "image": settings.resolver_image or "ctxfit-operator:dev",
+                "name": RESOLVER_CONTAINER, "image": settings.resolver_image,
                 "imagePullPolicy": "IfNotPresent",
                 "command": ["python", "-m", "ctxfit.hub.resolver"], "env": env, "volumeMounts": mounts,
                 "terminationMessagePolicy": "File",

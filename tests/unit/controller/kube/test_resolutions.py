@@ -286,3 +286,15 @@ def test_resolver_pods_can_be_pinned_to_a_pool() -> None:
     assert pod["spec"]["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "cpu",
                                            "effect": "NoSchedule"}, {"key": "spot", "operator": "Exists"}]
     assert pod["spec"]["containers"][0]["imagePullPolicy"] == "IfNotPresent"
+
+
+def test_no_resolver_image_is_a_clear_failure_not_a_stuck_pod() -> None:
+    kube = FakeKube()
+    res = Resolutions(kube, Settings(metrics_port=0, health_port=0), lambda key: None)  # type: ignore[arg-type]
+    body = spec("acme/x", tokenSecretRef={"name": "hf"})
+    wanted = need(InferenceServerSpec.model_validate(body), "ns")
+    res.request(("ns", "x"), ResolutionRequest(wanted), {"metadata": {"namespace": "ns", "name": "x", "uid": "u"}})
+    view = res.view(("ns", "x"), body)
+    assert view is not None and view.error == "ResolverNotConfigured" and "CTXFIT_RESOLVER_IMAGE" in view.detail
+    assert not kube.rest.pods
+    res.close()
