@@ -352,6 +352,7 @@ def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate:
 
 
 def main() -> int:
+    global MODEL  # the servers' model (--model), read by the body builder and the Hub figures
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=120,
@@ -374,7 +375,6 @@ def main() -> int:
     parser.add_argument("--kubeconfig", default=os.environ.get("CTXFIT_KUBECONFIG"),
                         help="reuse a running cluster (default: start a temporary one)")
     args = parser.parse_args()
-    global MODEL
     MODEL = args.model
     threads = tuple(n for n in (int(part) for part in args.ceiling_threads.split(",") if part.strip()) if n > 0)
     if args.kubeconfig:
