@@ -15,6 +15,7 @@ from typing import Any
 
 from ctxfit.api import EffectiveConfig, GiB, InferenceServerSpec
 from ctxfit.engines import BudgetTerms, Engine, get_engine
+from ctxfit.engines.flags import sliding_as_full
 from ctxfit.vocab.inputs import PlanInputError, PlanInputs, resolve_inputs
 
 from .calibrate import CalibrationTable, calibrate_engine
@@ -108,8 +109,10 @@ def plan(
         node_compute_capability=node_compute_capability,
         hf_config=hf_config,
     )
+    inputs, flag_notes = apply_engine_flags(get_engine(spec.engine.kind), inputs)
     engine, calibration_key, correction = calibrate_engine(get_engine(spec.engine.kind), inputs, calibration)
     reasons: list[str] = [correction.reason] if correction is not None else []
+    reasons.extend(flag_notes)
     if inputs.compute_capability is None:
         reasons.append("GPU compute capability unknown (product not in the catalog): KV dtype support not checked")
     requested_dtype = str((pin or {}).get("kv_cache_dtype") or spec.memory.kv_cache_dtype)
@@ -174,6 +177,37 @@ def plan(
         calibration_key=calibration_key.text(),
         calibration_bytes=correction.offset_bytes if correction is not None else 0,
     )
+
+
+def apply_engine_flags(engine: Engine, inputs: PlanInputs) -> tuple[PlanInputs, list[str]]:
+    """``inputs`` as the flags of ``spec.engine.args`` change them (``engines.flags``), with a note per flag.
+
+    Weights kept in host memory (``--cpu-offload-gb``) leave the GPU; sliding-window layers the engine keeps at full
+    length are budgeted as full attention. Flags in no parser ctxfit read are named in a note.
+
+    Raises:
+        PlanInputError: ``spec.engine.args`` sets a flag that is managed, refused, or conditional and not allowed
+            (the message names the flag and the spec field to use), or the spec asks for a flag the engine version
+            does not have (the field is the one that asks).
+    """
+    refused = engine.flag_refusals(inputs.spec)
+    if refused:
+        field = refused[0][0]
+        raise PlanInputError(field, "; ".join(m for f, m in refused if f == field))
+    effects = engine.flag_effects(inputs)
+    notes = list(effects.notes)
+    if effects.offload_weights_bytes:
+        on_gpu = max(0, inputs.weights_per_gpu_bytes - effects.offload_weights_bytes)
+        inputs = dataclasses.replace(
+            inputs, weights_per_gpu_bytes=on_gpu, loaded_weights_per_gpu_bytes=inputs.weights_per_gpu_bytes,
+            weights_source=f"{inputs.weights_source} - {effects.offload_weights_bytes / GiB:.2f} GiB --cpu-offload-gb")
+    if effects.sliding_as_full:
+        inputs = dataclasses.replace(inputs, architecture=sliding_as_full(inputs.architecture))
+    strange = engine.unknown_flags(inputs.spec)
+    if strange:
+        notes.append(f"engine.args: {', '.join(strange)} is in no {inputs.spec.engine.kind.value} version ctxfit read; "
+                     "its memory effect is not planned")
+    return inputs, notes
 
 
 def _refused(inputs: PlanInputs, engine: Engine, effective: EffectiveConfig, reasons: list[str]) -> Plan:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
 
 if TYPE_CHECKING:
+    from ctxfit.engines.flags import FlagEffects
     from ctxfit.vocab.inputs import PlanInputs
 
 
@@ -109,4 +110,18 @@ class Engine(Protocol):
 
     def engine_args(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> list[str]:
         """The engine's command line (program and flags, each flag and value a separate item)."""
+        ...
+
+    def flag_refusals(self, spec: InferenceServerSpec) -> list[tuple[str, str]]:
+        """Why the spec cannot run as planned: (spec field, message) per managed, refused or (not allowed)
+        conditional flag of ``engine.args`` (the message names the spec field to use), and per flag ctxfit would
+        render that the engine version does not have (``engines.flags``); empty when none."""
+        ...
+
+    def flag_effects(self, inputs: PlanInputs) -> FlagEffects:
+        """What the modelled flags of ``spec.engine.args`` change before budgeting (``engines.flags``)."""
+        ...
+
+    def unknown_flags(self, spec: InferenceServerSpec) -> list[str]:
+        """Flags of ``spec.engine.args`` in no version of the engine ctxfit read (their memory effect is unknown)."""
         ...

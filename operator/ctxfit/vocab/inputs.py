@@ -77,6 +77,14 @@ class PlanInputs:
     total_layers: int | None = None
     quantization: str | None = None
     architectures: tuple[str, ...] = ()
+    loaded_weights_per_gpu_bytes: int | None = None
+    """Weights read per GPU when some stay in host memory (``--cpu-offload-gb``: ``weights_per_gpu_bytes`` is then
+    what stays on the GPU); None when every weight read is on the GPU. Host memory and load time follow this."""
+
+    @property
+    def read_weights_per_gpu_bytes(self) -> int:
+        """Weights read from the checkpoint per GPU (host page cache, load time), bytes."""
+        return self.loaded_weights_per_gpu_bytes or self.weights_per_gpu_bytes
 
     @property
     def tp(self) -> int:

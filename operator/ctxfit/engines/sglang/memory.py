@@ -118,10 +118,11 @@ def default_max_running_requests(pool_tokens: int, context_length: int) -> int:
     return max(1, min(max(min(int(pool_tokens / context_length * 512), 4096), 2048), pool_tokens // 2))
 
 
-def budget(inputs: PlanInputs, effective: EffectiveConfig, *, chunked_prefill: int) -> BudgetTerms:
+def budget(inputs: PlanInputs, effective: EffectiveConfig, *, chunked_prefill: int, graphs_off: bool = False
+           ) -> BudgetTerms:
     """Per-GPU budget for SGLang. ``usable = fraction x pre_free = weights + kv``; the activation, CUDA-graph
     and other (communication + req_to_token) terms are what the ``1 - fraction`` slack must hold
-    (``outside_bytes``).
+    (``outside_bytes``); ``graphs_off``: no decode CUDA graph is captured (``flags.graphs_off``).
 
     Raises:
         ValueError: when ``effective.mem_fraction_static`` is unset.
@@ -131,7 +132,7 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, chunked_prefill: i
     pre_free = pre_free_bytes(inputs)
     usable = int(effective.mem_fraction_static * pre_free)
     activation = activation_reserve_bytes(chunked_prefill)
-    graphs = graph_reserve_bytes(effective.cuda_graph_max_batch_size)
+    graphs = 0 if graphs_off else graph_reserve_bytes(effective.cuda_graph_max_batch_size)
     other = comm_reserve_bytes(inputs.tp, inputs.pp) + req_to_token_bytes(
         effective.max_num_seqs, max(effective.context_length, 0)
     )
@@ -139,7 +140,8 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, chunked_prefill: i
         f"usable: mem-fraction-static {effective.mem_fraction_static} x {pre_free / GiB:.2f} GiB free at load",
         f"weights: {inputs.weights_source}",
         f"activation: SGLang reserve for a {chunked_prefill}-token prefill chunk (in the 1 - fraction slack)",
-        f"CUDA graphs: {effective.cuda_graph_max_batch_size} x 2 MiB (in the slack)",
+        "CUDA graphs: none (disabled in engine.args)" if graphs_off
+        else f"CUDA graphs: {effective.cuda_graph_max_batch_size} x 2 MiB (in the slack)",
         "other: communication buffers + req_to_token pool (in the slack)",
     )
     return BudgetTerms(
