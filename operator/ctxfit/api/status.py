@@ -227,6 +227,16 @@ class EffectiveStatus(WireModel):
     """/dev/shm emptyDir size in force, a quantity (`64Gi`)."""
     startup_timeout_seconds: int
     """Startup-probe budget in force, seconds."""
+    max_loras: int | None = None
+    """LoRA adapters the GPU buffers hold (vLLM `--max-loras`, SGLang `--max-loras-per-batch`). Omitted without
+    spec.lora."""
+    max_lora_rank: int | None = None
+    """Rank the LoRA buffers are sized for (`--max-lora-rank`). Omitted without spec.lora."""
+    max_cpu_loras: int | None = None
+    """LoRA adapters kept in host memory (vLLM `--max-cpu-loras`, SGLang `--max-loaded-loras`). Omitted without
+    spec.lora."""
+    num_speculative_tokens: int | None = None
+    """Draft tokens per step in force. Omitted without spec.speculative."""
 
     @classmethod
     def of(cls, effective: EffectiveConfig) -> EffectiveStatus:

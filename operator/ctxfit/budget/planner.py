@@ -21,7 +21,7 @@ from ctxfit.vocab.inputs import PlanInputError, PlanInputs, resolve_inputs
 from .calibrate import CalibrationTable, calibrate_engine
 from .context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT, ContextChoice, choose_context, step_down_context
 from .hybrid import max_sequences, split_pool, state_bytes_per_sequence
-from .kv import kv_layout
+from .kv import KVLayout, kv_layout
 from .parallel import parallelism_problems
 from .result import Fit, Plan
 
@@ -34,13 +34,31 @@ FRACTION_CEILING = 0.95
 """Highest mem-fraction-static ctxfit suggests."""
 
 
+def draft_bytes_per_token(inputs: PlanInputs, engine: Engine, target: KVLayout, kv_cache_dtype: str) -> int:
+    """KV bytes per token per GPU the draft's attention layers add: its own geometry (vLLM's drafter layers get
+    their own KV specs) or, where the engine assumes it or the draft has none, the target's per-layer bytes times
+    the draft's layers (SGLang ``pool_configurator``: "assumes the draft shares the target's per-layer KV size")."""
+    draft = inputs.draft
+    if draft is None or not draft.layers:
+        return 0
+    if draft.architecture is not None and engine.draft_own_geometry:
+        own = kv_layout(draft.architecture, tensor_parallel=inputs.tp, kv_cache_dtype=kv_cache_dtype)
+        return own.kv_bytes_per_token
+    stage_layers = -(-(inputs.architecture.num_layers or 1) // inputs.pp)
+    return target.kv_bytes_per_token * draft.layers // max(1, stage_layers)
+
+
 def _fit(inputs: PlanInputs, engine: Engine, terms: BudgetTerms, kv_cache_dtype: str) -> Fit:
+    sizing = engine.sizing_dtype(inputs, kv_cache_dtype)
     layout = kv_layout(
         inputs.architecture,
         tensor_parallel=inputs.tp,
         pipeline_parallel=inputs.pp,
-        kv_cache_dtype=engine.sizing_dtype(inputs, kv_cache_dtype),
+        kv_cache_dtype=sizing,
     )
+    if inputs.draft is not None and engine.draft_pool_in_budget(inputs):
+        extra = draft_bytes_per_token(inputs, engine, layout, sizing)
+        layout = dataclasses.replace(layout, full_bytes_per_token=layout.full_bytes_per_token + extra)
     block = engine.block_size(inputs)
     pool = terms.kv_cache_bytes - engine.null_blocks(inputs) * block * layout.kv_bytes_per_token
     if inputs.hybrid is not None:  # the state of one running sequence comes out of the token pool
@@ -190,7 +208,7 @@ def apply_engine_flags(engine: Engine, inputs: PlanInputs) -> tuple[PlanInputs, 
             (the message names the flag and the spec field to use), or the spec asks for a flag the engine version
             does not have (the field is the one that asks).
     """
-    refused = engine.flag_refusals(inputs.spec)
+    refused = engine.flag_refusals(inputs.spec) + engine.feature_problems(inputs)
     if refused:
         field = refused[0][0]
         raise PlanInputError(field, "; ".join(m for f, m in refused if f == field))
@@ -266,7 +284,7 @@ def _plan_step(inputs: PlanInputs, engine: Engine, effective: EffectiveConfig, g
     pool_tokens = max(0, fit.pool_bytes // max(1, fit.layout.kv_bytes_per_token))
     chosen = engine.finalize(inputs, chosen, pool_tokens)
     chosen, hybrid_note = _cap_sequences(inputs, chosen, terms, fit)
-    terms = engine.budget(inputs, chosen)
+    terms = _with_draft_pool(inputs, engine, engine.budget(inputs, chosen), fit, pool_tokens, chosen.kv_cache_dtype)
     rest = engine.check_rest(inputs, chosen, terms) if choice.fits else []
     blocking = engine.rest_blocking(inputs, chosen, terms) if choice.fits else []
     concurrency = 0.0
@@ -278,6 +296,23 @@ def _plan_step(inputs: PlanInputs, engine: Engine, effective: EffectiveConfig, g
     if hybrid_note and choice.fits:
         rest = [*rest, hybrid_note]
     return _Step(choice, fit, chosen, terms, rest, blocking, concurrency)
+
+
+def _with_draft_pool(inputs: PlanInputs, engine: Engine, terms: BudgetTerms, fit: Fit, pool_tokens: int,
+                     kv_cache_dtype: str) -> BudgetTerms:
+    """Where the draft's KV pool is sized after the target's (SGLang before 0.5.14: ``draft_runner_cache_size``
+    tokens of the draft's layers, ``model_runner.init_memory_pool``), it must fit outside the budget: add it as an
+    outside extra term."""
+    if inputs.draft is None or not inputs.draft.layers or engine.draft_pool_in_budget(inputs):
+        return terms
+    from ctxfit.engines.extras import ExtraTerm
+
+    per_token = draft_bytes_per_token(inputs, engine, fit.layout, engine.sizing_dtype(inputs, kv_cache_dtype))
+    pool = per_token * pool_tokens
+    term = ExtraTerm("draft KV pool", pool, False,
+                     f"{pool_tokens} tokens x {per_token} B of the draft's {inputs.draft.layers} layer(s), allocated "
+                     "after the target's pool (outside the budget)")
+    return dataclasses.replace(terms, outside_bytes=terms.outside_bytes + pool, extras=(*terms.extras, term))
 
 
 def _cap_sequences(

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
+from ctxfit.engines.extras import ExtraTerm
 
 if TYPE_CHECKING:
     from ctxfit.engines.flags import FlagEffects
@@ -14,7 +15,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class BudgetTerms:
-    """Per-GPU memory budget, bytes. ``usable = weights + activation + cuda_graph + other + kv_cache``.
+    """Per-GPU memory budget, bytes. ``usable = weights + activation + cuda_graph + other + in-budget extras +
+    kv_cache``.
 
     Attributes:
         total_bytes: NVML / GFD total of one GPU.
@@ -27,6 +29,7 @@ class BudgetTerms:
         kv_cache_bytes: the KV pool (may be negative: then nothing fits).
         outside_bytes: memory the engine uses outside ``usable`` (CUDA context, graphs not deducted).
         notes: one line per term explaining its source.
+        extras: the terms LoRA and speculative decoding add (``engines.extras.ExtraTerm``), each with its source.
     """
 
     total_bytes: int
@@ -39,6 +42,12 @@ class BudgetTerms:
     kv_cache_bytes: int
     outside_bytes: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    extras: tuple[ExtraTerm, ...] = ()
+
+    @property
+    def extra_in_budget_bytes(self) -> int:
+        """The extras that come out of the budget, bytes."""
+        return sum(e.bytes for e in self.extras if e.in_budget)
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,13 @@ class Engine(Protocol):
     preemption_metric: str
     waiting_metric: str
     command: tuple[str, ...]
+    draft_own_geometry: bool
+    """The draft's KV follows its own geometry (vLLM), else the target's per-layer size (SGLang)."""
+
+    def draft_pool_in_budget(self, inputs: PlanInputs) -> bool:
+        """The draft's KV shares the budgeted pool (each token costs target + draft bytes); False: a second pool
+        allocated after the target's, outside the budget."""
+        ...
 
     def default_image(self, version: str | None) -> str:
         """Container image for a version (the official one)."""
@@ -120,6 +136,10 @@ class Engine(Protocol):
 
     def flag_effects(self, inputs: PlanInputs) -> FlagEffects:
         """What the modelled flags of ``spec.engine.args`` change before budgeting (``engines.flags``)."""
+        ...
+
+    def feature_problems(self, inputs: PlanInputs) -> list[tuple[str, str]]:
+        """(spec field, message) for LoRA / speculative settings this engine version cannot run."""
         ...
 
     def unknown_flags(self, spec: InferenceServerSpec) -> list[str]:

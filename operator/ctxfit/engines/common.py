@@ -38,12 +38,12 @@ def container_defaults(inputs: PlanInputs, offload_bytes: int | None = None) -> 
     return memory, shm, startup
 
 
-def probe_effective(*, gpu_memory_utilization: float | None = None,
-                    mem_fraction_static: float | None = None) -> EffectiveConfig:
+def probe_effective(*, gpu_memory_utilization: float | None = None, mem_fraction_static: float | None = None,
+                    **knobs: int) -> EffectiveConfig:
     """A placeholder configuration to render an engine's flags with (which flags, not their values)."""
     return EffectiveConfig(context_length=1, gpu_memory_utilization=gpu_memory_utilization,
                            mem_fraction_static=mem_fraction_static, max_num_seqs=1, cuda_graph_max_batch_size=1,
-                           memory_limit_bytes=1, shm_bytes=1, startup_timeout_seconds=30)
+                           memory_limit_bytes=1, shm_bytes=1, startup_timeout_seconds=30, **knobs)
 
 
 def format_fraction(value: float) -> str:

@@ -22,7 +22,7 @@ from ctxfit.engines.common import container_defaults, format_fraction, probe_eff
 from ctxfit.engines.flags import FlagEffects, missing_in_version, refusals, unknown
 from ctxfit.vocab.version import parse_version
 
-from . import flags, memory
+from . import features, flags, memory
 
 if TYPE_CHECKING:
     from ctxfit.vocab.inputs import PlanInputs
@@ -47,6 +47,11 @@ class SGLang:
     preemption_metric = "sglang:num_retracted_reqs"
     waiting_metric = "sglang:num_queue_reqs"
     command: tuple[str, ...] = COMMAND
+    draft_own_geometry = False
+
+    def draft_pool_in_budget(self, inputs: PlanInputs) -> bool:
+        """See ``features.draft_pool_in_budget``."""
+        return features.draft_pool_in_budget(inputs)
 
     def default_image(self, version: str | None) -> str:
         """``lmsysorg/sglang:v<version>``."""
@@ -104,12 +109,12 @@ class SGLang:
         graphs_off = flags.graphs_off(flags.occurrences(spec))
         reserve_bs = 0 if graphs_off and inputs.engine_version >= flags.DISABLED_GRAPH_RESERVE_SINCE else max_bs
         fraction = spec.memory.mem_fraction_static or memory.default_mem_fraction_static(
-            gpu_mib, inputs.tp, inputs.pp, chunked, reserve_bs
+            gpu_mib, inputs.tp, inputs.pp, chunked, reserve_bs, extra_mib=features.reserve_mib(inputs)
         )
         pool = int(fraction * memory.pre_free_bytes(inputs)) - inputs.weights_per_gpu_bytes
         host = flags.host_bytes(spec, replica_weights_bytes=inputs.read_weights_per_gpu_bytes * inputs.tp * inputs.pp,
                                 kv_pool_bytes=pool)
-        mem_limit, shm, startup = container_defaults(inputs, host)
+        mem_limit, shm, startup = container_defaults(inputs, host + features.host_bytes(inputs))
         return EffectiveConfig(
             context_length=0,
             gpu_memory_utilization=None,
@@ -120,6 +125,7 @@ class SGLang:
             memory_limit_bytes=mem_limit,
             shm_bytes=shm,
             startup_timeout_seconds=startup,
+            **features.default_knobs(inputs),
         )
 
     def finalize(self, inputs: PlanInputs, effective: EffectiveConfig, pool_tokens: int) -> EffectiveConfig:
@@ -132,7 +138,8 @@ class SGLang:
     def budget(self, inputs: PlanInputs, effective: EffectiveConfig) -> BudgetTerms:
         """See ``memory.budget``."""
         graphs_off = flags.graphs_off(flags.occurrences(inputs.spec))
-        return memory.budget(inputs, effective, chunked_prefill=self._chunked_prefill(inputs), graphs_off=graphs_off)
+        return memory.budget(inputs, effective, chunked_prefill=self._chunked_prefill(inputs), graphs_off=graphs_off,
+                             extras=features.extra_terms(inputs, effective))
 
     def check_rest(self, inputs: PlanInputs, effective: EffectiveConfig, terms: BudgetTerms) -> list[str]:
         """Advisory: the ``1 - fraction`` slack is below SGLang's own reservation heuristic plus req_to_token."""
@@ -164,7 +171,8 @@ class SGLang:
     def flag_refusals(self, spec: InferenceServerSpec) -> list[tuple[str, str]]:
         """See ``engines.flags.refusals`` (the table: ``flags.RULES``)."""
         text = (spec.engine.version or DEFAULT_VERSION).lstrip("v")
-        rendered = self.engine_args(spec, probe_effective(mem_fraction_static=0.8))
+        rendered = self.engine_args(spec, probe_effective(mem_fraction_static=0.8, max_loras=1, max_lora_rank=8,
+                                                          max_cpu_loras=1, num_speculative_tokens=1))
         return [*refusals(flags.occurrences(spec), spec, "SGLang", text),
                 *missing_in_version(rendered, flags.TABLE, parse_version(text, default=(0, 5, 23)))]
 
@@ -198,4 +206,10 @@ class SGLang:
         graph_flag = "--cuda-graph-max-bs-decode" if version >= DECODE_GRAPH_FLAG_SINCE else "--cuda-graph-max-bs"
         args += [graph_flag, str(effective.cuda_graph_max_batch_size)]
         args += ["--enable-metrics"]
+        args += features.lora_args(spec, effective, version)
+        args += features.speculative_args(spec, effective, version)
         return args + list(spec.engine.args)
+
+    def feature_problems(self, inputs: PlanInputs) -> list[tuple[str, str]]:
+        """See ``features.problems``."""
+        return features.problems(inputs)

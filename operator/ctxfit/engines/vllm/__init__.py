@@ -25,7 +25,7 @@ from ctxfit.engines.base import BudgetTerms, KVDtypeDecision
 from ctxfit.engines.common import container_defaults, format_fraction, probe_effective
 from ctxfit.engines.flags import FlagEffects, missing_in_version, refusals, unknown
 
-from . import flags, memory
+from . import features, flags, memory
 from .dtypes import resolve_kv_dtype
 
 if TYPE_CHECKING:
@@ -61,6 +61,11 @@ class VLLM:
     preemption_metric = "vllm:num_preemptions_total"
     waiting_metric = "vllm:num_requests_waiting"
     command: tuple[str, ...] = COMMAND
+    draft_own_geometry = True
+
+    def draft_pool_in_budget(self, inputs: PlanInputs) -> bool:
+        """The drafter's layers get KV blocks in the target's pool (module ``features``)."""
+        return True
 
     def default_image(self, version: str | None) -> str:
         """``vllm/vllm-openai:v<version>``."""
@@ -121,7 +126,7 @@ class VLLM:
             inputs.cuda_total_bytes, version, product, memory.container_env(inputs), inputs.compute_capability,
             kv_cache_dtype, mla=memory.is_mla(inputs),
         )[1]
-        mem_limit, shm, startup = container_defaults(inputs, flags.host_bytes(spec))
+        mem_limit, shm, startup = container_defaults(inputs, flags.host_bytes(spec) + features.host_bytes(inputs))
         return EffectiveConfig(
             context_length=0,
             gpu_memory_utilization=spec.memory.gpu_memory_utilization or default_util,
@@ -132,6 +137,7 @@ class VLLM:
             memory_limit_bytes=mem_limit,
             shm_bytes=shm,
             startup_timeout_seconds=startup,
+            **features.default_knobs(inputs),
         )
 
     def budget(self, inputs: PlanInputs, effective: EffectiveConfig) -> BudgetTerms:
@@ -161,7 +167,8 @@ class VLLM:
         from ctxfit.vocab.version import parse_version
 
         text = (spec.engine.version or DEFAULT_VERSION).lstrip("v")
-        rendered = self.engine_args(spec, probe_effective(gpu_memory_utilization=0.9))
+        rendered = self.engine_args(spec, probe_effective(gpu_memory_utilization=0.9, max_loras=1, max_lora_rank=8,
+                                                          max_cpu_loras=1, num_speculative_tokens=1))
         return [*refusals(flags.occurrences(spec), spec, "vLLM", text),
                 *missing_in_version(rendered, flags.TABLE, parse_version(text, default=(0, 20, 0)))]
 
@@ -198,4 +205,10 @@ class VLLM:
             args += ["--max-cudagraph-capture-size", str(effective.cuda_graph_max_batch_size)]
         elif GRAPH_SIZES_FLAG[0] <= version < GRAPH_SIZES_FLAG[1]:
             args += ["--cuda-graph-sizes", str(effective.cuda_graph_max_batch_size)]
+        args += features.lora_args(spec, effective, version)
+        args += features.speculative_args(spec, effective, version)
         return args + list(spec.engine.args)
+
+    def feature_problems(self, inputs: PlanInputs) -> list[tuple[str, str]]:
+        """See ``features.problems``."""
+        return features.problems(inputs)

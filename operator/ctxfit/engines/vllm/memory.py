@@ -80,6 +80,7 @@ from ctxfit.engines.overhead import (
 from .cudagraph import cuda_graph_bytes as v1_cuda_graph_bytes
 from .cudagraph import estimate_bytes, v0_cuda_graph_bytes
 from .dequant import dequant_bytes
+from .features import extra_terms, graph_shape
 from .flags import eager_reason
 from .oracle import v1_falls_back_to_v0
 from .pipeline import v0_intermediate_tensor_bytes
@@ -255,9 +256,12 @@ def cuda_graph_bytes(
     if fam is Family.V0:
         return v0_cuda_graph_bytes(inputs, capture)
     seqs = effective.max_num_seqs
+    shape = graph_shape(inputs, effective)
     if fam is Family.V1_020 and not model_runner_v2:
-        return estimate_bytes(inputs, capture, max_num_seqs=seqs, max_num_batched_tokens=max_num_batched_tokens)
-    return v1_cuda_graph_bytes(inputs, capture, max_num_seqs=seqs, max_num_batched_tokens=max_num_batched_tokens)
+        return estimate_bytes(inputs, capture, max_num_seqs=seqs, max_num_batched_tokens=max_num_batched_tokens,
+                              shape=shape)
+    return v1_cuda_graph_bytes(inputs, capture, max_num_seqs=seqs, max_num_batched_tokens=max_num_batched_tokens,
+                               shape=shape)
 
 
 def _product(inputs: PlanInputs) -> str | None:
@@ -369,6 +373,8 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_to
     """
     profile = profile_inputs(inputs, effective, max_num_batched_tokens=max_num_batched_tokens)
     terms = overheads(profile)
+    extras = extra_terms(inputs, effective, max_num_batched_tokens)
+    in_budget = sum(e.bytes for e in extras if e.in_budget)
     deducted = profile.graphs_deducted
     outside = CUDA_CONTEXT + (0 if deducted else profile.cuda_graph_bytes) + profile.sampler_state_bytes
     topology = "NVSwitch all-reduce buffers" if profile.nvlink_multi_gpu else "no NVSwitch buffers"
@@ -393,7 +399,8 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_to
         activation_bytes=terms.activation_bytes,
         cuda_graph_bytes=terms.deducted_graph_bytes,
         other_bytes=terms.non_torch_bytes,
-        kv_cache_bytes=terms.kv_pool_bytes(profile),
+        kv_cache_bytes=terms.kv_pool_bytes(profile) - in_budget,
         outside_bytes=outside,
         notes=notes,
+        extras=extras,
     )
