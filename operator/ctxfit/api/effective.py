@@ -66,7 +66,8 @@ class EffectiveConfig(BaseModel):
     num_speculative_tokens: int | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        """camelCase dict with quantities as strings, every key present (null when not applicable)."""
+        """camelCase dict with quantities as strings, every core key present (null when not applicable); the LoRA and
+        speculative knobs only when they apply."""
         return {
             "contextLength": self.context_length,
             "gpuMemoryUtilization": self.gpu_memory_utilization,
@@ -77,11 +78,10 @@ class EffectiveConfig(BaseModel):
             "memoryLimit": bytes_to_quantity(self.memory_limit_bytes),
             "shmSize": bytes_to_quantity(self.shm_bytes),
             "startupTimeoutSeconds": self.startup_timeout_seconds,
-            "maxLoras": self.max_loras,
-            "maxLoraRank": self.max_lora_rank,
-            "maxCpuLoras": self.max_cpu_loras,
-            "numSpeculativeTokens": self.num_speculative_tokens,
-        }
+        } | {key: value for key, value in (("maxLoras", self.max_loras), ("maxLoraRank", self.max_lora_rank),
+                                           ("maxCpuLoras", self.max_cpu_loras),
+                                           ("numSpeculativeTokens", self.num_speculative_tokens))
+             if value is not None}
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> EffectiveConfig:

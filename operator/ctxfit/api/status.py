@@ -248,8 +248,11 @@ class EffectiveStatus(WireModel):
         return EffectiveConfig.from_wire(self.model_dump(by_alias=True))
 
     def to_wire(self) -> dict[str, object]:
-        """Every key present (null where not applicable), as ``EffectiveConfig.to_wire``."""
-        return self.model_dump(by_alias=True, mode="json")
+        """As ``EffectiveConfig.to_wire``: every core key present (null where not applicable), the LoRA and
+        speculative knobs only when set."""
+        optional = ("maxLoras", "maxLoraRank", "maxCpuLoras", "numSpeculativeTokens")
+        dumped: dict[str, object] = self.model_dump(by_alias=True, mode="json")
+        return {k: v for k, v in dumped.items() if k not in optional or v is not None}
 
 
 class GroupLeader(WireModel):
@@ -266,7 +269,7 @@ class GroupLeader(WireModel):
     """Every pod of this incarnation has been seen (the leader and its workers, none being deleted). The
     recreation of an incomplete incarnation is not counted while the old pods may still be terminating (the
     LWS controller recreating a group again while its new incarnation is still coming up is the same
-    disruption); later it is (``controller/group_restarts.py`` ``CASCADE_SECONDS``).
+    disruption); later it is (``controller/converge/group_restarts.py`` ``CASCADE_SECONDS``).
     Absent (written before this field existed): counted as complete."""
     since: str | None = Field(default=None, max_length=40)
     """Creation time (RFC 3339) of the leader that opened the group's current disruption: its first leader, or

@@ -108,9 +108,9 @@ print(f"ctxfit-download: complete {total} of {total} bytes in {time.monotonic() 
 """
 """The init container's program. Progress lines ``ctxfit-download: DONE of TOTAL bytes`` every 15 s
 (bytes in the repo's blob directory, ``.incomplete`` parts included) and a final ``complete`` line;
-``ctxfit.controller.cache.parse_progress`` reads them. ``CTXFIT_EXTRA`` lists ``[repo, revision, link]`` of the
-LoRA adapters and the speculative draft on the Hub (``extra_downloads``): each is downloaded whole into the same
-cache and linked where the engine reads it (``ADAPTER_ROOT/<name>``, ``DRAFT_ROOT``)."""
+``ctxfit.controller.converge.cache.parse_progress`` reads them. ``CTXFIT_EXTRA`` lists ``[repo, revision, link]``
+of the LoRA adapters and the speculative draft on the Hub (``extra_downloads``): each is downloaded whole into the
+same cache and linked where the engine reads it (``ADAPTER_ROOT/<name>``, ``DRAFT_ROOT``)."""
 
 
 @dataclass(frozen=True)
