@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -150,6 +150,22 @@ class Condition(WireModel):
     """metadata.generation the condition was computed for."""
 
 
+class BudgetExtra(WireModel):
+    """A budget term LoRA or speculative decoding adds (``ctxfit plan`` shows one row per term)."""
+
+    term: Annotated[str, Field(max_length=64)]
+    """What it is: `LoRA buffers`, `LoRA host`, `draft weights`, `MTP layers`, `draft KV pool`."""
+    bytes: int
+    """Its size on one GPU (host memory for `LoRA host`), bytes."""
+    in_budget: bool
+    """It comes out of the engine's budget (the KV pool shrinks by it); false: it must fit outside the budget or in
+    host memory."""
+    host_memory: bool = False
+    """Host memory (the container's limit), not GPU memory."""
+    source: Annotated[str, Field(max_length=512)] = ""
+    """The engine code or spec field it comes from."""
+
+
 class BudgetBytes(WireModel):
     """Per-GPU budget terms, bytes: ``usable = weights + activation + cudaGraph + other + kvCache``."""
 
@@ -169,6 +185,9 @@ class BudgetBytes(WireModel):
     """Non-torch memory (NCCL and all-reduce buffers), bytes."""
     kv_cache_bytes: int
     """KV cache pool left for requests, bytes."""
+    extras: Annotated[list[BudgetExtra], Field(max_length=16)] = Field(default_factory=list)
+    """Terms LoRA and speculative decoding add (draft weights, MTP layers, LoRA buffers, a second draft KV pool);
+    empty without them."""
 
 
 class PlanStatus(WireModel):

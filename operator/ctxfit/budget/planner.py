@@ -10,6 +10,7 @@ recurrent state, and max-num-seqs is capped so every running sequence's state fi
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +42,7 @@ def draft_bytes_per_token(inputs: PlanInputs, engine: Engine, target: KVLayout, 
     draft = inputs.draft
     if draft is None or not draft.layers:
         return 0
-    if draft.architecture is not None and engine.draft_own_geometry:
+    if draft.architecture is not None and engine.draft_own_geometry(inputs):
         own = kv_layout(draft.architecture, tensor_parallel=inputs.tp, kv_cache_dtype=kv_cache_dtype)
         return own.kv_bytes_per_token
     stage_layers = -(-(inputs.architecture.num_layers or 1) // inputs.pp)
@@ -98,6 +99,8 @@ def plan(
     node_gpu_memory_mib: int | None = None,
     node_compute_capability: tuple[int, int] | None = None,
     hf_config: dict[str, Any] | None = None,
+    adapter_configs: Mapping[str, Mapping[str, Any]] | None = None,
+    draft_config: Mapping[str, Any] | None = None,
     pin: dict[str, Any] | None = None,
     default_headroom: float = DEFAULT_HEADROOM,
     suggest: bool = True,
@@ -109,6 +112,8 @@ def plan(
         spec: validated InferenceServer spec.
         node_product, node_gpu_memory_mib, node_compute_capability: what the node's GFD labels say.
         hf_config: a config.json dict, used when the spec has no architecture.
+        adapter_configs: adapter name -> its adapter_config.json (LoRA rank and modules when the spec omits them).
+        draft_config: the speculative draft's config.json (its geometry and weights when the spec omits them).
         pin: effective fields (snake_case) to hold fixed, e.g. ``{"kv_cache_dtype": "auto"}``;
             ``context_length`` replaces the target.
         default_headroom: headroom when ``spec.context.headroom`` is unset.
@@ -126,6 +131,8 @@ def plan(
         node_gpu_memory_mib=node_gpu_memory_mib,
         node_compute_capability=node_compute_capability,
         hf_config=hf_config,
+        adapter_configs=adapter_configs,
+        draft_config=draft_config,
     )
     inputs, flag_notes = apply_engine_flags(get_engine(spec.engine.kind), inputs)
     engine, calibration_key, correction = calibrate_engine(get_engine(spec.engine.kind), inputs, calibration)

@@ -29,7 +29,7 @@ from ctxfit.render.cache import CacheVolume, checkpoint_bytes, describe_cache, r
 from ctxfit.vocab.inputs import PlanInputError
 
 from . import EXIT_DOES_NOT_FIT, EXIT_OK, fail
-from .hfconfig import fetch_hf_config, load_hf_config
+from .hfconfig import fetch_extra_configs, fetch_hf_config, load_hf_config
 from .load import ManifestError, load_manifest, validation_message
 
 
@@ -39,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
     parser.add_argument("--hf-config", help="a Hugging Face config.json for models not in the catalog")
     parser.add_argument(
-        "--fetch-config", action="store_true", help="download config.json with huggingface_hub (needs network)"
+        "--fetch-config", action="store_true",
+        help="download config.json (and LoRA adapter_config.json, the draft's config.json) with huggingface_hub"
     )
     parser.add_argument("--calibration", help="a calibration table (ctxfit calibrate --save, or the operator's "
                         "ConfigMap) applied to the KV pool")
@@ -112,6 +113,9 @@ def render_table(result: Plan, name: str, cache_line: str = "", extra_lines: tup
         ("activation", t.activation_bytes, notes.get("activation", "")),
         ("CUDA graphs", t.cuda_graph_bytes, notes.get("CUDA graphs", "")),
         ("other", t.other_bytes, notes.get("other", "")),
+        *((e.label, e.bytes, e.source + ("" if e.in_budget else
+                                         " [host memory]" if e.host else " [outside the budget]"))
+          for e in t.extras),
         ("KV pool", t.kv_cache_bytes, ""),
     ]
     for label, value, source in rows:
@@ -141,16 +145,21 @@ def run(args: argparse.Namespace) -> int:
     try:
         server = load_manifest(args.filename)
         hf_config = None
+        adapter_configs: dict[str, dict[str, object]] = {}
+        draft_config = None
         if args.hf_config:
             hf_config = load_hf_config(args.hf_config)
         elif args.fetch_config:
             hf_config = fetch_hf_config(server.spec.model.name)
+        if args.fetch_config:
+            adapter_configs, draft_config = fetch_extra_configs(server.spec)
         table = None
         if args.calibration:
             from .calibrate import load_table
 
             table = load_table(args.calibration)
-        result, _ = plan_group(server.spec, hf_config=hf_config, calibration=table)
+        result, _ = plan_group(server.spec, hf_config=hf_config, calibration=table, adapter_configs=adapter_configs,
+                               draft_config=draft_config)
     except (ManifestError, PlanInputError) as exc:
         return fail(str(exc))
     except ValidationError as exc:  # e.g. a config.json whose fields break the Architecture rules

@@ -72,8 +72,10 @@ class Engine(Protocol):
     preemption_metric: str
     waiting_metric: str
     command: tuple[str, ...]
-    draft_own_geometry: bool
-    """The draft's KV follows its own geometry (vLLM), else the target's per-layer size (SGLang)."""
+    def draft_own_geometry(self, inputs: PlanInputs) -> bool:
+        """The draft's KV follows its own geometry (vLLM; SGLang's separate draft pool before 0.5.14), else the
+        target's per-layer size (SGLang's joint cell from 0.5.14)."""
+        ...
 
     def draft_pool_in_budget(self, inputs: PlanInputs) -> bool:
         """The draft's KV shares the budgeted pool (each token costs target + draft bytes); False: a second pool

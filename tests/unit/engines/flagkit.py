@@ -63,6 +63,8 @@ def parser(engine: str, version: str) -> argparse.ArgumentParser:
         names = [name, *entry.get("aliases", [])]
         kind = entry["kind"]
         dest = name.lstrip("-").replace("-", "_")
+        choices = entry.get("choices")
+        extra: dict[str, Any] = {"choices": [*choices, "None"]} if choices and kind in ("value", "optional") else {}
         if kind == "flag":
             built.add_argument(*names, dest=dest, action="store_true")
         elif kind == "bool":
@@ -70,9 +72,9 @@ def parser(engine: str, version: str) -> argparse.ArgumentParser:
         elif kind == "multi":
             built.add_argument(*names, dest=dest, nargs="+")
         elif kind == "optional":
-            built.add_argument(*names, dest=dest, nargs="?")
+            built.add_argument(*names, dest=dest, nargs="?", **extra)
         else:
-            built.add_argument(*names, dest=dest)
+            built.add_argument(*names, dest=dest, **extra)
     return built
 
 

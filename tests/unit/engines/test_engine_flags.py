@@ -241,6 +241,23 @@ def test_sglang_hicache_adds_its_host_pool_to_the_memory_limit() -> None:
 # --- what ctxfit renders parses with every version's parser
 
 
+LORA: dict[str, Any] = {"adapters": [{"name": "sql", "source": "org/sql-lora", "rank": 16},
+                                     {"name": "chat", "source": "/adapters/chat", "rank": 24}], "maxLoras": 2}
+DRAFT_GEOMETRY = {"attention": "gqa", "numLayers": 1, "numKVHeads": 8, "headDim": 128}
+
+
+def speculative(method: str, tokens: int = 3) -> dict[str, Any]:
+    """A ``spec.speculative`` for ``method`` on Llama-3.1-8B (an EAGLE head, or Llama-3.2-1B as the draft)."""
+    doc: dict[str, Any] = {"method": method, "numSpeculativeTokens": tokens}
+    if method in ("eagle", "eagle3"):
+        doc["draft"] = {"name": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "weightsPerGPU": "1Gi",
+                        "architecture": DRAFT_GEOMETRY}
+    elif method == "draft":
+        doc["draft"] = {"name": "meta-llama/Llama-3.2-1B-Instruct", "weightsPerGPU": "2560Mi",
+                        "architecture": {**DRAFT_GEOMETRY, "numLayers": 16, "headDim": 64}}
+    return doc
+
+
 def _variants(engine: str) -> dict[str, dict[str, Any]]:
     eight = {"count": 8, "product": "NVIDIA-H100-80GB-HBM3"}
     return {
@@ -248,6 +265,10 @@ def _variants(engine: str) -> dict[str, dict[str, Any]]:
         "parallel": {"gpu": eight, "parallelism": {"tensor": 2, "pipeline": 2, "data": 2, "expert": True},
                      "model": {"name": "Qwen/Qwen3-32B"}},
         "batching": {"batching": {"maxNumSeqs": 64, "maxNumBatchedTokens": 4096, "cudaGraphMaxBatchSize": 32}},
+        "lora": {"lora": LORA},
+        "lora-targets": {"lora": {**LORA, "targetModules": ["q_proj", "v_proj"], "maxCpuLoras": 6}},
+        **{f"speculative-{method}": {"speculative": speculative(method)}
+           for method in ("eagle", "eagle3", "draft", "mtp", "ngram")},
     }
 
 
@@ -260,6 +281,20 @@ def _render(engine: str, version: str, variant: dict[str, Any]) -> list[str] | s
     return result.engine_args
 
 
+def _check_refusal(engine: str, version: str, message: str) -> None:
+    """A refusal names a flag (or a value of one) that ``version``'s parser lacks, or a V1 method vLLM lacks."""
+    assert " has no " in message, message
+    missing = message.split(" has no ", 1)[1].split(" (", 1)[0].split()
+    flags = flagkit.per_version(engine)[version]
+    if missing[0].startswith("--") and len(missing) == 1:
+        assert missing[0] not in flagkit.spellings(engine, version), message
+    elif missing[0].startswith("--"):
+        choices = flags.get(missing[0], {}).get("choices")
+        assert choices is not None and missing[1] not in choices, message
+    else:
+        assert engine == "vllm" and missing[0] == "V1", message
+
+
 @pytest.mark.parametrize("engine", sorted(TABLES))
 def test_rendered_flags_parse_with_each_version(engine: str) -> None:
     golden: dict[str, dict[str, Any]] = {}
@@ -268,8 +303,7 @@ def test_rendered_flags_parse_with_each_version(engine: str) -> None:
         for version in flagkit.per_version(engine):
             rendered = _render(engine, version, variant)
             if isinstance(rendered, str):
-                missing = rendered.split(" has no ", 1)[1].split(" ", 1)[0] if " has no " in rendered else ""
-                assert missing and missing not in flagkit.spellings(engine, version), rendered
+                _check_refusal(engine, version, rendered)
             else:
                 try:
                     flagkit.parse(engine, version, rendered)

@@ -47,7 +47,9 @@ class SGLang:
     preemption_metric = "sglang:num_retracted_reqs"
     waiting_metric = "sglang:num_queue_reqs"
     command: tuple[str, ...] = COMMAND
-    draft_own_geometry = False
+    def draft_own_geometry(self, inputs: PlanInputs) -> bool:
+        """The draft worker's own pool (before 0.5.14) follows its model; the joint cell does not."""
+        return not features.draft_pool_in_budget(inputs)
 
     def draft_pool_in_budget(self, inputs: PlanInputs) -> bool:
         """See ``features.draft_pool_in_budget``."""

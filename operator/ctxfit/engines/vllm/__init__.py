@@ -61,7 +61,9 @@ class VLLM:
     preemption_metric = "vllm:num_preemptions_total"
     waiting_metric = "vllm:num_requests_waiting"
     command: tuple[str, ...] = COMMAND
-    draft_own_geometry = True
+    def draft_own_geometry(self, inputs: PlanInputs) -> bool:
+        """The drafter's layers get their own KV specs."""
+        return True
 
     def draft_pool_in_budget(self, inputs: PlanInputs) -> bool:
         """The drafter's layers get KV blocks in the target's pool (module ``features``)."""
