@@ -3,7 +3,8 @@
 Pure: no I/O. ``plan`` raises ``PlanInputError`` only for input it cannot read (a field the user wrote);
 a plan that does not fit is a normal result (``Plan.fits`` False with ``reasons``), and so is a spec the
 engines could not run at all (a TP/PP layout the model cannot be split by, weights larger than the
-GPU: ``budget.verdict``). Hybrid models: the KV pool is shared with (vLLM) or split from (SGLang) the
+GPU, a GPU whose compute capability the engine cannot run the model on: ``budget.verdict``,
+``budget.capability``). Hybrid models: the KV pool is shared with (vLLM) or split from (SGLang) the
 recurrent state, and max-num-seqs is capped so every running sequence's state fits (``budget.hybrid``).
 """
 
@@ -20,6 +21,7 @@ from ctxfit.engines.flags import sliding_as_full
 from ctxfit.vocab.inputs import PlanInputError, PlanInputs, resolve_inputs
 
 from .calibrate import CalibrationTable, calibrate_engine
+from .capability import capability_problems
 from .context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT, ContextChoice, choose_context, step_down_context
 from .hybrid import max_sequences, split_pool, state_bytes_per_sequence
 from .kv import KVLayout, kv_layout
@@ -158,7 +160,7 @@ def plan(
         reasons.append(f"context.target {target} exceeds the model's maximum {model_max}; capped at {model_max}")
     goal = _Goal(target=target, minimum=minimum, headroom=headroom, model_max=model_max)
 
-    refusal = parallelism_problems(inputs)
+    refusal = parallelism_problems(inputs) + capability_problems(inputs)
     if refusal:
         return _refused(inputs, engine, effective, [*reasons, *refusal])
     step = _plan_step(inputs, engine, effective, goal)
