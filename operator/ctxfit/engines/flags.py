@@ -276,9 +276,13 @@ def refusals(occurrences: Iterable[Occurrence], spec: InferenceServerSpec, engin
 def missing_in_version(rendered: Iterable[str], table: FlagTable, version: tuple[int, int, int]
                        ) -> list[tuple[str, str]]:
     """(spec field, message) for each flag of ``rendered`` (what ctxfit renders, user args included) that
-    ``version``'s parser does not have (``FlagRule.exists_in``); the field is the one that asks for the flag."""
-    newest = _version(table.versions_read.rsplit("-", 1)[-1])
+    ``version``'s parser does not have (``FlagRule.exists_in``); the field is the one that asks for the flag. Releases
+    older than ``table.versions_read`` are not judged (their parsers were not read)."""
+    oldest, _, latest = table.versions_read.partition("-")
+    newest = _version(latest)
     out: list[tuple[str, str]] = []
+    if version < _version(oldest):
+        return out  # a release older than the parsers read: nothing known about its flags
     for occ in parse(rendered, table):
         rule = occ.rule
         if rule is not None and not rule.exists_in(version, newest):
