@@ -102,6 +102,8 @@ class StartupReport:
         max_running_requests: SGLang's running-request cap.
         load_seconds: seconds spent loading weights.
         peak_torch_bytes: vLLM 0.6.4 "peak_torch_memory" (weights + activation).
+        draft_kv_cache_bytes: a speculative draft's own KV pool (SGLang's second pool line), the smallest rank's.
+        draft_kv_cache_tokens: tokens that pool holds.
         derived: names of fields computed from others (e.g. tokens = blocks x block size).
         source_lines: the log lines the values were read from (first match per field).
     """
@@ -120,6 +122,8 @@ class StartupReport:
     max_running_requests: int | None = None
     load_seconds: float | None = None
     peak_torch_bytes: int | None = None
+    draft_kv_cache_bytes: int | None = None
+    draft_kv_cache_tokens: int | None = None
     derived: tuple[str, ...] = ()
     source_lines: tuple[str, ...] = field(default_factory=tuple)
 

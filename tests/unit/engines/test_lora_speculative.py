@@ -176,3 +176,20 @@ def test_speculative_refused_where_the_engine_cannot_run_it() -> None:
     with pytest.raises(PlanInputError) as info:
         plan(spec(version="0.12.0", speculative=speculative("draft")))
     assert info.value.field == "spec.speculative.method" and "0.15.0" in str(info.value)
+
+
+def test_sglang_start_up_reads_the_draft_pool_separately() -> None:
+    """SGLang prints the draft worker's pool after the target's on every rank (``engines/sglang/ranks.py``)."""
+    from ctxfit.engines.sglang.startup import parse_startup
+
+    log = "\n".join([
+        "[2025-10-01 12:00:00 TP0] KV Cache is allocated. #tokens: 412000, K size: 25.15 GB, V size: 25.15 GB",
+        "[2025-10-01 12:00:00 TP1] KV Cache is allocated. #tokens: 412000, K size: 25.15 GB, V size: 25.15 GB",
+        "[2025-10-01 12:00:02 TP0] KV Cache is allocated. #tokens: 412100, K size: 0.79 GB, V size: 0.79 GB",
+        "[2025-10-01 12:00:02 TP1] KV Cache is allocated. #tokens: 412100, K size: 0.79 GB, V size: 0.79 GB",
+        "[2025-10-01 12:00:05 TP0] max_total_num_tokens=412000, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=2048, context_len=131072",
+    ])
+    report = parse_startup(log)
+    assert report.kv_cache_tokens == 412000 and report.draft_kv_cache_tokens == 412100
+    assert abs((report.draft_kv_cache_bytes or 0) - 1.58 * GiB) < 1e6
