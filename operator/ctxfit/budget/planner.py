@@ -18,7 +18,9 @@ from typing import Any
 from ctxfit.api import EffectiveConfig, GiB, InferenceServerSpec
 from ctxfit.engines import BudgetTerms, Engine, get_engine
 from ctxfit.engines.flags import sliding_as_full
+from ctxfit.engines.weights import checkpoint_weights
 from ctxfit.vocab.inputs import PlanInputError, PlanInputs, resolve_inputs
+from ctxfit.vocab.modelsource import ModelSource
 
 from .calibrate import CalibrationTable, calibrate_engine
 from .capability import capability_problems
@@ -104,6 +106,7 @@ def plan(
     adapter_configs: Mapping[str, Mapping[str, Any]] | None = None,
     draft_config: Mapping[str, Any] | None = None,
     pin: dict[str, Any] | None = None,
+    model: ModelSource | None = None,
     default_headroom: float = DEFAULT_HEADROOM,
     suggest: bool = True,
     calibration: CalibrationTable | None = None,
@@ -116,6 +119,8 @@ def plan(
         hf_config: a config.json dict, used when the spec has no architecture.
         adapter_configs: adapter name -> its adapter_config.json (LoRA rank and modules when the spec omits them).
         draft_config: the speculative draft's config.json (its geometry and weights when the spec omits them).
+        model: a resolved model (``ctxfit.hub``): its config stands for ``hf_config`` and its checkpoint's tensors
+            give the weights per GPU with the engine's sharding rules (``ctxfit.engines.weights``); spec fields win.
         pin: effective fields (snake_case) to hold fixed, e.g. ``{"kv_cache_dtype": "auto"}``;
             ``context_length`` replaces the target.
         default_headroom: headroom when ``spec.context.headroom`` is unset.
@@ -127,8 +132,16 @@ def plan(
         PlanInputError: unknown GPU/model without the needed fields (never for "does not fit": weights
             larger than the GPU and layouts the model cannot be split by are plans with ``fits`` False).
     """
+    if model is not None and hf_config is None:
+        hf_config = model.config
+    from_checkpoint = None
+    if model is not None and spec.model.weights_per_gpu is None:
+        from_checkpoint = checkpoint_weights(spec, model.checkpoint, model.config)
+        if from_checkpoint is not None:
+            from_checkpoint = (from_checkpoint[0], f"{from_checkpoint[1]} ({model.describe()})")
     inputs = resolve_inputs(
         spec,
+        checkpoint_weights=from_checkpoint,
         node_product=node_product,
         node_gpu_memory_mib=node_gpu_memory_mib,
         node_compute_capability=node_compute_capability,
@@ -140,6 +153,10 @@ def plan(
     engine, calibration_key, correction = calibrate_engine(get_engine(spec.engine.kind), inputs, calibration)
     reasons: list[str] = [correction.reason] if correction is not None else []
     reasons.extend(flag_notes)
+    if model is not None:
+        arch_from = "spec.model.architecture" if spec.model.architecture is not None else "config.json"
+        reasons.append(f"model resolved from {model.describe()} ({model.weight_format}): architecture from "
+                       f"{arch_from}, weights from {inputs.weights_source}")
     if inputs.compute_capability is None:
         reasons.append("GPU compute capability unknown (product not in the catalog): KV dtype support not checked")
     requested_dtype = str((pin or {}).get("kv_cache_dtype") or spec.memory.kv_cache_dtype)
@@ -203,6 +220,7 @@ def plan(
         target_fits=fits and step.choice.context_length >= (min(target, model_max) if model_max else target),
         calibration_key=calibration_key.text(),
         calibration_bytes=correction.offset_bytes if correction is not None else 0,
+        choice=step.choice,
     )
 
 

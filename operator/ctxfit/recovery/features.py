@@ -17,7 +17,7 @@ that allocated (module paths and names, checked in the wheels):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ctxfit.vocab.kinds import Failure, FailureKind
 
@@ -83,5 +83,5 @@ def attribute(failure: Failure, text: str) -> Failure:
     if not found:
         return failure
     marker = found[0]
-    numbers = dict(failure.numbers)
-    return Failure(marker.kind, numbers, f"{failure.evidence} (in {marker.text}: {marker.source})", failure.node)
+    return replace(failure, kind=marker.kind, evidence=f"{failure.evidence} (in {marker.text}: {marker.source})",
+                   silent=False)
