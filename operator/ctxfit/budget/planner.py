@@ -105,6 +105,7 @@ def plan(
     hf_config: dict[str, Any] | None = None,
     adapter_configs: Mapping[str, Mapping[str, Any]] | None = None,
     draft_config: Mapping[str, Any] | None = None,
+    draft_model: ModelSource | None = None,
     pin: dict[str, Any] | None = None,
     model: ModelSource | None = None,
     default_headroom: float = DEFAULT_HEADROOM,
@@ -119,6 +120,8 @@ def plan(
         hf_config: a config.json dict, used when the spec has no architecture.
         adapter_configs: adapter name -> its adapter_config.json (LoRA rank and modules when the spec omits them).
         draft_config: the speculative draft's config.json (its geometry and weights when the spec omits them).
+        draft_model: the draft resolved like the target (``ctxfit.hub``): its config stands for ``draft_config`` and
+            its checkpoint gives the draft's weights per GPU with the engine's sharding rules.
         model: a resolved model (``ctxfit.hub``): its config stands for ``hf_config`` and its checkpoint's tensors
             give the weights per GPU with the engine's sharding rules (``ctxfit.engines.weights``); spec fields win.
         pin: effective fields (snake_case) to hold fixed, e.g. ``{"kv_cache_dtype": "auto"}``;
@@ -147,7 +150,9 @@ def plan(
         node_compute_capability=node_compute_capability,
         hf_config=hf_config,
         adapter_configs=adapter_configs,
-        draft_config=draft_config,
+        draft_config=draft_model.config if draft_model is not None and draft_config is None else draft_config,
+        draft_weights=checkpoint_weights(spec, draft_model.checkpoint, draft_model.config)
+        if draft_model is not None else None,
     )
     inputs, flag_notes = apply_engine_flags(get_engine(spec.engine.kind), inputs)
     engine, calibration_key, correction = calibrate_engine(get_engine(spec.engine.kind), inputs, calibration)

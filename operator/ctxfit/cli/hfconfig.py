@@ -46,23 +46,3 @@ def fetch_hf_config(repo_id: str, *, revision: str | None = None, filename: str 
         raise ValueError(f"cannot fetch {filename} of {repo_id}: {exc}") from exc
     return load_hf_config(path, "--fetch-config")
 
-
-def fetch_extra_configs(spec: Any) -> tuple[dict[str, dict[str, Any]], dict[str, Any] | None]:
-    """``adapter_config.json`` of every Hub adapter without a rank (``spec.lora``) and the Hub draft's
-    ``config.json`` (``spec.speculative.draft``) without a geometry, for ``plan(adapter_configs=, draft_config=)``.
-
-    Raises:
-        ValueError: when a download fails.
-    """
-    adapters: dict[str, dict[str, Any]] = {}
-    if spec.lora is not None:
-        for adapter in spec.lora.adapters:
-            if adapter.from_hub and (adapter.rank is None or adapter.target_modules is None):
-                adapters[adapter.name] = fetch_hf_config(adapter.source, revision=adapter.revision,
-                                                         filename="adapter_config.json")
-    draft = spec.speculative.draft if spec.speculative is not None else None
-    draft_config = None
-    unresolved = draft is not None and (draft.architecture is None or draft.weights_per_gpu is None)
-    if draft is not None and unresolved and draft.name.count("/") == 1:
-        draft_config = fetch_hf_config(draft.name, revision=draft.revision)
-    return adapters, draft_config

@@ -146,14 +146,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         server = load_manifest(args.filename)
         hf_config, model = resolve_for_cli(server.spec, args)
-        adapter_configs, draft_config = extra_configs_for_cli(server.spec, args)
+        adapter_configs, draft_model = extra_configs_for_cli(server.spec, args)
         table = None
         if args.calibration:
             from .calibrate import load_table
 
             table = load_table(args.calibration)
         result, _ = plan_group(server.spec, hf_config=hf_config, model=model, calibration=table,
-                               adapter_configs=adapter_configs, draft_config=draft_config)
+                               adapter_configs=adapter_configs, draft_model=draft_model)
     except (ManifestError, PlanInputError) as exc:
         return fail(str(exc))
     except ValidationError as exc:  # e.g. a config.json whose fields break the Architecture rules

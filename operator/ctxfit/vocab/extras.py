@@ -224,7 +224,8 @@ def _config_params(config: Mapping[str, Any]) -> int | None:
 
 
 def resolve_draft(spec: InferenceServerSpec, target_weights_per_gpu: int, target_layers: int,
-                  mtp_layers: int | None, draft_config: Mapping[str, Any] | None) -> ResolvedDraft | None:
+                  mtp_layers: int | None, draft_config: Mapping[str, Any] | None,
+                  draft_weights: tuple[int, str] | None = None) -> ResolvedDraft | None:
     """``spec.speculative`` resolved (module docstring); None without it.
 
     Args:
@@ -232,6 +233,8 @@ def resolve_draft(spec: InferenceServerSpec, target_weights_per_gpu: int, target
         target_layers: the target's decoder layers.
         mtp_layers: config.json ``num_nextn_predict_layers`` of the target, None when unknown.
         draft_config: the draft's config.json, None when not given.
+        draft_weights: (bytes per GPU, source) from the draft's resolved checkpoint (``ctxfit.hub`` +
+            ``engines.weights.checkpoint_weights``), None when not resolved.
 
     Raises:
         ExtrasError: a draft whose weights cannot be estimated.
@@ -259,6 +262,8 @@ def resolve_draft(spec: InferenceServerSpec, target_weights_per_gpu: int, target
             raise ExtrasError("spec.speculative.draft.architecture", f"draft config.json: {exc}") from exc
     if draft.weights_per_gpu is not None:
         weights, source = quantity_to_bytes(draft.weights_per_gpu), "spec.speculative.draft.weightsPerGPU"
+    elif draft_weights is not None:
+        weights, source = draft_weights
     elif entry is not None and entry.weights_total_bytes is not None:
         weights, source = -(-entry.weights_total_bytes // tp), f"catalog checkpoint of {draft.name} / TP {tp}"
     elif draft_config is not None and _config_params(draft_config) is not None:

@@ -125,6 +125,7 @@ def resolve_inputs(
     adapter_configs: Mapping[str, Mapping[str, Any]] | None = None,
     draft_config: Mapping[str, Any] | None = None,
     checkpoint_weights: tuple[int, str] | None = None,
+    draft_weights: tuple[int, str] | None = None,
 ) -> PlanInputs:
     """Resolve ``spec`` (plus what a node, a config.json, the adapters' adapter_config.json and the draft's
     config.json say) into ``PlanInputs``.
@@ -209,7 +210,7 @@ def resolve_inputs(
     try:
         lora = resolve_lora(spec, dims, adapter_configs)
         draft = resolve_draft(spec, weights, arch.num_layers or total_layers or 1,
-                              nextn if isinstance(nextn, int) else None, draft_config)
+                              nextn if isinstance(nextn, int) else None, draft_config, draft_weights)
     except ExtrasError as exc:
         raise PlanInputError(exc.field, str(exc).split(": ", 1)[1]) from exc
     return PlanInputs(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 
-from .test_plan_cli import run_cli
+from .test_plan_cli import ROOT, run_cli
 
 
 @pytest.mark.parametrize(("manifest", "rows"), [
@@ -32,3 +34,26 @@ def test_each_new_term_is_a_row_with_its_source(manifest: str, rows: list[str]) 
         assert per_gpu["usableBytes"] == (per_gpu["weightsBytes"] + per_gpu["activationBytes"]
                                           + per_gpu["cudaGraphBytes"] + per_gpu["otherBytes"] + in_budget
                                           + per_gpu["kvCacheBytes"])
+
+
+def test_draft_is_resolved_like_the_model(tmp_path: Path) -> None:
+    """A Hub draft with nothing but its name: config.json and safetensors headers from the Hub stand-in (the real
+    huggingface_hub client through HF_ENDPOINT), its weights by the engine's sharding rules."""
+    import subprocess
+    import sys
+
+    from tests.hubfixtures.server import hub_env
+
+    doc = {"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer", "metadata": {"name": "qwen-draft"},
+           "spec": {"model": {"name": "Qwen/Qwen3-8B"}, "engine": {"kind": "vllm", "version": "0.20.0"},
+                    "gpu": {"product": "NVIDIA-H100-80GB-HBM3", "count": 1}, "context": {"target": 8192},
+                    "speculative": {"method": "draft", "draft": {"name": "Qwen/Qwen3-0.6B"}}}}
+    path = tmp_path / "server.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    out = subprocess.run([sys.executable, "-m", "ctxfit.cli", "plan", "-f", str(path), "-o", "json"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300, env=hub_env(str(tmp_path)))
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)
+    draft = next(e for e in plan["perGPUExtras"] if e["term"] == "draft weights")
+    assert 0.5e9 < draft["bytes"] < 2e9, draft  # ~0.6B parameters in bf16
+    assert plan["kvBytesPerToken"] > 36 * 2 * 8 * 128 * 2, "the draft's 28 layers add KV per token"
