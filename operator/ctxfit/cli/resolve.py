@@ -65,7 +65,8 @@ def resolve_for_cli(spec: InferenceServerSpec, args: argparse.Namespace) -> tupl
 def extra_configs_for_cli(spec: InferenceServerSpec, args: argparse.Namespace
                           ) -> tuple[dict[str, dict[str, Any]], ModelSource | None]:
     """(adapter name -> adapter_config.json, the resolved draft) for ``plan``: adapters' adapter_config.json from the
-    Hub (``HF_ENDPOINT``, ``HF_TOKEN``, each one's revision) for Hub adapters without a rank or target modules; a Hub
+    Hub (``HF_ENDPOINT``, ``HF_TOKEN``, each one's revision) for Hub adapters without a rank (unknown modules: every
+    linear module, the larger budget); a Hub
     draft without a geometry or weights resolved like the model (``ctxfit.hub.resolve_hub``: config.json and the
     safetensors headers; the local HF cache with ``--offline``). A draft in the catalog needs nothing.
 
@@ -81,7 +82,7 @@ def extra_configs_for_cli(spec: InferenceServerSpec, args: argparse.Namespace
     try:
         if spec.lora is not None and not offline:
             for adapter in spec.lora.adapters:
-                if adapter.from_hub and (adapter.rank is None or adapter.target_modules is None):
+                if adapter.from_hub and adapter.rank is None:
                     adapters[adapter.name] = fetch_hf_config(adapter.source, revision=adapter.revision,
                                                              filename="adapter_config.json")
         draft = spec.speculative.draft if spec.speculative is not None else None
