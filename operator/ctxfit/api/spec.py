@@ -16,8 +16,10 @@ from pydantic import Field, field_validator, model_validator
 from .autoscaling import REPLICAS_MESSAGE, AutoscalingSpec
 from .base import WireModel
 from .kubetypes import EnvVarSource, Toleration
+from .lora import LoRASpec
 from .model_cache import ModelCache, TokenSecretRef
 from .quantity import GiB, Quantity, TiB, check_cpu_bounds, check_quantity_bounds
+from .speculative import DraftModel, SpeculativeSpec
 from .validation import (
     ENGINE_VERSION,
     ENGINE_VERSION_MAX,
@@ -156,6 +158,10 @@ class Architecture(WireModel):
         if sliding and self.sliding_window is None:
             raise ValueError("architecture.slidingWindow: required when some layers use sliding attention")
         return self
+
+
+DraftModel.model_rebuild(_types_namespace={"Architecture": Architecture})
+SpeculativeSpec.model_rebuild()
 
 
 class ModelSpec(WireModel):
@@ -439,6 +445,12 @@ class InferenceServerSpec(WireModel):
     """How many starts (1-20) the operator tries under one spec, stepping to a safer configuration after each
     classified failure, before phase Failed.
     """
+    lora: LoRASpec | None = None
+    """LoRA adapters served with the model and the engine's LoRA capacity (GPU buffers for maxLoras adapters of rank
+    maxLoraRank in every target module; maxCpuLoras in host memory). Unset: no LoRA."""
+    speculative: SpeculativeSpec | None = None
+    """Speculative decoding: a draft model, an EAGLE / EAGLE-3 head, the model's MTP layers, or n-gram lookup; the
+    budget adds the draft's weights, KV cache and larger CUDA graphs. Unset: none."""
     autoscaling: AutoscalingSpec | None = None
     """Scale replicas with KEDA on the engine's KV-cache usage and waiting requests, thresholds from the server's own
     capacity (needs KEDA and the chart's autoscaling.keda.enabled). Unset: no autoscaling; replicas is the count.

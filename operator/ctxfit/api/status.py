@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -150,6 +150,22 @@ class Condition(WireModel):
     """metadata.generation the condition was computed for."""
 
 
+class BudgetExtra(WireModel):
+    """A budget term LoRA or speculative decoding adds (``ctxfit plan`` shows one row per term)."""
+
+    term: Annotated[str, Field(max_length=64)]
+    """What it is: `LoRA buffers`, `LoRA host`, `draft weights`, `MTP layers`, `draft KV pool`."""
+    bytes: int
+    """Its size on one GPU (host memory for `LoRA host`), bytes."""
+    in_budget: bool
+    """It comes out of the engine's budget (the KV pool shrinks by it); false: it must fit outside the budget or in
+    host memory."""
+    host_memory: bool = False
+    """Host memory (the container's limit), not GPU memory."""
+    source: Annotated[str, Field(max_length=512)] = ""
+    """The engine code or spec field it comes from."""
+
+
 class BudgetBytes(WireModel):
     """Per-GPU budget terms, bytes: ``usable = weights + activation + cudaGraph + other + kvCache``."""
 
@@ -169,6 +185,9 @@ class BudgetBytes(WireModel):
     """Non-torch memory (NCCL and all-reduce buffers), bytes."""
     kv_cache_bytes: int
     """KV cache pool left for requests, bytes."""
+    extras: Annotated[list[BudgetExtra], Field(max_length=16)] = Field(default_factory=list)
+    """Terms LoRA and speculative decoding add (draft weights, MTP layers, LoRA buffers, a second draft KV pool);
+    empty without them."""
 
 
 class PlanStatus(WireModel):
@@ -227,6 +246,16 @@ class EffectiveStatus(WireModel):
     """/dev/shm emptyDir size in force, a quantity (`64Gi`)."""
     startup_timeout_seconds: int
     """Startup-probe budget in force, seconds."""
+    max_loras: int | None = None
+    """LoRA adapters the GPU buffers hold (vLLM `--max-loras`, SGLang `--max-loras-per-batch`). Omitted without
+    spec.lora."""
+    max_lora_rank: int | None = None
+    """Rank the LoRA buffers are sized for (`--max-lora-rank`). Omitted without spec.lora."""
+    max_cpu_loras: int | None = None
+    """LoRA adapters kept in host memory (vLLM `--max-cpu-loras`, SGLang `--max-loaded-loras`). Omitted without
+    spec.lora."""
+    num_speculative_tokens: int | None = None
+    """Draft tokens per step in force. Omitted without spec.speculative."""
 
     @classmethod
     def of(cls, effective: EffectiveConfig) -> EffectiveStatus:
@@ -238,8 +267,11 @@ class EffectiveStatus(WireModel):
         return EffectiveConfig.from_wire(self.model_dump(by_alias=True))
 
     def to_wire(self) -> dict[str, object]:
-        """Every key present (null where not applicable), as ``EffectiveConfig.to_wire``."""
-        return self.model_dump(by_alias=True, mode="json")
+        """As ``EffectiveConfig.to_wire``: every core key present (null where not applicable), the LoRA and
+        speculative knobs only when set."""
+        optional = ("maxLoras", "maxLoraRank", "maxCpuLoras", "numSpeculativeTokens")
+        dumped: dict[str, object] = self.model_dump(by_alias=True, mode="json")
+        return {k: v for k, v in dumped.items() if k not in optional or v is not None}
 
 
 class GroupLeader(WireModel):
