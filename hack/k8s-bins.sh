@@ -7,6 +7,8 @@
 #   helm                                                             (helm.sh/helm/v3 $HELM_VERSION)
 #   lws-controller, lws/ (CRD + webhook manifests)                   (sigs.k8s.io/lws $LWS_VERSION)
 #   keda-operator, keda/crd/ (KEDA's CRDs)                           (github.com/kedacore/keda/v2 $KEDA_VERSION)
+#   gateway/ (Gateway API + InferencePool CRDs), lwepp-<v>           (hack/gateway-bins.sh: sigs.k8s.io/gateway-api,
+#                                                                     sigs.k8s.io/gateway-api-inference-extension)
 #
 # Output: $CTXFIT_BIN_DIR (default ~/.cache/ctxfit/k8s/<k8s>-<etcd>-<kwok>-<helm>/), printed on the
 # last line of stdout. A no-op when every binary is already there. Recipe: a wrapper module that
@@ -122,6 +124,8 @@ fi
 OUT="$OUT" LWS_VERSION="$LWS_VERSION" bash "$(dirname "$0")/lws-bins.sh"
 # KEDA operator (autoscaling e2e): built by hack/keda-bins.sh, same cache dir
 OUT="$OUT" KEDA_VERSION="$KEDA_VERSION" bash "$(dirname "$0")/keda-bins.sh"
+# Gateway API and InferencePool CRDs, GIE's lightweight endpoint picker: hack/gateway-bins.sh, same cache dir
+OUT="$OUT" bash "$(dirname "$0")/gateway-bins.sh"
 
 log "binaries ready in $OUT ($(( $(date +%s) - start )) s)"
 echo "$OUT"

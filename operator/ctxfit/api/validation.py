@@ -109,6 +109,7 @@ MANAGED_FLAGS: tuple[ManagedFlag, ...] = (
                 "spec.batching.cudaGraphMaxBatchSize"),
     ManagedFlag(("--model",), _VLLM, "spec.model.name"),
     ManagedFlag(("--model-path", "--model"), _SGLANG, "spec.model.name"),
+    ManagedFlag(("--served-model-name",), _BOTH, "spec.routing.servedModelName"),
 )
 """Flags the engines' ``engine_args`` render (engines/vllm/__init__.py and engines/sglang/__init__.py
 ``engine_args``), with the aliases their parsers accept (vLLM ``vllm/engine/arg_utils.py``

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
-from ctxfit.engines.base import BudgetTerms, KVDtypeDecision
+from ctxfit.engines.base import BudgetTerms, KVDtypeDecision, Launch
 from ctxfit.engines.common import container_defaults, format_fraction
 
 from . import memory
@@ -168,4 +168,24 @@ class VLLM:
             args += ["--max-num-batched-tokens", str(spec.batching.max_num_batched_tokens)]
         if version >= CAPTURE_SIZE_FLAG_SINCE:
             args += ["--max-cudagraph-capture-size", str(effective.cuda_graph_max_batch_size)]
+        if spec.routing.served_model_name:
+            args += ["--served-model-name", spec.routing.served_model_name]
         return args + list(spec.engine.args)
+
+    def api_ports(self, spec: InferenceServerSpec) -> tuple[int, ...]:
+        """See ``ranks.rank_ports``."""
+        from . import ranks
+
+        return ranks.rank_ports(spec)
+
+    def launch(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> Launch:
+        """``vllm serve`` on ``serving.port``; in a pool with data parallelism, one API server per rank
+        (``ranks``: the ports ``serving.port + rank`` and an exec readiness probe over all of them)."""
+        from . import ranks
+
+        args = self.engine_args(spec, effective)
+        ports = self.api_ports(spec)
+        if len(ports) == 1:
+            return Launch(list(self.command), args, ports)
+        command, rank_args = ranks.rank_launch(spec, self.command, args)
+        return Launch(command, rank_args, ports, ranks.readiness_command(self.health_path, ports))
