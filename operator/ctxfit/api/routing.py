@@ -176,6 +176,7 @@ class RoutingStatus(WireModel):
             serves its own port).
         pool_target_context_length: the longest context any server of the pool promised.
         pool_max_context_length: the longest context a Ready replica of the pool holds.
+        ready_replicas: this server's engine replicas (pods, or group leaders) that are Ready in the pool.
         members: the pool's servers (written by the pool's creator).
     """
 
@@ -187,6 +188,7 @@ class RoutingStatus(WireModel):
     target_ports: list[int] = Field(default_factory=list, max_length=MAX_TARGET_PORTS)
     pool_target_context_length: int | None = None
     pool_max_context_length: int | None = None
+    ready_replicas: int | None = None
     members: list[PoolMember] = Field(default_factory=list, max_length=1000)
 
 
