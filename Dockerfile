@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # The ctxfit operator image:  docker build -t ghcr.io/ctxfit/ctxfit:0.1.0 .
-# No Docker engine in CI: tests/unit/test_chart_image.py runs this file's RUN commands and entrypoint in a
+# No Docker engine in CI: tests/unit/chart/test_chart_image.py runs this file's RUN commands and entrypoint in a
 # venv. Keep them plain shell, one command per RUN line.
 
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm

@@ -3,12 +3,14 @@ PYTHON ?= python3
 PYTEST ?= $(PYTHON) -m pytest
 export PYTHONDONTWRITEBYTECODE = 1
 
-.PHONY: install bins demo test test-unit test-e2e lint typecheck crd bench bench-operator help
+.PHONY: install bins bins-cluster demo test test-unit test-tools test-e2e lint typecheck crd bench bench-operator help
 
 help:
 	@echo "make install   - pip install -e .[test]"
 	@echo "make demo      - local control plane + operator + manifests/kimi-128k.yaml (Ctrl-C tears down)"
 	@echo "make test      - lint, unit tests, e2e tests against the local control plane"
+	@echo "make test-unit - unit tests without Go, helm or promtool (minutes, on a fresh clone)"
+	@echo "make test-tools - the unit tests that run helm (built alone), promtool or an image build"
 	@echo "make bench     - planner and calibration benchmarks (bench/)"
 	@echo "make bench-operator - reconcile 200 servers on the local control plane"
 
@@ -20,9 +22,13 @@ install:
 bins:
 	bash hack/k8s-bins.sh
 
+# What the demo's control plane needs: kube-apiserver, controller-manager, scheduler, kubectl, etcd, kwok
+bins-cluster:
+	bash hack/k8s-bins.sh cluster
+
 # DEMO_ARGS: extra hack/demo.py arguments, e.g. DEMO_ARGS="--dir /tmp/demo --once"
 DEMO_ARGS ?=
-demo: install bins
+demo: install bins-cluster
 	$(PYTHON) hack/demo.py $(DEMO_ARGS)
 
 lint:
@@ -33,7 +39,10 @@ typecheck:
 	mypy operator/ctxfit
 
 test-unit:
-	$(PYTEST) tests/unit -q
+	$(PYTEST) tests/unit -q -m "not tools"
+
+test-tools:
+	$(PYTEST) tests/unit -q -m tools
 
 test-e2e: bins
 	$(PYTEST) tests/e2e -q -m e2e

@@ -4,7 +4,7 @@ Used by ``bench/reconcile_bench.py`` in the same run as the operator measurement
 control plane, same moment), so the operator's throughput can be printed as a fraction of it. The
 Deployments are copies of one the operator wrote (server-set metadata and owner references removed),
 created in a scratch namespace with the same client and call style as the operator (raw JSON POSTs over
-the ``kubernetes`` client's connection pool, ``ctxfit.controller.rest.Rest``; the generated
+the ``kubernetes`` client's connection pool, ``ctxfit.controller.kube.rest.Rest``; the generated
 ``create_namespaced_deployment`` validates each body into pydantic models first, which costs the client
 more CPU than the API server spends on the create), from a thread pool.
 """
@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ctxfit.controller.rest import CLAIMS, DEPLOYMENTS, Resource, Rest
+from ctxfit.controller.kube.rest import CLAIMS, DEPLOYMENTS, Resource, Rest
 from kubernetes import client
 
 SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation", "ownerReferences",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 import re
 
-from ctxfit.controller.rest import Rest
+from ctxfit.controller.kube.rest import Rest
 from kubernetes import client
 
 _SAMPLE = re.compile(r'^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>[0-9.e+]+)$')

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import urllib3
-from ctxfit.controller.rest import Resource, Rest
+from ctxfit.controller.kube.rest import Resource, Rest
 from kubernetes import client
 
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", namespaced=False)

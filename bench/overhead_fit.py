@@ -340,7 +340,7 @@ def print_fit() -> None:
         )
 
 
-# -- the older API (tests/unit/test_calibration.py) -----------------------------------------------------
+# -- the older API (tests/unit/budget/test_calibration.py) -----------------------------------------------------
 
 HELD_OUT_IDS = (
     "vllm028-gptoss120b-8x-rtxpro4500-tp8",

@@ -64,7 +64,7 @@ import ctxfit_cluster as cc  # noqa: E402
 import operator_metrics  # noqa: E402
 from bench_report import percentile, report_backlog, report_fractions  # noqa: E402
 from bench_watch import deployment_events, wait_established  # noqa: E402
-from ctxfit.controller.rest import CLAIMS, DEPLOYMENTS, SERVERS, Rest  # noqa: E402
+from ctxfit.controller.kube.rest import CLAIMS, DEPLOYMENTS, SERVERS, Rest  # noqa: E402
 from kubernetes import client, config  # noqa: E402
 from proc_stats import CpuMeter, control_plane_pids, cpu_seconds, peak_rss_mib, process_facts, rss_mib  # noqa: E402
 

@@ -57,15 +57,16 @@ def wait_until(pred: Callable[[], Any], timeout: float, what: str, interval: flo
         time.sleep(interval)
 
 
-def find_bin_dir(build: bool = True) -> Path:
+def find_bin_dir(build: bool = True, components: tuple[str, ...] = ()) -> Path:
     """The directory with the binaries: $CTXFIT_K8S_BIN_DIR, else the last stdout line of
-    hack/k8s-bins.sh (a no-op when cached; builds them otherwise)."""
+    hack/k8s-bins.sh (a no-op when cached; builds them otherwise). ``components``: what to build
+    (``("cluster",)``: kube-*, etcd, kwok; ``("helm",)``; empty: everything, add-ons included)."""
     env = os.environ.get("CTXFIT_K8S_BIN_DIR")
     if env:
         return Path(env)
     if not build:
         raise HarnessError("CTXFIT_K8S_BIN_DIR not set")
-    proc = subprocess.run(["bash", str(K8S_BINS_SCRIPT)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.run(["bash", str(K8S_BINS_SCRIPT), *components], stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         raise HarnessError(f"hack/k8s-bins.sh failed with exit code {proc.returncode}")
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]

@@ -7,7 +7,7 @@
 Each SVG places every panel where its ``gridPos`` puts it (Grafana's 24-column grid, 30 px per row unit)
 with its title and type; the curves and numbers inside are SAMPLE DATA made up from the panel title (a
 fixed hash, so the files are reproducible), and every picture says so in its caption. Not a screenshot:
-it shows the layout a user gets, not any real cluster. ``tests/unit/test_readme_monitoring.py`` fails
+it shows the layout a user gets, not any real cluster. ``tests/unit/chart/test_readme_monitoring.py`` fails
 when the files or README's table differ from what this script produces.
 """
 

@@ -26,37 +26,48 @@ LWEPP="$OUT/lwepp-$GIE_VERSION"
 moddir() {  # module@version -> its directory in the module cache (downloaded if needed)
   (cd "$(mktemp -d)" && go mod download -json "$1" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["Dir"])')
 }
+ready() {
+  [ -f "$GW_DIR/gateway.networking.k8s.io_httproutes.yaml" ] \
+    && [ -f "$GIE_DIR/inference.networking.k8s.io_inferencepools.yaml" ] && [ -x "$LWEPP" ]
+}
+ready && exit 0
+# one build at a time per cache dir (k8s-bins.sh runs may overlap); the other run finds it built
+exec {LOCK}>"$OUT/.gateway.lock"
+flock -n "$LOCK" || { log "waiting for another build of gateway"; flock "$LOCK"; }
+ready && exit 0
+mkdir -p "$OUT/gateway"
+TMP=$(mktemp -d "$OUT/.gateway.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
 
 if [ ! -f "$GW_DIR/gateway.networking.k8s.io_httproutes.yaml" ]; then
   log "fetching the Gateway API CRDs $GATEWAY_API_VERSION (standard channel)"
   src=$(moddir "sigs.k8s.io/gateway-api@$GATEWAY_API_VERSION")
-  rm -rf "$GW_DIR.tmp"; mkdir -p "$GW_DIR.tmp"
-  cp "$src"/config/crd/standard/gateway.networking.k8s.io_*.yaml "$GW_DIR.tmp/"
+  mkdir "$TMP/gw"
+  cp "$src"/config/crd/standard/gateway.networking.k8s.io_*.yaml "$TMP/gw/"
   # the ValidatingAdmissionPolicy that guards upgrades is not a CRD; keep only CustomResourceDefinitions
-  rm -f "$GW_DIR.tmp/gateway.networking.k8s.io_vap_safeupgrades.yaml"
-  chmod -R u+w "$GW_DIR.tmp"; rm -rf "$GW_DIR"; mv "$GW_DIR.tmp" "$GW_DIR"
+  rm -f "$TMP/gw/gateway.networking.k8s.io_vap_safeupgrades.yaml"
+  chmod -R u+w "$TMP/gw"; chmod 755 "$TMP/gw"
+  rm -rf "$GW_DIR"; mv -T "$TMP/gw" "$GW_DIR"
 fi
 
-if [ ! -f "$GIE_DIR/inference.networking.k8s.io_inferencepools.yaml" ] || [ ! -x "$LWEPP" ]; then
-  src=$(moddir "sigs.k8s.io/gateway-api-inference-extension@$GIE_VERSION")
-  if [ ! -f "$GIE_DIR/inference.networking.k8s.io_inferencepools.yaml" ]; then
-    log "copying the InferencePool CRD (GIE $GIE_VERSION)"
-    rm -rf "$GIE_DIR.tmp"; mkdir -p "$GIE_DIR.tmp"
-    cp "$src/config/crd/bases/inference.networking.k8s.io_inferencepools.yaml" "$GIE_DIR.tmp/"
-    chmod -R u+w "$GIE_DIR.tmp"; rm -rf "$GIE_DIR"; mv "$GIE_DIR.tmp" "$GIE_DIR"
-  fi
-  if [ ! -x "$LWEPP" ]; then
-    log "building the lightweight endpoint picker (GIE $GIE_VERSION ./cmd/lwepp; ~5 min cold on 2 cores)"
-    start=$(date +%s)
-    W=$(mktemp -d)
-    (
-      cp -r "$src" "$W/src"; chmod -R u+w "$W/src"; cd "$W/src"
-      GOWORK=off go build -trimpath \
-        -ldflags "-s -w -X sigs.k8s.io/gateway-api-inference-extension/version.BuildRef=$GIE_VERSION" \
-        -o "$LWEPP.tmp" ./cmd/lwepp
-      mv "$LWEPP.tmp" "$LWEPP"
-    )
-    rm -rf "$W"
-    log "lwepp built in $(( $(date +%s) - start )) s"
-  fi
+src=$(moddir "sigs.k8s.io/gateway-api-inference-extension@$GIE_VERSION")
+if [ ! -f "$GIE_DIR/inference.networking.k8s.io_inferencepools.yaml" ]; then
+  log "copying the InferencePool CRD (GIE $GIE_VERSION)"
+  mkdir "$TMP/gie"
+  cp "$src/config/crd/bases/inference.networking.k8s.io_inferencepools.yaml" "$TMP/gie/"
+  chmod -R u+w "$TMP/gie"; chmod 755 "$TMP/gie"
+  rm -rf "$GIE_DIR"; mv -T "$TMP/gie" "$GIE_DIR"
+fi
+if [ ! -x "$LWEPP" ]; then
+  log "building the lightweight endpoint picker (GIE $GIE_VERSION ./cmd/lwepp; ~5 min cold on 2 cores)"
+  start=$(date +%s)
+  cp -r "$src" "$TMP/src"; chmod -R u+w "$TMP/src"
+  (
+    cd "$TMP/src"
+    GOWORK=off go build -trimpath \
+      -ldflags "-s -w -X sigs.k8s.io/gateway-api-inference-extension/version.BuildRef=$GIE_VERSION" \
+      -o "$TMP/lwepp" ./cmd/lwepp
+  )
+  chmod +x "$TMP/lwepp"; mv -f "$TMP/lwepp" "$LWEPP"
+  log "lwepp built in $(( $(date +%s) - start )) s"
 fi

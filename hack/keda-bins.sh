@@ -16,23 +16,31 @@ KEDA_VERSION=${KEDA_VERSION:-v2.20.2}
 log() { printf '[keda-bins %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 export CGO_ENABLED=0
 
-if [ ! -x "$OUT/keda-operator" ] || [ ! -f "$OUT/keda/crd/keda.sh_scaledobjects.yaml" ]; then
-  log "building the KEDA operator $KEDA_VERSION (up to ~25 min cold on 2 cores)"
-  start=$(date +%s)
-  W=$(mktemp -d)
-  (
-    cd "$W"
-    MODDIR=$(go mod download -json "github.com/kedacore/keda/v2@$KEDA_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
-    cp -r "$MODDIR" src
-    chmod -R u+w src
-    cd src
-    go build -trimpath -ldflags "-s -w -X github.com/kedacore/keda/v2/version.Version=${KEDA_VERSION#v}" \
-      -o "$OUT/keda-operator.tmp" ./cmd/operator
-    rm -rf "$OUT/keda.tmp"; mkdir -p "$OUT/keda.tmp/crd"
-    cp config/crd/bases/*.yaml "$OUT/keda.tmp/crd/"
-    rm -rf "$OUT/keda"; mv "$OUT/keda.tmp" "$OUT/keda"
-    mv "$OUT/keda-operator.tmp" "$OUT/keda-operator"
-  )
-  rm -rf "$W"
-  log "KEDA operator built in $(( $(date +%s) - start )) s"
-fi
+ready() { [ -x "$OUT/keda-operator" ] && [ -f "$OUT/keda/crd/keda.sh_scaledobjects.yaml" ]; }
+ready && exit 0
+# one build at a time per cache dir (k8s-bins.sh runs may overlap); the other run finds it built
+exec {LOCK}>"$OUT/.keda.lock"
+flock -n "$LOCK" || { log "waiting for another build of keda"; flock "$LOCK"; }
+ready && exit 0
+
+log "building the KEDA operator $KEDA_VERSION (up to ~25 min cold on 2 cores)"
+start=$(date +%s)
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+BIN=$(mktemp "$OUT/.keda-operator.XXXXXX")
+CRDS=$(mktemp -d "$OUT/.keda.XXXXXX")
+trap 'rm -rf "$W" "$BIN" "$CRDS"' EXIT
+(
+  cd "$W"
+  MODDIR=$(go mod download -json "github.com/kedacore/keda/v2@$KEDA_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  cp -r "$MODDIR" src
+  chmod -R u+w src
+  cd src
+  go build -trimpath -ldflags "-s -w -X github.com/kedacore/keda/v2/version.Version=${KEDA_VERSION#v}" \
+    -o "$BIN" ./cmd/operator
+  mkdir -p "$CRDS/crd"
+  cp config/crd/bases/*.yaml "$CRDS/crd/"
+)
+chmod 755 "$CRDS"
+rm -rf "$OUT/keda"; mv -T "$CRDS" "$OUT/keda"
+chmod +x "$BIN"; mv -f "$BIN" "$OUT/keda-operator"
+log "KEDA operator built in $(( $(date +%s) - start )) s"

@@ -11,23 +11,31 @@ LWS_VERSION=${LWS_VERSION:-v0.7.0}
 log() { printf '[lws-bins %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 export CGO_ENABLED=0
 
-if [ ! -x "$OUT/lws-controller" ] || [ ! -f "$OUT/lws/webhook/manifests.yaml" ]; then
-  log "building the LeaderWorkerSet controller $LWS_VERSION (~5-10 min cold on 2 cores)"
-  W=$(mktemp -d)
-  (
-    cd "$W"
-    go mod init local.test/lwsbin >/dev/null 2>&1
-    go get "sigs.k8s.io/lws@$LWS_VERSION"
-    printf '//go:build tools\n\npackage tools\n\nimport _ "sigs.k8s.io/lws/cmd"\n' > tools.go
-    go mod tidy
-    go build -trimpath -ldflags "-s -w" -o "$OUT/lws-controller.tmp" sigs.k8s.io/lws/cmd
-    MODDIR=$(go list -m -f '{{.Dir}}' sigs.k8s.io/lws)
-    rm -rf "$OUT/lws.tmp"; mkdir -p "$OUT/lws.tmp/crd" "$OUT/lws.tmp/webhook"
-    cp "$MODDIR"/config/crd/bases/*.yaml "$OUT/lws.tmp/crd/"
-    cp "$MODDIR/config/webhook/manifests.yaml" "$OUT/lws.tmp/webhook/"
-    chmod -R u+w "$OUT/lws.tmp"
-    rm -rf "$OUT/lws"; mv "$OUT/lws.tmp" "$OUT/lws"
-    mv "$OUT/lws-controller.tmp" "$OUT/lws-controller"
-  )
-  rm -rf "$W"
-fi
+ready() { [ -x "$OUT/lws-controller" ] && [ -f "$OUT/lws/webhook/manifests.yaml" ]; }
+ready && exit 0
+# one build at a time per cache dir (k8s-bins.sh runs may overlap); the other run finds it built
+exec {LOCK}>"$OUT/.lws.lock"
+flock -n "$LOCK" || { log "waiting for another build of lws"; flock "$LOCK"; }
+ready && exit 0
+
+log "building the LeaderWorkerSet controller $LWS_VERSION (~5-10 min cold on 2 cores)"
+W=$(mktemp -d)
+BIN=$(mktemp "$OUT/.lws-controller.XXXXXX")
+FILES=$(mktemp -d "$OUT/.lws.XXXXXX")
+trap 'rm -rf "$W" "$BIN" "$FILES"' EXIT
+(
+  cd "$W"
+  go mod init local.test/lwsbin >/dev/null 2>&1
+  go get "sigs.k8s.io/lws@$LWS_VERSION"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "sigs.k8s.io/lws/cmd"\n' > tools.go
+  go mod tidy
+  go build -trimpath -ldflags "-s -w" -o "$BIN" sigs.k8s.io/lws/cmd
+  MODDIR=$(go list -m -f '{{.Dir}}' sigs.k8s.io/lws)
+  mkdir -p "$FILES/crd" "$FILES/webhook"
+  cp "$MODDIR"/config/crd/bases/*.yaml "$FILES/crd/"
+  cp "$MODDIR/config/webhook/manifests.yaml" "$FILES/webhook/"
+  chmod -R u+w "$FILES"
+)
+chmod 755 "$FILES"
+rm -rf "$OUT/lws"; mv -T "$FILES" "$OUT/lws"
+chmod +x "$BIN"; mv -f "$BIN" "$OUT/lws-controller"

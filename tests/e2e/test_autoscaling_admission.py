@@ -2,7 +2,7 @@
 """``spec.autoscaling`` at admission, on the real local API server: the CRD's CEL rules refuse what the models
 refuse (max below min, zero replicas without ``scaleToZero`` and the other way round, an initial ``replicas``
 outside the bounds, targets out of range), each with its message, and accept the valid forms. The same rules
-as pydantic validators: tests/unit/test_autoscaling_api.py.
+as pydantic validators: tests/unit/api/test_autoscaling_api.py.
 """
 
 from __future__ import annotations

@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 from addons_keda import KedaOperator, hpa_name
 from addons_prometheus import Prometheus
-from ctxfit.controller.customkube import resource_missing
-from ctxfit.controller.kube import Kube
-from ctxfit.controller.scalekube import KEDA_GROUP, KEDA_PLURAL, KEDA_VERSION, get_scaled_object
+from ctxfit.controller.kube.client import Kube
+from ctxfit.controller.kube.custom import resource_missing
+from ctxfit.controller.kube.keda import KEDA_GROUP, KEDA_PLURAL, KEDA_VERSION, get_scaled_object
 from engine_metrics_fixture import EnginePod
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException

@@ -291,7 +291,7 @@ HOSTILE = ("\x1b]0;owned\x07\x1b[31mValueError\x1b[0m: To serve at least one req
 
 def test_engine_output_is_sanitized(op: OperatorProcess, api: ServerClient) -> None:
     """Class 8: ANSI colours, an OSC title, NUL and BEL in a termination message reach neither status nor Events
-    (C1 controls are covered by tests/unit/test_text.py: kwok cannot template them into a pod status)."""
+    (C1 controls are covered by tests/unit/vocab/test_text.py: kwok cannot template them into a pod status)."""
     obj = with_sim(base(), "crash", message=HOSTILE, fail_if=("ctxfit.io/context-length", 8192))
     api.create(obj)
     api.wait(lambda: len(api.get("base")["status"].get("attempts", [])) >= 2, "a step-down")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from ctxfit.controller.group_restarts import RECREATION_WINDOW_SECONDS
+from ctxfit.controller.converge.group_restarts import RECREATION_WINDOW_SECONDS
 from kubernetes.client import CustomObjectsApi, V1DeleteOptions, V1Eviction, V1ObjectMeta
 
 from .test_multinode import group, groups, lws  # noqa: F401 - groups, lws are fixtures

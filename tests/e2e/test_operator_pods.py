@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -318,10 +317,10 @@ def test_failed_by_node_loss_before_the_fix_recovers(api: ServerClient, cluster:
 def test_what_the_api_server_stores_is_not_drift(api: ServerClient, namespace: str) -> None:
     """Every golden rendering, created with a server-side dry run (the API server's defaults and canonical
     quantities applied), compares equal to itself: no false drift, so no revert loop."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-    from ctxfit.controller.drift import drifted, live_deployment, owned_service_port
+    from ctxfit.controller.views.workloads import drifted, live_deployment, owned_service_port
     from ctxfit.render import render_deployment, render_service
-    from test_render import CASES, render_input
+
+    from tests.unit.render.test_render import CASES, render_input
 
     for case in CASES:
         inp = dataclasses.replace(render_input(case), namespace=namespace)

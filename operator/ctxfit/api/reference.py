@@ -1,7 +1,7 @@
 """The field reference (``docs/api-reference.md``), rendered from the generated CRD schema.
 
 Same source as the CRD (``crd.build_crd``), so the two cannot disagree; ``make crd`` writes both and
-``tests/unit/test_api_reference.py`` fails on drift. One table per object (spec, status and each nested
+``tests/unit/api/test_api_reference.py`` fails on drift. One table per object (spec, status and each nested
 object), rows in schema order: wire path, type with its constraints, description.
 """
 

@@ -274,7 +274,7 @@ class GroupLeader(WireModel):
     """Every pod of this incarnation has been seen (the leader and its workers, none being deleted). The
     recreation of an incomplete incarnation is not counted while the old pods may still be terminating (the
     LWS controller recreating a group again while its new incarnation is still coming up is the same
-    disruption); later it is (``controller/group_restarts.py`` ``CASCADE_SECONDS``).
+    disruption); later it is (``controller/converge/group_restarts.py`` ``CASCADE_SECONDS``).
     Absent (written before this field existed): counted as complete."""
     since: str | None = Field(default=None, max_length=40)
     """Creation time (RFC 3339) of the leader that opened the group's current disruption: its first leader, or

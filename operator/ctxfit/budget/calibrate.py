@@ -2,7 +2,7 @@
 
 A *sample* is one start-up's residual: observed KV pool minus the planner's uncalibrated prediction,
 bytes per GPU, keyed by (engine kind, engine minor version, GPU product, TP, PP). The operator keeps
-samples in a ConfigMap (``ctxfit.controller.calibration_store``); ``ctxfit calibrate`` makes one
+samples in a ConfigMap (``ctxfit.controller.kube.calibration``); ``ctxfit calibrate`` makes one
 offline. The planner takes an optional ``CalibrationTable`` and shifts the KV term of the budget by
 ``correction`` of the most specific matching samples (exact key; else same engine, version and GPU at
 any TP/PP; else same engine and version on any GPU).
@@ -16,7 +16,7 @@ The rule (``correction``), bytes:
 Hence: the calibrated prediction lies between the uncalibrated one and prediction + the median raw
 residual (it only ever moves toward what was observed), ``|correction| < CLIP_BYTES``, and adding one
 sample of any value moves the correction by at most ``CLIP_BYTES``
-(tests/unit/test_calibrate_properties.py checks these with Hypothesis).
+(tests/unit/budget/test_calibrate_properties.py checks these with Hypothesis).
 """
 
 from __future__ import annotations

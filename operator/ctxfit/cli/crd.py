@@ -1,7 +1,7 @@
 """Print the InferenceServer CRD generated from the API models: ``ctxfit crd [-o yaml|json|markdown]``.
 
 The checked-in ``crds/inferenceservers.ctxfit.io.yaml`` is this command's output
-(``ctxfit crd > crds/inferenceservers.ctxfit.io.yaml``); ``tests/unit/test_crd.py`` fails on drift.
+(``ctxfit crd > crds/inferenceservers.ctxfit.io.yaml``); ``tests/unit/api/test_crd.py`` fails on drift.
 ``-o markdown`` prints the field reference ``docs/api-reference.md`` (``ctxfit.api.reference``).
 """
 

@@ -1,7 +1,11 @@
 """The operator: kopf handlers over the pure core (api, budget, engines, recovery, render).
 
-Modules: ``settings`` (CTXFIT_* environment), ``observe`` (pods/nodes -> views, pure), ``converge`` +
-``stepping`` + ``conditions`` (reconciliation as a pure function), ``kube`` (API I/O), ``reconcile``
-(read -> converge -> write), ``workqueue``, ``leader`` (Lease election), ``metrics``, ``handlers``
-(kopf registry), ``__main__`` (``python -m ctxfit.controller``).
+- ``app/``: kopf wiring, the only place that registers handlers (``python -m ctxfit.controller``: ``__main__``).
+- ``reconcile``: one pass for one server: read -> ``converge`` (pure) -> write children, then status.
+- ``converge/``: the pure pass (Snapshot -> Outcome): plan, attempts, status transitions, desired objects.
+- ``views/``: pure folds of API objects (pods, nodes, workloads, the weights cache) into frozen dataclasses.
+- ``kube/``: every Kubernetes API call (server, status, Events, Deployment, Service, LWS, KEDA, claims, Lease).
+- ``runtime/``: generic concurrency (work queue, threads, lanes), no domain knowledge.
+- ``telemetry/``: Prometheus metrics and the per-decision log lines.
+- ``settings``: the ``CTXFIT_*`` environment, the lowest layer.
 """

@@ -3,9 +3,9 @@
 Process-level wiring read here (the full settings object is built again in the startup handler and
 kept on ``memo``): namespaces to watch (``CTXFIT_WATCH_NAMESPACES``, empty = cluster-wide), kopf's
 liveness endpoint ``http://0.0.0.0:$CTXFIT_HEALTH_PORT/healthz``, the log level ``CTXFIT_LOG_LEVEL``
-(INFO: one line per decision per server, ``controller/decisions.py``; DEBUG adds kopf's per-event
+(INFO: one line per decision per server, ``controller/telemetry/decision_log.py``; DEBUG adds kopf's per-event
 lines). kopf itself runs standalone; when ``CTXFIT_PEERING`` is set, only the holder of that Lease
-reconciles (``controller/leader.py``).
+reconciles (``controller/kube/leader.py``).
 SIGTERM/SIGINT stop it cleanly (queue drained, Lease released); once kopf has stopped (at most
 ``handlers.KOPF_EXIT_SECONDS`` after the cleanup), the process exits at once (``exit_now``) instead of tearing
 the interpreter down object by object, which took seconds with 1,000 servers' state in memory (bench/README.md).
@@ -20,7 +20,7 @@ import sys
 
 import kopf
 
-from .handlers import build_registry
+from .app.handlers import build_registry
 from .settings import Settings
 
 

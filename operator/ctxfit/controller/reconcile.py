@@ -31,19 +31,13 @@ from ctxfit.render.leaderworkerset import LWS_KIND
 from ctxfit.vocab.text import clean_lines, clean_text
 
 from . import rejections
-from .autoscaling import paused_rendering
-from .cache_view import ClaimView
-from .calibration_store import CalibrationStore
-from .claims import ClaimsApi
-from .converge import Outcome, Snapshot, converge
-from .decisions import decisions, log_decisions
-from .events import EventPoster
-from .groupkube import apply_group, get_group, scale_group_to_zero
-from .kube import Conflict, Kube
-from .metrics import Metrics
-from .observe import DeploymentView, GPUNode, PodView, deployment_view
-from .rejections import RejectionBook, refused
-from .scalekube import (
+from .converge.autoscaling import paused_rendering
+from .converge.flow import Outcome, Snapshot, converge
+from .kube.calibration import CalibrationStore
+from .kube.claims import ClaimsApi
+from .kube.client import Conflict, Kube
+from .kube.groups import apply_group, get_group, scale_group_to_zero
+from .kube.keda import (
     KedaMemo,
     KedaNotInstalled,
     apply_scaled_object,
@@ -51,8 +45,14 @@ from .scalekube import (
     pause_scaled_object,
     read_scaling,
 )
-from .service_lane import ServiceLane
+from .kube.service_lane import ServiceLane
+from .rejections import RejectionBook, refused
+from .runtime.lanes import EventPoster
 from .settings import Settings
+from .telemetry.decision_log import decisions, log_decisions
+from .telemetry.metrics import Metrics
+from .views.cache import ClaimView
+from .views.pods import DeploymentView, GPUNode, PodView, deployment_view
 
 logger = logging.getLogger(__name__)
 

@@ -34,8 +34,8 @@ from ctxfit.api.status import ConditionType, InferenceServerStatus, Phase, Reaso
 from ctxfit.vocab.text import clean_text
 
 if TYPE_CHECKING:
-    from .converge import Outcome
-    from .kube import Kube
+    from .converge.flow import Outcome
+    from .kube.client import Kube
 
 REJECTED_STATUSES = frozenset({400, 403, 422})
 """HTTP codes of a refusal that retrying the same request cannot fix by itself (Invalid, Forbidden, BadRequest)."""

@@ -59,7 +59,7 @@ class Settings(BaseSettings):
     max_attempts: Annotated[int, Field(ge=1, le=20)] = 5
     group_restart_budget: Annotated[int, Field(ge=1, le=100)] = 3
     """Recreations of any one LeaderWorkerSet group of an attempt tolerated without the group becoming Ready; the
-    next one ends the server Failed (``GroupRestartsExhausted``; ``controller/group_restarts.py``)."""
+    next one ends the server Failed (``GroupRestartsExhausted``; ``controller/converge/group_restarts.py``)."""
     backoff_seconds: Annotated[float, Field(ge=0)] = 10.0
     backoff_max_seconds: Annotated[float, Field(ge=0)] = 300.0
     resync_seconds: Annotated[float, Field(gt=0)] = 300.0

@@ -90,7 +90,7 @@ print(f"ctxfit-download: complete {total} of {total} bytes in {time.monotonic() 
 """
 """The init container's program. Progress lines ``ctxfit-download: DONE of TOTAL bytes`` every 15 s
 (bytes in the repo's blob directory, ``.incomplete`` parts included) and a final ``complete`` line;
-``ctxfit.controller.cache.parse_progress`` reads them."""
+``ctxfit.controller.converge.cache.parse_progress`` reads them."""
 
 
 @dataclass(frozen=True)

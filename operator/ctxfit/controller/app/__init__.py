@@ -1,0 +1,1 @@
+"""kopf wiring: handler registration, start-up and clean-up, kopf settings."""

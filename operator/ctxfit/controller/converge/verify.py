@@ -1,0 +1,165 @@
+"""Predict, then verify (pure): fold the engine's own start-up accounting into ``status.observed``,
+compare it with the plan, record a calibration sample, and hold the engine to the context contract.
+
+Once per attempt, when the attempt is Ready, ``converge`` hands its pod to ``observe_startup`` with
+an injected ``read_startup(pod) -> log text`` (the I/O; bounded by ``limitBytes``). The result is
+written to ``status.observed`` with the attempt number, so a later pass (or a restarted operator)
+never reads that log again. The calibration sample is keyed ``<server uid>/<attempt>``: the
+ConfigMap write before the status write is idempotent, so a crash in between neither loses nor
+duplicates it.
+
+The contract: the engine must serve the effective context. It does not when it reports a served
+context below it (SGLang ``context_len``), a KV pool of fewer tokens than one request of that context
+(SGLang starts anyway and rejects long requests), or a maximum concurrency at the full context
+below 1. Then the attempt is not left silently Ready: it is recorded as a ``KVCacheTooSmall``
+failure with the capacity the engine reported, and the recovery policy (the same as for the
+engine's own KV error, ``ctxfit.recovery``) steps to a context that capacity holds, or gives its
+permanent verdict; condition ``Degraded`` carries reason ``ContextClamped`` with the numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from ctxfit.api import GiB, InferenceServerSpec
+from ctxfit.api.observed import ObservedStatus
+from ctxfit.api.status import Attempt, AttemptOutcome, ConditionType, InferenceServerStatus, Reason, now_rfc3339
+from ctxfit.budget.calibrate import CalibrationKey, Sample
+from ctxfit.engines.startup import parse_startup
+from ctxfit.recovery import Failure, FailureKind, Replan
+from ctxfit.vocab.startup import StartupReport
+
+from ..settings import Settings
+from ..views.pods import GPUNode, PodView
+from .attempts import record_failure
+from .status import EventNote
+
+if TYPE_CHECKING:
+    from .flow import Outcome
+
+ReadStartup = Callable[[PodView], str]
+"""``read_startup(pod) -> text``: the head of the engine container's log (bounded), "" when unreadable."""
+CLAMP_MARK = "ContextClamped:"
+"""Prefix of a clamped attempt's evidence (the attempt itself is recorded as KVCacheTooSmall)."""
+SOURCE_LINES = 8
+SOURCE_LINE_CHARS = 300
+MEMORY_FIELDS = ("gpu_memory_utilization", "mem_fraction_static", "kv_cache_dtype", "max_num_seqs",
+                 "cuda_graph_max_batch_size")
+"""An attempt is compared with the plan only when these equal the first attempt's (the plan's)."""
+
+
+def _gib(value: int | None) -> str:
+    return "?" if value is None else f"{value / GiB:.2f} GiB"
+
+
+def _predicted(status: InferenceServerStatus, attempt: Attempt) -> int | None:
+    """The plan's KV pool for this attempt's memory configuration, None when the attempt changed it."""
+    if status.plan is None or not status.attempts:
+        return None
+    first, now = status.attempts[0].effective, attempt.effective
+    if any(getattr(first, f) != getattr(now, f) for f in MEMORY_FIELDS):
+        return None
+    return status.plan.per_gpu.kv_cache_bytes
+
+
+def capacity_tokens(observed: ObservedStatus) -> int | None:
+    """Longest request the engine holds: min of served context, pool tokens, concurrency x context."""
+    limits = [v for v in (observed.served_context_length, observed.kv_cache_tokens) if v is not None]
+    if observed.max_concurrency is not None and observed.served_context_length:
+        limits.append(int(observed.max_concurrency * observed.served_context_length))
+    return min(limits) if limits else None
+
+
+def clamp_message(observed: ObservedStatus, context: int) -> str | None:
+    """Why the engine does not serve ``context`` (tokens), None when it does (or did not say)."""
+    problems = []
+    if observed.served_context_length is not None and observed.served_context_length < context:
+        problems.append(f"serves context {observed.served_context_length}")
+    if observed.kv_cache_tokens is not None and observed.kv_cache_tokens < context:
+        problems.append(f"KV pool holds {observed.kv_cache_tokens} tokens")
+    if observed.max_concurrency is not None and observed.max_concurrency < 1:
+        problems.append(f"maximum concurrency {observed.max_concurrency:.2f} at context "
+                        f"{observed.served_context_length or context}")
+    if not problems:
+        return None
+    return f"the engine {', '.join(problems)}, below the effective context {context}"
+
+
+def to_observed(report: StartupReport, attempt: int, pod: str, predicted: int | None, now: str) -> ObservedStatus:
+    """``status.observed`` from a parsed report; ``error_bytes`` = observed - predicted KV pool."""
+    error = report.kv_cache_bytes - predicted if report.kv_cache_bytes is not None and predicted is not None else None
+    served = report.served_context_length or report.concurrency_context_length
+    return ObservedStatus(
+        attempt=attempt, pod=pod, kv_cache_bytes=report.kv_cache_bytes, kv_cache_tokens=report.kv_cache_tokens,
+        max_concurrency=report.max_concurrency, served_context_length=served, weights_bytes=report.weights_bytes,
+        load_seconds=report.load_seconds, predicted_kv_cache_bytes=predicted, error_bytes=error,
+        source_lines=[line[:SOURCE_LINE_CHARS] for line in report.source_lines[:SOURCE_LINES]], observed_at=now,
+    )
+
+
+def _sample(out: Outcome, uid: str, server: str, observed: ObservedStatus, now: str) -> None:
+    st = out.status
+    if st.plan is None or observed.kv_cache_bytes is None or observed.predicted_kv_cache_bytes is None:
+        return
+    key = CalibrationKey.parse(st.plan.calibration_key or "")
+    if key is None:
+        return
+    uncalibrated = observed.predicted_kv_cache_bytes - (st.plan.calibration_bytes or 0)
+    out.samples.append((key, Sample(f"{uid}/{observed.attempt}", server, observed.kv_cache_bytes - uncalibrated,
+                                    observed.kv_cache_bytes, uncalibrated, now)))
+
+
+def observe_startup(out: Outcome, spec: InferenceServerSpec, pod: PodView, read_startup: ReadStartup, *,
+                    uid: str, server: str, node: GPUNode | None, settings: Settings, now: datetime,
+                    generation: int, replan: Replan) -> None:
+    """Read the current (Ready) attempt's start-up once; record, compare, sample, verify the contract."""
+    st = out.status
+    cur = st.current_attempt
+    if cur is None or cur.outcome is not AttemptOutcome.SUCCEEDED:
+        return
+    if st.observed is not None and st.observed.attempt == cur.number:
+        return
+    stamp = now_rfc3339(now)
+    report = parse_startup(spec.engine.kind, read_startup(pod))
+    observed = to_observed(report, cur.number, pod.name, _predicted(st, cur), stamp)
+    st.observed = observed
+    if not report.observed:
+        out.events.append(EventNote("Normal", Reason.OBSERVED, f"attempt {cur.number}: the engine log shows no KV "
+                                    "cache accounting in a known wording (not observed)"))
+        return
+    _sample(out, uid, server, observed, stamp)
+    error = f" (error {observed.error_bytes / GiB:+.2f} GiB)" if observed.error_bytes is not None else ""
+    out.events.append(EventNote(
+        "Normal", Reason.OBSERVED,
+        f"attempt {cur.number}: predicted {_gib(observed.predicted_kv_cache_bytes)} / observed "
+        f"{_gib(observed.kv_cache_bytes)} KV cache per GPU{error}; {observed.kv_cache_tokens} tokens, context "
+        f"{observed.served_context_length or cur.effective.context_length}"))
+    problem = clamp_message(observed, cur.effective.context_length)
+    if problem is None:
+        return
+    capacity = capacity_tokens(observed) or 0
+    evidence = f"{CLAMP_MARK} {problem}; " + " | ".join(observed.source_lines[:3])
+    out.events.append(EventNote("Warning", Reason.CONTEXT_CLAMPED, f"attempt {cur.number}: {problem}"))
+    if cur in out.finished:
+        out.finished.remove(cur)  # counted once, as the failed start it turned out to be
+    failure = Failure(FailureKind.KV_CACHE_TOO_SMALL, {"requestedContextLength": cur.effective.context_length,
+                                                       "estimatedMaxContextLength": capacity}, evidence)
+    record_failure(out, spec, cur, pod, failure, node, settings, now, generation, replan)
+    mark_clamped(out, stamp, generation)
+
+
+def mark_clamped(out: Outcome, now: str, generation: int) -> None:
+    """Degraded True / ContextClamped while any attempt under this spec was clamped (after ``mark_phase``)."""
+    st = out.status
+    clamped = [a for a in st.attempts if a.evidence and a.evidence.startswith(CLAMP_MARK)]
+    if not clamped:
+        return
+    last = clamped[-1]
+    cur = st.current_attempt
+    tail = f"; now attempt {cur.number} with context {cur.effective.context_length}" if cur is not last and cur else ""
+    st.set_condition(ConditionType.DEGRADED, "True", Reason.CONTEXT_CLAMPED,
+                     f"attempt {last.number} at context {last.effective.context_length}: "
+                     f"{str(last.evidence)[len(CLAMP_MARK):].split(';')[0].strip()}{tail}", now=now,
+                     generation=generation)

@@ -1,0 +1,133 @@
+"""Kubernetes I/O for autoscaled servers: the KEDA ``ScaledObject`` (``keda.sh/v1alpha1``).
+
+Same rules as ``kube.Kube`` for the Deployment: created when absent, otherwise a JSON patch replaces its whole
+``spec`` and adds ctxfit's labels/annotations (field manager ``ctxfit``); KEDA's own label
+(``scaledobject.keda.sh/name``) and finalizer are left alone. The pause annotation
+(``autoscaling.keda.sh/paused``) is always rendered, ``"true"`` or ``"false"``, so the same patch pauses and
+resumes (``controller/converge/autoscaling.py``). Only servers with ``spec.autoscaling``
+(or a ScaledObject recorded in ``status.autoscaling``) reach this module, so other reconciles read nothing
+more. RBAC: ``scaledobjects`` get, create, patch, delete (chart ``templates/rbac.yaml``, behind
+``keda.enabled``).
+
+KEDA absent: the API server answers 404 for the resource itself (no ``details.name`` in the ``Status``),
+which ``KedaNotInstalled`` reports; a 404 for a missing object names the object.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from ctxfit.render.scaledobject import PAUSED_ANNOTATION, SCALED_OBJECT_PLURAL
+
+from ..converge.autoscaling import Keda, ScaledObjectView, ScalingSnapshot, scaled_object_view
+from .client import FIELD_MANAGER, MERGE_PATCH, Kube, _json, _release
+from .custom import CustomResource, apply_custom_object, resource_missing
+
+KEDA_GROUP = "keda.sh"
+KEDA_VERSION = "v1alpha1"
+KEDA_PLURAL = SCALED_OBJECT_PLURAL
+KEDA = CustomResource(KEDA_GROUP, KEDA_VERSION, KEDA_PLURAL)
+
+
+class KedaNotInstalled(Exception):
+    """The API server does not serve ``scaledobjects.keda.sh`` (the KEDA CRDs are not installed)."""
+
+
+def get_scaled_object(kube: Kube, namespace: str, name: str) -> ScaledObjectView | None:
+    """The ScaledObject ``name`` as a ``ScaledObjectView``, None when absent.
+
+    Raises:
+        KedaNotInstalled: the ``keda.sh/v1alpha1`` ``scaledobjects`` resource does not exist.
+    """
+    try:
+        rsp = kube.custom.get_namespaced_custom_object(KEDA_GROUP, KEDA_VERSION, namespace, KEDA_PLURAL, name,
+                                                       _preload_content=False)
+    except ApiException as exc:
+        if resource_missing(exc):
+            raise KedaNotInstalled(str(exc.reason)) from exc
+        if exc.status == 404:
+            return None
+        raise
+    return scaled_object_view(_json(rsp))
+
+
+def apply_scaled_object(kube: Kube, obj: dict[str, Any], live: ScaledObjectView | None) -> None:
+    """Create the ScaledObject (``live`` None), or replace its spec and ctxfit's labels/annotations
+    (``customkube.apply_custom_object``; a stale ``live`` is corrected by the 409/404 answer).
+
+    Raises:
+        KedaNotInstalled: the ``scaledobjects.keda.sh`` resource is not served.
+        ApiException: otherwise (a 400/403/422 is turned into ``rejections.Rejected`` by the caller).
+    """
+    try:
+        apply_custom_object(kube, KEDA, obj, exists=live is not None)
+    except ApiException as exc:
+        if resource_missing(exc):
+            raise KedaNotInstalled(str(exc.reason)) from exc
+        raise
+
+
+def pause_scaled_object(kube: Kube, namespace: str, name: str) -> None:
+    """Add the pause annotation to an existing ScaledObject (its spec unread); absent or no KEDA is fine."""
+    patch = {"metadata": {"annotations": {PAUSED_ANNOTATION: "true"}}}
+    try:
+        _release(kube.custom.patch_namespaced_custom_object(
+            KEDA_GROUP, KEDA_VERSION, namespace, KEDA_PLURAL, name, patch,
+            _content_type=MERGE_PATCH, field_manager=FIELD_MANAGER, _preload_content=False))
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+def delete_scaled_object(kube: Kube, namespace: str, name: str) -> None:
+    """Delete the ScaledObject (KEDA then deletes its HPA and leaves the replica count); absent is fine."""
+    try:
+        _release(kube.custom.delete_namespaced_custom_object(KEDA_GROUP, KEDA_VERSION, namespace, KEDA_PLURAL, name,
+                                                             _preload_content=False))
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+@dataclass
+class KedaMemo:
+    """Shared by all reconciles (on ``Runtime``): KEDA was found absent, so no server asks again before
+    ``absent_until`` (``time.monotonic()``): one 404 per ``ABSENT_MEMO_SECONDS``, not one per reconcile."""
+
+    absent_until: float = 0.0
+
+    def absent(self, now: float) -> bool:
+        """KEDA was found absent less than ``ABSENT_MEMO_SECONDS`` ago."""
+        return now < self.absent_until
+
+    def found_absent(self, now: float) -> None:
+        """Remember that the API server does not serve ScaledObjects."""
+        self.absent_until = now + ABSENT_MEMO_SECONDS
+
+
+ABSENT_MEMO_SECONDS = 30.0
+
+
+def read_scaling(kube: Kube, memo: KedaMemo, enabled: bool, namespace: str, name: str, wanted: bool,
+                 recorded: bool) -> ScalingSnapshot | None:
+    """What autoscaling needs from the API: None when neither ``spec.autoscaling`` is set (``wanted``) nor a
+    ScaledObject is recorded in ``status.autoscaling`` (``recorded``): nothing is read then.
+
+    KEDA turned off in the settings (``enabled`` False): ``Keda.DISABLED``, nothing read (no RBAC for it).
+    """
+    if not (wanted or recorded):
+        return None
+    if not enabled:
+        return ScalingSnapshot(Keda.DISABLED)
+    now = time.monotonic()
+    if memo.absent(now):
+        return ScalingSnapshot(Keda.ABSENT)
+    try:
+        return ScalingSnapshot(Keda.INSTALLED, get_scaled_object(kube, namespace, name))
+    except KedaNotInstalled:
+        memo.found_absent(now)
+        return ScalingSnapshot(Keda.ABSENT)

@@ -1,0 +1,184 @@
+"""Raw JSON requests to the API server over the official client's connection pool and credentials.
+
+The generated API classes of the ``kubernetes`` client (37.x) validate every body into pydantic models with
+``validate_call`` and serialize them back: for a Deployment that was most of the operator's CPU per server
+in ``bench/reconcile_bench.py``, and importing ``CoreV1Api``/``AppsV1Api`` alone costs ~30 MiB of RSS.
+The operator's objects are already plain dicts rendered for the wire (``ctxfit.render``), so this module
+sends them as JSON through the same ``urllib3`` pool (``ApiClient.rest_client.pool_manager``: TLS client
+certificates, CA, proxy) with the same credentials (``Configuration.auth_settings()``: bearer token,
+refreshed by the kubeconfig/in-cluster hook), and returns parsed JSON. Errors raise the client's own
+``ApiException`` (``status``, ``reason``, ``body`` = the API server's Status JSON), so callers handle them
+exactly as before. Works with every ``kubernetes`` release the project allows (>= 29): only the pool, the
+configuration and the exception are used.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+from urllib.parse import quote, urlencode
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from ctxfit.api import API_GROUP, API_VERSION, PLURAL
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+USER_AGENT = "ctxfit-operator"
+
+Observe = Callable[[str, str, int, float], None]
+"""``observe(verb, resource, status code, seconds)`` after each request (0: no answer)."""
+
+
+def resource_of(path: str) -> str:
+    """The resource (and subresource) a path names, for metrics: ``/api/v1/namespaces/ns/pods/p/log`` ->
+    ``pods/log``; ``/apis/apps/v1/namespaces/ns/deployments`` -> ``deployments``."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    parts = parts[2:] if parts[:1] == ["api"] else parts[3:]  # drop /api/v1 or /apis/<group>/<version>
+    if parts[:1] == ["namespaces"] and len(parts) > 2:
+        parts = parts[2:]
+    if not parts:
+        return "namespaces" if path.rstrip("/").endswith("namespaces") else "-"
+    return parts[0] + (f"/{parts[2]}" if len(parts) > 2 else "")
+
+
+def path_of(*parts: str) -> str:
+    """``/a/b/c`` from path segments, each percent-quoted (names are DNS labels; quoting is defence)."""
+    return "/" + "/".join(quote(part, safe="") for part in parts)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """An API resource the operator calls, declared once (``tests/unit/chart/test_chart_rbac.py`` reads every
+    ``Rest.call``/``Rest.read`` of the controller to check the chart's RBAC against them).
+
+    Attributes:
+        group: API group ("" for core/v1).
+        version: API version.
+        plural: resource name.
+        subresource: e.g. ``status``, ``scale``, ``log`` ("" for none).
+        namespaced: whether objects live in a namespace.
+    """
+
+    group: str
+    version: str
+    plural: str
+    subresource: str = ""
+    namespaced: bool = True
+
+    @property
+    def rbac(self) -> str:
+        """The resource as RBAC names it: ``plural`` or ``plural/subresource``."""
+        return f"{self.plural}/{self.subresource}" if self.subresource else self.plural
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        """The collection (no ``name``) or object path; a subresource needs ``name``. Raises ``ValueError``
+        when a namespaced resource gets no namespace or a subresource no name."""
+        prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        parts: list[str] = []
+        if self.namespaced:
+            if not namespace:
+                raise ValueError(f"{self.plural} is namespaced: a namespace is required")
+            parts += ["namespaces", namespace]
+        parts.append(self.plural)
+        if name:
+            parts.append(name)
+        if self.subresource:
+            if not name:
+                raise ValueError(f"{self.rbac} needs an object name")
+            parts.append(self.subresource)
+        return prefix + path_of(*parts)
+
+
+class Rest:
+    """Thread-safe raw JSON calls over one ``ApiClient`` (its pool, TLS settings and credentials)."""
+
+    def __init__(self, api_client: client.ApiClient, observe: Observe | None = None) -> None:
+        self.configuration = api_client.configuration
+        self.pool = api_client.rest_client.pool_manager
+        self.host = str(self.configuration.host).rstrip("/")
+        self.observe = observe
+
+    def _headers(self, content_type: str | None, accept: str) -> dict[str, str]:
+        headers = {"Accept": accept, "User-Agent": USER_AGENT}
+        for setting in self.configuration.auth_settings().values():  # the bearer token, refreshed by its hook
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[str(setting["key"])] = str(setting["value"])
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    def request(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
+                content_type: str = JSON, accept: str = JSON, timeout: float | None = None) -> bytes:
+        """Send one request; returns the response body. ``body`` (dict/list) is sent as JSON.
+
+        Raises ``ApiException`` for a non-2xx answer (``status``, ``reason``, ``body``); connection errors
+        propagate from urllib3 as with the generated client.
+        """
+        url = self.host + path
+        if query:
+            url += "?" + urlencode({k: v for k, v in query.items() if v is not None})
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        began = time.monotonic()
+        code = 0
+        try:
+            response = self.pool.request(method, url, body=data, preload_content=False, timeout=timeout,
+                                         headers=self._headers(content_type if data is not None else None, accept))
+            try:
+                payload: bytes = response.data
+            finally:
+                response.release_conn()
+            code = response.status
+        finally:
+            if self.observe is not None:
+                self.observe(method, resource_of(path), code, time.monotonic() - began)
+        if not 200 <= response.status <= 299:
+            raise ApiException(http_resp=response)
+        return payload
+
+    def json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """``request`` and parse the JSON answer (an object)."""
+        return cast(dict[str, Any], json.loads(self.request(method, path, **kwargs)))
+
+    def get(self, path: str, **kwargs: Any) -> dict[str, Any] | None:
+        """GET an object as a dict; None when it does not exist (404)."""
+        try:
+            return self.json("GET", path, **kwargs)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def call(self, verb: str, resource: Resource, namespace: str | None = None, name: str | None = None,
+             **kwargs: Any) -> bytes:
+        """``request`` on ``resource``'s collection or object (the controller's way to call the API: the RBAC
+        test reads these calls). Raises as ``request``."""
+        return self.request(verb, resource.path(namespace, name), **kwargs)
+
+    def call_json(self, verb: str, resource: Resource, namespace: str | None = None, name: str | None = None,
+                  **kwargs: Any) -> dict[str, Any]:
+        """``call`` and parse the JSON answer (an object)."""
+        return cast(dict[str, Any], json.loads(self.call(verb, resource, namespace, name, **kwargs)))
+
+    def read(self, resource: Resource, namespace: str | None = None, name: str | None = None,
+             **kwargs: Any) -> dict[str, Any] | None:
+        """GET an object (or list a collection without ``name``) as a dict; None when it does not exist."""
+        return self.get(resource.path(namespace, name), **kwargs)
+
+
+# The resources the operator calls (``Rest.call``/``Rest.read``); chart RBAC: charts/ctxfit/templates/rbac.yaml.
+SERVERS = Resource(API_GROUP, API_VERSION, PLURAL)
+SERVERS_STATUS = Resource(API_GROUP, API_VERSION, PLURAL, "status")
+DEPLOYMENTS = Resource("apps", "v1", "deployments")
+DEPLOYMENTS_SCALE = Resource("apps", "v1", "deployments", "scale")
+SERVICES = Resource("", "v1", "services")
+EVENTS = Resource("", "v1", "events")
+POD_LOG = Resource("", "v1", "pods", "log")
+CLAIMS = Resource("", "v1", "persistentvolumeclaims")
+CONFIGMAPS = Resource("", "v1", "configmaps")
+STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses", namespaced=False)

@@ -1,0 +1,1 @@
+"""Generic concurrency for the operator: work queue, priority gate, worker threads, write lanes."""

@@ -1,0 +1,1 @@
+"""Prometheus metrics of the operator and its per-decision log lines."""

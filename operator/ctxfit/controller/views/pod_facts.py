@@ -1,0 +1,270 @@
+"""Pure facts about engine pods beyond readiness: whose they are, whether they wait, whether they were lost.
+
+No kopf, no API client. ``pod_facts(pod)`` reads a Pod (dict as the API returns it) once, at index time;
+``waiting(pod, node_names)`` says why a pod that is neither Ready nor failed is not running its engine
+yet; ``owned_by(pod, deployment)`` attributes a pod to a server by ownership, not by label.
+
+Sources (Kubernetes API and kubelet behaviour, v1.34):
+- ``PodScheduled`` condition ``False``/``Unschedulable`` with the scheduler's message ("0/7 nodes are
+  available: 2 Insufficient nvidia.com/gpu, ..."): kube-scheduler ``pkg/scheduler/schedule_one.go``
+  ``handleSchedulingFailure`` (the same text as the ``FailedScheduling`` Event).
+- Image errors as ``state.waiting.reason``: ``ErrImagePull``, ``ImagePullBackOff``, ``InvalidImageName``,
+  ``ErrImageNeverPull``: kubelet ``pkg/kubelet/images/types.go``; ``ContainerCreating`` and
+  ``PodInitializing``: kubelet ``pkg/kubelet/kubelet_pods.go`` (while pulling / while init containers run).
+- Disruptions: ``DisruptionTarget`` condition (reasons ``DeletionByPodGC``, ``TerminationByKubelet``,
+  ``EvictionByEvictionAPI``, ``PreemptionByScheduler``, ``DeletionByTaintManager``):
+  k8s.io/api ``core/v1/types.go`` (``PodReasonDeletionByPodGC`` ...); ``status.reason`` ``Evicted``,
+  ``NodeLost``, ``Shutdown``, ``Terminated``: kubelet eviction manager / node shutdown manager.
+- Ownership: a Deployment's pods are owned (``controller: true``) by a ReplicaSet named
+  ``<deployment>-<pod-template-hash>`` whose ``pod-template-hash`` label the pods carry:
+  kube-controller-manager ``pkg/controller/deployment/sync.go`` ``getNewReplicaSet``. A forged
+  ownerReference with an unknown uid is removed by the garbage collector; one with the real uid is
+  adopted by the ReplicaSet (it counts against its replicas), so the name check is enough here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .pods import PodView
+
+IMAGE_ERROR_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
+"""``state.waiting.reason`` values that mean the image cannot be had (kubelet ``images/types.go``)."""
+DISRUPTION_CONDITION = "DisruptionTarget"
+NODE_LOSS_REASONS = frozenset({"Evicted", "NodeLost", "Shutdown", "Terminated", "NodeShutdown",
+                               "UnexpectedAdmissionError", "NodeAffinity", "OutOfnvidia.com/gpu"})
+"""``status.reason`` of a pod that was stopped by its node, not by its engine (kubelet eviction/shutdown/admission)."""
+POD_TEMPLATE_HASH_LABEL = "pod-template-hash"
+VOLUME_WAIT_MARKER = "persistentvolumeclaim"
+"""In the scheduler's ``PodScheduled`` message when a claim is missing or unbound (kube-scheduler
+VolumeBinding plugin: 'persistentvolumeclaim "x" not found', 'pod has unbound immediate PersistentVolumeClaims'
+is matched case-insensitively below)."""
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+"""Label the LeaderWorkerSet controller puts on every pod of a group (sigs.k8s.io/lws api/leaderworkerset/v1)."""
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_REVISION_LABEL = "leaderworkerset.sigs.k8s.io/template-revision-hash"
+"""Labels of LWS group pods (``leaderworkerset_types.go`` ``GroupIndexLabelKey``, ``WorkerIndexLabelKey``,
+``RevisionKey``): which group, which pod of it (0 = the leader), which template revision."""
+ENGINE_DIGEST_FIELDS = ("image", "command", "args")
+"""Engine container fields a pod must share with the desired template to count as current (none is defaulted
+by the API server, so the rendered and the stored values compare as they are)."""
+
+
+@dataclass(frozen=True)
+class PodFacts:
+    """What a pod shows beyond readiness (see the module docstring for the sources).
+
+    Attributes:
+        owner_replicaset: name of the controlling ReplicaSet (None: not owned by a ReplicaSet).
+        owner_statefulset: name of the controlling StatefulSet (LeaderWorkerSet groups; None otherwise).
+        group_name: the pod's ``leaderworkerset.sigs.k8s.io/name`` label (None: not an LWS pod).
+        group_index, worker_index, revision: its LWS group index, index in the group (0: leader) and template
+            revision labels (None: absent or not a number).
+        template_label: the ``pod-template-hash`` label.
+        engine_digest: digest of the engine container's image/command/args (``engine_digest``).
+        image: the engine container's image as in the pod spec.
+        scheduled: the ``PodScheduled`` condition's status ("True"/"False"/None when absent).
+        unschedulable_message: the scheduler's message when ``PodScheduled`` is False.
+        engine_started_at: when the engine container first started (RFC 3339), None while it never ran.
+        waiting_message: the engine container's ``state.waiting.message``.
+        init_waiting: reason an init container is still running or waiting (None: all done or none).
+        init_waiting_reason: that init container's ``state.waiting.reason`` (e.g. ``ErrImagePull``).
+        disrupted: the pod was stopped by its node or the control plane (DisruptionTarget, eviction).
+    """
+
+    owner_replicaset: str | None = None
+    owner_statefulset: str | None = None
+    group_name: str | None = None
+    group_index: int | None = None
+    worker_index: int | None = None
+    revision: str | None = None
+    template_label: str | None = None
+    engine_digest: str | None = None
+    image: str | None = None
+    scheduled: str | None = None
+    unschedulable_message: str = ""
+    engine_started_at: str | None = None
+    waiting_message: str = ""
+    init_waiting: str | None = None
+    init_waiting_reason: str | None = None
+    disrupted: bool = False
+
+
+def engine_digest(container: Mapping[str, Any]) -> str:
+    """Digest (16 hex) of a container's ``ENGINE_DIGEST_FIELDS`` (rendered or as stored in a pod)."""
+    parts = {key: container.get(key) for key in ENGINE_DIGEST_FIELDS}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _controller_replicaset(meta: Mapping[str, Any], kind: str = "ReplicaSet") -> str | None:
+    """Name of the pod's controlling ``apps/v1`` ``kind`` (ReplicaSet, or StatefulSet for LWS groups)."""
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == kind and ref.get("apiVersion") == "apps/v1":
+            return str(ref.get("name") or "") or None
+    return None
+
+
+def _started_at(status: Mapping[str, Any] | None) -> str | None:
+    if not status:
+        return None
+    for key in ("state", "lastState"):
+        state = status.get(key) or {}
+        for phase in ("running", "terminated"):
+            started = (state.get(phase) or {}).get("startedAt")
+            if started:
+                return str(started)
+    return None
+
+
+def _init_waiting_reason(status: Mapping[str, Any]) -> str | None:
+    """``state.waiting.reason`` of the first init container that waits (None: none waits)."""
+    for init in status.get("initContainerStatuses") or []:
+        waiting = ((init.get("state") or {}).get("waiting") or {}).get("reason")
+        if waiting:
+            return str(waiting)
+    return None
+
+
+def _init_waiting(status: Mapping[str, Any]) -> str | None:
+    for init in status.get("initContainerStatuses") or []:
+        state = init.get("state") or {}
+        if init.get("started") and state.get("running"):  # a sidecar (restartPolicy Always) that runs is done
+            continue
+        terminated = state.get("terminated")
+        if terminated and terminated.get("exitCode") == 0:
+            continue
+        waiting = (state.get("waiting") or {}).get("reason")
+        return f"init container {init.get('name')} {'is ' + str(waiting) if waiting else 'has not finished'}"
+    return None
+
+
+def _index(text: object) -> int | None:
+    return int(text) if isinstance(text, str) and text.isdigit() else None
+
+
+def pod_facts(pod: Mapping[str, Any], container_name: str) -> PodFacts:
+    """Fold a Pod (dict) into ``PodFacts``; ``container_name`` names the engine container."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    spec = pod.get("spec") or {}
+    containers = spec.get("containers") or []
+    engine = next((c for c in containers if c.get("name") == container_name), containers[0] if containers else {})
+    statuses = status.get("containerStatuses") or []
+    engine_status = next((s for s in statuses if s.get("name") == container_name), statuses[0] if statuses else None)
+    conditions = {str(c.get("type")): c for c in status.get("conditions") or []}
+    scheduled = conditions.get("PodScheduled")
+    disruption = conditions.get(DISRUPTION_CONDITION)
+    waiting = ((engine_status or {}).get("state") or {}).get("waiting") or {}
+    labels = meta.get("labels") or {}
+    return PodFacts(
+        owner_replicaset=_controller_replicaset(meta),
+        owner_statefulset=_controller_replicaset(meta, "StatefulSet"),
+        group_name=labels.get(LWS_NAME_LABEL),
+        group_index=_index(labels.get(LWS_GROUP_INDEX_LABEL)),
+        worker_index=_index(labels.get(LWS_WORKER_INDEX_LABEL)),
+        revision=labels.get(LWS_REVISION_LABEL),
+        template_label=(meta.get("labels") or {}).get(POD_TEMPLATE_HASH_LABEL),
+        engine_digest=engine_digest(engine) if engine else None,
+        image=engine.get("image"),
+        scheduled=scheduled.get("status") if scheduled else None,
+        unschedulable_message=str(scheduled.get("message") or "") if scheduled and scheduled.get("status") == "False"
+        else "",
+        engine_started_at=_started_at(engine_status),
+        waiting_message=str(waiting.get("message") or ""),
+        init_waiting=_init_waiting(status),
+        init_waiting_reason=_init_waiting_reason(status),
+        disrupted=(disruption is not None and disruption.get("status") == "True")
+        or status.get("reason") in NODE_LOSS_REASONS,
+    )
+
+
+def owned_by(pod: PodView, deployment: str, digest: str | None) -> bool:
+    """The pod belongs to Deployment ``deployment`` (via its ReplicaSet) and runs the desired engine container.
+
+    ``digest``: ``engine_digest`` of the desired engine container (None: do not check the template). A pod
+    whose digest is unknown (no container: the API server never stores such a pod) is not checked.
+    """
+    facts = pod.facts
+    if facts.group_name is not None:
+        # a LeaderWorkerSet group's pod (multi-node): owned by one of its StatefulSets, the leaders' `<name>` or
+        # a group's workers' `<name>-<group index>` (sigs.k8s.io/lws pkg/controllers); leader and workers run
+        # different commands, so the engine digest is not compared (the attempt annotation still is)
+        sts = facts.owner_statefulset
+        return facts.group_name == deployment and sts is not None and (
+            sts == deployment or sts.startswith(f"{deployment}-"))
+    if not facts.template_label or facts.owner_replicaset != f"{deployment}-{facts.template_label}":
+        return False
+    return digest is None or facts.engine_digest is None or facts.engine_digest == digest
+
+
+class WaitKind(StrEnum):
+    """Why a pod has not started its engine (none of these is an engine failure)."""
+
+    UNSCHEDULABLE = "Unschedulable"
+    SCHEDULING = "Scheduling"
+    NODE_LOST = "NodeLost"
+    IMAGE_ERROR = "ImageError"
+    INITIALIZING = "Initializing"
+    CREATING = "Creating"
+
+
+@dataclass(frozen=True)
+class PodWait:
+    """A pod waiting (``kind``) with a human message quoting Kubernetes where it has one."""
+
+    kind: WaitKind
+    pod: str
+    message: str
+    image: str | None = None
+
+
+def lost(pod: PodView, node_names: Collection[str]) -> bool:
+    """The pod's node is gone (not among ``node_names``) or the pod was disrupted: not an engine failure."""
+    if pod.facts.disrupted:
+        return True
+    return pod.node is not None and pod.node not in node_names
+
+
+def waiting(pod: PodView, node_names: Collection[str]) -> PodWait | None:
+    """Why ``pod`` (not Ready, not failed) has not started its engine; None once the engine container runs.
+
+    Image errors come first (a pod on a node can be both unready and unable to pull); an unscheduled
+    pod quotes the scheduler's ``PodScheduled`` message.
+    """
+    facts = pod.facts
+    if lost(pod, node_names):
+        where = f"node {pod.node} is gone" if pod.node and pod.node not in node_names else "it was disrupted"
+        return PodWait(WaitKind.NODE_LOST, pod.name, f"pod {pod.name} was lost ({where}); waiting for its replacement")
+    if pod.waiting_reason in IMAGE_ERROR_REASONS or facts.init_waiting_reason in IMAGE_ERROR_REASONS:
+        # the engine image, or the init container's (model-download runs the engine's image)
+        reason = pod.waiting_reason if pod.waiting_reason in IMAGE_ERROR_REASONS else facts.init_waiting_reason
+        detail = f": {facts.waiting_message}" if facts.waiting_message else ""
+        return PodWait(WaitKind.IMAGE_ERROR, pod.name,
+                       f"cannot pull image {facts.image!r} ({reason}){detail}", image=facts.image)
+    if pod.node is None:
+        if facts.scheduled == "False" and VOLUME_WAIT_MARKER in facts.unschedulable_message.lower():
+            # the weights claim is not there or not bound yet (created with the Deployment): not a GPU shortage
+            return PodWait(WaitKind.SCHEDULING, pod.name,
+                           f"pod {pod.name} waits for its volume: {facts.unschedulable_message}")
+        if facts.scheduled == "False":
+            return PodWait(WaitKind.UNSCHEDULABLE, pod.name,
+                           f"waiting for GPUs: pod {pod.name} cannot be scheduled: "
+                           f"{facts.unschedulable_message or 'no message from the scheduler'}")
+        return PodWait(WaitKind.SCHEDULING, pod.name, f"pod {pod.name} is waiting to be scheduled")
+    if facts.engine_started_at is not None or pod.ready or pod.termination is not None:
+        return None
+    if facts.init_waiting is not None:
+        return PodWait(WaitKind.INITIALIZING, pod.name, f"pod {pod.name} on {pod.node}: {facts.init_waiting}")
+    if pod.waiting_reason in (None, "ContainerCreating"):
+        return PodWait(WaitKind.CREATING, pod.name,
+                       f"pod {pod.name} on {pod.node} is {pod.waiting_reason or 'Pending'} (pulling the image or "
+                       "creating the container)")
+    detail = f": {facts.waiting_message}" if facts.waiting_message else ""  # e.g. CreateContainerConfigError
+    return PodWait(WaitKind.CREATING, pod.name, f"pod {pod.name} on {pod.node} is {pod.waiting_reason}{detail}")
