@@ -42,7 +42,7 @@ from ..telemetry.metrics import Metrics
 from ..views.cache import ClaimView, claim_view
 from ..views.pods import DeploymentView, GPUNode, PodView, deployment_view, gpu_node, pod_view
 from ..views.workloads import owned_service_port
-from . import kopf_settings
+from . import kopf_settings, routing
 
 logger = logging.getLogger("ctxfit.controller")
 APPLIED_MEMORY_SECONDS = 10.0
@@ -86,6 +86,8 @@ class State:
         indexes: kopf's (pods_by_server, gpu_nodes, deployments_by_server, services_by_server,
             claims_by_name) indexes,
             captured from the first handler call.
+        members, member_views: the gateway's ``servers_by_pool`` index (None without the gateway) and the last
+            member view per server (``app/routing.py``).
     """
 
     runtime: Runtime
@@ -101,6 +103,8 @@ class State:
     events_seen: dict[Key, int] = field(default_factory=dict)
     applied: dict[Key, tuple[DeploymentView, float]] = field(default_factory=dict)
     indexes: tuple[Any, Any, Any, Any, Any] | None = None
+    members: Any = None
+    member_views: dict[Key, tuple[str, int]] = field(default_factory=dict)
     owned_views: dict[str, int] = field(default_factory=dict)
 
 
@@ -153,7 +157,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
             result = await threads.run(
                 reconcile, runtime, namespace, name, nodes, pods, body=unslim(state.bodies.get((namespace, name))),
                 deployment=deployment, service_port=next(iter(services_index.get(key, ())), None),
-                claim_seen=claim_seen)
+                claim_seen=claim_seen, members_of=routing.members_of(state.members, namespace))
         except Stopped:
             return None
         if result.applied is not None:
@@ -255,6 +259,7 @@ def _remember(memo: kopf.Memo, indexes: dict[str, Any]) -> State:
     if state.indexes is None:
         state.indexes = (indexes["pods_by_server"], indexes["gpu_nodes"], indexes["deployments_by_server"],
                          indexes["services_by_server"], indexes["claims_by_name"])
+        state.members = indexes.get(routing.MEMBERS_INDEX)
     return state
 
 
@@ -263,6 +268,7 @@ async def on_server(event: kopf.RawEvent, body: kopf.Body, name: str, namespace:
     """Any change of an InferenceServer (incl. the initial listing) -> reconcile it, except our own echo."""
     state = _remember(memo, indexes)
     key = (namespace, name)
+    routing.notify_members(state, event, body, namespace, name, indexes)
     if event.get("type") == "DELETED":
         state.known.discard(key)
         state.waiting_for_nodes.discard(key)
@@ -336,9 +342,16 @@ def _handler(fn: Callable[..., Any]) -> Any:
     return fn
 
 
-def build_registry() -> kopf.OperatorRegistry:
-    """A fresh kopf registry with ctxfit's handlers (``kopf.run(registry=...)``; tests build their own)."""
+def build_registry(gateway: bool | None = None) -> kopf.OperatorRegistry:
+    """A fresh kopf registry with ctxfit's handlers (``kopf.run(registry=...)``; tests build their own).
+
+    ``gateway``: also the inference gateway's index and watch (``app/routing.py``); None: ``CTXFIT_GATEWAY_ENABLED``.
+    """
     registry = kopf.OperatorRegistry()
+    if gateway is None:
+        gateway = Settings().gateway_enabled
+    if gateway:
+        routing.register(registry, _handler)
     kopf.on.login(registry=registry)(_handler(login))
     kopf.on.startup(registry=registry)(_handler(startup))
     kopf.on.cleanup(registry=registry)(_handler(cleanup))

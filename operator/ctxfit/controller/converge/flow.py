@@ -50,7 +50,7 @@ from ..views.nodes import failed_driver_nodes, required_cuda
 from ..views.pod_facts import engine_digest
 from ..views.pods import DeploymentView, GPUNode, PodView, describe_nodes, eligible_nodes
 from ..views.workloads import describe_drift, drifted
-from . import policy
+from . import policy, routing
 from .attempts import record_failure
 from .autoscaling import ScalingSnapshot, converge_autoscaling, leave_replicas, pause_live, wanted_replicas
 from .cache import observe_download, resolve
@@ -93,6 +93,8 @@ class Snapshot:
     claim: ClaimView | None = None
     download_log: Callable[[PodView], str] | None = None
     scaling: ScalingSnapshot | None = None
+    routing: routing.RoutingSnapshot | None = None
+    created: str = ""
 
 
 @dataclass
@@ -117,6 +119,9 @@ class Outcome:
     scaled_object: dict[str, Any] | None = None
     scaled_object_delete: bool = False
     scaled_object_pause: bool = False
+    pool: dict[str, Any] | None = None
+    pool_delete: tuple[str, str] | None = None
+    pod_labels: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
 
     def requeue(self, seconds: float) -> None:
         """Look again after ``seconds`` at the latest (keeps the earliest request)."""
@@ -124,9 +129,9 @@ class Outcome:
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
 
 
-HISTORY_NEUTRAL_FIELDS = ("replicas", "attempts", "pod", "autoscaling")
+HISTORY_NEUTRAL_FIELDS = ("replicas", "attempts", "pod", "autoscaling", "routing")
 """Spec fields whose change keeps the plan and the attempt history (they do not change what fits; adding or
-removing ``autoscaling`` restarts no engine)."""
+removing ``autoscaling`` restarts no engine; joining or leaving a pool keeps what the server learnt)."""
 
 
 def spec_key(spec: InferenceServerSpec) -> str:
@@ -367,8 +372,15 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
         return out
     out.spec = spec
     refused = policy.refusal(spec, settings)
-    if refused is not None:
-        policy.mark_refused(out, refused, now, snap.generation)
+    pool_refused = None if refused is not None else routing.refusal(snap.name, snap.uid, snap.created, spec,
+                                                                       snap.routing)
+    if refused is not None or pool_refused is not None:
+        if pool_refused is not None:
+            policy.mark_refused(out, pool_refused, now, snap.generation, reason=Reason.POOL_MODEL_MISMATCH)
+            st.routing = None
+            routing.drop_conditions(st)
+        else:
+            policy.mark_refused(out, str(refused), now, snap.generation)
         st.observed_generation = snap.generation
         out.scale_to_zero = snap.deployment is not None and snap.deployment.replicas != 0
         pause_live(out, snap.scaling, snap.name, now, snap.generation)
@@ -389,6 +401,14 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
         mark_clamped(out, now, snap.generation)
     _desired(snap, spec, out, settings, cache)
     converge_autoscaling(snap, spec, out, settings, now)
+    if snap.routing is not None:
+        facts = routing.ServerFacts(snap.name, snap.namespace, snap.uid, snap.created, spec,
+                                    routing.pool_pods(snap.name, snap.pods))
+        routed = routing.converge_routing(facts, st, snap.routing, now=now, generation=snap.generation)
+        out.pool, out.pool_delete, out.pod_labels = routed.pool, routed.pool_delete, routed.pod_labels
+        out.events += routed.events
+        if routed.requeue_after is not None:
+            out.requeue(routed.requeue_after)
     st.observed_generation = snap.generation
     return out
 

@@ -58,15 +58,17 @@ def refusal(spec: InferenceServerSpec, settings: Settings) -> str | None:
     return None
 
 
-def mark_refused(out: Outcome, message: str, now: str, generation: int) -> None:
-    """Failed, ``Admitted`` False, Ready False (reason RefusedByPolicy); a Warning Event when new."""
+def mark_refused(out: Outcome, message: str, now: str, generation: int,
+                 reason: Reason = Reason.REFUSED_BY_POLICY) -> None:
+    """Failed, ``Admitted`` False, Ready False (reason RefusedByPolicy, or PoolModelMismatch when the server
+    disagrees with its InferencePool, ``converge/routing.py``); a Warning Event when new."""
     st = out.status
     old = st.condition(ConditionType.ADMITTED)
-    text = f"refused by operator policy: {message}"
+    text = f"refused by operator policy: {message}" if reason is Reason.REFUSED_BY_POLICY else f"refused: {message}"
     if old is None or old.status != "False" or old.message != text:
-        out.events.append(EventNote("Warning", Reason.REFUSED_BY_POLICY, text))
-    st.set_condition(ConditionType.ADMITTED, "False", Reason.REFUSED_BY_POLICY, text, now=now, generation=generation)
-    mark_phase(out, Phase.FAILED, Reason.REFUSED_BY_POLICY, text, now, generation)
+        out.events.append(EventNote("Warning", reason, text))
+    st.set_condition(ConditionType.ADMITTED, "False", reason, text, now=now, generation=generation)
+    mark_phase(out, Phase.FAILED, reason, text, now, generation)
     st.endpoint = None
 
 
@@ -75,4 +77,5 @@ def mark_admitted(out: Outcome, now: str, generation: int) -> None:
     old = out.status.condition(ConditionType.ADMITTED)
     if old is not None and old.status != "True":
         out.status.set_condition(ConditionType.ADMITTED, "True", Reason.ALLOWED_BY_POLICY,
-                                 "allowed by operator policy", now=now, generation=generation)
+                                 "allowed by operator policy" if old.reason is Reason.REFUSED_BY_POLICY
+                                 else "admitted: nothing refuses it any more", now=now, generation=generation)

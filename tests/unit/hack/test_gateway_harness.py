@@ -7,7 +7,7 @@ import re
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "hack"))
 
 import addons_gateway  # noqa: E402 - after the path
@@ -25,9 +25,10 @@ def test_versions_match_the_fetch_script() -> None:
     assert addons_gateway.LWEPP_BINARY == f"lwepp-{addons_gateway.GIE_VERSION}"
 
 
-def test_k8s_bins_calls_the_gateway_script() -> None:
+def test_k8s_bins_builds_the_gateway_component() -> None:
     text = (REPO / "hack" / "k8s-bins.sh").read_text()
-    assert re.search(r'^OUT="\$OUT" bash "\$\(dirname "\$0"\)/gateway-bins.sh"$', text, re.MULTILINE)
+    assert re.search(r'^build_gateway\(\) \{ OUT="\$OUT" bash "\$HACK/gateway-bins.sh"; \}$', text, re.MULTILINE)
+    assert re.search(r"^ALL=\(.*\bgateway\b.*\)$", text, re.MULTILINE)
 
 
 def test_the_pool_api_the_operator_speaks_is_the_one_fetched() -> None:

@@ -26,7 +26,8 @@ class PoolView:
         owner_kind, owner_name, owner_uid: its controller ownerReference (None: none).
         spec: ``spec`` as stored (compared with the rendering).
         labels, annotations: as stored.
-        exists: False for a view of a pool being deleted (deletionTimestamp set).
+        deleting: the pool is being deleted (deletionTimestamp set).
+        uid: its ``metadata.uid`` (a delete is conditional on it).
     """
 
     name: str
@@ -37,6 +38,7 @@ class PoolView:
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
     deleting: bool = False
+    uid: str = ""
 
     @property
     def by_server(self) -> bool:
@@ -57,7 +59,7 @@ def pool_view(body: Mapping[str, Any]) -> PoolView:
     return PoolView(name=str(meta.get("name", "")), owner_kind=owner.get("kind"), owner_name=owner.get("name"),
                     owner_uid=owner.get("uid"), spec=dict(body.get("spec") or {}),
                     labels=dict(meta.get("labels") or {}), annotations=dict(meta.get("annotations") or {}),
-                    deleting=meta.get("deletionTimestamp") is not None)
+                    deleting=meta.get("deletionTimestamp") is not None, uid=str(meta.get("uid") or ""))
 
 
 @dataclass(frozen=True)
@@ -134,9 +136,9 @@ class PoolPod:
         attempt: its ``ctxfit.io/attempt`` (None: unknown).
         ready, deleting: readiness and deletion.
         labels: its pool and context labels as they are (only those keys).
-        owned: its controller owner is this server's own workload (ReplicaSet ``<server>-<hash>`` of the
-            server's Deployment, or the server's LeaderWorkerSet leader StatefulSet ``<server>``): the only
-            pods whose labels the operator patches.
+        owner: the name of its controller owner when that is this server's own workload (ReplicaSet
+            ``<server>-<pod-template-hash>`` of the server's Deployment, or the LeaderWorkerSet's leader
+            StatefulSet ``<server>``), else None: only pods with an owner here get their labels patched.
     """
 
     name: str
@@ -144,7 +146,11 @@ class PoolPod:
     ready: bool
     deleting: bool
     labels: Mapping[str, str]
-    owned: bool
+    owner: str | None
+
+    @property
+    def owned(self) -> bool:
+        return self.owner is not None
 
 
 def pod_labels_of(labels: Mapping[str, str]) -> dict[str, str]:

@@ -7,7 +7,7 @@ behaviour users see.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,9 +24,10 @@ from ctxfit.render.inferencepool import (
 )
 from ctxfit.render.labels import common_labels
 
-from .conditions import EventNote
-from .observed import capacity_tokens
-from .routing_view import MemberView, PoolPod, PoolView, promised
+from ..views.pods import PodView
+from ..views.routing import MemberView, PoolPod, PoolView, promised
+from .status import EventNote
+from .verify import capacity_tokens
 
 CRD_RECHECK_SECONDS = 60.0
 """With the InferencePool API absent, a server's routing is looked at again this often (like KEDA's absence)."""
@@ -51,12 +52,13 @@ class RoutingSnapshot:
 
 @dataclass
 class RoutingResult:
-    """What to write: ``pool`` (apply), ``pool_delete`` (a pool this server owns and no longer creates), label
-    patches per pod, Events, when to look again."""
+    """What to write: ``pool`` (apply), ``pool_delete`` ((name, uid) of a pool this server owns and no longer
+    creates), label patches per pod, Events, when to look again."""
 
     pool: dict[str, Any] | None = None
-    pool_delete: str | None = None
-    pod_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    pool_delete: tuple[str, str] | None = None
+    pod_labels: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
+    """pod name -> (its controller owner's name, the labels to set)."""
     events: list[EventNote] = field(default_factory=list)
     requeue_after: float | None = None
 
@@ -195,7 +197,7 @@ def converge_routing(server: ServerFacts, st: InferenceServerStatus, snap: Routi
         new_name = routing.pool_name(server.name) if routing is not None and routing.creates else None
         live = snap.pools.get(before.pool)
         if before.pool != new_name and live is not None and live.owner_uid == server.uid and not live.deleting:
-            out.pool_delete = before.pool
+            out.pool_delete = (before.pool, live.uid)
     if routing is None:
         st.routing = None
         drop_conditions(st)
@@ -213,11 +215,11 @@ def converge_routing(server: ServerFacts, st: InferenceServerStatus, snap: Routi
     if snap.enabled:
         for pod in pooled:
             tokens = pod_context(st, pod.attempt)
-            if tokens is None or not pod.owned:
+            if tokens is None or pod.owner is None:
                 continue
             want = context_labels(tokens)
             if any(pod.labels.get(k) != v for k, v in want.items()):
-                out.pod_labels[pod.name] = want
+                out.pod_labels[pod.name] = (pod.owner, want)
     if not snap.enabled:
         _condition(st, ConditionType.INFERENCE_POOL, "False", Reason.GATEWAY_DISABLED,
                    f"pool {pool_name}: the operator does not manage InferencePools (chart value gateway.enabled is "
@@ -297,3 +299,32 @@ def _joined(server: ServerFacts, st: InferenceServerStatus, pool_name: str, live
     _condition(st, ConditionType.INFERENCE_POOL, "True", Reason.POOL_JOINED,
                f"joined InferencePool {pool_name}" + (f" (created by {live.owner_name})" if live.by_server else ""),
                now, generation, out)
+
+
+def pool_pods(server: str, pods: Iterable[PodView]) -> tuple[PoolPod, ...]:
+    """The routing pass's view of a server's engine pods: attempt, readiness, routing labels, and the owner name
+    when the pod's controller is the server's own ReplicaSet (``<server>-<pod-template-hash>``) or
+    LeaderWorkerSet leader StatefulSet (``<server>``)."""
+    out = []
+    for pod in pods:
+        facts = pod.facts
+        owner = None
+        if facts.owner_replicaset is not None and facts.owner_replicaset == f"{server}-{facts.template_label}":
+            owner = facts.owner_replicaset
+        elif facts.owner_statefulset == server:
+            owner = facts.owner_statefulset
+        out.append(PoolPod(name=pod.name, attempt=pod.attempt, ready=pod.ready, deleting=pod.deleting,
+                           labels=dict(pod.routing_labels), owner=owner))
+    return tuple(out)
+
+
+def refusal(name: str, uid: str, created: str, spec: InferenceServerSpec, snap: RoutingSnapshot | None) -> str | None:
+    """Why this server may not join its pool (``pool_refusal``), None when it may or nothing is known."""
+    routing = spec.routing.inference_pool
+    if snap is None or routing is None or not snap.enabled:
+        return None
+    pool_name = routing.pool_name(name)
+    facts = ServerFacts(name=name, namespace="", uid=uid, created=created, spec=spec, pods=())
+    me = self_view(facts, InferenceServerStatus(), None, 0)
+    others = tuple(m for m in snap.members.get(pool_name, ()) if m.uid != uid)
+    return pool_refusal(me, others, snap.pools.get(pool_name), pool_name)

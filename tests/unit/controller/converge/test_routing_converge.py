@@ -12,8 +12,7 @@ from ctxfit.api import InferenceServer, InferenceServerSpec
 from ctxfit.api.observed import ObservedStatus
 from ctxfit.api.status import Attempt, AttemptOutcome, ConditionType, EffectiveStatus, InferenceServerStatus, Reason
 from ctxfit.budget.multinode import plan_group
-from ctxfit.controller.conditions import plan_status
-from ctxfit.controller.routing import (
+from ctxfit.controller.converge.routing import (
     CRD_RECHECK_SECONDS,
     RoutingSnapshot,
     ServerFacts,
@@ -22,7 +21,8 @@ from ctxfit.controller.routing import (
     pool_refusal,
     self_view,
 )
-from ctxfit.controller.routing_view import MemberView, PoolPod, PoolView, member_view, pool_view
+from ctxfit.controller.converge.status import plan_status
+from ctxfit.controller.views.routing import MemberView, PoolPod, PoolView, member_view, pool_view
 from ctxfit.render.inferencepool import (
     CONTEXT_LABEL,
     CONTEXT_RANGE_LABEL,
@@ -31,7 +31,7 @@ from ctxfit.render.inferencepool import (
     render_inference_pool,
 )
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "gateway"
+GOLDEN = Path(__file__).resolve().parents[3] / "golden" / "gateway"
 NOW = "2026-09-01T00:00:00Z"
 UID = "uid-h200"
 
@@ -53,7 +53,7 @@ def _status(spec: InferenceServerSpec, contexts: tuple[int, ...] = (),
 
 
 def _pod(name: str, pool: str, attempt: int, tokens: int, ready: bool = True, owned: bool = True) -> PoolPod:
-    return PoolPod(name=name, attempt=attempt, ready=ready, deleting=False, owned=owned,
+    return PoolPod(name=name, attempt=attempt, ready=ready, deleting=False, owner=f"{name}-rs" if owned else None,
                    labels={POOL_LABEL: pool, CONTEXT_RANGE_LABEL: f"0-{tokens}", CONTEXT_LABEL: str(tokens)})
 
 
@@ -202,13 +202,13 @@ def test_a_clamp_relabels_the_running_pods_and_a_step_down_starts_new_ones_right
     st.observed = ObservedStatus(attempt=1, served_context_length=131072, kv_cache_tokens=70000)
     pods = (_pod("p1", "llama31-8b", 1, 131072), _pod("p2", "llama31-8b", 1, 131072, owned=False))
     out = converge_routing(_facts("vllm-single", pods), st, _snap(), now=NOW, generation=1)
-    assert out.pod_labels == {"p1": {CONTEXT_RANGE_LABEL: "0-70000", CONTEXT_LABEL: "70000"}}  # not p2: not ours
+    assert out.pod_labels == {"p1": ("p1-rs", {CONTEXT_RANGE_LABEL: "0-70000", CONTEXT_LABEL: "70000"})}  # not p2
     assert st.routing is not None and (st.routing.context_length, st.routing.context_range) == (70000, "0-70000")
     stepped = _status(spec, (131072, 65536))
     stepped.observed = ObservedStatus(attempt=1, served_context_length=131072, kv_cache_tokens=70000)
     pods = (_pod("old", "llama31-8b", 1, 131072, ready=False), _pod("new", "llama31-8b", 2, 65536))
     out = converge_routing(_facts("vllm-single", pods), stepped, _snap(), now=NOW, generation=1)
-    assert out.pod_labels == {"old": {CONTEXT_RANGE_LABEL: "0-70000", CONTEXT_LABEL: "70000"}}
+    assert out.pod_labels == {"old": ("old-rs", {CONTEXT_RANGE_LABEL: "0-70000", CONTEXT_LABEL: "70000"})}
     assert stepped.routing is not None and stepped.routing.context_length == 65536
     assert pod_context(stepped, 7) is None
 
@@ -241,13 +241,14 @@ def test_leaving_a_created_pool_deletes_it_and_no_pool_means_no_routing_status()
     live = {"llama31-8b": _live(out.pool)}
     joined = facts.spec.model_copy(update={"routing": _server("vllm-join-l4").spec.routing}, deep=True)
     out = converge_routing(_facts("vllm-single", spec=joined), st, _snap(live), now=NOW, generation=2)
-    assert out.pool_delete == "llama31-8b" and st.routing is not None and st.routing.role == "Joined"
+    assert out.pool_delete is not None and out.pool_delete[0] == "llama31-8b"
+    assert st.routing is not None and st.routing.role == "Joined"
     gone = facts.spec.model_copy(update={"routing": _server("vllm-single").spec.routing.model_copy(
         update={"inference_pool": None})}, deep=True)
     st2 = _status(facts.spec)
     converge_routing(facts, st2, _snap(), now=NOW, generation=1)
     out = converge_routing(_facts("vllm-single", spec=gone), st2, _snap(live), now=NOW, generation=2)
-    assert out.pool_delete == "llama31-8b" and st2.routing is None
+    assert out.pool_delete is not None and out.pool_delete[0] == "llama31-8b" and st2.routing is None
     assert st2.condition(ConditionType.INFERENCE_POOL) is None
     assert st2.condition(ConditionType.POOL_CONTEXT_COVERED) is None
 

@@ -4,12 +4,9 @@ PodMonitor scrapes every rank port and labels series with the pod's pool."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chartkit import objects, one, render  # noqa: E402
+from tests.unit.chart.chartkit import objects, one, render
 
 POOLS = ("inference.networking.k8s.io", "inferencepools")
 

@@ -41,7 +41,7 @@ from ctxfit.render.inferencepool import (
 )
 from ctxfit.render.leaderworkerset import render_service_for, render_workload
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "gateway"
+GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "gateway"
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "inferenceserver.yaml").exists())
 UID = "00000000-0000-4000-8000-000000000026"
 NAMESPACE = "inference"

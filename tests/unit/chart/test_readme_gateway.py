@@ -10,7 +10,7 @@ import yaml
 from ctxfit.api import InferenceServer
 from ctxfit.budget.multinode import plan_group
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MANIFEST = ROOT / "manifests" / "llama31-8b-gateway.yaml"
 
 

@@ -15,7 +15,7 @@ from ctxfit.render import RenderInput
 from ctxfit.render.inferencepool import CONTEXT_RANGE_LABEL
 from ctxfit.render.leaderworkerset import render_workload
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "golden" / "gateway"
 
 
