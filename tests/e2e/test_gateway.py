@@ -33,6 +33,8 @@ from addons_gateway import (
     stop_lwepp,
     wait_lwepp_pods,
 )
+from ctxfit.api.observed import ObservedStatus
+from ctxfit.controller.converge.verify import capacity_tokens
 from kubernetes.client.rest import ApiException
 from sim_startup import StartupLogServer, vllm_startup_log
 
@@ -213,21 +215,31 @@ def test_a_clamp_relabels_in_place_and_the_step_down_starts_right(cluster: Any, 
         with StartupLogServer(cluster, api.core, api.namespace, make):
             api.create(obj)
 
+            def clamped() -> int | None:
+                st = api.get("llama31-8b-h200").get("status", {})
+                observed = st.get("observed")
+                return capacity_tokens(ObservedStatus.model_validate(observed)) if observed else None
+
+            held = api.wait(clamped, "the engine's report read", timeout=90)
+            assert held is not None and held < 131072
+
             def relabelled() -> list[dict[str, Any]] | None:
                 pods = [p for p in serving_pods(api, "llama31-8b-h200")
                         if p["metadata"]["annotations"].get("ctxfit.io/attempt") == "1"]
-                return pods if pods and labels_of(pods)[0][1] == "0-69984" else None
+                return pods if pods and labels_of(pods)[0][1] == f"0-{held}" else None
 
-            pods = api.wait(relabelled, "the clamped attempt-1 pod relabelled in place", timeout=90)
-            assert labels_of(pods) == [("llama31-8b", "0-69984", "69984")]  # 70,000 in whole 16-token blocks
+            pods = api.wait(relabelled, "the clamped attempt-1 pod relabelled in place", timeout=20)
+            assert labels_of(pods) == [("llama31-8b", f"0-{held}", str(held))]
             assert pods[0]["metadata"]["annotations"]["ctxfit.io/context-length"] == "131072"  # same pod, no restart
-            routing = api.get("llama31-8b-h200")["status"]["routing"]
-            assert routing["contextLength"] == 69984 or routing["contextLength"] < 131072
+            assert pods[0]["status"]["containerStatuses"][0]["restartCount"] == 0
+            routing = api.wait(lambda: (r := api.get("llama31-8b-h200")["status"].get("routing"))
+                               and r["contextLength"] == held and r, "status.routing says what the Ready pod holds")
+            assert routing["contextRange"] == f"0-{held}"
             second = api.wait(lambda: [p for p in serving_pods(api, "llama31-8b-h200")
                                        if p["metadata"]["annotations"].get("ctxfit.io/attempt") == "2"],
                               "attempt 2 Ready", timeout=120)
             tokens = int(second[0]["metadata"]["annotations"]["ctxfit.io/context-length"])
-            assert tokens < 69984
+            assert tokens < held
             assert labels_of(second)[0] == ("llama31-8b", f"0-{tokens}", str(tokens))
     finally:
         op.stop()

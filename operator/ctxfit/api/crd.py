@@ -235,6 +235,12 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "jsonPath": ".status.replicas",
         "description": "Engine replicas the workload has now (set by the autoscaler when spec.autoscaling is set)",
     },
+    {
+        "name": "Pool",
+        "type": "string",
+        "jsonPath": ".status.routing.pool",
+        "description": "InferencePool the server's engine pods serve in (spec.routing.inferencePool)",
+    },
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

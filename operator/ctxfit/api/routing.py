@@ -169,8 +169,9 @@ class RoutingStatus(WireModel):
         pool: the InferencePool's name.
         role: Created (this server owns it) or Joined.
         served_model_name: ``--served-model-name`` in force.
-        context_length: tokens on the pods' context labels: the effective context, lowered to what the engine
-            reported serving (``status.observed.servedContextLength``) for the attempt in force.
+        context_length: tokens the Ready pods' context labels say (the shortest when two attempts overlap): their
+            attempt's effective context, lowered to what the engine reported holding (``status.observed``); with no
+            Ready pod, what the current attempt's pods will say.
         context_range: the router label's value (``llm-d.ai/context-length-range``), ``0-<contextLength>``.
         target_ports: the ports of this server's pods in the pool (one per data-parallel rank when each rank
             serves its own port).

@@ -206,7 +206,9 @@ def converge_routing(server: ServerFacts, st: InferenceServerStatus, snap: Routi
     cur = st.current_attempt
     pooled = [p for p in server.pods if p.labels.get(POOL_LABEL) == pool_name and not p.deleting]
     ready = sum(1 for p in pooled if p.ready) if running else 0
-    context = pod_context(st, cur.number) if cur is not None else None
+    held = [t for p in pooled if p.ready and (t := pod_context(st, p.attempt)) is not None]
+    # what the Ready pods hold (the shortest, if attempts overlap), else what the current attempt's pods will
+    context = min(held) if held else (pod_context(st, cur.number) if cur is not None else None)
     st.routing = RoutingStatus(
         pool=pool_name, role="Created" if routing.creates else "Joined",
         served_model_name=spec.routing.served_name(spec.model.name), context_length=context,
