@@ -1,9 +1,11 @@
 # syntax=docker/dockerfile:1
-# The ctxfit operator image:  docker build -t ghcr.io/ctxfit/ctxfit:0.1.0 .
-# No Docker engine in CI: tests/unit/chart/test_chart_image.py runs this file's RUN commands and entrypoint in a
-# venv. Keep them plain shell, one command per RUN line.
+# The ctxfit operator image:  make image  (hack/image.sh: docker, podman or buildah), or
+#   docker build -t ghcr.io/ctxfit/ctxfit:0.1.0 .
+# PYTHON_IMAGE is the base of both stages: the official image by default; any Debian/Ubuntu-like image with
+# `python` (3.11+), venv and pip works (CI builds on hack/base-image.sh's offline Debian base).
+# tests/e2e/test_image.py builds this file and runs the image.
 
-ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
+ARG PYTHON_IMAGE=docker.io/library/python:3.11.11-slim-bookworm
 
 # ---- build: wheels of ctxfit and of every dependency (all have wheels: no compiler needed), then a venv
 FROM ${PYTHON_IMAGE} AS build
@@ -17,7 +19,8 @@ RUN /opt/ctxfit/bin/pip install --no-index --find-links /wheels ctxfit
 
 # ---- runtime: the base image plus the venv; non-root; no build tools
 FROM ${PYTHON_IMAGE}
-RUN useradd --uid 65532 --user-group --no-create-home --home-dir /tmp --shell /usr/sbin/nologin ctxfit
+RUN groupadd --system --gid 65532 ctxfit && \
+    useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin ctxfit
 COPY --from=build /opt/ctxfit /opt/ctxfit
 ENV PATH=/opt/ctxfit/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \

@@ -3,14 +3,15 @@ PYTHON ?= python3
 PYTEST ?= $(PYTHON) -m pytest
 export PYTHONDONTWRITEBYTECODE = 1
 
-.PHONY: install bins bins-cluster demo test test-unit test-tools test-e2e lint typecheck crd bench bench-operator help
+.PHONY: install bins bins-cluster image demo test test-unit test-tools test-e2e lint typecheck crd bench bench-operator help
 
 help:
 	@echo "make install   - pip install -e .[test]"
 	@echo "make demo      - local control plane + operator + manifests/kimi-128k.yaml (Ctrl-C tears down)"
 	@echo "make test      - lint, unit tests, e2e tests against the local control plane"
+	@echo "make image     - build the operator image from the Dockerfile (docker, podman or buildah)"
 	@echo "make test-unit - unit tests without Go, helm or promtool (minutes, on a fresh clone)"
-	@echo "make test-tools - the unit tests that run helm (built alone), promtool or an image build"
+	@echo "make test-tools - the unit tests that run helm (built alone) or promtool"
 	@echo "make bench     - planner and calibration benchmarks (bench/)"
 	@echo "make bench-operator - reconcile 200 servers on the local control plane"
 
@@ -21,6 +22,12 @@ install:
 # (cached; ~9 min cold for Kubernetes alone, up to ~25 min more for KEDA: hack/keda-bins.sh)
 bins:
 	bash hack/k8s-bins.sh
+
+# The operator image from the Dockerfile (hack/image.sh): docker with a daemon, else podman/buildah; the
+# official python base where it can be pulled, else an offline Debian base (hack/base-image.sh). IMAGE=tag.
+IMAGE ?= localhost/ctxfit:dev
+image:
+	IMAGE=$(IMAGE) bash hack/image.sh
 
 # What the demo's control plane needs: kube-apiserver, controller-manager, scheduler, kubectl, etcd, kwok
 bins-cluster:

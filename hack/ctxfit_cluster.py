@@ -317,6 +317,11 @@ class Cluster(NodesMixin, PodLogsMixin):
             self.load_state()
         stop_processes(self.state.get("processes", {}), self._procs.values(), grace)
         self._procs.clear()
+        if self.state.get("realnode"):  # what outlives its processes: cgroup, mounts, network namespace
+            import cluster_realnode
+
+            cluster_realnode.cleanup_recorded(self.state)
+            self.state.pop("realnode", None)
         if remove_data:
             for d in (self.data_dir, self.pki, self.pod_logs_dir, self.work_dir / "home"):
                 shutil.rmtree(d, ignore_errors=True)

@@ -3,7 +3,8 @@
 Pure: no I/O. ``plan`` raises ``PlanInputError`` only for input it cannot read (a field the user wrote);
 a plan that does not fit is a normal result (``Plan.fits`` False with ``reasons``), and so is a spec the
 engines could not run at all (a TP/PP layout the model cannot be split by, weights larger than the
-GPU: ``budget.verdict``). Hybrid models: the KV pool is shared with (vLLM) or split from (SGLang) the
+GPU, a GPU whose compute capability the engine cannot run the model on: ``budget.verdict``,
+``budget.capability``). Hybrid models: the KV pool is shared with (vLLM) or split from (SGLang) the
 recurrent state, and max-num-seqs is capped so every running sequence's state fits (``budget.hybrid``).
 """
 
@@ -15,9 +16,12 @@ from typing import Any
 
 from ctxfit.api import EffectiveConfig, GiB, InferenceServerSpec
 from ctxfit.engines import BudgetTerms, Engine, get_engine
+from ctxfit.engines.weights import checkpoint_weights
 from ctxfit.vocab.inputs import PlanInputError, PlanInputs, resolve_inputs
+from ctxfit.vocab.modelsource import ModelSource
 
 from .calibrate import CalibrationTable, calibrate_engine
+from .capability import capability_problems
 from .context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT, ContextChoice, choose_context, step_down_context
 from .hybrid import max_sequences, split_pool, state_bytes_per_sequence
 from .kv import kv_layout
@@ -80,6 +84,7 @@ def plan(
     node_compute_capability: tuple[int, int] | None = None,
     hf_config: dict[str, Any] | None = None,
     pin: dict[str, Any] | None = None,
+    model: ModelSource | None = None,
     default_headroom: float = DEFAULT_HEADROOM,
     suggest: bool = True,
     calibration: CalibrationTable | None = None,
@@ -90,6 +95,8 @@ def plan(
         spec: validated InferenceServer spec.
         node_product, node_gpu_memory_mib, node_compute_capability: what the node's GFD labels say.
         hf_config: a config.json dict, used when the spec has no architecture.
+        model: a resolved model (``ctxfit.hub``): its config stands for ``hf_config`` and its checkpoint's tensors
+            give the weights per GPU with the engine's sharding rules (``ctxfit.engines.weights``); spec fields win.
         pin: effective fields (snake_case) to hold fixed, e.g. ``{"kv_cache_dtype": "auto"}``;
             ``context_length`` replaces the target.
         default_headroom: headroom when ``spec.context.headroom`` is unset.
@@ -101,8 +108,16 @@ def plan(
         PlanInputError: unknown GPU/model without the needed fields (never for "does not fit": weights
             larger than the GPU and layouts the model cannot be split by are plans with ``fits`` False).
     """
+    if model is not None and hf_config is None:
+        hf_config = model.config
+    from_checkpoint = None
+    if model is not None and spec.model.weights_per_gpu is None:
+        from_checkpoint = checkpoint_weights(spec, model.checkpoint, model.config)
+        if from_checkpoint is not None:
+            from_checkpoint = (from_checkpoint[0], f"{from_checkpoint[1]} ({model.describe()})")
     inputs = resolve_inputs(
         spec,
+        checkpoint_weights=from_checkpoint,
         node_product=node_product,
         node_gpu_memory_mib=node_gpu_memory_mib,
         node_compute_capability=node_compute_capability,
@@ -110,6 +125,10 @@ def plan(
     )
     engine, calibration_key, correction = calibrate_engine(get_engine(spec.engine.kind), inputs, calibration)
     reasons: list[str] = [correction.reason] if correction is not None else []
+    if model is not None:
+        arch_from = "spec.model.architecture" if spec.model.architecture is not None else "config.json"
+        reasons.append(f"model resolved from {model.describe()} ({model.weight_format}): architecture from "
+                       f"{arch_from}, weights from {inputs.weights_source}")
     if inputs.compute_capability is None:
         reasons.append("GPU compute capability unknown (product not in the catalog): KV dtype support not checked")
     requested_dtype = str((pin or {}).get("kv_cache_dtype") or spec.memory.kv_cache_dtype)
@@ -130,7 +149,7 @@ def plan(
         reasons.append(f"context.target {target} exceeds the model's maximum {model_max}; capped at {model_max}")
     goal = _Goal(target=target, minimum=minimum, headroom=headroom, model_max=model_max)
 
-    refusal = parallelism_problems(inputs)
+    refusal = parallelism_problems(inputs) + capability_problems(inputs)
     if refusal:
         return _refused(inputs, engine, effective, [*reasons, *refusal])
     step = _plan_step(inputs, engine, effective, goal)

@@ -57,6 +57,7 @@ from .download import DOWNLOAD_EVENT_PATTERNS, DOWNLOAD_PATTERNS
 from .evidence import EVIDENCE_MAX_CHARS, error_line, marker_evidence
 from .generic import EVENT_PATTERNS, GENERIC_PATTERNS, GENERIC_PHASE_MARKERS
 from .limits import plausible_number
+from .oom_numbers import process_numbers
 
 MAX_TEXT_CHARS = 1 << 20
 """Characters of log text analysed (the tail); the operator passes at most a few tens of KiB."""
@@ -160,6 +161,21 @@ def _pattern_window(text: str, start: int, end: int, pattern: FailurePattern) ->
     return lo, hi
 
 
+def _qualifies(text: str, pos: int, end: int, pattern: FailurePattern) -> bool:
+    """Whether the occurrence text[pos:end] meets the pattern's ``line_requires`` and ``requires_any``."""
+    if pattern.line_requires:
+        lo, hi = _window_bounds(text, pos, end, WINDOW_BEFORE, WINDOW_AFTER)
+        line = text[lo:hi]
+        if not all(any(needle in line for needle in group) for group in pattern.line_requires):
+            return False
+    if pattern.requires_any:
+        lo, hi = _pattern_window(text, pos, end, pattern)
+        window = text[lo:hi]
+        if not any(needle in window for needle in pattern.requires_any):
+            return False
+    return True
+
+
 def _first_occurrence(text: str, pattern: FailurePattern) -> tuple[int, int] | None:
     best: tuple[int, int] | None = None
     for marker in pattern.markers:
@@ -171,12 +187,9 @@ def _first_occurrence(text: str, pattern: FailurePattern) -> tuple[int, int] | N
             if pos < 0 or (best is not None and pos >= best[0]):
                 break
             end = pos + len(marker)
-            if pattern.requires_any:
-                lo, hi = _pattern_window(text, pos, end, pattern)
-                window = text[lo:hi]
-                if not any(needle in window for needle in pattern.requires_any):
-                    start = pos + 1
-                    continue
+            if not _qualifies(text, pos, end, pattern):
+                start = pos + 1
+                continue
             best = (pos, end)
             break
     return best
@@ -228,7 +241,7 @@ def _phase_before(text: str, position: int, markers: tuple[PhaseMarker, ...]) ->
 
 
 def _occurrences(text: str, pattern: FailurePattern, limit: int) -> list[tuple[int, int]]:
-    """The first ``limit`` occurrences of the pattern's markers (that pass ``requires_any``), by position."""
+    """The first ``limit`` occurrences of the pattern's markers (that pass ``_qualifies``), by position."""
     found: list[tuple[int, int]] = []
     for marker in pattern.markers:
         if not marker:
@@ -240,10 +253,8 @@ def _occurrences(text: str, pattern: FailurePattern, limit: int) -> list[tuple[i
                 break
             end = pos + len(marker)
             start = pos + 1
-            if pattern.requires_any:
-                lo, hi = _pattern_window(text, pos, end, pattern)
-                if not any(needle in text[lo:hi] for needle in pattern.requires_any):
-                    continue
+            if not _qualifies(text, pos, end, pattern):
+                continue
             found.append((pos, end))
     return sorted(found)[:limit]
 
@@ -262,6 +273,9 @@ def _failure_from_match(match: _Match, markers: tuple[PhaseMarker, ...]) -> Fail
             other = _extract(text[lo:hi], pattern.extractors)
             if len(other) > len(numbers):
                 numbers, start, end = other, other_start, other_end
+    if any(e.name == "inUseBytes" for e in pattern.extractors):
+        lo, hi = _pattern_window(text, start, end, pattern)
+        numbers = {k: v for k, v in process_numbers(text[lo:hi], numbers).items() if plausible_number(k, v)}
     kind = pattern.kind
     if pattern.by_phase:
         phase = _phase_before(text, start, markers)

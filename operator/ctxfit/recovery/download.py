@@ -40,6 +40,21 @@ here ever changes an engine flag:
   "429 Too Many Requests" (v1.x), "An error happened while trying to locate the file on the Hub and we
   cannot find the requested files in the local cache" (``LocalEntryNotFoundError`` on a connection error).
 
+  The Xet transfer path (huggingface_hub 0.30+ with hf_xet; the Rust client's errors come up through
+  ``xet_get`` as ``RuntimeError`` with the error's display text, read in the hf_xet 1.0.5, 1.1.10, 1.4.3 and 1.8.0
+  binaries): 1.0-1.1 "Data processing error: CAS service error : ReqwestMiddleware Error: Request failed after 5
+  retries", "... : IO Error: Timer expired", "... : Error : single flight error: Real call failed", "... : result
+  term data length N did not match expected value M" (a reconstruction cut short); 1.2+ "File reconstruction
+  error: ...", "CAS Client Error: ...", "Network error: ...", "Internal Writer Error: Background writer channel
+  closed"; the HTTP layer under it (reqwest/hyper) "error decoding response body", "request or response body
+  error", "end of file before message length reached" (an incomplete body), "connection reset"; 1.8
+  ``XetAuthenticationError`` / ``XetObjectNotFoundError`` (a short-lived CAS token or a chunk the CAS did not
+  serve: the Hub already granted the file, so they are retried like the others). huggingface_hub's own check after
+  a plain HTTP download, "Consistency check failed: file should be of size N but has size M ... This is usually
+  due to network issues while downloading the file" (0.30.2 - 2.4.0 ``file_download.py``), and proxy failures
+  ("ProxyError", "Tunnel connection failed", httpx "peer closed connection without sending complete message
+  body") are the same class.
+
 Precedence: the classifier's ranks (``RANK_SPECIFIC`` for a named Hub error beats ``RANK_HINT`` for a
 bare HTTP/network line), so a 401 that huggingface_hub turns into "Repository Not Found" is ModelNotFound.
 """
@@ -122,9 +137,10 @@ DOWNLOAD_PATTERNS: tuple[FailurePattern, ...] = (
         kind=FailureKind.CACHE_VOLUME_FULL,
         markers=("[Errno 28] No space left on device", "No space left on device"),
         rank=RANK_SPECIFIC,
-        source="ENOSPC (errno 28) from the kernel while huggingface_hub writes a blob",
+        source="ENOSPC (errno 28) from the kernel while huggingface_hub writes a blob (hf_xet: 'Data processing error: "
+        "CAS service error : IO Error: No space left on device (os error 28)')",
         requires_any=("/models", "huggingface", ".incomplete", "blobs", "snapshot_download", "hf_hub_download",
-                      "file_download"),
+                      "file_download", "(os error 28)", "CAS service error", "Data processing error"),
     ),
     FailurePattern(
         kind=FailureKind.MODEL_ACCESS_DENIED,
@@ -142,6 +158,22 @@ DOWNLOAD_PATTERNS: tuple[FailurePattern, ...] = (
                  "ChunkedEncodingError", "Connection aborted"),
         rank=RANK_HINT,
         source="requests/urllib3 and httpx exception texts; huggingface_hub LocalEntryNotFoundError (online)",
+    ),
+    FailurePattern(
+        kind=FailureKind.DOWNLOAD_INTERRUPTED,
+        markers=("CAS service error", "File reconstruction error", "CAS Client Error", "ReqwestMiddleware Error",
+                 "single flight error", "did not match expected value", "Internal Writer Error",
+                 "error decoding response body", "request or response body error",
+                 "end of file before message length reached", "XetAuthenticationError", "XetObjectNotFoundError",
+                 "Consistency check failed: file should be of size", "peer closed connection without sending",
+                 "incomplete chunked read", "ProxyError", "Tunnel connection failed"),
+        rank=RANK_HINT,
+        source="hf_xet 1.0.5-1.8.0 (the Rust client's error texts, read in the wheels' binaries; xet-core issues 303, "
+        "394, 444) raised through huggingface_hub 0.30.2-2.4.0 file_download.xet_get; huggingface_hub http_get "
+        "'Consistency check failed' (0.30.2-2.4.0); httpx/h11 RemoteProtocolError, requests ProxyError (module "
+        "docstring). RANK_HINT: an ENOSPC under the same line ('IO Error: No space left on device') stays "
+        "CacheVolumeFull",
+        covers=(("hf_xet 1.0.5", "hf_xet 1.8.0"), ("huggingface_hub 0.30.2", "huggingface_hub 2.4.0")),
     ),
 )
 """Download failure texts (module docstring); ``ctxfit.recovery.classify`` runs them with the generic ones."""

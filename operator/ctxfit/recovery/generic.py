@@ -75,6 +75,15 @@ PARALLEL_WORDS = (
 )
 """Words that put a "divisible by" next to a parallel layout (and not, e.g., a block size)."""
 
+PARALLEL_SIZE_NAMES = (
+    "tp_size", "tp_world_size", "attn_tp_size", "tensor_model_parallel_world_size", "tensor_parallel_world_size",
+    "tensor_parallel_size", "world_size", "ep_size", "moe_tp_size", "pp_size", "dp_size", "% tp ", "% tp)",
+    "% self.tp ", "% self.tp)", "% tp_", "% tensor_parallel", "% self.tensor_parallel",
+)
+"""The right-hand side of a bare divisibility ``assert`` in the engines' layers (``assert self.total_num_kv_heads %
+tp_size == 0``, ``assert self.total_num_heads % attn_tp_size == 0``, ``assert num_experts % self.moe_ep_size == 0``;
+counted in the vLLM 0.10.2 / 0.19.0 and SGLang 0.4.3 / 0.5.4 / 0.5.10 wheels: 250+ such lines in model files)."""
+
 GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
     FailurePattern(
         kind=FailureKind.GPU_OUT_OF_MEMORY,
@@ -132,14 +141,47 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
         rank=RANK_SPECIFIC,
         source="vLLM / SGLang distributed/utils.py ensure_divisibility ('{} is not divisible by {}', an "
         "AssertionError from divide() while splitting heads or sizes over the TP ranks); fp8 block quantization "
-        "'input_size_per_partition = N is not divisible by weight quantization block_k'",
+        "'input_size_per_partition = N is not divisible by weight quantization block_k' and 'output_partition_size "
+        "= N is not divisible by weight quantization block_n' (vLLM 0.10.2 / 0.19.0 and SGLang 0.5.4 "
+        "layers/quantization/fp8*.py validate_fp8_block_shape; older 'The output_size of gate's and up's weight = "
+        "192 is not divisible by weight quantization block_n = 128.'); Marlin 'Weight output_size_per_partition = N "
+        "is not divisible by min_thread_n = 64. Consider reducing tensor_parallel_size' (marlin_utils.py)",
         extractors=(
             extractor("dividedCount", r"AssertionError: " + NUM + r" is not divisible by"),
             extractor("parallelSize", r"AssertionError: \d[\d,]{0,24} is not divisible by " + NUM),
         ),
-        requires_any=("ensure_divisibility", "AssertionError: ", "_per_partition", "divide("),
+        requires_any=("ensure_divisibility", "AssertionError: ", "_per_partition", "divide(", "_partition_size",
+                      "weight quantization block", "tensor_parallel_size", "gate's and up's weight"),
         context_lines=6,
-        covers=(("vLLM 0.4.x", "vLLM 0.4.x"), ("SGLang 0.4.3", "SGLang 0.5.4")),
+        covers=(("vLLM 0.4.x", "vLLM 0.19.0"), ("SGLang 0.4.3", "SGLang 0.5.10")),
+    ),
+    FailurePattern(
+        kind=FailureKind.INVALID_PARALLELISM,
+        markers=("assert ",),
+        rank=RANK_ROOT,
+        source="a bare divisibility assert in a model or layer file, shown by the traceback above a message-less "
+        "'AssertionError' (vLLM chatglm.py 'assert self.total_num_kv_heads % tp_size == 0', vLLM issue 1581; the "
+        "same line in 113 vLLM 0.10.2/0.19.0 and 87 SGLang 0.4.3-0.5.10 model files, 'assert self.total_num_heads "
+        "% attn_tp_size == 0' in SGLang's DeepSeek/Qwen files)",
+        line_requires=((" % ", "%self", "% ("), PARALLEL_SIZE_NAMES),
+        requires_any=("AssertionError",),
+        context_lines=3,
+        covers=(("vLLM 0.2.1", "vLLM 0.19.0"), ("SGLang 0.4.3", "SGLang 0.5.10")),
+    ),
+    FailurePattern(
+        kind=FailureKind.INVALID_PARALLELISM,
+        markers=("world size must divide", "must be a multiple of tensor parallel size",
+                 "is not aligned with the quantized", "Pipeline parallelism is not supported for this model",
+                 "Tensor parallel currently not supported for quantized models"),
+        rank=RANK_ROOT,
+        source="vLLM 0.10.2-0.19.0 (read in the wheels): mamba_mixer2.py 'Tensor parallel world size must divide num "
+        "heads.' / '... must divide hidden size.'; gptq.py / awq.py 'The input size is not aligned with the "
+        "quantized weight shape. This can be caused by too large tensor parallel size.' (input_size_per_partition % "
+        "group_size: vLLM issues 1816 and 5675, Qwen2-72B AWQ at TP 8 on 0.5.1) and 'The output size is not aligned "
+        "...' (vLLM issue 11671); model_executor/models/interfaces.py supports_pp check "
+        "'Pipeline parallelism is not supported for this model. Supported models implement the `SupportsPP` "
+        "interface.'; SGLang 0.5.x model files",
+        covers=(("vLLM 0.6.0", "vLLM 0.19.0"), ("SGLang 0.5.4", "SGLang 0.5.10")),
     ),
     FailurePattern(
         kind=FailureKind.MODEL_ACCESS_DENIED,
@@ -207,8 +249,55 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
         kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
         markers=("fp8e4nv not supported", "fp8e4nv data type is not supported"),
         rank=RANK_SPECIFIC,
-        source="Triton 3.x (fp8e4nv needs SM 8.9+), raised through vLLM/SGLang attention kernels",
-        covers=(("Triton 3.x", "3rd-party reports (vLLM issue 39133)"),),
+        source="Triton 3.x (fp8e4nv needs SM 8.9+), raised through vLLM/SGLang attention kernels: 'type fp8e4nv not "
+        "supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')' names the FP8 types this "
+        "GPU has: fp8e5 is the fp8_e5m2 KV cache (vLLM issue 13147 prints ('fp8e5',))",
+        extractors=(extractor("fp8E5m2Supported", r"supported fp8 dtypes are \([^)]{0,60}(fp8e5)\b", "flag"),),
+        context_lines=1,
+        covers=(("Triton 3.x", "3rd-party reports (vLLM issues 39133, 13147)"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.UNSUPPORTED_GPU,
+        markers=("is not supported for the current GPU. Minimum capability",),
+        rank=RANK_ROOT,
+        source="vLLM 0.4-0.19 config (0.19 config/vllm.py _verify_quantization) and SGLang 0.4.3-0.5.10 "
+        "model_loader/loader.py _get_quantization_config: 'The quantization method X is not supported for the current "
+        "GPU. Minimum capability: 80. Current capability: 75.' (read in the vLLM 0.10.2/0.19.0 and SGLang "
+        "0.4.3/0.5.4/0.5.10 wheels; moe_wna16.py has the same sentence)",
+        extractors=(
+            extractor("minimumComputeCapability", r"Minimum capability: " + NUM, "cc"),
+            extractor("computeCapability", r"Current capability: " + NUM, "cc"),
+        ),
+        covers=(("vLLM 0.4.0", "vLLM 0.19.x"), ("SGLang 0.4.3", "SGLang 0.5.10")),
+    ),
+    FailurePattern(
+        kind=FailureKind.UNSUPPORTED_GPU,
+        markers=("Quantization scheme is not supported for", "GPUs with compute capability below"),
+        rank=RANK_ROOT,
+        source="vLLM 0.5-0.19 compressed_tensors.py / quark.py _check_scheme_supported (read in the 0.10.2 wheel; the "
+        "message is a tuple, so it prints \"('Quantization scheme is not supported for ', 'the current GPU. Min "
+        "capability: 75. ', 'Current capability: 70.')\" or '... Required capability: 89 ...'); vLLM 0.2 worker "
+        "'GPUs with compute capability below 7.0 are not supported.' (vLLM issue 1284)",
+        extractors=(
+            extractor("minimumComputeCapability", r"(?:Min|Required) capability: " + NUM, "cc"),
+            extractor("minimumComputeCapability", r"compute capability below " + NUM, "cc"),
+            extractor("computeCapability", r"Current capability: " + NUM, "cc"),
+        ),
+        covers=(("vLLM 0.2.0", "vLLM 0.2.x"), ("vLLM 0.5.0", "vLLM 0.19.x")),
+    ),
+    FailurePattern(
+        kind=FailureKind.UNSUPPORTED_GPU,
+        markers=("no kernel image is available for execution on the device",
+                 "is not compatible with the current PyTorch installation",
+                 "FlashAttention only supports Ampere GPUs or newer"),
+        rank=RANK_SPECIFIC,
+        source="CUDA runtime cudaErrorNoKernelImageForDevice (209) 'no kernel image is available for execution on the "
+        "device' (the image's kernels were not built for this GPU's architecture); torch/cuda/__init__.py _check_"
+        "capability 'NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch "
+        "installation.'; flash-attn csrc 'FlashAttention only supports Ampere GPUs or newer.' (SM < 8.0)",
+        extractors=(extractor("computeCapability", r"with CUDA capability sm_" + NUM, "cc"),),
+        covers=(("CUDA runtime error 209", "3rd-party reports"), ("torch 1.10", "torch 2.14"),
+                ("flash-attn 2.x", "3rd-party reports")),
     ),
     FailurePattern(
         kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,

@@ -30,6 +30,7 @@ class FailureKind(StrEnum):
     MAMBA_CACHE_TOO_SMALL = "MambaCacheTooSmall"
     INVALID_PARALLELISM = "InvalidParallelism"
     CUDA_DRIVER_TOO_OLD = "CUDADriverTooOld"
+    UNSUPPORTED_GPU = "UnsupportedGPU"
     MODEL_ACCESS_DENIED = "ModelAccessDenied"
     MODEL_NOT_FOUND = "ModelNotFound"
     CACHE_VOLUME_FULL = "CacheVolumeFull"
@@ -62,15 +63,19 @@ PERMANENT_KINDS = frozenset(
         FailureKind.WEIGHTS_DO_NOT_FIT,
         FailureKind.INVALID_PARALLELISM,
         FailureKind.CUDA_DRIVER_TOO_OLD,
+        FailureKind.UNSUPPORTED_GPU,
         FailureKind.MODEL_ACCESS_DENIED,
         FailureKind.MODEL_NOT_FOUND,
     }
 )
 """Kinds no configuration knob of ctxfit can fix: the policy stops at once (issue 9: configuration errors are
-permanent at once; a driver too old is permanent for that node; credentials are the user's)."""
+permanent at once; a driver too old is permanent for that node; issue 25: a GPU whose compute capability has no
+kernel for the model's attention, weights or dtype is permanent for that GPU product; credentials are the
+user's)."""
 
-NODE_KINDS = frozenset({FailureKind.CUDA_DRIVER_TOO_OLD})
-"""Kinds that belong to the node the pod ran on: the failure carries the node's name."""
+NODE_KINDS = frozenset({FailureKind.CUDA_DRIVER_TOO_OLD, FailureKind.UNSUPPORTED_GPU})
+"""Kinds that belong to the node the pod ran on (its driver, its GPU product): the failure carries the node's
+name."""
 
 DOWNLOAD_KINDS = frozenset(
     {
@@ -103,7 +108,10 @@ class Failure:
             (MambaCacheTooSmall), ``attentionHeads`` / ``kvHeads`` / ``layers`` / ``experts`` / ``vocabSize`` /
             ``dividedCount`` and ``tensorParallelSize`` / ``pipelineParallelSize`` / ``expertParallelSize`` /
             ``parallelSize`` (InvalidParallelism), ``driverCudaVersion`` (torch "found version 12040") /
-            ``requiredCudaVersion`` (CUDADriverTooOld); HostOOMKilled read from the log: ``requestedBytes``
+            ``requiredCudaVersion`` (CUDADriverTooOld); ``computeCapability`` / ``minimumComputeCapability``
+            (UnsupportedGPU, as major.minor, e.g. 7.5); ``otherProcessesBytes`` (a CUDA OOM: memory other
+            processes hold on the GPU); ``fp8E5m2Supported`` (1 when the message names fp8e5 among the FP8 types
+            the GPU supports); HostOOMKilled read from the log: ``requestedBytes``
             (a failed host mmap / CPU allocation).
         evidence: the matched line (trimmed to ``EVIDENCE_MAX_CHARS`` at a word boundary), or a
             description of the Kubernetes signal (``terminated: reason=OOMKilled exitCode=137``).

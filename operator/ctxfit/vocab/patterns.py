@@ -80,7 +80,7 @@ RANK_EXIT = 35
 RANK_WRAPPER = 40
 """A wrapper or generic error without the cause ("Engine core initialization failed", NCCL error)."""
 
-ValueKind = Literal["int", "float", "gib", "size"]
+ValueKind = Literal["int", "float", "gib", "size", "cc", "flag"]
 
 
 class Phase(StrEnum):
@@ -120,7 +120,9 @@ class Extractor:
         name: camelCase number name (``Failure.numbers`` key).
         regex: pattern with one group (two for ``size``: value and unit); literal prefix, bounded.
         value: ``int`` (tokens, counts, bytes printed as integers), ``float`` (fractions),
-            ``gib`` (a GiB figure -> int bytes), ``size`` (value + unit -> int bytes).
+            ``gib`` (a GiB figure -> int bytes), ``size`` (value + unit -> int bytes), ``cc`` (a compute
+            capability as major.minor: "7.5" as printed, "75" / "120" / "sm_120" in vLLM's and torch's integer
+            form -> 7.5 / 12.0), ``flag`` (1 when the regex matches at all).
     """
 
     name: str
@@ -151,6 +153,8 @@ class FailurePattern:
             data: ``ctxfit.engines.<engine>.failures.WORDING_COVERAGE`` lists it per engine.
         context_lines: lines before and after the marker's line that also belong to its window (a message
             whose numbers are printed on the next line; a traceback frame that names the cause).
+        line_requires: groups of literals that must all be met on the marker's own line: each group needs
+            one of its literals there (a bare ``assert x % tp_size == 0`` line: a ``%`` and a parallel size).
     """
 
     kind: FailureKind
@@ -162,6 +166,7 @@ class FailurePattern:
     by_phase: bool = False
     covers: tuple[tuple[str, str], ...] = ()
     context_lines: int = 0
+    line_requires: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -266,6 +271,8 @@ def to_number(groups: tuple[str | None, ...], value: ValueKind) -> int | float |
     """
     if not groups or groups[0] is None:
         return None
+    if value == "flag":
+        return 1
     number = parse_decimal(groups[0])
     if number is None:
         return None
@@ -273,6 +280,10 @@ def to_number(groups: tuple[str | None, ...], value: ValueKind) -> int | float |
         return int(number)
     if value == "float":
         return float(number)
+    if value == "cc":
+        if "." in groups[0]:
+            return float(number)
+        return float(int(number)) / 10
     if value == "gib":
         return int(number * GIB)
     unit = groups[1] if len(groups) > 1 else None

@@ -17,6 +17,7 @@ from ctxfit.recovery.evidence import ELLIPSIS, error_line, exception_at, trim_wo
 from ctxfit.recovery.generic import EVENT_PATTERNS, GENERIC_PATTERNS
 
 from tests.unit.recovery.wordings import REPORT_WORDINGS, Wording
+from tests.unit.recovery.wordings_config_gpu import ISSUE25_WORDINGS
 
 K = FailureKind
 VLLM, SGLANG = EngineKind.VLLM, EngineKind.SGLANG
@@ -189,7 +190,10 @@ WORDINGS = [
 ]
 
 
-@pytest.mark.parametrize("w", WORDINGS + REPORT_WORDINGS, ids=[w.id for w in WORDINGS + REPORT_WORDINGS])
+ALL_WORDINGS = WORDINGS + REPORT_WORDINGS + ISSUE25_WORDINGS
+
+
+@pytest.mark.parametrize("w", ALL_WORDINGS, ids=[w.id for w in ALL_WORDINGS])
 def test_wording(w: Wording) -> None:
     failure = classify(Observation(reason="Error", exit_code=1, message=w.text, events=w.events, node=w.node),
                        w.engine)

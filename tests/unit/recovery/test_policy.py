@@ -376,8 +376,8 @@ def test_each_check_applies_only_to_its_kind(name: str) -> None:
 
 def test_chain_order_and_catch_all() -> None:
     names = [name for name, _ in POLICY_CHAIN]
-    assert names[:5] == ["WeightsDoNotFit", "InvalidParallelism", "CUDADriverTooOld", "ModelAccessDenied",
-                         "AttemptsExhausted"]
+    assert names[:6] == ["WeightsDoNotFit", "InvalidParallelism", "CUDADriverTooOld", "UnsupportedGPU",
+                         "ModelAccessDenied", "AttemptsExhausted"]
     assert names[-1] == "Unknown"
     assert set(names) >= {k.value for k in FailureKind}
 

@@ -38,10 +38,12 @@ SAFE: dict[FailureKind, dict[str, str]] = {
     K.HOST_OOM_KILLED: {"memory_limit_bytes": "up"},
     K.STARTUP_PROBE_TIMEOUT: {"startup_timeout_seconds": "up"},
     K.SHARED_MEMORY_TOO_SMALL: {"shm_bytes": "up"},
-    K.KV_CACHE_DTYPE_UNSUPPORTED: {"kv_cache_dtype": "16-bit", "context_length": "down"},
+    K.KV_CACHE_DTYPE_UNSUPPORTED: {"kv_cache_dtype": "16-bit or e5m2", "context_length": "down"},
+    # (fp8 -> fp8_e5m2 when the message names fp8e5 among the GPU's FP8 types: checks/context.py)
     K.WEIGHTS_DO_NOT_FIT: {},
     K.INVALID_PARALLELISM: {},
     K.CUDA_DRIVER_TOO_OLD: {},
+    K.UNSUPPORTED_GPU: {},
     K.MODEL_ACCESS_DENIED: {},
     K.UNKNOWN: {},
 }
@@ -50,7 +52,8 @@ RETRY_UNCHANGED = (K.UNKNOWN, K.GPU_OUT_OF_MEMORY)
 NUMBER_NAMES = ("requestedContextLength", "estimatedMaxContextLength", "neededBytes", "availableBytes",
                 "freeBytes", "totalBytes", "requestedBytes", "minimumMemFractionStatic", "memFractionStatic",
                 "dummyRequests", "derivedMaxContextLength", "modelMaxLength", "gpuMemoryUtilization", "inUseBytes",
-                "maxNumSeqs", "availableMambaBlocks", "attentionHeads", "tensorParallelSize")
+                "maxNumSeqs", "availableMambaBlocks", "attentionHeads", "tensorParallelSize", "otherProcessesBytes",
+                "fp8E5m2Supported", "computeCapability", "minimumComputeCapability")
 MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "moonshotai/Kimi-K2.5", "deepseek-ai/DeepSeek-V3.2-Exp", "acme/x")
 
 fractions = st.integers(30, 100).map(lambda n: n / 100)
@@ -132,6 +135,9 @@ def assert_safe(kind: FailureKind, before: EffectiveConfig, after: EffectiveConf
             assert b[knob] < a[knob], (kind, knob, a[knob], b[knob])
         elif direction == "8-bit":
             assert a[knob] in SIXTEEN_BIT and b[knob] == "fp8", (kind, knob, a[knob], b[knob])
+        elif direction == "16-bit or e5m2":
+            assert b[knob] in SIXTEEN_BIT or (b[knob] == "fp8_e5m2" and a[knob] in ("fp8", "fp8_e4m3")), (
+                kind, knob, a[knob], b[knob])
         else:
             assert b[knob] in SIXTEEN_BIT, (kind, knob, b[knob])
 

@@ -187,6 +187,25 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         covers=(("0.5.4", "0.5.23"),),
     ),
     FailurePattern(
+        kind=FailureKind.UNSUPPORTED_GPU,
+        markers=("SGLang only supports sm75 and above",),
+        rank=RANK_ROOT,
+        source="SGLang 0.4.3-0.5.10 model_executor/model_runner.py (read in the 0.4.3, 0.5.4 and 0.5.10 wheels): "
+        "'RuntimeError: SGLang only supports sm75 and above.' (a GPU below compute capability 7.5, e.g. V100)",
+        extractors=(extractor("minimumComputeCapability", r"supports sm" + NUM, "cc"),),
+        covers=(("0.4.3", "0.5.10"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.UNSUPPORTED_GPU,
+        markers=("backend is not supported on Blackwell GPUs", "requires SM100", "requires Blackwell GPUs",
+                 "requires SM80 or newer GPUs"),
+        rank=RANK_SPECIFIC,
+        source="SGLang 0.5.x server_args.py \"The 'fa3' backend is not supported on Blackwell GPUs\"; quantization "
+        "'MXFP8 MoE quantization requires SM100.', 'MXFP8 dense linear requires Blackwell GPUs (SM100/SM120).'; "
+        "'Shared experts fusion requires SM80 or newer GPUs.' (read in the 0.5.4 and 0.5.10 wheels)",
+        covers=(("0.5.4", "0.5.10"),),
+    ),
+    FailurePattern(
         kind=FailureKind.UNKNOWN,
         markers=("Scheduler hit an exception",),
         rank=RANK_WRAPPER,

@@ -190,12 +190,15 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         markers=(
             "with FP8 KV cache not yet supported",
             "FP8 Triton MLA not yet supported",
-            "kv_cache_dtype not supported",
+            "[kv_cache_dtype not supported]",
+            "['kv_cache_dtype not supported']",
             "FP8 KV cache is not supported by the Triton MLA backend",
         ),
         rank=RANK_ROOT,
-        source="vLLM 0.11-0.17 v1/attention/backends/mla/triton_mla.py; 0.17 attention selector; "
-        "0.33 triton_mla.py capability check",
+        source="vLLM 0.11-0.17 v1/attention/backends/mla/triton_mla.py; 0.14-0.33 attention selector "
+        "(platforms/cuda.py get_attn_backend_cls, read in the 0.17.1 and 0.19.0 wheels) when a backend's only reason "
+        "is the KV dtype ('TRITON_MLA: [kv_cache_dtype not supported]': another KV dtype runs there; a backend that "
+        "also lacks the compute capability is UnsupportedGPU); 0.33 triton_mla.py capability check",
         covers=(("0.11.0", "0.17.x"), ("0.33.0", "0.33.x")),
     ),
     FailurePattern(
@@ -312,6 +315,55 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         "0.10+ config/model.py pydantic 'Value error, ...' (issue 52435, a 2026 release); model files (experts)",
         extractors=PARALLELISM_EXTRACTORS,
         covers=(("0.2.0", "0.6.x"), ("0.10.0", "issue 52435 (2026)")),
+    ),
+    FailurePattern(
+        kind=FailureKind.UNSUPPORTED_GPU,
+        markers=("No valid attention backend found",),
+        rank=RANK_SPECIFIC,
+        source="vLLM 0.14-0.33 platforms/cuda.py get_attn_backend_cls (read in the 0.17.1 and 0.19.0 wheels; absent in "
+        "0.10.2): 'No valid attention backend found for cuda with AttentionSelectorConfig(...). Reasons: {BACKEND: "
+        "[compute capability not supported, ...], ...}' (vLLM issues 32732, 30214): no attention kernel of this "
+        "release runs the model on this GPU; one backend failing only on the KV dtype is KVCacheDtypeUnsupported",
+        covers=(("0.14.0", "0.19.x"), ("0.26.0", "0.26.0")),
+    ),
+    FailurePattern(
+        kind=FailureKind.UNSUPPORTED_GPU,
+        markers=("is not valid for this configuration. Reason", "Failed to find a kernel that can implement",
+                 "current device capability is not supported"),
+        rank=RANK_SPECIFIC,
+        requires_any=("compute capability", "capability not supported", "device capability"),
+        context_lines=8,
+        source="vLLM 0.11-0.19 platforms/cuda.py 'Selected backend X is not valid for this configuration. Reason: "
+        "[...]' (a forced backend); model_executor/kernels/linear/__init__.py 'Failed to find a kernel that can "
+        "implement the WNA16|ScaledMM linear layer. Reasons: ... requires compute capability of 90 (Hopper)' (read in "
+        "the 0.19.0 wheel); fused_moe/oracle/mxfp4.py '... the current device capability is not supported'",
+        covers=(("0.11.0", "0.19.x"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.UNSUPPORTED_GPU,
+        markers=("Bfloat16 is only supported on GPUs with compute capability",),
+        rank=RANK_ROOT,
+        source="vLLM 0.4-0.33 platforms/cuda.py check_if_supports_dtype (0.10.2 also worker/worker.py _check_if_gpu_"
+        "supports_dtype; read in the 0.10.2, 0.17.1 and 0.19.0 wheels): 'Bfloat16 is only supported on GPUs with "
+        "compute capability of at least 8.0. Your Tesla T4 GPU has compute capability 7.5. You can use float16 "
+        "instead by explicitly setting the `dtype` flag in CLI, for example: --dtype=half.'",
+        extractors=(
+            extractor("computeCapability", r"has compute capability " + NUM, "cc"),
+            extractor("minimumComputeCapability", r"compute capability of at least " + NUM, "cc"),
+        ),
+        covers=(("0.4.0", "0.19.x"),),
+    ),
+    FailurePattern(
+        kind=FailureKind.UNSUPPORTED_GPU,
+        markers=("FlashMLA is only supported on Hopper", "FlashMLA Dense is only supported on Hopper",
+                 "FlashMLA Sparse is only supported on Hopper", "FA2 is only supported on devices with compute "
+                 "capability", "FA3 is only supported on devices with compute capability"),
+        rank=RANK_SPECIFIC,
+        source="vLLM 0.11 attention/ops/flashmla.py 'FlashMLA is only supported on Hopper devices.'; 0.19 "
+        "v1/attention/ops/flashmla.py 'FlashMLA Dense|Sparse is only supported on Hopper [and Blackwell] devices.', "
+        "vllm_flash_attn/flash_attn_interface.py 'FA2 is only supported on devices with compute capability >= 8' / "
+        "'FA3 ... 9.x' (a backend or FlashAttention version forced by the environment)",
+        covers=(("0.11.0", "0.19.x"),),
     ),
     FailurePattern(
         kind=FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,

@@ -35,12 +35,18 @@ from .memory import (
     check_static_memory_too_small,
     check_weights_do_not_fit,
 )
-from .permanent import check_cuda_driver_too_old, check_invalid_parallelism, check_model_access_denied
+from .permanent import (
+    check_cuda_driver_too_old,
+    check_invalid_parallelism,
+    check_model_access_denied,
+    check_unsupported_gpu,
+)
 
 POLICY_CHAIN: tuple[tuple[str, Check], ...] = (
     ("WeightsDoNotFit", check_weights_do_not_fit),
     ("InvalidParallelism", check_invalid_parallelism),
     ("CUDADriverTooOld", check_cuda_driver_too_old),
+    ("UnsupportedGPU", check_unsupported_gpu),
     ("ModelAccessDenied", check_model_access_denied),
     ("AttemptsExhausted", check_attempts_exhausted),
     ("ContextCeiling", check_context_ceiling),

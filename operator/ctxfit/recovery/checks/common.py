@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from ctxfit.api import GiB, MiB, quantity_to_bytes
+from ctxfit.api import EffectiveConfig, GiB, MiB, quantity_to_bytes
 from ctxfit.api.spec import Architecture
 from ctxfit.budget.context import ladder_floor
 from ctxfit.budget.kv import KVLayout, kv_layout
@@ -131,6 +131,40 @@ def replan_fit(ctx: PolicyContext, **pin: object) -> tuple[int, str] | None:
     except (ValueError, LookupError, ArithmeticError):
         return None
     return int(fit), " ".join(str(why).split())
+
+
+def plan_predicts(ctx: PolicyContext, config: EffectiveConfig) -> tuple[int, str] | None:
+    """(context the injected planner predicts ``config`` holds, its reason), None without a planner.
+
+    Every knob of ``config`` is pinned and its context is the target, so the context comes back unchanged when the
+    plan predicts it fits (``budget.context.choose_context``), lower (a ladder size with headroom) when it predicts
+    less, 0 when not even the ladder's floor fits or the slack cannot hold what the engine allocates outside the
+    pool (SGLang). ``context.minimum`` is left out: this asks what fits, not whether it is still worth serving.
+    """
+    if ctx.replan is None:
+        return None
+    spec = ctx.spec.model_copy(update={"context": ctx.spec.context.model_copy(update={"minimum": None})})
+    pin: dict[str, object] = {k: v for k, v in config.model_dump().items() if v is not None}
+    try:
+        fit, why = ctx.replan(spec, pin)
+    except (ValueError, LookupError, ArithmeticError):
+        return None
+    return int(fit), " ".join(str(why).split())
+
+
+def plan_checked(ctx: PolicyContext, config: EffectiveConfig) -> tuple[EffectiveConfig | None, str]:
+    """``config`` as far as the plan predicts it runs (issue 25: a proposal is never one the plan itself predicts
+    to fail the same way): unchanged when the plan predicts its context fits (or there is no planner); with the
+    context lowered to what the plan predicts when that is still >= the minimum context; None (with the plan's
+    reason) when the plan predicts not even the minimum fits."""
+    predicted = plan_predicts(ctx, config)
+    if predicted is None or predicted[0] >= config.context_length:
+        return config, ""
+    tokens, why = predicted
+    if tokens < ctx.minimum_context:
+        return None, f"the plan predicts no context >= {ctx.minimum_context} fits there ({why})"
+    return (config.model_copy(update={"context_length": tokens}),
+            f"; context {config.context_length} -> {tokens}, which the plan predicts fits there ({why})")
 
 
 def round_up_size(n_bytes: int) -> int:

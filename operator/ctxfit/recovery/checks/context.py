@@ -33,6 +33,7 @@ from .common import (
     layout_for,
     memory_knob,
     number_of,
+    plan_checked,
     replan_fit,
     round_fraction,
 )
@@ -207,8 +208,25 @@ def _dtype_bytes(kv_cache_dtype: str) -> float:
         return 0.5 if "4" in kv_cache_dtype else 1.0  # nvfp4/int4 variants; else assume 1 byte (conservative)
 
 
+E4M3_DTYPES = ("fp8", "fp8_e4m3")
+"""KV dtypes stored as FP8 E4M3 (Triton's fp8e4nv): a GPU without it may still have E5M2 (fp8e5)."""
+
+
+def _e5m2_candidate(ctx: PolicyContext, head: str) -> list[tuple[EffectiveConfig, str]]:
+    """fp8_e5m2 at the same context when the message names fp8e5 among the GPU's FP8 types (issue 25, item 4: the
+    dtype the GPU supports comes before a 16-bit cache and its shorter context), as far as the plan predicts."""
+    if not ctx.failure.numbers.get("fp8E5m2Supported") or ctx.current.kv_cache_dtype not in E4M3_DTYPES:
+        return []
+    config, note = plan_checked(ctx, ctx.current.model_copy(update={"kv_cache_dtype": "fp8_e5m2"}))
+    if config is None:
+        return []
+    return [(config, f"{head}; the GPU supports FP8 E5M2 (fp8e5): using fp8_e5m2, the same 1 byte per element, "
+             f"context {config.context_length}{note}")]
+
+
 def check_kv_cache_dtype_unsupported(ctx: PolicyContext) -> Decision | None:
-    """KVCacheDtypeUnsupported: KV dtype -> auto (16-bit), context re-planned for the larger bytes/token."""
+    """KVCacheDtypeUnsupported: fp8_e5m2 when the message says the GPU has it, else KV dtype -> auto (16-bit),
+    context re-planned for the larger bytes/token."""
     if ctx.failure.kind is not FailureKind.KV_CACHE_DTYPE_UNSUPPORTED:
         return None
     old = ctx.current.kv_cache_dtype
@@ -216,6 +234,9 @@ def check_kv_cache_dtype_unsupported(ctx: PolicyContext) -> Decision | None:
     if old in SIXTEEN_BIT:
         return permanent("KVCacheDtypeUnsupported", f"{ctx.engine_name} rejects the KV cache dtype {old}, which "
                          f"is already 16-bit: {trim_words(ctx.failure.evidence, 200)}")
+    e5m2 = _e5m2_candidate(ctx, head)
+    if e5m2 and ctx.first_untried(e5m2) is not None:
+        return propose(ctx, "KVCacheDtypeUnsupported", e5m2, head)
     context = ctx.current.context_length
     fit = replan_fit(ctx, kv_cache_dtype="auto", context_length=context)
     if fit is not None:

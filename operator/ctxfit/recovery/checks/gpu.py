@@ -15,6 +15,11 @@ more GPUs or a smaller format); at or above them (or weights unknown) means prof
 fewer sequences help (vLLM's sampler warm-up and dummy runs scale with max-num-seqs,
 ``gpu_model_runner._dummy_sampler_run``): max-num-seqs is halved, the context unchanged.
 Without the numbers: retried unchanged once (like Unknown), quoting the line.
+
+Memory other processes hold (issue 25, item 4; ``recovery.oom_numbers``): when the OOM lists other processes
+on the GPU, the next fraction is lower by at least what they hold (``otherProcessesBytes`` / total, rounded up to
+0.01), whatever the phase, with the context the plan predicts at that fraction (``common.plan_checked``). The same
+holds for a CUDA-graph capture OOM that lists them (``memory.check_graph_capture_oom``).
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ from .common import (
     UTILIZATION_FLOOR,
     ceil_fraction,
     gib_text,
+    gpu_total_bytes,
     memory_knob,
     number_of,
+    plan_checked,
     round_fraction,
     size_text,
 )
@@ -112,11 +119,41 @@ def _before_the_pool(ctx: PolicyContext, facts: str, used: float) -> Decision:
     return propose(ctx, "GPUOutOfMemory", candidates, head)
 
 
+def free_others_memory(ctx: PolicyContext, check: str) -> Decision | None:
+    """Lower the memory fraction by at least what other processes hold on the GPU; None when the OOM lists none."""
+    others = number_of(ctx, "otherProcessesBytes")
+    total = number_of(ctx, "totalBytes") or gpu_total_bytes(ctx)
+    if not others or not total:
+        return None
+    field, flag, value = memory_knob(ctx)
+    floor = UTILIZATION_FLOOR if field == "gpu_memory_utilization" else FRACTION_FLOOR
+    step = max(MEMORY_STEP, ceil_fraction(others / total))
+    head = (f"CUDA out of memory with {gib_text(others)} held by other processes on the GPU ({others / total:.4f} "
+            f"of {gib_text(total)})")
+    candidates: list[tuple[EffectiveConfig, str]] = []
+    for extra in (0.0, 0.01, 0.02):
+        lowered = round_fraction(value - step - extra)
+        if lowered < floor:
+            break
+        config, note = plan_checked(ctx, ctx.current.model_copy(update={field: lowered}))
+        if config is not None:
+            candidates.append((config, f"{head}; lowering {flag} from {value:g} to {lowered:g} leaves that memory "
+                               f"to them{note}"))
+    if not candidates:
+        return permanent(check, f"{head}; {flag} {value:g} - {step:g} is below ctxfit's floor {floor} or leaves no "
+                         "context the plan predicts fits: free the GPU or schedule the server elsewhere")
+    return propose(ctx, check, candidates, head)
+
+
 def check_gpu_out_of_memory(ctx: PolicyContext) -> Decision | None:
-    """GPUOutOfMemory: lower the memory fraction when the KV pool was already allocated; else loading (permanent)
-    or profiling (halve max-num-seqs); without numbers retry once unchanged (see the module doc)."""
+    """GPUOutOfMemory: lower the memory fraction by what other processes hold when the OOM lists them, or when the
+    KV pool was already allocated; else loading (permanent) or profiling (halve max-num-seqs); without numbers retry
+    once unchanged (see the module doc)."""
     if ctx.failure.kind is not FailureKind.GPU_OUT_OF_MEMORY:
         return None
+    others = free_others_memory(ctx, "GPUOutOfMemory")
+    if others is not None:
+        return others
     used, total, how = _in_use(ctx)
     field, flag, value = memory_knob(ctx)
     if used is None or not total:

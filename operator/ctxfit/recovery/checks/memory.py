@@ -6,14 +6,24 @@ room (NoKVCacheMemory, StaticMemoryTooSmall), the next fraction adds at least th
 needs, KV bytes per token (``ctxfit.budget.kv.kv_layout``, per GPU) x context tokens / GPU bytes, beyond
 the failing point (the fraction that failed, or SGLang's "minimum viable" fraction when printed), rounded
 up to 0.01 and capped by the ceiling (0.95). Without a KV layout or the GPU's size: fixed steps (0.02).
-Lower steps down to failing point + 0.01 follow as fallbacks, for when history rules the higher ones out."""
+Lower steps down to failing point + 0.01 follow as fallbacks, for when history rules the higher ones out.
+
+Issue 25, item 4: SGLang's fraction is of the memory free at weight load and must hold the weights as well
+as the pool (``engines/sglang/memory.py``), so the sized fraction is at least (weights per GPU + the context's KV)
+/ free-at-load as the plan computes them (a fraction of 0.2 failing under weights of 0.24 of the GPU goes above
+0.24 + KV, not to 0.2 + KV); and with a planner the fraction is stepped up by 0.01 until the plan predicts the
+context fits there (the engine's fixed reserve: CUDA context, communicators, the slack SGLang allocates outside
+the pool). Every proposal is then passed through ``common.plan_checked``: a fallback fraction the plan predicts
+too small for the context carries the context the plan predicts there, or is dropped."""
 
 from __future__ import annotations
 
 import math
 
-from ctxfit.api import EffectiveConfig, GiB
+from ctxfit.api import EffectiveConfig, EngineKind, GiB
+from ctxfit.engines.sglang.memory import pre_free_bytes as sglang_pre_free_bytes
 from ctxfit.recovery.policy import Decision, PolicyContext, permanent, propose
+from ctxfit.vocab.inputs import resolve_inputs
 from ctxfit.vocab.kinds import FailureKind
 
 from .common import (
@@ -30,10 +40,13 @@ from .common import (
     layout_for,
     memory_knob,
     number_of,
+    plan_checked,
+    plan_predicts,
     replan_fit,
     round_fraction,
     size_text,
 )
+from .gpu import free_others_memory, weights_per_gpu_bytes
 
 
 def check_weights_do_not_fit(ctx: PolicyContext) -> Decision | None:
@@ -52,6 +65,40 @@ def check_weights_do_not_fit(ctx: PolicyContext) -> Decision | None:
 
 MAX_FRACTION_CANDIDATES = 12
 """Fractions offered from the sized target down to the failing point + 0.01."""
+MAX_PLAN_STEPS = 40
+"""0.01 steps the sized fraction may climb until the plan predicts the context fits there."""
+
+
+def _sglang_free_at_load(ctx: PolicyContext) -> int | None:
+    """Free memory at SGLang's weight load (what mem-fraction-static multiplies), bytes, as the plan computes it."""
+    try:
+        inputs = resolve_inputs(ctx.spec)
+    except ValueError:
+        return None
+    return sglang_pre_free_bytes(inputs)
+
+
+def _weights_term(ctx: PolicyContext, kv: int) -> tuple[float, str] | None:
+    """SGLang: the fraction weights + ``kv`` take of the memory free at load, and the arithmetic; else None."""
+    if ctx.engine is not EngineKind.SGLANG:
+        return None
+    weights, free = weights_per_gpu_bytes(ctx), _sglang_free_at_load(ctx)
+    if not weights or not free:
+        return None
+    share = (weights + kv) / free
+    return share, (f"weights {gib_text(weights)} + KV {gib_text(kv)} = {share:.4f} of the {gib_text(free)} free at "
+                   "weight load")
+
+
+def _plan_stepped(ctx: PolicyContext, field: str, target: float, ceiling: float) -> tuple[float, int]:
+    """``target`` raised in 0.01 steps until the plan predicts the current context fits there (or the ceiling)."""
+    steps = 0
+    while target < ceiling - 1e-9 and steps < MAX_PLAN_STEPS:
+        predicted = plan_predicts(ctx, ctx.current.model_copy(update={field: target}))
+        if predicted is None or predicted[0] >= ctx.current.context_length:
+            break
+        target, steps = round_fraction(target + 0.01), steps + 1
+    return target, steps
 
 
 def sized_raise(ctx: PolicyContext, failing: float, ceiling: float) -> tuple[list[float], str]:
@@ -59,24 +106,45 @@ def sized_raise(ctx: PolicyContext, failing: float, ceiling: float) -> tuple[lis
     layout = layout_for(ctx, ctx.current.kv_cache_dtype)
     total = gpu_total_bytes(ctx)
     tokens = ctx.current.context_length
+    field = memory_knob(ctx)[0]
     if layout is not None and total:
         kv = layout.kv_bytes_per_token * tokens
         needed = failing + kv / total
         target = max(ceil_fraction(needed), round_fraction(failing + 0.01))
         arithmetic = (f"{tokens} tokens x {layout.kv_bytes_per_token:,} B per token = {gib_text(kv)} of KV = "
                       f"{kv / total:.4f} of {gib_text(total)}; {failing:g} + {kv / total:.4f} = {needed:.4f}")
+        weights = _weights_term(ctx, kv)
+        if weights is not None and ceil_fraction(weights[0]) > target:
+            target = ceil_fraction(weights[0])
+            arithmetic += f"; {weights[1]}"
     else:
         target = ceil_fraction(failing + MEMORY_STEP)
         arithmetic = f"KV bytes per token or GPU size unknown: {failing:g} + {MEMORY_STEP}"
     if target > ceiling + 1e-9:
         target = ceiling
         arithmetic += f", capped at ctxfit's ceiling {ceiling}"
+    target, steps = _plan_stepped(ctx, field, target, ceiling)
+    if steps:
+        arithmetic += f"; the plan first predicts {tokens} tokens fit at {target:g}"
     values: list[float] = []
     value = round_fraction(target)
     while value > failing + 1e-9 and len(values) < MAX_FRACTION_CANDIDATES:
         values.append(value)
         value = round_fraction(value - 0.01)
     return values, arithmetic
+
+
+def raise_candidates(ctx: PolicyContext, field: str, head: str, raised: list[float],
+                     arithmetic: str) -> list[tuple[EffectiveConfig, str]]:
+    """The raised fractions as candidates, each as far as the plan predicts it runs (``common.plan_checked``)."""
+    out: list[tuple[EffectiveConfig, str]] = []
+    for i, v in enumerate(raised):
+        why = (f"{head}; raising it to {v:g} ({arithmetic})" if i == 0 else f"{head}; raising it to {v:g} (the sized "
+               f"step {raised[0]:g} already failed or is ruled out by an earlier failure)")
+        config, note = plan_checked(ctx, ctx.current.model_copy(update={field: v}))
+        if config is not None:
+            out.append((config, why + note))
+    return out
 
 
 def check_no_kv_cache_memory(ctx: PolicyContext) -> Decision | None:
@@ -91,11 +159,7 @@ def check_no_kv_cache_memory(ctx: PolicyContext) -> Decision | None:
         return permanent("NoKVCacheMemory", f"{head} (ctxfit's ceiling is {ceiling}): weights and activations "
                          "leave no KV memory: needs more GPUs or a smaller weight format")
     raised, arithmetic = sized_raise(ctx, value, ceiling)
-    candidates = [(ctx.current.model_copy(update={field: v}),
-                   f"{head}; raising it to {v:g} ({arithmetic})" if i == 0 else f"{head}; raising it to {v:g} "
-                   f"(the sized step {raised[0]:g} already failed or is ruled out by an earlier failure)")
-                  for i, v in enumerate(raised)]
-    return propose(ctx, "NoKVCacheMemory", candidates, head)
+    return propose(ctx, "NoKVCacheMemory", raise_candidates(ctx, field, head, raised, arithmetic), head)
 
 
 def check_static_memory_too_small(ctx: PolicyContext) -> Decision | None:
@@ -116,11 +180,7 @@ def check_static_memory_too_small(ctx: PolicyContext) -> Decision | None:
         return permanent("StaticMemoryTooSmall", f"{head}; {round_fraction(failing + 0.01):g} is above ctxfit's "
                          f"ceiling {FRACTION_CEILING}: needs more GPUs or a smaller weight format")
     raised, arithmetic = sized_raise(ctx, failing, FRACTION_CEILING)
-    candidates = [(ctx.current.model_copy(update={field: v}),
-                   f"{head}; raising it to {v:g} ({arithmetic})" if i == 0 else f"{head}; raising it to {v:g} "
-                   f"(the sized step {raised[0]:g} already failed or is ruled out by an earlier failure)")
-                  for i, v in enumerate(raised)]
-    return propose(ctx, "StaticMemoryTooSmall", candidates, head)
+    return propose(ctx, "StaticMemoryTooSmall", raise_candidates(ctx, field, head, raised, arithmetic), head)
 
 
 def check_graph_capture_oom(ctx: PolicyContext) -> Decision | None:
@@ -128,6 +188,9 @@ def check_graph_capture_oom(ctx: PolicyContext) -> Decision | None:
     gpu-memory-utilization by 0.02 (0.01, 0.03). The context is unchanged."""
     if ctx.failure.kind is not FailureKind.GRAPH_CAPTURE_OOM:
         return None
+    others = free_others_memory(ctx, "GraphCaptureOOM")
+    if others is not None:
+        return others
     asked, free = number_of(ctx, "requestedBytes"), number_of(ctx, "freeBytes")
     detail = f" (tried to allocate {size_text(asked)}, {size_text(free)} free)" if asked and free else ""
     head = f"{ctx.engine_name} ran out of GPU memory capturing CUDA graphs{detail}"

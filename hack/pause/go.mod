@@ -1,0 +1,3 @@
+module ctxfit.local/pause
+
+go 1.24.0
