@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the crd fixture imported from test_operator_kit is redefined as a parameter
 """Every rendered InferencePool is valid against the real CRD (Gateway API Inference Extension v1.6.0, fetched by
 hack/gateway-bins.sh): a server-side apply (dry run) of each golden pool (tests/golden/gateway/*/expected.yaml) and
 of the pool of a shared pool, compared with what the API server would store, so the OpenAPI schema, pruning,
@@ -17,6 +18,8 @@ import yaml
 from addons_gateway import INFERENCE_POOL_CRD, gateway_available, install_gateway_crds
 from ctxfit.api import InferenceServer, InferenceServerSpec
 from ctxfit.render.inferencepool import pool_input, render_inference_pool, server_ports
+
+from .test_operator_kit import crd  # noqa: F401 - fixture
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "gateway"
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -96,7 +99,7 @@ def _readme_gateway_example() -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(match.group(1)) if d]
 
 
-def test_readme_gateway_and_route_are_valid(cluster: Any, gateway_crds: None, namespace: str) -> None:
+def test_readme_gateway_and_route_are_valid(cluster: Any, gateway_crds: None, crd: Path, namespace: str) -> None:
     """The README's example (two InferenceServers of one model on two GPU products in one pool, a Gateway, an
     HTTPRoute to the pool) is accepted by the real CRDs: InferenceServers by ctxfit's, the rest by the Gateway
     API's and the InferencePool's."""
@@ -112,9 +115,6 @@ def test_readme_gateway_and_route_are_valid(cluster: Any, gateway_crds: None, na
                                          "name": pools.pop()}], refs
     products = {s["spec"]["gpu"]["product"] for s in servers}
     assert len(products) == 2
-    cluster.kubectl("apply", "--server-side", "-f", str(Path(__file__).resolve().parents[2] / "crds"
-                                                       / "inferenceservers.ctxfit.io.yaml"))
-    cluster.wait_established("inferenceservers.ctxfit.io", timeout=60)
     for doc in docs:
         code, err, _ = _apply(cluster, doc, namespace)
         assert code == 0, f"{doc['kind']} {doc['metadata']['name']}: {err}"
