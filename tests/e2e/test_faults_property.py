@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ctxfit.api.status import InferenceServerStatus
-from ctxfit.controller.converge.flow import Snapshot, converge
+from ctxfit.controller.converge import Snapshot, converge
 from ctxfit.controller.settings import Settings
 from ctxfit.controller.views.pods import deployment_view, gpu_node
 from ctxfit.vocab.kinds import Failure

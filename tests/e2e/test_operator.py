@@ -218,8 +218,8 @@ def test_crd_file_is_what_the_cluster_serves(api: ServerClient) -> None:
     crd = yaml.safe_load(text)
     assert crd["spec"]["names"]["shortNames"] == ["infsrv"]
     columns = [c["name"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
-    assert columns == ["Model", "Engine", "GPUs", "Context", "KV Tokens", "Target", "Replicas", "Pool", "Phase", "Ready",
-                       "Age"]
+    assert columns == ["Model", "Engine", "GPUs", "Context", "KV Tokens", "Target", "Replicas", "Pool", "Phase",
+                       "Ready", "Age"]
 
 
 def test_no_eligible_node_waits_for_one(api: ServerClient, op: OperatorProcess, cluster: Any, namespace: str) -> None:
@@ -232,7 +232,9 @@ def test_no_eligible_node_waits_for_one(api: ServerClient, op: OperatorProcess, 
     fits = condition(server, "BudgetFits")
     assert (fits["status"], fits["reason"]) == ("Unknown", "NoEligibleNode")
     assert "NVIDIA-B200" in fits["message"]
-    assert any(e["reason"] == "NoEligibleNode" for e in api.events("kimi-k25"))
+    # the Warning is posted right after the status write that records it: wait for it, not for a race
+    api.wait(lambda: any(e["reason"] == "NoEligibleNode" for e in api.events("kimi-k25")), "a NoEligibleNode Event",
+             timeout=10)
     assert api.deployment("kimi-k25", missing_ok=True) is None
     cluster.add_node(NodeSpec(name=f"b200-{namespace}", product="NVIDIA-B200", gpu_memory_mib=183359, gpu_count=8,
                               compute=(10, 0)))

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .autoscaling import AutoscalingStatus
 from .base import WireModel
@@ -307,6 +307,12 @@ class Attempt(WireModel):
             server ends Failed with ``GroupRestartsExhausted``.
         group_leaders: multi-node only: the leader pod of each group as last seen (how a recreation is told
             from a rollout; kept in status so an operator restart neither loses nor repeats a count).
+        silent: a failed attempt: whether it failed without a word from the engine or Kubernetes (kind Unknown,
+            no termination reason, exit code, message or log line: e.g. the pod was lost with its node).
+        reopened: superseded without counting because it was ``silent``; a history is reopened at most once,
+            so an engine that hangs without a word still ends Failed.
+        clamped: it became Ready, but the engine served less than the effective context (its start-up
+            report); recorded as a ``KVCacheTooSmall`` failure and stepped down.
     """
 
     number: int = Field(ge=1)
@@ -322,6 +328,30 @@ class Attempt(WireModel):
     node: str | None = None
     group_restarts: int | None = Field(default=None, ge=0, le=10000)
     group_leaders: list[GroupLeader] | None = Field(default=None, max_length=10000)
+    silent: bool | None = None
+    reopened: bool | None = None
+    clamped: bool | None = None
+
+    @model_validator(mode="after")
+    def _legacy_flags(self) -> Attempt:
+        """Attempts stored before ``silent``/``reopened``/``clamped`` existed carried them in their text: read
+        it once here, so every decision reads the typed fields."""
+        if self.silent is None and self.outcome is AttemptOutcome.FAILED and self.failure_kind == "Unknown" \
+                and (self.evidence or "") in LEGACY_SILENT_EVIDENCE:
+            self.silent = True
+        if self.reopened is None and (self.explanation or "").startswith(LEGACY_REOPEN_NOTE):
+            self.reopened = True
+        if self.clamped is None and (self.evidence or "").startswith(LEGACY_CLAMP_MARK):
+            self.clamped = True
+        return self
+
+
+LEGACY_SILENT_EVIDENCE = frozenset({"", "terminated"})
+"""Evidence of a silent failure as operators before ``Attempt.silent`` stored it (the classifier's fallback)."""
+LEGACY_REOPEN_NOTE = "not an engine failure: the pod showed no termination, exit code or message"
+"""Start of a reopened attempt's explanation as operators before ``Attempt.reopened`` wrote it."""
+LEGACY_CLAMP_MARK = "ContextClamped:"
+"""Start of a clamped attempt's evidence as operators before ``Attempt.clamped`` wrote it."""
 
 
 class InferenceServerStatus(WireModel):
@@ -387,8 +417,9 @@ class InferenceServerStatus(WireModel):
         *,
         now: str,
         generation: int | None = None,
-    ) -> None:
-        """Add or update a condition; ``lastTransitionTime`` moves only when ``status`` changes."""
+    ) -> bool:
+        """Add or update a condition; ``lastTransitionTime`` moves only when ``status`` changes. Returns whether
+        its status, reason or message changed (or it is new): what an Event on the change keys on."""
         old = self.condition(kind)
         since = old.last_transition_time if old is not None and old.status == status else now
         new = Condition(
@@ -401,6 +432,7 @@ class InferenceServerStatus(WireModel):
         )
         others = [c for c in self.conditions if c.type is not kind]
         self.conditions = sorted([*others, new], key=lambda c: list(ConditionType).index(c.type))
+        return old is None or (old.status, old.reason, old.message) != (status, reason, new.message)
 
     @property
     def current_attempt(self) -> Attempt | None:

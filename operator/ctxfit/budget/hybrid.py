@@ -31,9 +31,11 @@ from dataclasses import dataclass
 
 from ctxfit.api import EngineKind
 from ctxfit.catalog.hybrid import HybridState
+from ctxfit.engines import get_engine
+from ctxfit.engines.sglang import MAMBA_FULL_MEMORY_RATIO
 
-SGLANG_MAMBA_FULL_MEMORY_RATIO = 0.9
-"""SGLang ``ServerArgs.mamba_full_memory_ratio`` default (``server_args.py``)."""
+SGLANG_MAMBA_FULL_MEMORY_RATIO = MAMBA_FULL_MEMORY_RATIO
+"""SGLang ``ServerArgs.mamba_full_memory_ratio`` default (``server_args.py``; ``Engine.state_pool_ratio``)."""
 
 
 def state_bytes_per_layer(state: HybridState, tp: int = 1) -> int:
@@ -74,13 +76,11 @@ class StateSplit:
 
 def split_pool(kind: EngineKind, pool_bytes: int, per_sequence: int) -> StateSplit:
     """The engine's division of ``pool_bytes`` (module docstring); vLLM shares, SGLang splits by ratio."""
-    if kind is EngineKind.VLLM:
+    ratio = get_engine(kind).state_pool_ratio
+    if ratio is None:
         return StateSplit(pool_bytes, 0, per_sequence)
-    if kind is EngineKind.SGLANG:
-        ratio = SGLANG_MAMBA_FULL_MEMORY_RATIO
-        state = int(pool_bytes * ratio / (1 + ratio))
-        return StateSplit(pool_bytes - state, state, per_sequence)
-    raise AssertionError(f"unhandled engine {kind}")
+    state = int(pool_bytes * ratio / (1 + ratio))
+    return StateSplit(pool_bytes - state, state, per_sequence)
 
 
 def max_sequences(split: StateSplit, *, one_request_bytes: int) -> int:

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ctxfit.api import AttentionKind, EngineKind
+from ctxfit.api import AttentionKind
+from ctxfit.engines import get_engine
 from ctxfit.vocab.inputs import PlanInputs
 
 VOCAB_PADDING = 64
@@ -70,7 +71,7 @@ def rules(inputs: PlanInputs) -> list[Rule]:
     if inputs.vocab_size:
         out.append(Rule(f"vocabulary ({inputs.vocab_size}, padded to a multiple of {VOCAB_PADDING})",
                         inputs.vocab_size, "tp"))
-    if inputs.moe and spec.engine.kind is EngineKind.SGLANG:
+    if inputs.moe and get_engine(spec.engine.kind).tp_splits_experts:
         if spec.parallelism.expert:
             out.append(Rule(f"routed experts ({inputs.moe.experts}) over expert parallelism",
                             inputs.moe.experts, "tp"))

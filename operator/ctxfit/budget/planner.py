@@ -192,6 +192,7 @@ def plan(
         target_fits=fits and step.choice.context_length >= (min(target, model_max) if model_max else target),
         calibration_key=calibration_key.text(),
         calibration_bytes=correction.offset_bytes if correction is not None else 0,
+        choice=step.choice,
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from ctxfit.api import EffectiveConfig
 from ctxfit.engines import BudgetTerms
 
+from .context import ContextChoice
 from .kv import KVLayout
 
 
@@ -39,6 +40,8 @@ class Plan:
         engine_command: program (``vllm serve`` / ``python3 -m sglang.launch_server``).
         engine_args: flags, each flag and value a separate item.
         reasons: human sentences (choice, fallbacks, warnings, what would make it fit).
+        choice: the context policy's choice (``budget.context.choose_context``; its sentence is in ``reasons``),
+            None when the spec was refused before a context was chosen.
         calibration_key: the calibration entry applied (``ctxfit.budget.calibrate``), None when none.
         calibration_bytes: the KV-pool offset in bytes that entry applied (0 when none).
     """
@@ -58,6 +61,7 @@ class Plan:
     target_fits: bool = False
     calibration_key: str | None = None
     calibration_bytes: int = 0
+    choice: ContextChoice | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The ``ctxfit plan -o json`` document (stable keys; see issue 2)."""

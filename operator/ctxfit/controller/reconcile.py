@@ -31,8 +31,8 @@ from ctxfit.render.leaderworkerset import LWS_KIND
 from ctxfit.vocab.text import clean_lines, clean_text
 
 from . import rejections
+from .converge import Outcome, Snapshot, converge
 from .converge.autoscaling import paused_rendering
-from .converge.flow import Outcome, Snapshot, converge
 from .kube.calibration import CalibrationStore
 from .kube.claims import ClaimsApi
 from .kube.client import Conflict, Kube
@@ -125,7 +125,7 @@ def _not_stopping(rt: Runtime) -> None:
         raise Stopping
 
 
-def diagnose(rt: Runtime, namespace: str, pod: PodView, engine: EngineKind) -> Failure:
+def diagnose(rt: Runtime, namespace: str, pod: PodView, engine: EngineKind | None) -> Failure:
     """Classify a failed pod: termination reason/exit code/message, + log tail when cut, + pod Events.
 
     A pod whose ``model-download`` init container failed is classified from that container
@@ -374,7 +374,8 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             created=str(meta.get("creationTimestamp") or ""),
         )
         engine_text = str((snap.spec.get("engine") or {}).get("kind", ""))
-        engine = EngineKind(engine_text) if engine_text in EngineKind.__members__.values() else EngineKind.VLLM
+        # None (an invalid spec, which converge refuses before any diagnosis): classify knows every engine's text
+        engine = EngineKind(engine_text) if engine_text in EngineKind.__members__.values() else None
         read_startup = None
         if rt.settings.startup_log_bytes:
             def read_startup(pod: PodView) -> str:

@@ -34,7 +34,7 @@ from ctxfit.api.status import ConditionType, InferenceServerStatus, Phase, Reaso
 from ctxfit.vocab.text import clean_text
 
 if TYPE_CHECKING:
-    from .converge.flow import Outcome
+    from .converge.types import Outcome
     from .kube.client import Kube
 
 REJECTED_STATUSES = frozenset({400, 403, 422})

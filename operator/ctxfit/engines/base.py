@@ -9,6 +9,10 @@ from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
 
 if TYPE_CHECKING:
     from ctxfit.vocab.inputs import PlanInputs
+    from ctxfit.vocab.patterns import FailurePattern, PhaseMarker
+    from ctxfit.vocab.startup import StartupReport
+
+    from .group import GroupRoles
 
 
 @dataclass(frozen=True)
@@ -80,9 +84,38 @@ class Engine(Protocol):
     preemption_metric: str
     waiting_metric: str
     command: tuple[str, ...]
+    display_name: str
+    """The engine's name in sentences: "vLLM", "SGLang"."""
+    tp_splits_experts: bool
+    """MoE: tensor parallelism shards the experts (SGLang's default MoE TP), so TP must divide their count or
+    intermediate size; vLLM's fused MoE layers pad instead."""
+    state_pool_ratio: float | None
+    """Hybrid models: the fixed ratio of recurrent-state pool to KV pool (SGLang ``mamba_full_memory_ratio``);
+    None when state and KV share one block pool (vLLM)."""
 
     def default_image(self, version: str | None) -> str:
         """Container image for a version (the official one)."""
+        ...
+
+    def image_cuda(self, version: str | None) -> tuple[int, int] | None:
+        """CUDA (major, minor) the official image of ``version`` needs from the node's driver (None: unknown)."""
+        ...
+
+    def failure_patterns(self) -> tuple[tuple[FailurePattern, ...], tuple[PhaseMarker, ...]]:
+        """The engine's failure wordings and start-up phase markers (``<engine>.failures``)."""
+        ...
+
+    def parse_startup(self, text: str) -> StartupReport:
+        """The engine's own start-up accounting in its log ``text`` (``<engine>.startup``); never raises."""
+        ...
+
+    def logged_version(self, text: str) -> tuple[int, int] | None:
+        """(major, minor) of the engine that wrote ``text`` when its log states it; None when not observed."""
+        ...
+
+    def group_roles(self, spec: InferenceServerSpec, effective: EffectiveConfig,
+                    engine_args: list[str]) -> GroupRoles:
+        """Leader and worker wiring for a multi-node group (``<engine>.multinode``)."""
         ...
 
     def resolve_kv_dtype(self, inputs: PlanInputs, requested: str) -> KVDtypeDecision:

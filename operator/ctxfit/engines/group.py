@@ -1,6 +1,6 @@
 """What each pod of a multi-node group runs: leader and worker commands, /dev/shm, per engine.
 
-``group_roles`` dispatches over ``EngineKind`` (exhaustive, no default). The LeaderWorkerSet controller
+``group_roles`` asks the spec's engine (``Engine.group_roles``). The LeaderWorkerSet controller
 injects ``LWS_LEADER_ADDRESS`` (the leader pod's DNS name), ``LWS_GROUP_SIZE`` and ``LWS_WORKER_INDEX``
 (0 on the leader) into every container (sigs.k8s.io/lws ``api/leaderworkerset/v1/leaderworkerset_types.go``,
 set by its pod webhook), so arguments reference them as ``$(NAME)``, which the kubelet expands.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
+from ctxfit.api import EffectiveConfig, InferenceServerSpec
 
 LEADER_ADDRESS_ENV = "LWS_LEADER_ADDRESS"
 GROUP_SIZE_ENV = "LWS_GROUP_SIZE"
@@ -51,12 +51,6 @@ def group_roles(spec: InferenceServerSpec, effective: EffectiveConfig, engine_ar
     """
     if spec.nodes < 2:
         raise ValueError("nodes: a group needs at least 2 nodes; one node renders a Deployment")
-    if spec.engine.kind is EngineKind.VLLM:
-        from .vllm.multinode import vllm_group_roles
+    from . import get_engine
 
-        return vllm_group_roles(spec, effective, engine_args)
-    if spec.engine.kind is EngineKind.SGLANG:
-        from .sglang.multinode import sglang_group_roles
-
-        return sglang_group_roles(spec, effective, engine_args)
-    raise AssertionError(f"unhandled engine {spec.engine.kind}")  # pragma: no cover - exhaustive
+    return get_engine(spec.engine.kind).group_roles(spec, effective, engine_args)

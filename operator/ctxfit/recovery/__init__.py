@@ -12,11 +12,12 @@ from ctxfit.vocab.kinds import MEMORY_KINDS, Failure, FailureKind
 
 from .classify import Observation, classify
 from .current import fallback_effective, initial_effective, observed_effective
-from .policy import Attempt, Decision, PolicyContext, Replan, changed_knobs, decide
+from .policy import Attempt, CheckName, Decision, PolicyContext, Replan, changed_knobs, decide
 
 __all__ = [
     "MEMORY_KINDS",
     "Attempt",
+    "CheckName",
     "Decision",
     "Failure",
     "FailureKind",

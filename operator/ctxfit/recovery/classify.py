@@ -35,9 +35,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from types import MappingProxyType
-from typing import assert_never
 
 from ctxfit.api import EngineKind
+from ctxfit.engines import get_engine
 from ctxfit.vocab.kinds import NODE_KINDS, Failure, FailureKind, Number
 from ctxfit.vocab.patterns import (
     PHASE_KIND,
@@ -111,17 +111,8 @@ class _Match:
 
 @cache
 def engine_patterns(kind: EngineKind) -> tuple[tuple[FailurePattern, ...], tuple[PhaseMarker, ...]]:
-    """The failure patterns and phase markers of one engine (imported lazily: no import cycle)."""
-    if kind is EngineKind.VLLM:
-        from ctxfit.engines.vllm.failures import FAILURE_PATTERNS, PHASE_MARKERS
-
-        return FAILURE_PATTERNS, PHASE_MARKERS
-    if kind is EngineKind.SGLANG:
-        from ctxfit.engines.sglang.failures import FAILURE_PATTERNS as SGLANG_PATTERNS
-        from ctxfit.engines.sglang.failures import PHASE_MARKERS as SGLANG_PHASES
-
-        return SGLANG_PATTERNS, SGLANG_PHASES
-    assert_never(kind)
+    """The failure patterns and phase markers of one engine (``Engine.failure_patterns``)."""
+    return get_engine(kind).failure_patterns()
 
 
 def _as_text(value: object) -> str:
@@ -368,8 +359,9 @@ def classify(observation: Observation, engine: EngineKind | None = None) -> Fail
                                                  f"{_termination(observation)} ({meaning})")))
     if candidates:
         return _on_node(min(candidates, key=lambda c: (c[0], c[1]))[2], observation)
-    evidence = error_line(text, _wrapper_markers()) or _termination(observation)
-    return Failure(FailureKind.UNKNOWN, _with_exit({}, observation), evidence)
+    line = error_line(text, _wrapper_markers())
+    silent = not line and not observation.reason and observation.exit_code is None
+    return Failure(FailureKind.UNKNOWN, _with_exit({}, observation), line or _termination(observation), silent=silent)
 
 
 def _on_node(failure: Failure, observation: Observation) -> Failure:

@@ -281,12 +281,12 @@ def decide_download(ctx: PolicyContext, facts: ClaimFacts | None = None) -> Deci
                              f"{bytes_to_quantity(MAX_CLAIM_BYTES)}")
         target = bytes_to_quantity(grown) if grown else "a larger size"
         return Decision(ctx.current, False, f"the {size}{where} is full{numbers}; the claim grows to {target}, "
-                        "same engine configuration", "CacheVolumeFull")
+                        "same engine configuration", FailureKind.CACHE_VOLUME_FULL)
     if kind is not FailureKind.DOWNLOAD_INTERRUPTED:
         return permanent(kind.value, f"no download policy for {kind.value}: {evidence}")  # unreachable
     delay = min(DOWNLOAD_BACKOFF_MAX_SECONDS, DOWNLOAD_BACKOFF_SECONDS * 2 ** (ctx.failed_attempts - 1))
     return Decision(ctx.current, False, f"the download was interrupted ({evidence}); retrying in {delay} s, same "
-                    "engine configuration", "DownloadInterrupted", retry_after_seconds=delay)
+                    "engine configuration", FailureKind.DOWNLOAD_INTERRUPTED, retry_after_seconds=delay)
 
 
 ENOSPC = "No space left on device"

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
 from ctxfit.budget.context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT
+from ctxfit.engines import get_engine
 from ctxfit.vocab.kinds import DOWNLOAD_KINDS, Failure, FailureKind
 
 from .bounds import Failed, first_ruling
@@ -72,6 +74,23 @@ class Attempt:
         return cls(config, kind)
 
 
+class CheckName(StrEnum):
+    """The policy chain's own checks (``Decision.check``); every other check is named as the failure kind it
+    handles (a ``FailureKind``)."""
+
+    ATTEMPTS_EXHAUSTED = "AttemptsExhausted"
+    CONTEXT_CEILING = "ContextCeiling"
+    NONE = "none"
+
+
+def check_name(text: str) -> CheckName | FailureKind:
+    """``text`` as a check: a chain check or a failure kind. Raises ``ValueError`` for anything else."""
+    try:
+        return CheckName(text)
+    except ValueError:
+        return FailureKind(text)
+
+
 @dataclass(frozen=True)
 class Decision:
     """What to do after a failure.
@@ -80,14 +99,14 @@ class Decision:
         next: the whole configuration to start next (None when permanent).
         permanent: no configuration change can fix it (or attempts are exhausted): say so, stop.
         explanation: one line with the numbers.
-        check: name of the policy check that decided (a stable reason for conditions and Events).
+        check: the policy check that decided (a stable reason for conditions and Events).
         retry_after_seconds: how long to wait before the next start (0: at once).
     """
 
     next: EffectiveConfig | None
     permanent: bool
     explanation: str
-    check: str
+    check: CheckName | FailureKind
     retry_after_seconds: int = 0
 
 
@@ -109,8 +128,8 @@ class PolicyContext:
 
     @property
     def engine_name(self) -> str:
-        """"vLLM" or "SGLang" (for explanations)."""
-        return "vLLM" if self.engine is EngineKind.VLLM else "SGLang"
+        """"vLLM" or "SGLang" (for explanations; ``Engine.display_name``)."""
+        return get_engine(self.engine).display_name
 
     @property
     def headroom(self) -> float:
@@ -174,22 +193,24 @@ Check = Callable[[PolicyContext], Decision | None]
 
 def propose(ctx: PolicyContext, check: str, candidates: Sequence[tuple[EffectiveConfig, str]],
             exhausted: str) -> Decision:
-    """Decision for the first untried candidate; permanent with ``exhausted`` + why when none is left."""
+    """Decision for the first untried candidate; permanent with ``exhausted`` + why when none is left.
+    ``check``: a ``CheckName`` or ``FailureKind`` value (raises ``ValueError`` otherwise)."""
+    name = check_name(check)
     chosen = ctx.first_untried(candidates)
     if chosen is not None:
-        return Decision(chosen[0], False, chosen[1], check)
+        return Decision(chosen[0], False, chosen[1], name)
     from .checks.escape import ESCAPE_KINDS, escape
 
     if ctx.failure.kind in ESCAPE_KINDS:
-        return escape(ctx, check, candidates, exhausted)
+        return escape(ctx, name, candidates, exhausted)
     if candidates:
-        return Decision(None, True, f"{exhausted}; every next step already failed ({candidates[0][1]})", check)
-    return Decision(None, True, exhausted, check)
+        return Decision(None, True, f"{exhausted}; every next step already failed ({candidates[0][1]})", name)
+    return Decision(None, True, exhausted, name)
 
 
 def permanent(check: str, explanation: str) -> Decision:
-    """A permanent verdict."""
-    return Decision(None, True, explanation, check)
+    """A permanent verdict; ``check``: a ``CheckName`` or ``FailureKind`` value (raises ``ValueError`` otherwise)."""
+    return Decision(None, True, explanation, check_name(check))
 
 
 def changed_knobs(before: EffectiveConfig, after: EffectiveConfig) -> tuple[str, ...]:

@@ -5,7 +5,14 @@ deterministic (stable key order, sorted labels/annotations) and the Deployment c
 pod template so an unchanged plan means no write.
 """
 
-from .deployment import RenderInput, image_for, render_deployment, render_pod_template, startup_failure_threshold
+from .deployment import (
+    RenderInput,
+    engine_image,
+    image_for,
+    render_deployment,
+    render_pod_template,
+    startup_failure_threshold,
+)
 from .labels import (
     ATTEMPT_ANNOTATION,
     ENGINE_LABEL,
@@ -19,7 +26,7 @@ from .service import endpoint_url, render_pod_monitor, render_service
 
 __all__ = [
     "ATTEMPT_ANNOTATION", "ENGINE_LABEL", "SERVER_LABEL", "TEMPLATE_HASH_ANNOTATION", "RenderInput",
-    "common_labels", "effective_annotations", "endpoint_url", "image_for", "render_deployment",
+    "common_labels", "effective_annotations", "endpoint_url", "engine_image", "image_for", "render_deployment",
     "render_pod_monitor", "render_pod_template", "render_service", "startup_failure_threshold",
     "template_hash",
 ]

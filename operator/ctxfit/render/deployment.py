@@ -79,10 +79,15 @@ class RenderInput:
     min_cuda: tuple[int, int] | None = None
 
 
+def engine_image(spec: InferenceServerSpec, operator_image: str | None) -> str:
+    """The container image, the one precedence rule: ``spec.engine.image`` > the operator's image for the engine
+    (``CTXFIT_VLLM_IMAGE``/``CTXFIT_SGLANG_IMAGE``) > the engine's official image for ``spec.engine.version``."""
+    return spec.engine.image or operator_image or get_engine(spec.engine.kind).default_image(spec.engine.version)
+
+
 def image_for(inp: RenderInput) -> str:
-    """The container image: ``spec.engine.image`` > operator default > the engine's official image."""
-    engine = get_engine(inp.spec.engine.kind)
-    return inp.spec.engine.image or inp.image or engine.default_image(inp.spec.engine.version)
+    """``engine_image`` of the rendered server (``inp.image``: the operator's image)."""
+    return engine_image(inp.spec, inp.image)
 
 
 def _probe(path: str, period: int, failures: int, timeout: int = PROBE_TIMEOUT_SECONDS) -> dict[str, Any]:

@@ -116,12 +116,15 @@ class Failure:
         evidence: the matched line (trimmed to ``EVIDENCE_MAX_CHARS`` at a word boundary), or a
             description of the Kubernetes signal (``terminated: reason=OOMKilled exitCode=137``).
         node: the node the pod ran on, for kinds that belong to the node (``NODE_KINDS``), else None.
+        silent: ``UNKNOWN`` with nothing to quote: no termination reason, exit code, error line or matching
+            Event (the pod showed nothing; e.g. it was lost with its node).
     """
 
     kind: FailureKind
     numbers: dict[str, Number] = field(default_factory=dict)
     evidence: str = ""
     node: str | None = None
+    silent: bool = False
 
     def to_wire(self) -> dict[str, object]:
         """``{"kind", "numbers", "evidence"}`` (+ ``"node"`` when known) as in ``ctxfit diagnose -o json``."""

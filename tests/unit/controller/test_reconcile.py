@@ -262,7 +262,7 @@ def test_the_cache_claim_follows_the_deployment_and_is_read_once_it_exists() -> 
 
 
 def test_cached_bodies_are_compact_and_lose_only_managed_fields() -> None:
-    from ctxfit.controller.app.handlers import slim, unslim
+    from ctxfit.controller.app.lifecycle import slim, unslim
 
     body = server()
     body["metadata"]["managedFields"] = [{"manager": "ctxfit", "fieldsV1": {"f:status": {}}}]

@@ -386,12 +386,12 @@ def test_guard_refuses_history_and_rising_context() -> None:
     spec = make_spec()
     tried = VLLM_BASE.model_copy(update={"context_length": 65536})
     ctx = PolicyContext(spec, VLLM_BASE, Failure(K.UNKNOWN), (Attempt(tried, K.UNKNOWN),), None, None)
-    assert _guard(ctx, Decision(tried, False, "x", "c")).permanent
+    assert _guard(ctx, Decision(tried, False, "x", FailureKind.UNKNOWN)).permanent
     higher = VLLM_BASE.model_copy(update={"context_length": 262144})
-    assert _guard(ctx, Decision(higher, False, "x", "c")).permanent
+    assert _guard(ctx, Decision(higher, False, "x", FailureKind.UNKNOWN)).permanent
     lower = VLLM_BASE.model_copy(update={"context_length": 1024})
-    assert not _guard(ctx, Decision(lower, False, "a\nb", "c")).permanent
-    assert _guard(ctx, Decision(None, False, "a\n b", "c")).explanation == "a b"
+    assert not _guard(ctx, Decision(lower, False, "a\nb", FailureKind.UNKNOWN)).permanent
+    assert _guard(ctx, Decision(None, False, "a\n b", FailureKind.UNKNOWN)).explanation == "a b"
 
 
 def test_changed_knobs() -> None:

@@ -1,16 +1,6 @@
 """kopf's settings for ctxfit, chosen for the per-event cost (the operator watches every engine pod, owned
-Deployment and Service, and every InferenceServer: at 1,000 servers that is many events per second).
-
-- initial listings are chunked (``LIST_CHUNK_SIZE``);
-- ctxfit registers only ``on.event`` handlers and indexes, all ``async``: kopf runs a sync handler in its
-  thread pool (``settings.execution``), a thread hop plus a copied context per event; an async one runs
-  inline. The pool is kept for kopf's own sync callbacks (``on.login``): ``KOPF_EXECUTOR_THREADS``.
-- kopf builds each event's "essence" (``DiffBaseStorage.build``: a deep copy of the body without status)
-  for change-detecting handlers (``on.create/update/resume/delete``, daemons, timers). ctxfit has none
-  (``tests/unit/controller/app/test_kopf_settings.py`` holds the registry to that), so ``NoDiffBase`` returns an empty
-  essence and stores nothing (kopf's ``AnnotationsDiffBaseStorage`` never stored anything for ctxfit either:
-  nothing changing was ever handled). Source: kopf ``_core/reactor/processing.py`` ``_detect_causes``.
-"""
+Deployment and Service, and every InferenceServer: at 1,000 servers that is many events per second). See
+docs/design/io-performance.md."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from ctxfit.render.labels import MANAGED_BY
 from ..views.routing import MemberView, member_view
 
 if TYPE_CHECKING:
-    from .handlers import State
+    from .lifecycle import State
 
 Key = tuple[str, str]
 MEMBERS_INDEX = "servers_by_pool"

@@ -35,8 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.autoscaling import AutoscalingSpec, AutoscalingStatus, initial_replicas
@@ -53,65 +52,14 @@ from ctxfit.render.scaledobject import PAUSED_ANNOTATION, ScaledObjectInput, ren
 from ..rejections import refused_autoscaler
 from ..settings import Settings
 from ..views.pods import DeploymentView
-from .status import EventNote
-
-if TYPE_CHECKING:
-    from .flow import Outcome, Snapshot
+from ..views.workloads import ScaledObjectView
+from .status import drop_condition, set_condition
+from .types import EventNote, Keda, Outcome, ScalingSnapshot, Snapshot
 
 KEDA_RECHECK_SECONDS = 60.0
 """How often a server with autoscaling looks for KEDA again while its CRDs are not served."""
 SCALED_OBJECT_RECHECK_SECONDS = 10.0
 """How soon after applying a ScaledObject its KEDA ``Ready`` verdict is read (ScaledObjects are not watched)."""
-
-
-class Keda(StrEnum):
-    """Whether the operator can use KEDA: its settings allow it and the API server serves ``scaledobjects``."""
-
-    INSTALLED = "Installed"
-    ABSENT = "Absent"
-    DISABLED = "Disabled"
-
-
-@dataclass(frozen=True)
-class ScaledObjectView:
-    """The live ScaledObject as reconciliation needs it.
-
-    Attributes:
-        spec: its ``spec`` as stored.
-        annotations, labels: its metadata (``autoscaling.keda.sh/paused`` among the annotations).
-        ready: KEDA's ``Ready`` condition status (``True``/``False``/``Unknown``; None: not reported yet).
-        ready_message: that condition's message.
-    """
-
-    spec: Mapping[str, Any]
-    annotations: Mapping[str, str]
-    labels: Mapping[str, str]
-    ready: str | None = None
-    ready_message: str = ""
-
-    @property
-    def paused(self) -> bool:
-        """Paused by the annotation (any value but a false boolean, as KEDA's ``getBoolAnnotation``)."""
-        value = self.annotations.get(PAUSED_ANNOTATION)
-        return value is not None and value.strip().lower() not in ("false", "0", "f")
-
-
-def scaled_object_view(obj: Mapping[str, Any]) -> ScaledObjectView:
-    """Fold a ScaledObject (dict as the API returns it) into a ``ScaledObjectView``."""
-    meta = obj.get("metadata") or {}
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    ready: Mapping[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
-    return ScaledObjectView(spec=dict(obj.get("spec") or {}), annotations=dict(meta.get("annotations") or {}),
-                            labels=dict(meta.get("labels") or {}), ready=ready.get("status"),
-                            ready_message=str(ready.get("message") or ready.get("reason") or ""))
-
-
-@dataclass(frozen=True)
-class ScalingSnapshot:
-    """What reconcile read for autoscaling: KEDA's presence and the live ScaledObject (None: absent)."""
-
-    keda: Keda
-    live: ScaledObjectView | None = None
 
 
 @dataclass(frozen=True)
@@ -156,15 +104,8 @@ def leave_replicas(workload: dict[str, Any]) -> dict[str, Any]:
 
 def _set(out: Outcome, status: ConditionStatus, reason: Reason, message: str, now: str, generation: int,
          event: EventNote | None = None) -> None:
-    """Set the ``Autoscaling`` condition; post ``event`` only when the reason or message changes."""
-    old = out.status.condition(ConditionType.AUTOSCALING)
-    if event is not None and (old is None or old.reason is not reason or old.message != message[:1024]):
-        out.events.append(event)
-    out.status.set_condition(ConditionType.AUTOSCALING, status, reason, message, now=now, generation=generation)
-
-
-def _drop_condition(out: Outcome) -> None:
-    out.status.conditions = [c for c in out.status.conditions if c.type is not ConditionType.AUTOSCALING]
+    """Set the ``Autoscaling`` condition; post ``event`` only when it changed."""
+    set_condition(out, ConditionType.AUTOSCALING, status, reason, message, now, generation, event)
 
 
 def contained(desired: Any, live: Any) -> bool:
@@ -190,7 +131,7 @@ def remove_scaling(out: Outcome, scaling: ScalingSnapshot | None, name: str, now
     live = scaling.live if scaling is not None else None
     if live is None:
         out.status.autoscaling = None
-        _drop_condition(out)
+        drop_condition(out, ConditionType.AUTOSCALING)
         return
     out.scaled_object_delete = True
     out.requeue(SCALED_OBJECT_RECHECK_SECONDS)

@@ -22,36 +22,25 @@ No path here changes an engine flag or starts a step-down.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from ctxfit.api import InferenceServerSpec, bytes_to_quantity
 from ctxfit.api.model_cache import CacheMode, ModelStatus
-from ctxfit.api.status import ConditionStatus, ConditionType, Phase, Reason, parse_rfc3339
-from ctxfit.recovery import Decision, Failure, FailureKind, PolicyContext
+from ctxfit.api.status import Phase, Reason, parse_rfc3339
+from ctxfit.recovery import Failure, FailureKind, PolicyContext
 from ctxfit.recovery.download import ClaimFacts, decide_download, grown_claim_bytes
 from ctxfit.render.cache import CacheVolume, checkpoint_bytes, claim_name_for, render_claim, resolve_cache
 
 from ..views.cache import parse_progress
-from ..views.pods import PodView
-from .status import EventNote, mark_phase
-
-if TYPE_CHECKING:
-    from .flow import Outcome, Snapshot
+from .status import mark_phase, mark_weights_cached
+from .types import DiagnoseDownload, EventNote, Outcome, RecordFailure, Snapshot
 
 DOWNLOAD_RECHECK_SECONDS = 10.0
 """How often a downloading server is looked at (elapsed time and progress in status)."""
 UNKNOWN_DOWNLOAD_RESTARTS = 3
 """Restarts of the download with an unrecognized error before the policy treats it as Unknown."""
 PERMANENT_KINDS = frozenset({FailureKind.MODEL_ACCESS_DENIED, FailureKind.MODEL_NOT_FOUND})
-
-DiagnoseDownload = Callable[[PodView], Failure]
-"""Classify a failed ``model-download`` run (its termination message, log tail and the pod's Events)."""
-RecordFailure = Callable[[PodView, Failure, Decision | None], None]
-"""``record(pod, failure, decision)``: end the attempt through ``stepping.record_failure``."""
-
 
 def _weights_bytes(out: Outcome) -> int | None:
     plan = out.status.plan
@@ -89,10 +78,10 @@ def resolve(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str,
         changed_at=old.changed_at if old else None, note=note,
     )
     if cache.mode is CacheMode.EMPTY_DIR:
-        _weights_cached(out, "False", Reason.NOT_CACHED, note if spec.model.cache is None else
+        mark_weights_cached(out, "False", Reason.NOT_CACHED, note if spec.model.cache is None else
                         "emptyDir: every attempt downloads the weights again", now, snap.generation)
     elif not cache.downloads:
-        _weights_cached(out, "True", Reason.PRELOADED, f"preloaded in claim {cache.claim_name} (read-only)", now,
+        mark_weights_cached(out, "True", Reason.PRELOADED, f"preloaded in claim {cache.claim_name} (read-only)", now,
                         snap.generation)
     started = st.current_attempt is not None and st.phase is not Phase.FAILED
     if started and mode_spec.volume_claim_template is not None and cache.claim_name and cache.size_bytes:
@@ -102,14 +91,6 @@ def resolve(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str,
                                      cache.claim_name, cache.size_bytes)
             out.claim_exists = have is not None
     return cache
-
-
-def _weights_cached(out: Outcome, status: ConditionStatus, reason: Reason, message: str, now: str,
-                    generation: int) -> None:
-    old = out.status.condition(ConditionType.WEIGHTS_CACHED)
-    if status == "True" and (old is None or old.status != "True"):
-        out.events.append(EventNote("Normal", reason, message))
-    out.status.set_condition(ConditionType.WEIGHTS_CACHED, status, reason, message, now=now, generation=generation)
 
 
 def _seconds(start: str | None, end: datetime | str | None) -> int | None:
@@ -175,7 +156,7 @@ def observe_download(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, ca
             model.download_seconds = seconds
         if cache.mode is not CacheMode.EMPTY_DIR:
             size = f"{model.bytes / 1e9:.1f} GB of " if model.bytes else ""
-            _weights_cached(out, "True", Reason.CACHED, f"{size}{spec.model.name} ({spec.model.revision}) in "
+            mark_weights_cached(out, "True", Reason.CACHED, f"{size}{spec.model.name} ({spec.model.revision}) in "
                             f"{_where(cache)}; downloaded in {model.download_seconds or 0} s", now, snap.generation)
         if st.phase is Phase.DOWNLOADING:
             mark_phase(out, Phase.STARTING, Reason.ENGINE_STARTING, f"weights ready; starting attempt {cur.number}",
@@ -205,7 +186,7 @@ def observe_download(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, ca
                 return True
             out.events.append(EventNote("Warning", Reason.CLAIM_GROWN, message))
             mark_phase(out, Phase.DOWNLOADING, Reason.CLAIM_GROWN, message, now, snap.generation)
-            _weights_cached(out, "False", Reason.CLAIM_GROWN, message, now, snap.generation)
+            mark_weights_cached(out, "False", Reason.CLAIM_GROWN, message, now, snap.generation)
             out.requeue(DOWNLOAD_RECHECK_SECONDS)
             return True
         message = (f"download of {spec.model.name} failed ({failure.kind.value}: {failure.evidence[:200]}); "
@@ -213,14 +194,14 @@ def observe_download(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, ca
         if st.message != message:
             out.events.append(EventNote("Warning", Reason.DOWNLOAD_RETRYING, message))
         mark_phase(out, Phase.DOWNLOADING, Reason.DOWNLOAD_RETRYING, message, now, snap.generation)
-        _weights_cached(out, "False", Reason.DOWNLOAD_RETRYING, message, now, snap.generation)
+        mark_weights_cached(out, "False", Reason.DOWNLOAD_RETRYING, message, now, snap.generation)
         out.requeue(DOWNLOAD_RECHECK_SECONDS)
         return True
     if dl.state == "waiting" and dl.started_at is None:  # not started: scheduling, or the claim binding
         claim = snap.claim if snap.claim is not None and snap.claim.name == cache.claim_name else None
         why = (f"claim {claim.name} is {claim.phase or 'not bound'}" if claim is not None and claim.phase != "Bound"
                else f"pod {pod.name} is {pod.phase or 'Pending'}")
-        _weights_cached(out, "False", Reason.DOWNLOADING, f"download not started yet: {why}", now, snap.generation)
+        mark_weights_cached(out, "False", Reason.DOWNLOADING, f"download not started yet: {why}", now, snap.generation)
         out.requeue(DOWNLOAD_RECHECK_SECONDS)
         return False  # the pod itself waits (scheduling, GPUs, image pull): controller.waiting says why
     elapsed = _seconds(dl.started_at or pod.created, snap.now)
@@ -233,7 +214,7 @@ def observe_download(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, ca
     message = (f"downloading {spec.model.name} ({spec.model.revision}) into {_where(cache)}: "
                f"{elapsed if elapsed is not None else 0} s{shown}")
     mark_phase(out, Phase.DOWNLOADING, Reason.DOWNLOADING, message, now, snap.generation)
-    _weights_cached(out, "False", Reason.DOWNLOADING, message, now, snap.generation)
+    mark_weights_cached(out, "False", Reason.DOWNLOADING, message, now, snap.generation)
     out.requeue(DOWNLOAD_RECHECK_SECONDS)
     return True
 

@@ -1,55 +1,18 @@
-"""The restart budget of a multi-node group (pure): a LeaderWorkerSet group recreated again and again without
-ever becoming Ready ends Failed, never in an endless recreate loop.
-
-Why a budget of its own: with ``restartPolicy: RecreateGroupOnPodRestart`` the LWS controller deletes a
-group's leader pod as soon as any container of the group restarted or any of its pods was deleted
-(sigs.k8s.io/lws ``pkg/controllers/pod_controller.go`` ``handleRestartPolicy``, which records a
-``RecreateGroupOnPodRestart`` Event on the LeaderWorkerSet), and the leaders' StatefulSet creates a new
-leader of the same name, with the same template revision and a new uid. An engine failure the operator can
-read (a termination, a log line) steps the attempt down as for one pod (``stepping.record_failure``; a group
-pod the LWS controller is already deleting still counts as evidence when its engine container restarted,
-``group.crash_evidence``). Everything else that recreates the group - a worker evicted or deleted again and
-again, a crash whose pod was gone before the operator saw it - uses neither an attempt nor the startup
-deadline, so without this budget it could go on forever.
-
-Counting (``Attempt.groupRestarts``/``groupLeaders`` in status, so an operator restart neither loses nor repeats a
-count): per group index, the leader pod's uid and template revision
-(``leaderworkerset.sigs.k8s.io/template-revision-hash``) are remembered; a new uid with the same revision is one
-recreation (a new revision is a rollout: ctxfit's own template change or a reverted hand edit), counted only when
-the incarnation it replaces was complete (``GroupLeader.complete``: all ``spec.nodes`` pods of the group seen, none
-being deleted, none created before its leader). One eviction or deletion can make the LWS controller recreate a
-group two or three times in a row - the old worker, still terminating, is a deleted pod of the group again for the
-new leader - and a worker of the new incarnation cannot exist before the old one (of the same name) is gone: that
-cascade is one disruption, counted once (for up to ``CASCADE_SECONDS``: an incomplete incarnation replaced later
-than that is a loop, e.g. a worker evicted at once every time, and counts). Where pods go at once (no grace period:
-a force deletion, a node object removed, kwok) the cascade can produce complete incarnations, so a recreation is
-also counted only ``RECREATION_WINDOW_SECONDS`` or more after the leader that opened the current disruption
-(``GroupLeader.since``); a group recreated faster than that, forever, is still counted once per window, so the
-budget still ends it. The budget is per group (``GroupLeader.restarts``; ``Attempt.groupRestarts`` is the most any
-group has): with several replicas, one maintenance that recreates each group once is not one group recreated again
-and again. A group's count starts over when every pod of that group is Ready (progress). A group recreated more
-than ``Settings.group_restart_budget`` times without that ends the attempt and the server Failed with reason
-``GroupRestartsExhausted`` and a Warning Event; the LeaderWorkerSet is scaled to 0. A later spec change (generation)
-starts a fresh attempt with the same configuration (``reopen_group``); a change of what the plan depends on starts
-over anyway.
-"""
+"""The restart budget of a multi-node group (pure): a LeaderWorkerSet group recreated again and again without ever
+becoming Ready ends Failed, never in an endless recreate loop. See docs/design/group-restarts.md."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from ctxfit.api import InferenceServerSpec
-from ctxfit.api.status import Attempt, AttemptOutcome, ConditionType, GroupLeader, Phase, Reason, parse_rfc3339
+from ctxfit.api.status import Attempt, GroupLeader, Reason, parse_rfc3339
 from ctxfit.render.deployment import TERMINATION_GRACE_SECONDS
-from ctxfit.vocab.kinds import FailureKind
 
 from ..views.pods import PodView
-from .status import EventNote, mark_phase
-
-if TYPE_CHECKING:
-    from .flow import Outcome
+from . import attempts
+from .types import EventNote, Outcome
 
 BUDGET_SETTING = "CTXFIT_GROUP_RESTART_BUDGET"
 RECREATION_WINDOW_SECONDS = 10
@@ -181,30 +144,5 @@ def follow_group(out: Outcome, spec: InferenceServerSpec, cur: Attempt, pods: Se
     explanation = (f"recreated more than {budget} times ({BUDGET_SETTING}) without becoming Ready and without a "
                    "failure the engine reported: see the LeaderWorkerSet's RecreateGroupOnPodRestart Events and "
                    "the group pods' Events (evictions, deletions, node problems)")
-    cur.outcome, cur.finished_at, cur.pod, cur.node = AttemptOutcome.FAILED, now, last.name, last.node
-    cur.failure_kind = FailureKind.UNKNOWN.value
-    cur.evidence = seen
-    cur.explanation = explanation
-    out.finished.append(cur)
-    message = f"{seen}; {explanation}; no further attempts, scaled to 0"
-    mark_phase(out, Phase.FAILED, Reason.GROUP_RESTARTS_EXHAUSTED, message, now, generation)
-    out.events.append(EventNote("Warning", Reason.GROUP_RESTARTS_EXHAUSTED, message))
+    attempts.fail_group(out, cur, last, seen, explanation, now, generation)
     return True
-
-
-def reopen_group(out: Outcome, generation: int, now: str) -> None:
-    """A server Failed with ``GroupRestartsExhausted`` whose spec changed since (a new generation, e.g. edited
-    ``spec.pod`` tolerations) gets a fresh attempt with the same configuration and a fresh count."""
-    st = out.status
-    ready = st.condition(ConditionType.READY)
-    if st.phase is not Phase.FAILED or ready is None or ready.reason is not Reason.GROUP_RESTARTS_EXHAUSTED:
-        return
-    newest = st.current_attempt
-    if newest is None or ready.observed_generation is None or generation <= ready.observed_generation:
-        return
-    st.attempts.append(Attempt(number=newest.number + 1, effective=newest.effective.model_copy(deep=True),
-                               started_at=now))
-    message = (f"spec changed (generation {generation}) after {Reason.GROUP_RESTARTS_EXHAUSTED.value}: "
-               f"starting attempt {newest.number + 1}")
-    out.events.append(EventNote("Normal", Reason.REOPENED, message))
-    mark_phase(out, Phase.STARTING, Reason.ENGINE_STARTING, message, now, generation)

@@ -20,28 +20,15 @@ settings allow it; one refused later (settings narrowed) starts again after a ch
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ctxfit.api import InferenceServerSpec
-from ctxfit.api.status import ConditionType, Phase, Reason
-from ctxfit.engines import get_engine
+from ctxfit.render.deployment import engine_image
 
 from ..settings import Settings
-from .status import EventNote, mark_phase
-
-if TYPE_CHECKING:
-    from .flow import Outcome
-
-
-def image_of(spec: InferenceServerSpec, settings: Settings) -> str:
-    """The image the renderer will use (``render.deployment.image_for``'s order)."""
-    engine = get_engine(spec.engine.kind)
-    return spec.engine.image or settings.image_for(spec.engine.kind.value) or engine.default_image(spec.engine.version)
 
 
 def refusal(spec: InferenceServerSpec, settings: Settings) -> str | None:
     """The first policy violation of ``spec`` as one sentence, None when the spec is allowed."""
-    image = image_of(spec, settings)
+    image = engine_image(spec, settings.image_for(spec.engine.kind.value))
     prefixes = settings.allowed_image_prefixes
     if prefixes and not any(image.startswith(prefix) for prefix in prefixes):
         return f"engine image {image!r} is not under an allowed prefix ({', '.join(prefixes)})"
@@ -56,26 +43,3 @@ def refusal(spec: InferenceServerSpec, settings: Settings) -> str | None:
             if var.value_from is not None and var.value_from.secret_key_ref is not None:
                 return f"engine.env {var.name}: Secret references are not allowed"
     return None
-
-
-def mark_refused(out: Outcome, message: str, now: str, generation: int,
-                 reason: Reason = Reason.REFUSED_BY_POLICY) -> None:
-    """Failed, ``Admitted`` False, Ready False (reason RefusedByPolicy, or PoolModelMismatch when the server
-    disagrees with its InferencePool, ``converge/routing.py``); a Warning Event when new."""
-    st = out.status
-    old = st.condition(ConditionType.ADMITTED)
-    text = f"refused by operator policy: {message}" if reason is Reason.REFUSED_BY_POLICY else f"refused: {message}"
-    if old is None or old.status != "False" or old.message != text:
-        out.events.append(EventNote("Warning", reason, text))
-    st.set_condition(ConditionType.ADMITTED, "False", reason, text, now=now, generation=generation)
-    mark_phase(out, Phase.FAILED, reason, text, now, generation)
-    st.endpoint = None
-
-
-def mark_admitted(out: Outcome, now: str, generation: int) -> None:
-    """A previously refused server is allowed now: ``Admitted`` True (set only once it was False)."""
-    old = out.status.condition(ConditionType.ADMITTED)
-    if old is not None and old.status != "True":
-        out.status.set_condition(ConditionType.ADMITTED, "True", Reason.ALLOWED_BY_POLICY,
-                                 "allowed by operator policy" if old.reason is Reason.REFUSED_BY_POLICY
-                                 else "admitted: nothing refuses it any more", now=now, generation=generation)

@@ -1,14 +1,14 @@
 """The inference gateway as a pure pass: a server's InferencePool, its pods' context labels, its routing status.
 
 Inputs are views (``RoutingSnapshot``: the namespace's pools, the other servers naming the same pool); outputs
-are what to write (``RoutingResult``). docs/design/gateway.md has the rules; README "Inference gateway" the
+are what to write (fields of ``Outcome``). docs/design/gateway.md has the rules; README "Inference gateway" the
 behaviour users see.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ctxfit.api import InferenceServerSpec
@@ -25,42 +25,13 @@ from ctxfit.render.inferencepool import (
 from ctxfit.render.labels import common_labels
 
 from ..views.pods import PodView
-from ..views.routing import MemberView, PoolPod, PoolView, promised
-from .status import EventNote
+from ..views.routing import MemberView, PoolPod, PoolView, RoutingSnapshot, promised
+from .status import drop_condition, set_condition
+from .types import EventNote, Outcome
 from .verify import capacity_tokens
 
 CRD_RECHECK_SECONDS = 60.0
 """With the InferencePool API absent, a server's routing is looked at again this often (like KEDA's absence)."""
-
-
-@dataclass(frozen=True)
-class RoutingSnapshot:
-    """What the routing pass reads besides the server itself.
-
-    Attributes:
-        enabled: the operator manages pools (chart ``gateway.enabled``, ``CTXFIT_GATEWAY_ENABLED``).
-        api_served: the API server serves ``inference.networking.k8s.io/v1`` InferencePools (None: not known).
-        pools: the namespace's InferencePools by name.
-        members: the other servers of the namespace naming a pool, by pool name.
-    """
-
-    enabled: bool
-    api_served: bool | None
-    pools: Mapping[str, PoolView] = field(default_factory=dict)
-    members: Mapping[str, tuple[MemberView, ...]] = field(default_factory=dict)
-
-
-@dataclass
-class RoutingResult:
-    """What to write: ``pool`` (apply), ``pool_delete`` ((name, uid) of a pool this server owns and no longer
-    creates), label patches per pod, Events, when to look again."""
-
-    pool: dict[str, Any] | None = None
-    pool_delete: tuple[str, str] | None = None
-    pod_labels: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
-    """pod name -> (its controller owner's name, the labels to set)."""
-    events: list[EventNote] = field(default_factory=list)
-    requeue_after: float | None = None
 
 
 def _reference(me: MemberView, others: tuple[MemberView, ...], pool: PoolView | None) -> MemberView | None:
@@ -111,18 +82,17 @@ def pod_context(status: InferenceServerStatus, attempt: int | None) -> int | Non
     return tokens
 
 
-def _condition(st: InferenceServerStatus, kind: ConditionType, status: ConditionStatus, reason: Reason, message: str,
-               now: str, generation: int, out: RoutingResult, warn: bool = True) -> None:
-    old = st.condition(kind)
-    if old is None or old.reason is not reason or old.message != message[:1024]:
-        out.events.append(EventNote("Warning" if status == "False" and warn else "Normal", reason, message))
-    st.set_condition(kind, status, reason, message, now=now, generation=generation)
+def _condition(out: Outcome, kind: ConditionType, status: ConditionStatus, reason: Reason, message: str,
+               now: str, generation: int) -> None:
+    """Set a routing condition (``status.set_condition``); an Event when it changed (Warning when False)."""
+    set_condition(out, kind, status, reason, message, now, generation,
+                  EventNote("Warning" if status == "False" else "Normal", reason, message))
 
 
-def drop_conditions(st: InferenceServerStatus) -> None:
+def drop_conditions(out: Outcome) -> None:
     """A server without a pool carries no routing conditions."""
-    st.conditions = [c for c in st.conditions
-                     if c.type not in (ConditionType.INFERENCE_POOL, ConditionType.POOL_CONTEXT_COVERED)]
+    drop_condition(out, ConditionType.INFERENCE_POOL)
+    drop_condition(out, ConditionType.POOL_CONTEXT_COVERED)
 
 
 def _members(me: MemberView, others: tuple[MemberView, ...]) -> list[PoolMember]:
@@ -131,8 +101,9 @@ def _members(me: MemberView, others: tuple[MemberView, ...]) -> list[PoolMember]
             for m in sorted((me, *(o for o in others if not o.refused)), key=lambda m: m.name)]
 
 
-def _covered(st: InferenceServerStatus, pool_name: str, me: MemberView, others: tuple[MemberView, ...], now: str,
-             generation: int, out: RoutingResult) -> None:
+def _covered(out: Outcome, pool_name: str, me: MemberView, others: tuple[MemberView, ...], now: str,
+             generation: int) -> None:
+    st = out.status
     everyone = [me, *(o for o in others if not o.refused)]
     promises = [m for m in everyone if m.target]
     if not promises or st.routing is None:
@@ -143,16 +114,16 @@ def _covered(st: InferenceServerStatus, pool_name: str, me: MemberView, others: 
     st.routing.pool_target_context_length = longest.target
     st.routing.pool_max_context_length = best.context_length if best else None
     if best is not None and (best.context_length or 0) >= (longest.target or 0):
-        _condition(st, ConditionType.POOL_CONTEXT_COVERED, "True", Reason.CONTEXT_COVERED,
+        _condition(out, ConditionType.POOL_CONTEXT_COVERED, "True", Reason.CONTEXT_COVERED,
                    f"a Ready replica of pool {pool_name} ({best.name}) holds its longest promised context "
-                   f"{longest.target} tokens", now, generation, out)
+                   f"{longest.target} tokens", now, generation)
         return
     held = (f"the longest a Ready replica holds is {best.context_length} tokens ({best.name})" if best
             else "no server of the pool has a Ready replica")
     who = ", ".join(sorted(m.name for m in promises if m.target == longest.target))
-    _condition(st, ConditionType.POOL_CONTEXT_COVERED, "False", Reason.NO_REPLICA_HOLDS_LONGEST_CONTEXT,
+    _condition(out, ConditionType.POOL_CONTEXT_COVERED, "False", Reason.NO_REPLICA_HOLDS_LONGEST_CONTEXT,
                f"no Ready replica of pool {pool_name} can take its longest context, {longest.target} tokens "
-               f"(promised by {who}): {held}", now, generation, out)
+               f"(promised by {who}): {held}", now, generation)
 
 
 def _drifted(desired: Mapping[str, Any], live: PoolView) -> bool:
@@ -182,14 +153,12 @@ def self_view(server: ServerFacts, st: InferenceServerStatus, context: int | Non
                       target=promised(spec, st), ready_replicas=ready)
 
 
-def converge_routing(server: ServerFacts, st: InferenceServerStatus, snap: RoutingSnapshot, *, now: str,
-                     generation: int, running: bool = True) -> RoutingResult:
-    """Set ``st.routing`` and the InferencePool / PoolContextCovered conditions; say what to write.
-
-    ``running``: the server has a workload (False while it is refused, Failed or not planned: its pods are gone
-    or going, and a pool it creates is still kept, without members' ports counted from it).
-    """
-    out = RoutingResult()
+def converge_routing(server: ServerFacts, out: Outcome, snap: RoutingSnapshot, *, now: str,
+                     generation: int) -> None:
+    """Set ``status.routing`` and the InferencePool / PoolContextCovered conditions of ``out``, and what to write:
+    ``out.pool`` (apply), ``out.pool_delete`` ((name, uid) of a pool this server owns and no longer creates),
+    ``out.pod_labels`` (label patches of live pods), Events, when to look again."""
+    st = out.status
     spec = server.spec
     routing = spec.routing.inference_pool
     before = st.routing
@@ -200,12 +169,12 @@ def converge_routing(server: ServerFacts, st: InferenceServerStatus, snap: Routi
             out.pool_delete = (before.pool, live.uid)
     if routing is None:
         st.routing = None
-        drop_conditions(st)
-        return out
+        drop_conditions(out)
+        return
     pool_name = routing.pool_name(server.name)
     cur = st.current_attempt
     pooled = [p for p in server.pods if p.labels.get(POOL_LABEL) == pool_name and not p.deleting]
-    ready = sum(1 for p in pooled if p.ready) if running else 0
+    ready = sum(1 for p in pooled if p.ready)
     held = [t for p in pooled if p.ready and (t := pod_context(st, p.attempt)) is not None]
     # what the Ready pods hold (the shortest, if attempts overlap), else what the current attempt's pods will
     context = min(held) if held else (pod_context(st, cur.number) if cur is not None else None)
@@ -214,47 +183,42 @@ def converge_routing(server: ServerFacts, st: InferenceServerStatus, snap: Routi
         served_model_name=spec.routing.served_name(spec.model.name), context_length=context,
         context_range=context_range(context) if context else None, target_ports=list(server_ports(spec)),
         ready_replicas=ready)
-    if snap.enabled:
-        for pod in pooled:
-            tokens = pod_context(st, pod.attempt)
-            if tokens is None or pod.owner is None:
-                continue
-            want = context_labels(tokens)
-            if any(pod.labels.get(k) != v for k, v in want.items()):
-                out.pod_labels[pod.name] = (pod.owner, want)
     if not snap.enabled:
-        _condition(st, ConditionType.INFERENCE_POOL, "False", Reason.GATEWAY_DISABLED,
+        _condition(out, ConditionType.INFERENCE_POOL, "False", Reason.GATEWAY_DISABLED,
                    f"pool {pool_name}: the operator does not manage InferencePools (chart value gateway.enabled is "
-                   "off); the pods carry the pool and context labels, nothing else is written", now, generation, out)
-        return out
+                   "off); the pods carry the pool and context labels, nothing else is written", now, generation)
+        return
+    for pod in pooled:
+        tokens = pod_context(st, pod.attempt)
+        if tokens is None or pod.owner is None:
+            continue
+        want = context_labels(tokens)
+        if any(pod.labels.get(k) != v for k, v in want.items()):
+            out.pod_labels[pod.name] = (pod.owner, want)
     if snap.api_served is not True:
-        _condition(st, ConditionType.INFERENCE_POOL, "False", Reason.POOL_CRD_MISSING,
+        _condition(out, ConditionType.INFERENCE_POOL, "False", Reason.POOL_CRD_MISSING,
                    f"pool {pool_name}: the API server serves no inference.networking.k8s.io/v1 InferencePool (install "
-                   "the Gateway API Inference Extension CRDs); the server runs without a pool", now, generation, out)
-        out.requeue_after = CRD_RECHECK_SECONDS
-        return out
+                   "the Gateway API Inference Extension CRDs); the server runs without a pool", now, generation)
+        out.requeue(CRD_RECHECK_SECONDS)
+        return
     others = tuple(m for m in snap.members.get(pool_name, ()) if m.uid != server.uid)
     me = self_view(server, st, context, ready)
     live = snap.pools.get(pool_name)
     if routing.creates:
-        _created(server, st, snap, pool_name, live, others, now, generation, out, running)
-    else:
-        _joined(server, st, pool_name, live, others, now, generation, out)
-    if routing.creates:
+        _created(server, out, pool_name, live, others, now, generation)
         st.routing.members = _members(me, others)
-    _covered(st, pool_name, me, others, now, generation, out)
-    return out
+    else:
+        _joined(server, out, pool_name, live, others, now, generation)
+    _covered(out, pool_name, me, others, now, generation)
 
 
-def _created(server: ServerFacts, st: InferenceServerStatus, snap: RoutingSnapshot, pool_name: str,
-             live: PoolView | None, others: tuple[MemberView, ...], now: str, generation: int, out: RoutingResult,
-             running: bool) -> None:
+def _created(server: ServerFacts, out: Outcome, pool_name: str, live: PoolView | None,
+             others: tuple[MemberView, ...], now: str, generation: int) -> None:
     if live is not None and live.owner_uid != server.uid:
         owner = f"{live.owner_kind} {live.owner_name}" if live.owner_kind else "no ownerReference (made by hand?)"
-        _condition(st, ConditionType.INFERENCE_POOL, "False", Reason.POOL_NOT_OWNED,
+        _condition(out, ConditionType.INFERENCE_POOL, "False", Reason.POOL_NOT_OWNED,
                    f"InferencePool {pool_name} exists and is not this server's (controller: {owner}); ctxfit "
-                   "writes only pools their server owns: join it, or create one of another name", now, generation,
-                   out)
+                   "writes only pools their server owns: join it, or create one of another name", now, generation)
         return
     joined = tuple(m.ports for m in others if not m.creates and not m.refused)
     desired = render_inference_pool(pool_input(server.name, server.namespace, server.uid, server.spec, joined))
@@ -265,42 +229,42 @@ def _created(server: ServerFacts, st: InferenceServerStatus, snap: RoutingSnapsh
                                         f"InferencePool {pool_name} differed from its rendering; applied again"))
     ports = ", ".join(str(p["number"]) for p in desired["spec"]["targetPorts"])
     servers = 1 + sum(1 for m in others if not m.creates and not m.refused)
-    _condition(st, ConditionType.INFERENCE_POOL, "True", Reason.POOL_CREATED,
+    _condition(out, ConditionType.INFERENCE_POOL, "True", Reason.POOL_CREATED,
                f"InferencePool {pool_name} selects the serving pods of {servers} server(s) on port(s) {ports}",
-               now, generation, out)
+               now, generation)
 
 
-def _joined(server: ServerFacts, st: InferenceServerStatus, pool_name: str, live: PoolView | None,
-            others: tuple[MemberView, ...], now: str, generation: int, out: RoutingResult) -> None:
+def _joined(server: ServerFacts, out: Outcome, pool_name: str, live: PoolView | None,
+            others: tuple[MemberView, ...], now: str, generation: int) -> None:
     if live is None or live.deleting:
         creator = next((m.name for m in others if m.creates), None)
         hint = f" (InferenceServer {creator} creates it)" if creator else " (no InferenceServer creates it)"
-        _condition(st, ConditionType.INFERENCE_POOL, "False", Reason.POOL_NOT_FOUND,
+        _condition(out, ConditionType.INFERENCE_POOL, "False", Reason.POOL_NOT_FOUND,
                    f"InferencePool {pool_name} does not exist{hint}; the server's pods join it when it does",
-                   now, generation, out)
+                   now, generation)
         return
     if not live.by_server:
         labels = {**server.spec.pod.labels, **common_labels(server.name, server.spec.engine.kind),
                   POOL_LABEL: pool_name}
         if not live.selects(labels):
             selector = dict(live.spec.get("selector") or {})
-            _condition(st, ConditionType.INFERENCE_POOL, "False", Reason.POOL_SELECTOR_MISMATCH,
+            _condition(out, ConditionType.INFERENCE_POOL, "False", Reason.POOL_SELECTOR_MISMATCH,
                        f"InferencePool {pool_name} (not made by ctxfit) selects {selector}, which this server's "
-                       "pods do not carry: add those labels to spec.pod.labels", now, generation, out)
+                       "pods do not carry: add those labels to spec.pod.labels", now, generation)
             return
     missing = sorted(set(server_ports(server.spec)) - set(live.ports()))
     if missing:
         status: ConditionStatus = "Unknown" if live.by_server else "False"
         who = f"its creator {live.owner_name} adds them on its next pass" if live.by_server else \
             "add them to the pool's targetPorts"
-        _condition(st, ConditionType.INFERENCE_POOL, status,
+        _condition(out, ConditionType.INFERENCE_POOL, status,
                    Reason.POOL_JOINED if live.by_server else Reason.POOL_SELECTOR_MISMATCH,
                    f"InferencePool {pool_name} lacks this server's port(s) {', '.join(map(str, missing))}: {who}",
-                   now, generation, out)
+                   now, generation)
         return
-    _condition(st, ConditionType.INFERENCE_POOL, "True", Reason.POOL_JOINED,
+    _condition(out, ConditionType.INFERENCE_POOL, "True", Reason.POOL_JOINED,
                f"joined InferencePool {pool_name}" + (f" (created by {live.owner_name})" if live.by_server else ""),
-               now, generation, out)
+               now, generation)
 
 
 def pool_pods(server: str, pods: Iterable[PodView]) -> tuple[PoolPod, ...]:

@@ -1,41 +1,54 @@
-"""Status transitions shared by the reconcile steps: phase + the three conditions, Events (pure).
+"""Every phase and condition transition of the pass, and the Events that announce them (pure).
 
-Every helper writes the phase and the Ready condition together so they never disagree, and adds an
-Event only when the condition's reason or message changes (running twice posts nothing new).
+The phase always moves with the Ready condition and ``status.message`` (``mark_phase``), and Degraded follows
+the attempt in force. ``set_condition`` returns whether the condition changed; an Event tied to a condition is
+posted only then, so a pass run twice posts nothing new. The words come from ``wording``; the status is
+written once per pass, by ``reconcile``. See docs/design/status.md.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
-
 from ctxfit.api import InferenceServerSpec
-from ctxfit.api.status import BudgetBytes, ConditionStatus, ConditionType, Phase, PlanStatus, Reason
+from ctxfit.api.status import ConditionStatus, ConditionType, Phase, Reason
 from ctxfit.budget.planner import Plan
 
-from ..views.pods import GPUNode
+from .types import EventNote, Outcome
+from .wording import budget_condition
 
-if TYPE_CHECKING:
-    from .flow import Outcome
-
-
-@dataclass(frozen=True)
-class EventNote:
-    """A Kubernetes Event to post on the InferenceServer (type Normal/Warning, CamelCase reason)."""
-
-    type: Literal["Normal", "Warning"]
-    reason: Reason
-    message: str
+CLAMP_MARK = "ContextClamped:"
+"""Start of a clamped attempt's evidence, for humans (``Attempt.clamped`` is what is read)."""
 
 
-def mark_phase(out: Outcome, phase: Phase, reason: Reason, message: str, now: str, generation: int) -> None:
-    """Set ``phase``, the Ready condition (True only in phase Ready) and the human ``message``."""
+def set_condition(out: Outcome, kind: ConditionType, status: ConditionStatus, reason: Reason, message: str,
+                  now: str, generation: int, event: EventNote | None = None) -> bool:
+    """Set condition ``kind``; post ``event`` when it changed (status, reason or message). Returns changed."""
+    changed = out.status.set_condition(kind, status, reason, message, now=now, generation=generation)
+    if changed and event is not None:
+        out.events.append(event)
+    return changed
+
+
+def drop_condition(out: Outcome, kind: ConditionType) -> None:
+    """Remove condition ``kind`` (the feature it reports on is off)."""
+    out.status.conditions = [c for c in out.status.conditions if c.type is not kind]
+
+
+def mark_phase(out: Outcome, phase: Phase, reason: Reason, message: str, now: str, generation: int) -> bool:
+    """Set ``phase``, the Ready condition (True only in phase Ready) and the human ``message``; Degraded
+    follows. Returns whether Ready changed."""
     st = out.status
     st.phase = phase
     ready: ConditionStatus = "True" if phase is Phase.READY else "False"
-    st.set_condition(ConditionType.READY, ready, reason, message, now=now, generation=generation)
+    changed = st.set_condition(ConditionType.READY, ready, reason, message, now=now, generation=generation)
     st.message = message
     _degraded(out, now, generation)
+    return changed
+
+
+def mark_failed(out: Outcome, reason: Reason, message: str, now: str, generation: int) -> None:
+    """Failed with ``reason`` (nothing runs); a Warning Event when the verdict is new."""
+    if mark_phase(out, Phase.FAILED, reason, message, now, generation):
+        out.events.append(EventNote("Warning", reason, message))
 
 
 def _degraded(out: Outcome, now: str, generation: int) -> None:
@@ -61,50 +74,77 @@ def _degraded(out: Outcome, now: str, generation: int) -> None:
                          generation=generation)
 
 
-def _changed(out: Outcome, kind: ConditionType, reason: Reason, message: str) -> bool:
-    old = out.status.condition(kind)
-    return old is None or old.reason is not reason or old.message != message[:1024]
+def mark_clamped(out: Outcome, now: str, generation: int) -> None:
+    """Degraded True / ContextClamped while any attempt under this spec was clamped (after ``mark_phase``,
+    which sets Degraded from the attempt in force)."""
+    st = out.status
+    clamped = [a for a in st.attempts if a.clamped]
+    if not clamped:
+        return
+    last = clamped[-1]
+    cur = st.current_attempt
+    tail = f"; now attempt {cur.number} with context {cur.effective.context_length}" if cur is not last and cur else ""
+    problem = (last.evidence or "").split(";")[0].removeprefix(CLAMP_MARK).strip()  # the sentence, for humans
+    st.set_condition(ConditionType.DEGRADED, "True", Reason.CONTEXT_CLAMPED,
+                     f"attempt {last.number} at context {last.effective.context_length}: {problem}{tail}", now=now,
+                     generation=generation)
 
 
 def mark_failed_spec(out: Outcome, message: str, now: str, generation: int) -> None:
     """The spec passed the API server but not the models or the planner: Failed, BudgetFits False."""
-    st = out.status
-    if _changed(out, ConditionType.BUDGET_FITS, Reason.INVALID_SPEC, message):
-        out.events.append(EventNote("Warning", Reason.INVALID_SPEC, message))
-    st.set_condition(ConditionType.BUDGET_FITS, "False", Reason.INVALID_SPEC, message, now=now,
-                     generation=generation)
+    set_condition(out, ConditionType.BUDGET_FITS, "False", Reason.INVALID_SPEC, message, now, generation,
+                  EventNote("Warning", Reason.INVALID_SPEC, message))
     mark_phase(out, Phase.FAILED, Reason.INVALID_SPEC, message, now, generation)
 
 
 def mark_no_node(out: Outcome, message: str, now: str, generation: int) -> None:
     """No eligible node: Planning, BudgetFits Unknown, nothing created; re-checked on node changes."""
-    st = out.status
-    if _changed(out, ConditionType.BUDGET_FITS, Reason.NO_ELIGIBLE_NODE, message):
-        out.events.append(EventNote("Warning", Reason.NO_ELIGIBLE_NODE, message))
-    st.set_condition(ConditionType.BUDGET_FITS, "Unknown", Reason.NO_ELIGIBLE_NODE, message, now=now,
-                     generation=generation)
+    set_condition(out, ConditionType.BUDGET_FITS, "Unknown", Reason.NO_ELIGIBLE_NODE, message, now, generation,
+                  EventNote("Warning", Reason.NO_ELIGIBLE_NODE, message))
     mark_phase(out, Phase.PLANNING, Reason.NO_ELIGIBLE_NODE, message, now, generation)
 
 
-def plan_status(result: Plan, spec: InferenceServerSpec, node: GPUNode | None, default_headroom: float) -> PlanStatus:
-    """The planner's result as ``status.plan`` (bytes as integers)."""
-    t = result.per_gpu
-    return PlanStatus(
-        fits=result.fits,
-        target_fits=result.target_fits,
-        context_length=result.context_length,
-        max_context_length=result.max_context_length,
-        kv_bytes_per_token=result.kv_bytes_per_token,
-        kv_pool_bytes=result.kv_pool_bytes,
-        headroom=spec.context.headroom if spec.context.headroom is not None else default_headroom,
-        per_gpu=BudgetBytes(
-            total_bytes=t.total_bytes, usable_bytes=t.usable_bytes, weights_bytes=t.weights_bytes,
-            activation_bytes=t.activation_bytes, cuda_graph_bytes=t.cuda_graph_bytes,
-            other_bytes=t.other_bytes, kv_cache_bytes=t.kv_cache_bytes,
-        ),
-        gpu_product=spec.gpu.product or (node.product if node else None),
-        gpu_memory_bytes=t.total_bytes,
-        reasons=list(result.reasons),
-        calibration_key=result.calibration_key,
-        calibration_bytes=result.calibration_bytes or None,
-    )
+def mark_does_not_fit(out: Outcome, result: Plan, now: str, generation: int) -> None:
+    """The plan does not fit: BudgetFits False and Failed with the planner's reasons; nothing starts."""
+    text = "; ".join(result.reasons)
+    out.status.set_condition(ConditionType.BUDGET_FITS, "False", Reason.DOES_NOT_FIT, text, now=now,
+                             generation=generation)
+    mark_phase(out, Phase.FAILED, Reason.DOES_NOT_FIT, f"does not fit: {text}", now, generation)
+    out.events.append(EventNote("Warning", Reason.DOES_NOT_FIT, f"nothing started: {text}"))
+
+
+def mark_fits(out: Outcome, result: Plan, spec: InferenceServerSpec, headroom: float, now: str,
+              generation: int) -> None:
+    """BudgetFits from a plan that fits (``wording.budget_condition``: at or below the target)."""
+    status, reason, text = budget_condition(result, spec, headroom)
+    out.status.set_condition(ConditionType.BUDGET_FITS, status, reason, text, now=now, generation=generation)
+
+
+def mark_refused(out: Outcome, message: str, now: str, generation: int,
+                 reason: Reason = Reason.REFUSED_BY_POLICY) -> None:
+    """Refused: Failed, ``Admitted`` False, Ready False, no endpoint; a Warning Event when new. ``reason``:
+    RefusedByPolicy (operator policy), or PoolModelMismatch (the server disagrees with its InferencePool,
+    ``converge/routing.py``)."""
+    text = f"refused by operator policy: {message}" if reason is Reason.REFUSED_BY_POLICY else f"refused: {message}"
+    set_condition(out, ConditionType.ADMITTED, "False", reason, text, now, generation,
+                  EventNote("Warning", reason, text))
+    mark_phase(out, Phase.FAILED, reason, text, now, generation)
+    out.status.endpoint = None
+
+
+def mark_admitted(out: Outcome, now: str, generation: int) -> None:
+    """A previously refused server is allowed now: ``Admitted`` True (set only once it was False)."""
+    old = out.status.condition(ConditionType.ADMITTED)
+    if old is not None and old.status != "True":
+        out.status.set_condition(ConditionType.ADMITTED, "True", Reason.ALLOWED_BY_POLICY,
+                                 "allowed by operator policy" if old.reason is Reason.REFUSED_BY_POLICY
+                                 else "admitted: nothing refuses it any more", now=now, generation=generation)
+
+
+def mark_weights_cached(out: Outcome, status: ConditionStatus, reason: Reason, message: str, now: str,
+                        generation: int) -> None:
+    """``WeightsCached``; a Normal Event when it becomes True."""
+    old = out.status.condition(ConditionType.WEIGHTS_CACHED)
+    if status == "True" and (old is None or old.status != "True"):
+        out.events.append(EventNote("Normal", reason, message))
+    out.status.set_condition(ConditionType.WEIGHTS_CACHED, status, reason, message, now=now, generation=generation)

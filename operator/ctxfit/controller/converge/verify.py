@@ -1,31 +1,13 @@
-"""Predict, then verify (pure): fold the engine's own start-up accounting into ``status.observed``,
-compare it with the plan, record a calibration sample, and hold the engine to the context contract.
-
-Once per attempt, when the attempt is Ready, ``converge`` hands its pod to ``observe_startup`` with
-an injected ``read_startup(pod) -> log text`` (the I/O; bounded by ``limitBytes``). The result is
-written to ``status.observed`` with the attempt number, so a later pass (or a restarted operator)
-never reads that log again. The calibration sample is keyed ``<server uid>/<attempt>``: the
-ConfigMap write before the status write is idempotent, so a crash in between neither loses nor
-duplicates it.
-
-The contract: the engine must serve the effective context. It does not when it reports a served
-context below it (SGLang ``context_len``), a KV pool of fewer tokens than one request of that context
-(SGLang starts anyway and rejects long requests), or a maximum concurrency at the full context
-below 1. Then the attempt is not left silently Ready: it is recorded as a ``KVCacheTooSmall``
-failure with the capacity the engine reported, and the recovery policy (the same as for the
-engine's own KV error, ``ctxfit.recovery``) steps to a context that capacity holds, or gives its
-permanent verdict; condition ``Degraded`` carries reason ``ContextClamped`` with the numbers.
-"""
+"""Predict, then verify (pure): fold the engine's own start-up accounting into ``status.observed``, compare it with
+the plan, record a calibration sample, and hold the engine to the context contract. See docs/design/verify.md."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from ctxfit.api import GiB, InferenceServerSpec
 from ctxfit.api.observed import ObservedStatus
-from ctxfit.api.status import Attempt, AttemptOutcome, ConditionType, InferenceServerStatus, Reason, now_rfc3339
+from ctxfit.api.status import Attempt, AttemptOutcome, InferenceServerStatus, Reason, now_rfc3339
 from ctxfit.budget.calibrate import CalibrationKey, Sample
 from ctxfit.engines.startup import parse_startup
 from ctxfit.recovery import Failure, FailureKind, Replan
@@ -33,16 +15,10 @@ from ctxfit.vocab.startup import StartupReport
 
 from ..settings import Settings
 from ..views.pods import GPUNode, PodView
-from .attempts import record_failure
-from .status import EventNote
+from . import attempts
+from .status import CLAMP_MARK, mark_clamped
+from .types import EventNote, Outcome, ReadStartup
 
-if TYPE_CHECKING:
-    from .flow import Outcome
-
-ReadStartup = Callable[[PodView], str]
-"""``read_startup(pod) -> text``: the head of the engine container's log (bounded), "" when unreadable."""
-CLAMP_MARK = "ContextClamped:"
-"""Prefix of a clamped attempt's evidence (the attempt itself is recorded as KVCacheTooSmall)."""
 SOURCE_LINES = 8
 SOURCE_LINE_CHARS = 300
 MEMORY_FIELDS = ("gpu_memory_utilization", "mem_fraction_static", "kv_cache_dtype", "max_num_seqs",
@@ -142,24 +118,7 @@ def observe_startup(out: Outcome, spec: InferenceServerSpec, pod: PodView, read_
     capacity = capacity_tokens(observed) or 0
     evidence = f"{CLAMP_MARK} {problem}; " + " | ".join(observed.source_lines[:3])
     out.events.append(EventNote("Warning", Reason.CONTEXT_CLAMPED, f"attempt {cur.number}: {problem}"))
-    if cur in out.finished:
-        out.finished.remove(cur)  # counted once, as the failed start it turned out to be
     failure = Failure(FailureKind.KV_CACHE_TOO_SMALL, {"requestedContextLength": cur.effective.context_length,
                                                        "estimatedMaxContextLength": capacity}, evidence)
-    record_failure(out, spec, cur, pod, failure, node, settings, now, generation, replan)
+    attempts.fail(out, spec, cur, pod, failure, node, settings, now, generation, replan, clamped=True)
     mark_clamped(out, stamp, generation)
-
-
-def mark_clamped(out: Outcome, now: str, generation: int) -> None:
-    """Degraded True / ContextClamped while any attempt under this spec was clamped (after ``mark_phase``)."""
-    st = out.status
-    clamped = [a for a in st.attempts if a.evidence and a.evidence.startswith(CLAMP_MARK)]
-    if not clamped:
-        return
-    last = clamped[-1]
-    cur = st.current_attempt
-    tail = f"; now attempt {cur.number} with context {cur.effective.context_length}" if cur is not last and cur else ""
-    st.set_condition(ConditionType.DEGRADED, "True", Reason.CONTEXT_CLAMPED,
-                     f"attempt {last.number} at context {last.effective.context_length}: "
-                     f"{str(last.evidence)[len(CLAMP_MARK):].split(';')[0].strip()}{tail}", now=now,
-                     generation=generation)

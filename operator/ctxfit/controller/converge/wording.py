@@ -3,24 +3,18 @@
 - ``budget_condition``: BudgetFits from the plan. True/``Fits`` when the target (or the model's maximum when
   no target is set) is planned; True/``FitsBelowTarget`` when a smaller context above the minimum is; False/
   ``DoesNotFit`` otherwise. A True condition never carries the planner's "does not fit" sentence about the
-  target: that sentence (``budget.context.choose_context``'s wording, ``CHOICE_SENTENCE``) is replaced by
-  one that states what fits.
+  target: that sentence (``Plan.choice.reason``, ``budget.context.choose_context``) is replaced by one that
+  states what fits.
 - ``failure_phase``: after a failed start, ``Retrying`` when the next attempt has the same effective
   configuration (e.g. a transient failure retried after a backoff), ``SteppingDown`` when it changes.
 """
 
 from __future__ import annotations
 
-import re
-
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.effective import EffectiveConfig
 from ctxfit.api.status import ConditionStatus, Phase, Reason
 from ctxfit.budget.planner import Plan
-
-CHOICE_SENTENCE = re.compile(r"^context \d+ (fits|does not fit|is below context\.minimum)\b")
-"""The planner's sentence about the target (``budget.context.choose_context``: "context N fits (...)",
-"context N does not fit (...); chose M", "context N is below context.minimum M")."""
 
 
 def below_target(result: Plan, spec: InferenceServerSpec) -> bool:
@@ -37,7 +31,8 @@ def budget_condition(result: Plan, spec: InferenceServerSpec, headroom: float) -
     """
     if not result.fits:
         return "False", Reason.DOES_NOT_FIT, "; ".join(result.reasons)
-    others = [r for r in result.reasons if not CHOICE_SENTENCE.match(r)]
+    choice = result.choice.reason if result.choice is not None else None
+    others = [r for r in result.reasons if r != choice]
     if below_target(result, spec):
         wanted = spec.context.target if spec.context.target is not None else result.max_context_length
         head = (

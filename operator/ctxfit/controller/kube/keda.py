@@ -23,7 +23,8 @@ from kubernetes.client.exceptions import ApiException
 
 from ctxfit.render.scaledobject import PAUSED_ANNOTATION, SCALED_OBJECT_PLURAL
 
-from ..converge.autoscaling import Keda, ScaledObjectView, ScalingSnapshot, scaled_object_view
+from ..converge.types import Keda, ScalingSnapshot
+from ..views.workloads import ScaledObjectView, scaled_object_view
 from .client import FIELD_MANAGER, MERGE_PATCH, Kube, _json, _release
 from .custom import CustomResource, apply_custom_object, resource_missing
 

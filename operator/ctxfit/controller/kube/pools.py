@@ -27,8 +27,7 @@ from pydantic import ValidationError
 from ctxfit.api.routing import InferencePoolRouting
 from ctxfit.render import SERVER_LABEL
 
-from ..converge.routing import RoutingSnapshot
-from ..views.routing import MemberView, PoolView, pool_view
+from ..views.routing import MemberView, PoolView, RoutingSnapshot, pool_view
 from .client import FIELD_MANAGER, Kube, _pointer, _replace_ops
 from .custom import resource_missing
 from .rest import INFERENCE_POOLS, JSON_PATCH, PODS

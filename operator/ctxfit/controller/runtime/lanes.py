@@ -1,17 +1,6 @@
-"""Writes done off the reconcile path by a few threads (``Lane``), with a bounded backlog and a clean stop;
-Normal Events are the first user (``EventPoster``), Service creation the second (``service_lane``).
-
-A reconcile hands a Normal Event (``Planned``, ``EngineReady``...) to ``EventPoster.post`` and goes on; Warnings
-are still posted inline by the reconcile, right after the status write that records them. Events are best
-effort in Kubernetes (the API server may drop or merge them), so:
-
-- the backlog is bounded (``limit``): past it, new Events are dropped and counted, never blocking a reconcile;
-- each queued Event keeps only the server's identity (name, namespace, uid, resourceVersion), not its body;
-- ``close(grace)`` stops taking work, drops what is still queued and waits at most ``grace`` seconds for the
-  calls in flight. A reconcile that finishes after the stop posts nothing (before: "cannot schedule new
-  futures after shutdown" from the thread pool, and a stop that waited for the whole backlog, 9-35 s with
-  1,000 new servers in bench/reconcile_bench.py).
-"""
+"""Writes done off the reconcile path by a few threads (``Lane``), with a bounded backlog and a clean stop; Normal
+Events are the first user (``EventPoster``), Service creation the second (``service_lane``). See
+docs/design/io-performance.md."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""A concurrency limit that admits waiters by priority (lowest first), FIFO within one priority, with slots
-reserved for priority 0.
-
-Used by ``WorkQueue``: a key's first reconcile since the operator started (for a new server: creating its
-Deployment) goes ahead of follow-up passes (status, Events, Service, pod changes), so a burst of new
-servers gets its engines started before the bookkeeping of the earlier ones. asyncio's ``Semaphore`` wakes
-waiters strictly FIFO, which interleaves the two (bench/reconcile_bench.py: with 1,000 servers created in a
-burst, the create -> Deployment p95 was most of the run). Follow-ups may hold at most ``limit - reserved``
-slots, so a new server never waits for a slot behind a crowd of follow-ups already running (their API calls,
-a Service's ClusterIP allocation above all, are the slow ones).
-"""
+"""A concurrency limit that admits waiters by priority (lowest first), FIFO within one priority, with slots reserved
+for priority 0. See docs/design/io-performance.md."""
 
 from __future__ import annotations
 

@@ -1,17 +1,5 @@
-"""Threads for reconciles (the API client is synchronous): as many as the backlog needs, up to a limit, and a
-stop that does not wait for the API server.
-
-- ``run(fn, *args)`` (from the event loop) runs ``fn`` in a worker thread and returns its result. A thread is
-  started only when no idle one is waiting, up to ``limit`` (the work queue admits at most that many reconciles
-  at once); a thread idle for ``idle_seconds`` ends. So a quiet operator keeps a few threads, a burst of new
-  servers gets up to ``limit``, and each thread's stack and interpreter state go away after the burst
-  (bench/README.md: 96 threads held ~35 MiB of the operator's RSS at 1,000 servers).
-- ``close(grace)``: takes no more work, drops what has not started, waits at most ``grace`` seconds for the
-  calls in flight. The threads are daemons, so the process can exit while a request is still waiting for
-  an overloaded API server (a stop took 9-25 s when it waited for ``asyncio.to_thread`` threads). Abandoning
-  a reconcile is safe: every write is re-derived by the next pass (``reconcile``'s ``stopping`` makes the
-  running ones write nothing more).
-"""
+"""Threads for reconciles (the API client is synchronous): as many as the backlog needs, up to a limit, and a stop
+that does not wait for the API server. See docs/design/io-performance.md."""
 
 from __future__ import annotations
 

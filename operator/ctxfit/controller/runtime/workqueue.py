@@ -1,16 +1,5 @@
-"""A per-key work queue with coalescing and delayed requeue (controller-runtime style), on asyncio.
-
-- ``add(key)``: reconcile soon; if that key is being reconciled now, once more right after (never two at
-  once for one key, so one server's reconciles are serialized without locks);
-- ``add_after(key, seconds)``: reconcile later (keeps the earliest pending time per key);
-- at most ``concurrency`` reconciles run at a time; a key's first reconcile goes ahead of follow-ups, and
-  follow-ups leave ``reserved`` slots to first reconciles (``priority.PriorityGate``: a new server's
-  Deployment before the status of earlier ones);
-- ``observe_wait(first, seconds)``: how long each reconcile waited for a slot since its key was added (the
-  queue's share of a new server's latency; ``ctxfit_workqueue_wait_seconds``).
-Nothing here survives a restart, by design: status is the source of truth and the initial listing
-re-adds every object.
-"""
+"""A per-key work queue with coalescing and delayed requeue (controller-runtime style), on asyncio. See
+docs/design/io-performance.md."""
 
 from __future__ import annotations
 

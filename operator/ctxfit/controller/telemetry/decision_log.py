@@ -1,16 +1,5 @@
-"""One INFO log line per decision per server: planned, started attempt N, failed as KIND, stepped to X
-(or retrying), Ready, Failed.
-
-An attempt counts as started in the pass that applies its Deployment, or, for one without a backoff
-(attempt 1 of a fresh plan), in the pass that records it: a fresh plan's Deployment is applied one pass
-before its status (``reconcile._write``), and that earlier pass logs nothing.
-
-``decisions(old, out)`` is pure: it compares the status before a reconcile pass with the pass' outcome and
-returns ``Decision`` records (a verb, a sentence, structured fields). ``log_decisions`` writes them through
-kopf's per-object logger (``kopf.LocalObjectLogger``: the ``[namespace/name]`` prefix and the object
-reference for kopf's JSON format; never posted as Events) on the ``ctxfit.decisions`` logger, whose level
-``CTXFIT_LOG_LEVEL`` sets independently of kopf's own per-event lines.
-"""
+"""One INFO log line per decision per server: planned, started attempt N, failed as KIND, stepped to X (or
+retrying), Ready, Failed. See docs/design/decision-log.md."""
 
 from __future__ import annotations
 
@@ -22,13 +11,13 @@ import kopf
 
 from ctxfit.api.status import AttemptOutcome, InferenceServerStatus, Phase
 
-from ..converge.flow import Outcome
+from ..converge.types import Outcome
 
 DECISIONS_LOGGER = "ctxfit.decisions"
 
 
 @dataclass(frozen=True)
-class Decision:
+class DecisionLine:
     """One decision: ``verb`` (planned, started, failed, stepped, retrying, ready, gave-up), a sentence, facts."""
 
     verb: str
@@ -42,22 +31,22 @@ def _attempt_of(deployment: dict[str, Any]) -> int | None:
     return int(value) if value is not None else None
 
 
-def decisions(old: InferenceServerStatus, out: Outcome) -> list[Decision]:
+def decisions(old: InferenceServerStatus, out: Outcome) -> list[DecisionLine]:
     """What this pass decided, in order (see the module docstring). Empty when nothing changed."""
     new = out.status
-    found: list[Decision] = []
+    found: list[DecisionLine] = []
     if new.plan is not None and (old.plan is None or old.spec_key != new.spec_key):
         plan = new.plan
         if plan.fits:
-            found.append(Decision("planned", f"planned context {plan.context_length} on {plan.gpu_product} "
+            found.append(DecisionLine("planned", f"planned context {plan.context_length} on {plan.gpu_product} "
                                   f"(predicted max {plan.max_context_length}, {plan.kv_bytes_per_token} B/token/GPU)",
                                   {"context": plan.context_length, "maxContext": plan.max_context_length}))
         else:
-            found.append(Decision("planned", f"does not fit on {plan.gpu_product}: {'; '.join(plan.reasons)}",
+            found.append(DecisionLine("planned", f"does not fit on {plan.gpu_product}: {'; '.join(plan.reasons)}",
                                   {"context": 0, "maxContext": plan.max_context_length}))
     for attempt in out.finished:
         if attempt.outcome is AttemptOutcome.FAILED:
-            found.append(Decision("failed", f"attempt {attempt.number} failed as {attempt.failure_kind}: "
+            found.append(DecisionLine("failed", f"attempt {attempt.number} failed as {attempt.failure_kind}: "
                                   f"{attempt.evidence or 'no evidence'}",
                                   {"attempt": attempt.number, "kind": attempt.failure_kind}))
     known = {a.number for a in old.attempts} if old.spec_key == new.spec_key else set()
@@ -67,12 +56,12 @@ def decisions(old: InferenceServerStatus, out: Outcome) -> list[Decision]:
         if attempt.number in known or before is None:
             continue
         if before.effective == attempt.effective:
-            found.append(Decision("retrying", f"retrying the configuration of attempt {before.number} as attempt "
+            found.append(DecisionLine("retrying", f"retrying the configuration of attempt {before.number} as attempt "
                                   f"{attempt.number}", {"attempt": attempt.number}))
         else:
             changed = {k: v for k, v in attempt.effective.to_wire().items() if before.effective.to_wire().get(k) != v}
             text = ", ".join(f"{k}={v}" for k, v in changed.items())
-            found.append(Decision("stepped", f"stepped to {text} (attempt {attempt.number})",
+            found.append(DecisionLine("stepped", f"stepped to {text} (attempt {attempt.number})",
                                   {"attempt": attempt.number, **changed}))
     started = {a.number for a in new.attempts if a.number not in known and a.not_before is None}
     if out.deployment is not None:
@@ -81,19 +70,19 @@ def decisions(old: InferenceServerStatus, out: Outcome) -> list[Decision]:
         current = by_number.get(number)
         if current is not None and current.outcome is AttemptOutcome.RUNNING and new.phase is not Phase.FAILED:
             context = current.effective.context_length
-            found.append(Decision("started", f"started attempt {number} with context {context}",
+            found.append(DecisionLine("started", f"started attempt {number} with context {context}",
                                   {"attempt": number, "context": context}))
     for attempt in out.finished:
         if attempt.outcome is AttemptOutcome.SUCCEEDED:
-            found.append(Decision("ready", f"Ready: attempt {attempt.number} serves context "
+            found.append(DecisionLine("ready", f"Ready: attempt {attempt.number} serves context "
                                   f"{attempt.effective.context_length}", {"attempt": attempt.number,
                                                                          "context": attempt.effective.context_length}))
     if new.phase is Phase.FAILED and old.phase is not Phase.FAILED:
-        found.append(Decision("gave-up", f"Failed: {new.message or ''}", {}))
+        found.append(DecisionLine("gave-up", f"Failed: {new.message or ''}", {}))
     return found
 
 
-def log_decisions(body: dict[str, Any], found: list[Decision]) -> None:
+def log_decisions(body: dict[str, Any], found: list[DecisionLine]) -> None:
     """Write each decision as one INFO line on the server's per-object logger (no Event is posted)."""
     if not found:
         return

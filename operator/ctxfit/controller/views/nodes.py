@@ -14,12 +14,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from ctxfit.api import EngineKind, InferenceServerSpec
+from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import Attempt, AttemptOutcome
-from ctxfit.engines.sglang.cuda import image_cuda as sglang_image_cuda
-from ctxfit.engines.vllm.cuda import image_cuda as vllm_image_cuda
-from ctxfit.vocab.inputs import DEFAULT_ENGINE_VERSION
-from ctxfit.vocab.version import parse_version
+from ctxfit.engines import get_engine
+from ctxfit.render.deployment import engine_image
 
 CUDA_RUNTIME_LABELS = (
     ("nvidia.com/cuda.runtime-version.major", "nvidia.com/cuda.runtime-version.minor"),
@@ -43,18 +41,15 @@ def node_cuda(labels: Mapping[str, str]) -> tuple[int, int] | None:
     return None
 
 
-def required_cuda(spec: InferenceServerSpec) -> tuple[int, int] | None:
-    """CUDA (major, minor) the engine image needs; None when unknown (custom image without a cu tag)."""
-    if spec.engine.image:
-        match = _CUDA_TAG.search(spec.engine.image.rsplit(":", 1)[-1])
-        return (int(match.group(1)), int(match.group(2))) if match else None
-    kind = spec.engine.kind
-    version = parse_version(spec.engine.version, default=DEFAULT_ENGINE_VERSION[kind.value])
-    if kind is EngineKind.VLLM:
-        return vllm_image_cuda(version)
-    if kind is EngineKind.SGLANG:
-        return sglang_image_cuda(version)
-    raise AssertionError(f"unhandled engine {kind}")
+def required_cuda(spec: InferenceServerSpec, operator_image: str | None = None) -> tuple[int, int] | None:
+    """CUDA (major, minor) the image that runs needs (``render.engine_image``: the operator's image when
+    ``CTXFIT_<ENGINE>_IMAGE`` is set); None when unknown (another image without a ``cuXYZ`` tag)."""
+    engine = get_engine(spec.engine.kind)
+    image = engine_image(spec, operator_image)
+    if image == engine.default_image(spec.engine.version):
+        return engine.image_cuda(spec.engine.version)
+    match = _CUDA_TAG.search(image.rsplit(":", 1)[-1])
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def driver_too_old(node: tuple[int, int] | None, required: tuple[int, int] | None) -> bool:

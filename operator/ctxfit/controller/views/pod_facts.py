@@ -1,26 +1,5 @@
-"""Pure facts about engine pods beyond readiness: whose they are, whether they wait, whether they were lost.
-
-No kopf, no API client. ``pod_facts(pod)`` reads a Pod (dict as the API returns it) once, at index time;
-``waiting(pod, node_names)`` says why a pod that is neither Ready nor failed is not running its engine
-yet; ``owned_by(pod, deployment)`` attributes a pod to a server by ownership, not by label.
-
-Sources (Kubernetes API and kubelet behaviour, v1.34):
-- ``PodScheduled`` condition ``False``/``Unschedulable`` with the scheduler's message ("0/7 nodes are
-  available: 2 Insufficient nvidia.com/gpu, ..."): kube-scheduler ``pkg/scheduler/schedule_one.go``
-  ``handleSchedulingFailure`` (the same text as the ``FailedScheduling`` Event).
-- Image errors as ``state.waiting.reason``: ``ErrImagePull``, ``ImagePullBackOff``, ``InvalidImageName``,
-  ``ErrImageNeverPull``: kubelet ``pkg/kubelet/images/types.go``; ``ContainerCreating`` and
-  ``PodInitializing``: kubelet ``pkg/kubelet/kubelet_pods.go`` (while pulling / while init containers run).
-- Disruptions: ``DisruptionTarget`` condition (reasons ``DeletionByPodGC``, ``TerminationByKubelet``,
-  ``EvictionByEvictionAPI``, ``PreemptionByScheduler``, ``DeletionByTaintManager``):
-  k8s.io/api ``core/v1/types.go`` (``PodReasonDeletionByPodGC`` ...); ``status.reason`` ``Evicted``,
-  ``NodeLost``, ``Shutdown``, ``Terminated``: kubelet eviction manager / node shutdown manager.
-- Ownership: a Deployment's pods are owned (``controller: true``) by a ReplicaSet named
-  ``<deployment>-<pod-template-hash>`` whose ``pod-template-hash`` label the pods carry:
-  kube-controller-manager ``pkg/controller/deployment/sync.go`` ``getNewReplicaSet``. A forged
-  ownerReference with an unknown uid is removed by the garbage collector; one with the real uid is
-  adopted by the ReplicaSet (it counts against its replicas), so the name check is enough here.
-"""
+"""Pure facts about engine pods beyond readiness: whose they are, whether they wait, whether they were lost. See
+docs/design/waiting.md."""
 
 from __future__ import annotations
 

@@ -228,20 +228,21 @@ def gpu_node(node: Mapping[str, Any]) -> GPUNode:
     )
 
 
-def eligible_nodes(spec: InferenceServerSpec, nodes: Iterable[GPUNode]) -> list[GPUNode]:
+def eligible_nodes(spec: InferenceServerSpec, nodes: Iterable[GPUNode],
+                   operator_image: str | None = None) -> list[GPUNode]:
     """Nodes with the spec's product (any GPU product when unset) and >= ``gpu.count`` allocatable GPUs.
 
-    Nodes whose driver supports an older CUDA than the engine image needs are left out (``driver``).
-    Sorted best first: largest GPU memory, then name (deterministic).
+    Nodes whose driver supports an older CUDA than the engine image needs are left out (``nodes.required_cuda``;
+    ``operator_image``: the operator's image for the engine). Sorted best first: largest GPU memory, then name.
     """
     wanted = spec.gpu.product
-    need = required_cuda(spec)
+    need = required_cuda(spec, operator_image)
     fits = [n for n in nodes if n.schedulable and n.gpus >= spec.gpu.count and n.product
             and (wanted is None or n.product == wanted) and not driver_too_old(n.cuda, need)]
     return sorted(fits, key=lambda n: (-(n.gpu_memory_mib or 0), n.name))
 
 
-def describe_nodes(spec: InferenceServerSpec, nodes: Iterable[GPUNode]) -> str:
+def describe_nodes(spec: InferenceServerSpec, nodes: Iterable[GPUNode], operator_image: str | None = None) -> str:
     """Why no node is eligible, in one line (for the condition message and the Event)."""
     listed = list(nodes)
     wanted = spec.gpu.product or "any GPU product"
@@ -250,7 +251,7 @@ def describe_nodes(spec: InferenceServerSpec, nodes: Iterable[GPUNode]) -> str:
         products = sorted({n.product for n in listed if n.product})
         return (f"no node has {wanted} (nvidia.com/gpu.product); GPU products in the cluster: "
                 f"{', '.join(products) or 'none'}")
-    need = required_cuda(spec)
+    need = required_cuda(spec, operator_image)
     old = [n.name for n in same if driver_too_old(n.cuda, need)]
     if old and need is not None:
         return (f"the driver of {', '.join(sorted(old))} supports CUDA below {need[0]}.{need[1]}, which the "

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ctxfit.api import InferenceServerSpec
@@ -156,3 +156,20 @@ class PoolPod:
 def pod_labels_of(labels: Mapping[str, str]) -> dict[str, str]:
     """The routing labels of a pod (only the keys the pass reads)."""
     return {k: v for k, v in labels.items() if k in (POOL_LABEL, CONTEXT_RANGE_LABEL, CONTEXT_LABEL)}
+
+
+@dataclass(frozen=True)
+class RoutingSnapshot:
+    """What the routing pass reads besides the server itself.
+
+    Attributes:
+        enabled: the operator manages pools (chart ``gateway.enabled``, ``CTXFIT_GATEWAY_ENABLED``).
+        api_served: the API server serves ``inference.networking.k8s.io/v1`` InferencePools (None: not known).
+        pools: the namespace's InferencePools by name.
+        members: the other servers of the namespace naming a pool, by pool name.
+    """
+
+    enabled: bool
+    api_served: bool | None
+    pools: Mapping[str, PoolView] = field(default_factory=dict)
+    members: Mapping[str, tuple[MemberView, ...]] = field(default_factory=dict)

@@ -32,6 +32,7 @@ from kubernetes.utils.quantity import parse_quantity
 from ctxfit.render.deployment import PORT_NAME
 from ctxfit.render.labels import selector_labels
 from ctxfit.render.leaderworkerset import LWS_KIND
+from ctxfit.render.scaledobject import PAUSED_ANNOTATION
 
 CONTAINER_FIELDS = ("image", "command", "args", "env", "resources", "ports", "volumeMounts",
                     "startupProbe", "readinessProbe", "livenessProbe")
@@ -213,3 +214,39 @@ def owned_service_port(service: Mapping[str, Any], server: str) -> int | None:
     if len(ports) != 1 or ports[0].get("targetPort") != PORT_NAME or "port" not in ports[0]:
         return None
     return int(ports[0]["port"])
+
+
+@dataclass(frozen=True)
+class ScaledObjectView:
+    """The live ScaledObject as reconciliation needs it.
+
+    Attributes:
+        spec: its ``spec`` as stored.
+        annotations, labels: its metadata (``autoscaling.keda.sh/paused`` among the annotations).
+        ready: KEDA's ``Ready`` condition status (``True``/``False``/``Unknown``; None: not reported yet).
+        ready_message: that condition's message.
+    """
+
+    spec: Mapping[str, Any]
+    annotations: Mapping[str, str]
+    labels: Mapping[str, str]
+    ready: str | None = None
+    ready_message: str = ""
+
+    @property
+    def paused(self) -> bool:
+        """Paused by the annotation (any value but a false boolean, as KEDA's ``getBoolAnnotation``)."""
+        value = self.annotations.get(PAUSED_ANNOTATION)
+        return value is not None and value.strip().lower() not in ("false", "0", "f")
+
+
+def scaled_object_view(obj: Mapping[str, Any]) -> ScaledObjectView:
+    """Fold a ScaledObject (dict as the API returns it) into a ``ScaledObjectView``."""
+    meta = obj.get("metadata") or {}
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    ready: Mapping[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
+    return ScaledObjectView(spec=dict(obj.get("spec") or {}), annotations=dict(meta.get("annotations") or {}),
+                            labels=dict(meta.get("labels") or {}), ready=ready.get("status"),
+                            ready_message=str(ready.get("message") or ready.get("reason") or ""))
+
+

@@ -22,11 +22,17 @@ from ctxfit.engines.common import container_defaults, format_fraction
 from ctxfit.vocab.version import parse_version
 
 from . import memory
+from .cuda import image_cuda
 
 if TYPE_CHECKING:
+    from ctxfit.engines.group import GroupRoles
     from ctxfit.vocab.inputs import PlanInputs
+    from ctxfit.vocab.patterns import FailurePattern, PhaseMarker
+    from ctxfit.vocab.startup import StartupReport
 
 DEFAULT_VERSION = "0.5.23"
+MAMBA_FULL_MEMORY_RATIO = 0.9
+"""``ServerArgs.mamba_full_memory_ratio`` default (``server_args.py``): state pool = ratio x KV pool."""
 IMAGE_REPOSITORY = "lmsysorg/sglang"
 COMMAND = ("python3", "-m", "sglang.launch_server")
 DECODE_GRAPH_FLAG_SINCE = (0, 5, 23)
@@ -44,10 +50,40 @@ class SGLang:
     preemption_metric = "sglang:num_retracted_reqs"
     waiting_metric = "sglang:num_queue_reqs"
     command: tuple[str, ...] = COMMAND
+    display_name = "SGLang"
+    tp_splits_experts = True
+    state_pool_ratio: float | None = MAMBA_FULL_MEMORY_RATIO
 
     def default_image(self, version: str | None) -> str:
         """``lmsysorg/sglang:v<version>``."""
         return f"{IMAGE_REPOSITORY}:v{(version or DEFAULT_VERSION).lstrip('v')}"
+
+    def image_cuda(self, version: str | None) -> tuple[int, int] | None:
+        """``cuda.image_cuda`` of ``version`` (default ``DEFAULT_VERSION``)."""
+        return image_cuda(parse_version(version, default=parse_version(DEFAULT_VERSION, default=(0, 0, 0))))
+
+    def failure_patterns(self) -> tuple[tuple[FailurePattern, ...], tuple[PhaseMarker, ...]]:
+        """``failures.FAILURE_PATTERNS`` and ``failures.PHASE_MARKERS``."""
+        from .failures import FAILURE_PATTERNS, PHASE_MARKERS
+
+        return FAILURE_PATTERNS, PHASE_MARKERS
+
+    def parse_startup(self, text: str) -> StartupReport:
+        """``startup.parse_startup``."""
+        from .startup import parse_startup
+
+        return parse_startup(text)
+
+    def logged_version(self, text: str) -> tuple[int, int] | None:
+        """None: SGLang does not log its version in the start-up lines it prints."""
+        return None
+
+    def group_roles(self, spec: InferenceServerSpec, effective: EffectiveConfig,
+                    engine_args: list[str]) -> GroupRoles:
+        """``multinode.sglang_group_roles``."""
+        from .multinode import sglang_group_roles
+
+        return sglang_group_roles(spec, effective, engine_args)
 
     def resolve_kv_dtype(self, inputs: PlanInputs, requested: str) -> KVDtypeDecision:
         """SGLang dtype names (``fp8`` -> ``fp8_e4m3``); e4m3 needs SM 8.9+; DSA on SM120 keeps bf16

@@ -23,12 +23,17 @@ from typing import TYPE_CHECKING
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
 from ctxfit.engines.base import BudgetTerms, KVDtypeDecision, Launch
 from ctxfit.engines.common import container_defaults, format_fraction
+from ctxfit.vocab.version import parse_version
 
 from . import memory
+from .cuda import image_cuda
 from .dtypes import resolve_kv_dtype
 
 if TYPE_CHECKING:
+    from ctxfit.engines.group import GroupRoles
     from ctxfit.vocab.inputs import PlanInputs
+    from ctxfit.vocab.patterns import FailurePattern, PhaseMarker
+    from ctxfit.vocab.startup import StartupReport
 
 DEFAULT_VERSION = "0.20.0"
 IMAGE_REPOSITORY = "vllm/vllm-openai"
@@ -54,10 +59,42 @@ class VLLM:
     preemption_metric = "vllm:num_preemptions_total"
     waiting_metric = "vllm:num_requests_waiting"
     command: tuple[str, ...] = COMMAND
+    display_name = "vLLM"
+    tp_splits_experts = False
+    state_pool_ratio: float | None = None  # state and KV share one block pool (V1 hybrid allocator)
 
     def default_image(self, version: str | None) -> str:
         """``vllm/vllm-openai:v<version>``."""
         return f"{IMAGE_REPOSITORY}:v{(version or DEFAULT_VERSION).lstrip('v')}"
+
+    def image_cuda(self, version: str | None) -> tuple[int, int] | None:
+        """``cuda.image_cuda`` of ``version`` (default ``DEFAULT_VERSION``)."""
+        return image_cuda(parse_version(version, default=parse_version(DEFAULT_VERSION, default=(0, 0, 0))))
+
+    def failure_patterns(self) -> tuple[tuple[FailurePattern, ...], tuple[PhaseMarker, ...]]:
+        """``failures.FAILURE_PATTERNS`` and ``failures.PHASE_MARKERS``."""
+        from .failures import FAILURE_PATTERNS, PHASE_MARKERS
+
+        return FAILURE_PATTERNS, PHASE_MARKERS
+
+    def parse_startup(self, text: str) -> StartupReport:
+        """``startup.parse_startup``."""
+        from .startup import parse_startup
+
+        return parse_startup(text)
+
+    def logged_version(self, text: str) -> tuple[int, int] | None:
+        """``startup.logged_version`` (vLLM logs its version at start-up)."""
+        from .startup import logged_version
+
+        return logged_version(text)
+
+    def group_roles(self, spec: InferenceServerSpec, effective: EffectiveConfig,
+                    engine_args: list[str]) -> GroupRoles:
+        """``multinode.vllm_group_roles``."""
+        from .multinode import vllm_group_roles
+
+        return vllm_group_roles(spec, effective, engine_args)
 
     def resolve_kv_dtype(self, inputs: PlanInputs, requested: str) -> KVDtypeDecision:
         """See ``dtypes.resolve_kv_dtype``."""

@@ -190,8 +190,3 @@ def gpu_total_bytes(ctx: PolicyContext) -> int | None:
 def ceil_fraction(value: float) -> float:
     """``value`` rounded up to the next 0.01 (flags carry two decimals of a fraction step)."""
     return math.ceil(round(value * 100, 6)) / 100
-
-
-def floor_fraction(value: float) -> float:
-    """``value`` rounded down to 0.01."""
-    return math.floor(round(value * 100, 6)) / 100

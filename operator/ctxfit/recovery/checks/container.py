@@ -6,7 +6,7 @@ from __future__ import annotations
 from ctxfit.api import bytes_to_quantity
 from ctxfit.recovery.evidence import trim_words
 from ctxfit.recovery.limits import MAX_HOST_BYTES, MIN_HOST_BYTES
-from ctxfit.recovery.policy import Decision, PolicyContext, permanent, propose
+from ctxfit.recovery.policy import Decision, PolicyContext, check_name, permanent, propose
 from ctxfit.vocab.defaults import default_memory_limit_bytes
 from ctxfit.vocab.kinds import FailureKind
 
@@ -116,7 +116,7 @@ def retry_unchanged_once(ctx: PolicyContext, check: str, what: str) -> Decision:
         return permanent(check, f"the same configuration already failed before; {what}: {evidence}")
     delay = min(UNKNOWN_BACKOFF_MAX_SECONDS, UNKNOWN_BACKOFF_SECONDS * 2 ** (ctx.failed_attempts - 1))
     return Decision(ctx.current, False, f"{what}: {evidence}; retrying the same configuration once in {delay} s",
-                    check, retry_after_seconds=delay)
+                    check_name(check), retry_after_seconds=delay)
 
 
 def check_unknown(ctx: PolicyContext) -> Decision:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from ctxfit.api import EffectiveConfig
 from ctxfit.catalog import lookup_gpu
 from ctxfit.recovery.bounds import FRACTION, bracket, describe
-from ctxfit.recovery.policy import Decision, PolicyContext, permanent
+from ctxfit.recovery.policy import Decision, PolicyContext, check_name, permanent
 from ctxfit.vocab.kinds import FailureKind
 
 from .common import GRAPH_BATCH_FLOOR, SIXTEEN_BIT, context_at_most, memory_knob
@@ -86,7 +86,7 @@ def escape(ctx: PolicyContext, check: str, candidates: Sequence[tuple[EffectiveC
         if config.context_length > ctx.current.context_length:
             continue
         head = bracketed or "every step on the memory fraction already failed or is ruled out by an earlier failure"
-        return Decision(config, False, f"{why}; but {head}, so {change}{note}", check)
+        return Decision(config, False, f"{why}; but {head}, so {change}{note}", check_name(check))
     if bracketed:
         return permanent(check, f"{exhausted}; {bracketed}; and no other knob (graph batch, context, KV dtype) "
                          "is left")

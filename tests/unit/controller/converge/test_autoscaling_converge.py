@@ -10,25 +10,30 @@ from typing import Any
 import pytest
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import ConditionType, InferenceServerStatus
-from ctxfit.controller.converge.autoscaling import (
-    KEDA_RECHECK_SECONDS,
-    Keda,
-    Replicas,
-    ScaledObjectView,
-    ScalingSnapshot,
-    scaled_object_view,
-    up_to_date,
-    wanted_replicas,
-)
-from ctxfit.controller.converge.flow import Outcome, Snapshot, converge
+from ctxfit.controller.converge import Outcome, Snapshot, converge
+from ctxfit.controller.converge.autoscaling import KEDA_RECHECK_SECONDS, Replicas, up_to_date, wanted_replicas
+from ctxfit.controller.converge.types import Keda, ScalingSnapshot
 from ctxfit.controller.rejections import mark_rejected
 from ctxfit.controller.settings import Settings
 from ctxfit.controller.views.pods import DeploymentView, deployment_view
+from ctxfit.controller.views.workloads import ScaledObjectView, scaled_object_view
 from ctxfit.recovery import Failure, FailureKind
 
-from tests.unit.controller.converge.test_converge_group import H100_0, H100_1, group_spec, member
-from tests.unit.controller.converge.test_converge_group import KV_FAILURE as GROUP_KV_FAILURE
-from tests.unit.controller.converge.test_flow import KV_FAILURE, NOW, applied, diagnosed, never, pod, snapshot, spec
+from tests.unit.controller.builders import (
+    GROUP_KV_FAILURE,
+    H100_0,
+    H100_1,
+    KV_FAILURE,
+    NOW,
+    applied,
+    diagnosed,
+    group_spec,
+    member,
+    never,
+    pod,
+    snapshot,
+    spec,
+)
 
 KEDA = Settings(backoff_seconds=10, metrics_port=0, health_port=0, keda_enabled=True,
                 prometheus_address="http://prometheus.monitoring:9090")

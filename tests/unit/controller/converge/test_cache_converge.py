@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from ctxfit.api import GiB
 from ctxfit.api.status import ConditionType, InferenceServerStatus
-from ctxfit.controller.converge.flow import Outcome, Snapshot, converge
+from ctxfit.controller.converge import Outcome, Snapshot, converge
 from ctxfit.controller.views.cache import ClaimView, DownloadView, StorageView, download_view, parse_progress
 from ctxfit.controller.views.pods import PodView
 from ctxfit.recovery import Failure, FailureKind
 from ctxfit.render.cache import CLAIM_ANNOTATION, DOWNLOAD_CONTAINER
 
-from tests.unit.controller.converge.test_flow import (
+from tests.unit.controller.builders import (
     KV_FAILURE,
     NOW,
     RTX,

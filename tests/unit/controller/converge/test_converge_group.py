@@ -4,42 +4,27 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
 
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import ConditionType
-from ctxfit.controller.converge.flow import converge
+from ctxfit.controller.converge import converge
 from ctxfit.controller.converge.groups import best_group_node, group_is_ready, group_shortage
-from ctxfit.controller.views.pods import GPUNode, PodView
-from ctxfit.recovery import Failure, FailureKind
 
-from tests.unit.controller.converge.test_flow import NOW, SETTINGS, applied, diagnosed, never, pod, snapshot, spec
-
-H100_0 = GPUNode("h100-0", "NVIDIA-H100-80GB-HBM3", 81559, 8, (9, 0), 1536 << 30, True)
-H100_1 = replace(H100_0, name="h100-1")
-H200 = GPUNode("h200-0", "NVIDIA-H200", 143771, 8, (9, 0), 1536 << 30, True)
-KV_FAILURE = Failure(FailureKind.KV_CACHE_TOO_SMALL, {"estimatedMaxContextLength": 90000},
-                     "the estimated maximum model length is 90000")
-
-
-def group_spec(**changes: Any) -> dict[str, Any]:
-    body = spec("kimi-k25-2x8-h100.yaml")
-    body.update(changes)
-    return body
-
-
-def member(attempt: int, name: str, *, ready: bool = False, terminated: str | None = None, uid: str | None = None,
-           revision: str = "rev-1", deleting: bool = False) -> PodView:
-    """A pod of LWS group 0 as the LWS controller makes it: labelled with the LWS name, group and worker index
-    and template revision, owned by the leaders' StatefulSet ``kimi`` (leader ``kimi-0``) or the group's
-    workers' ``kimi-0`` (worker ``kimi-0-1``). ``uid``: its ``metadata.uid`` (default: one per name)."""
-    base = pod(attempt, ready=ready, terminated=terminated, name=name, deleting=deleting)
-    owner = "kimi" if name.count("-") == 1 else name.rsplit("-", 1)[0]
-    worker_index = 0 if name.count("-") == 1 else int(name.rsplit("-", 1)[1])
-    facts = replace(base.facts, owner_replicaset=None, template_label=None, owner_statefulset=owner, group_name="kimi",
-                    group_index=0, worker_index=worker_index, revision=revision)
-    return replace(base, node=f"h100-{worker_index}", facts=facts,  # one node per pod of the group
-                   uid=uid or f"uid-{name}")
+from tests.unit.controller.builders import (
+    GROUP_KV_FAILURE,
+    H100_0,
+    H100_1,
+    H200,
+    NOW,
+    SETTINGS,
+    applied,
+    diagnosed,
+    group_spec,
+    member,
+    never,
+    snapshot,
+    spec,
+)
 
 
 def test_three_nodes_where_two_exist_stays_planning_with_needed_and_found() -> None:
@@ -98,7 +83,7 @@ def test_a_worker_kv_failure_steps_the_whole_group_down_once() -> None:
     nodes = (H100_0, H100_1)
     start = converge(snapshot(body, nodes=nodes), SETTINGS, never)
     assert start.status.context_length == 262144
-    diagnose = diagnosed(KV_FAILURE)
+    diagnose = diagnosed(GROUP_KV_FAILURE)
     pods = (member(1, "kimi-0"), member(1, "kimi-0-1", terminated="Error"))
     failed = converge(snapshot(body, start.status, pods=pods, nodes=nodes, deployment=applied(start),
                                now=NOW + timedelta(seconds=30)), SETTINGS, diagnose)

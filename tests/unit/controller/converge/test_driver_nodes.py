@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import Attempt, AttemptOutcome, EffectiveStatus, InferenceServerStatus
-from ctxfit.controller.converge.flow import converge
+from ctxfit.controller.converge import converge
 from ctxfit.controller.views.nodes import failed_driver_nodes, node_cuda, required_cuda
 from ctxfit.controller.views.pods import describe_nodes, eligible_nodes, gpu_node
-from ctxfit.recovery import Failure, FailureKind
+from ctxfit.recovery import Failure, FailureKind, initial_effective
 from ctxfit.render import RenderInput, render_deployment
 
-from tests.unit.controller.converge.test_flow import NOW, RTX, SETTINGS, applied, diagnosed, never, pod, snapshot, spec
+from tests.unit.controller.builders import NOW, RTX, SETTINGS, applied, diagnosed, never, pod, snapshot, spec
 
 
 def node(name: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -65,6 +65,26 @@ def server(engine: str = "vllm", version: str | None = None, image: str | None =
 def test_required_cuda_of_the_image(engine: str, version: str | None, image: str | None,
                                     needed: tuple[int, int] | None) -> None:
     assert required_cuda(server(engine, version, image)) == needed
+
+
+@pytest.mark.parametrize(
+    ("operator_image", "image", "needed"),
+    [
+        ("registry.local/vllm:v0.10.0-cu126", None, (12, 6)),
+        ("registry.local/vllm:latest", None, None),
+        ("registry.local/vllm:v0.10.0-cu126", "registry.local/vllm:v0.10.0-cu130", (13, 0)),
+    ],
+    ids=["operator-image-tag", "operator-image-untagged", "spec-image-wins"],
+)
+def test_required_cuda_follows_the_image_that_runs(operator_image: str, image: str | None,
+                                                   needed: tuple[int, int] | None) -> None:
+    """One precedence rule (``render.engine_image``): the operator's image counts, as the renderer uses it."""
+    spec_ = server("vllm", "0.9.0", image)
+    assert required_cuda(spec_, operator_image) == needed
+    inp = RenderInput(name="s", namespace="ns", uid="u", spec=spec_, effective=initial_effective(spec_), attempt=1,
+                      image=operator_image)
+    container = render_deployment(inp)["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == (image or operator_image)
 
 
 def test_eligible_nodes_skip_an_old_driver_and_say_why() -> None:

@@ -7,70 +7,27 @@ step twice must change nothing (idempotent), and stale pods must be ignored.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import timedelta
 from typing import Any
 
 import pytest
-import yaml
-from ctxfit.api.status import ConditionType, InferenceServerStatus
-from ctxfit.controller.converge.flow import Outcome, Snapshot, converge
-from ctxfit.controller.settings import Settings
-from ctxfit.controller.views.pod_facts import PodFacts
-from ctxfit.controller.views.pods import DeploymentView, GPUNode, PodView, Termination
+from ctxfit.api.status import ConditionType
+from ctxfit.controller.converge import converge
 from ctxfit.recovery import Failure, FailureKind
 
-REPO = Path(__file__).resolve().parents[4]
-NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
-RTX = GPUNode("rtx-0", "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", 97887, 8, (12, 0), 1536 << 30, True)
-H100 = GPUNode("h100-0", "NVIDIA-H100-80GB-HBM3", 81559, 8, (9, 0), 1536 << 30, True)
-SETTINGS = Settings(backoff_seconds=10, metrics_port=0, health_port=0)
-KV_FAILURE = Failure(FailureKind.KV_CACHE_TOO_SMALL, {"estimatedMaxContextLength": 178752},
-                     "the estimated maximum model length is 178752")
-
-
-def spec(name: str = "kimi-128k.yaml", **context: Any) -> dict[str, Any]:
-    body: dict[str, Any] = yaml.safe_load((REPO / "manifests" / name).read_text())["spec"]
-    body["context"].update(context)
-    return body
-
-
-def snapshot(spec_body: dict[str, Any], status: InferenceServerStatus | None = None, *, pods: tuple[PodView, ...] = (),
-             nodes: tuple[GPUNode, ...] = (RTX, H100), deployment: DeploymentView | None = None,
-             now: datetime = NOW, generation: int = 1, service_port: int | None = None) -> Snapshot:
-    return Snapshot(name="kimi", namespace="ns", uid="uid-1", generation=generation, spec=spec_body,
-                    status=status or InferenceServerStatus(), nodes=nodes, pods=pods, deployment=deployment,
-                    service_port=service_port, now=now)
-
-
-def pod(attempt: int, *, ready: bool = False, terminated: str | None = None, name: str | None = None,
-        created: datetime = NOW, deleting: bool = False) -> PodView:
-    term = Termination(terminated, 1, "boom", None) if terminated else None
-    stamp = created.strftime("%Y-%m-%dT%H:%M:%SZ")
-    owned = PodFacts(owner_replicaset="kimi-5d8f7c9b4", template_label="5d8f7c9b4", engine_started_at=stamp)
-    return PodView(name=name or f"kimi-{attempt}", namespace="ns", server="kimi", attempt=attempt, ready=ready,
-                   deleting=deleting, termination=term, restart_count=1 if term else 0, waiting_reason=None,
-                   created=stamp, node="rtx-0", phase="Running", facts=owned)
-
-
-def never(pod: PodView, restarts: int) -> Failure:
-    raise AssertionError(f"diagnose must not be called for {pod.name}")
-
-
-def diagnosed(failure: Failure) -> Any:
-    calls: list[str] = []
-
-    def diagnose(pod: PodView, restarts: int) -> Failure:
-        calls.append(pod.name)
-        return failure
-    diagnose.calls = calls  # type: ignore[attr-defined]
-    return diagnose
-
-
-def applied(out: Outcome) -> DeploymentView:
-    assert out.deployment is not None
-    return DeploymentView(out.deployment["metadata"]["annotations"]["ctxfit.io/pod-template-hash"],
-                          out.deployment["spec"]["replicas"])
+from tests.unit.controller.builders import (
+    H100,
+    NOW,
+    RTX,
+    SETTINGS,
+    applied,
+    diagnosed,
+    never,
+    pod,
+    snapshot,
+    spec,
+    step_down,
+)
 
 
 def test_plan_creates_attempt_one_deployment_and_service() -> None:
@@ -131,17 +88,6 @@ def test_invalid_spec_is_a_condition_not_a_crash(mutate: Any, needle: str) -> No
     assert out.status.phase is not None and out.status.phase.value == "Failed"
     assert needle in (out.status.message or "")
     assert [e.reason.value for e in out.events] == ["InvalidSpec"]
-
-
-def step_down() -> tuple[Outcome, Any]:
-    body = spec(target=262144)
-    body["model"]["weightsPerGPU"] = "64Gi"
-    start = converge(snapshot(body), SETTINGS, never)
-    assert start.status.context_length == 262144
-    diagnose = diagnosed(KV_FAILURE)
-    failed = converge(snapshot(body, start.status, pods=(pod(1, terminated="Error"),), deployment=applied(start),
-                               now=NOW + timedelta(seconds=30)), SETTINGS, diagnose)
-    return failed, body
 
 
 def test_failure_records_the_next_attempt_before_applying_it() -> None:

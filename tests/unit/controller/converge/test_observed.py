@@ -11,11 +11,11 @@ from typing import Any
 from ctxfit.api import GiB
 from ctxfit.api.status import ConditionType, InferenceServerStatus
 from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample
-from ctxfit.controller.converge.flow import Outcome, converge
+from ctxfit.controller.converge import Outcome, converge
 from ctxfit.controller.telemetry.metrics import Metrics
 from ctxfit.controller.views.pods import PodView
 
-from tests.unit.controller.converge.test_flow import REPO, SETTINGS, applied, never, pod, snapshot, spec
+from tests.unit.controller.builders import REPO, SETTINGS, applied, never, pod, snapshot, spec
 
 sys.path.insert(0, str(REPO / "hack"))
 from sim_startup import sglang_startup_log, vllm_startup_log  # noqa: E402
@@ -90,7 +90,7 @@ def test_sglang_pool_below_context_is_clamped_and_steps_to_what_it_holds() -> No
     st = out.status
     first, second = st.attempts
     assert first.outcome.value == "Failed" and first.failure_kind == "KVCacheTooSmall"
-    assert first.evidence is not None and first.evidence.startswith("ContextClamped:")
+    assert first.clamped is True and first.evidence is not None and first.evidence.startswith("ContextClamped:")
     assert "KV pool holds 300000 tokens" in first.evidence
     assert 131072 <= second.effective.context_length <= pool
     degraded = st.condition(ConditionType.DEGRADED)

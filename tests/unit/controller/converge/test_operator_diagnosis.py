@@ -1,5 +1,5 @@
 """Issue 9 kinds on the operator path: the controller's ``reconcile.diagnose`` (pod termination -> Observation,
-with the pod's node) -> ``classify`` -> ``converge`` -> ``stepping.record_failure`` -> ``decide``.
+with the pod's node) -> ``classify`` -> ``converge`` -> ``attempts.fail`` -> ``decide``.
 
 Each case is real engine wording; the status the controller writes is checked (attempt kind, evidence,
 the next attempt's knobs, or phase Failed with the explanation).
@@ -16,14 +16,13 @@ from ctxfit.api import EngineKind
 from ctxfit.api.status import Attempt as StatusAttempt
 from ctxfit.api.status import EffectiveStatus, InferenceServerStatus
 from ctxfit.budget.planner import replan_context
-from ctxfit.controller.converge.attempts import record_failure
-from ctxfit.controller.converge.flow import Outcome, converge
+from ctxfit.controller.converge import Outcome, attempts, converge
 from ctxfit.controller.reconcile import diagnose as controller_diagnose
 from ctxfit.controller.settings import Settings
 from ctxfit.controller.views.pods import PodView, Termination
 from ctxfit.recovery import Failure, initial_effective, observed_effective
 
-from tests.unit.controller.converge.test_flow import H100, NOW, RTX, SETTINGS, applied, never, pod, snapshot, spec
+from tests.unit.controller.builders import H100, NOW, RTX, SETTINGS, applied, never, pod, snapshot, spec
 from tests.unit.recovery.test_failure_cases import CASES, IDS, assert_next, assert_numbers, build_spec
 
 
@@ -175,7 +174,7 @@ def test_unknown_retries_unchanged_once_then_fails_with_the_error_line() -> None
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_handed_case_through_the_operator_policy(case: dict[str, Any]) -> None:
     """Every handed case (tests/fixtures/failures.yaml) through the controller: ``reconcile.diagnose`` on a pod
-    carrying the case's termination and Events, then ``stepping.record_failure`` (the policy wire the
+    carrying the case's termination and Events, then ``attempts.fail`` (the policy wire the
     controller uses) on the configuration the operator would have rendered."""
     spec_ = build_spec(case["server"])
     observed = case["observed"]
@@ -191,8 +190,8 @@ def test_handed_case_through_the_operator_policy(case: dict[str, Any]) -> None:
     rendered = observed_effective(initial_effective(spec_), failure, spec_)
     cur = StatusAttempt(number=1, effective=EffectiveStatus.of(rendered), started_at="2026-01-01T12:00:00Z")
     out = Outcome(status=InferenceServerStatus(attempts=[cur]))
-    record_failure(out, spec_, cur, view, failure, None, SETTINGS, NOW, 1,
-                   lambda s, pin: replan_context(s, pin))
+    attempts.fail(out, spec_, cur, view, failure, None, SETTINGS, NOW, 1,
+                  lambda s, pin: replan_context(s, pin))
     st = out.status
     assert st.attempts[0].failure_kind == expect["failure"] and st.attempts[0].explanation
     if expect.get("permanent"):

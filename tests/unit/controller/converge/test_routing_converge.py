@@ -12,17 +12,17 @@ from ctxfit.api import InferenceServer, InferenceServerSpec
 from ctxfit.api.observed import ObservedStatus
 from ctxfit.api.status import Attempt, AttemptOutcome, ConditionType, EffectiveStatus, InferenceServerStatus, Reason
 from ctxfit.budget.multinode import plan_group
+from ctxfit.controller.converge.plan import plan_status
 from ctxfit.controller.converge.routing import (
     CRD_RECHECK_SECONDS,
-    RoutingSnapshot,
     ServerFacts,
     converge_routing,
     pod_context,
     pool_refusal,
     self_view,
 )
-from ctxfit.controller.converge.status import plan_status
-from ctxfit.controller.views.routing import MemberView, PoolPod, PoolView, member_view, pool_view
+from ctxfit.controller.converge.types import Outcome
+from ctxfit.controller.views.routing import MemberView, PoolPod, PoolView, RoutingSnapshot, member_view, pool_view
 from ctxfit.render.inferencepool import (
     CONTEXT_LABEL,
     CONTEXT_RANGE_LABEL,
@@ -82,6 +82,12 @@ def _snap(pools: dict[str, PoolView] | None = None, members: tuple[MemberView, .
     return RoutingSnapshot(enabled=enabled, api_served=api, pools=pools or {}, members={pool: members})
 
 
+def _run(facts: ServerFacts, st: InferenceServerStatus, snap: RoutingSnapshot, generation: int) -> Outcome:
+    out = Outcome(status=st)
+    converge_routing(facts, out, snap, now=NOW, generation=generation)
+    return out
+
+
 def _cond(st: InferenceServerStatus, kind: ConditionType) -> tuple[str, Reason, str]:
     c = st.condition(kind)
     assert c is not None, kind
@@ -91,15 +97,15 @@ def _cond(st: InferenceServerStatus, kind: ConditionType) -> tuple[str, Reason, 
 def test_create_renders_the_pool_and_keeps_it_free_of_drift() -> None:
     facts = _facts("vllm-single", (_pod("p1", "llama31-8b", 1, 131072),))
     st = _status(facts.spec)
-    out = converge_routing(facts, st, _snap(), now=NOW, generation=1)
+    out = _run(facts, st, _snap(), 1)
     assert out.pool is not None and out.pool["metadata"]["ownerReferences"][0]["uid"] == UID
     assert _cond(st, ConditionType.INFERENCE_POOL)[:2] == ("True", Reason.POOL_CREATED)
     assert st.routing is not None and (st.routing.role, st.routing.context_length) == ("Created", 131072)
     assert [m.server for m in st.routing.members] == ["llama31-8b-h200"]
-    same = converge_routing(facts, _status(facts.spec), _snap({"llama31-8b": _live(out.pool)}), now=NOW, generation=1)
+    same = _run(facts, _status(facts.spec), _snap({"llama31-8b": _live(out.pool)}), 1)
     assert same.pool is None  # nothing differs: no write
     edited = dict(out.pool, spec={**out.pool["spec"], "targetPorts": [{"number": 9999}]})
-    again = converge_routing(facts, _status(facts.spec), _snap({"llama31-8b": _live(edited)}), now=NOW, generation=1)
+    again = _run(facts, _status(facts.spec), _snap({"llama31-8b": _live(edited)}), 1)
     assert again.pool == out.pool and [e.reason for e in again.events].count(Reason.DRIFT_REVERTED) == 1
 
 
@@ -108,7 +114,7 @@ def test_a_pool_owned_by_another_is_never_written() -> None:
     foreign = render_inference_pool(pool_input("other", "team", "uid-other", facts.spec))
     foreign["metadata"]["name"] = "llama31-8b"
     st = _status(facts.spec)
-    out = converge_routing(facts, st, _snap({"llama31-8b": _live(foreign)}), now=NOW, generation=1)
+    out = _run(facts, st, _snap({"llama31-8b": _live(foreign)}), 1)
     assert out.pool is None and out.pool_delete is None
     status, reason, message = _cond(st, ConditionType.INFERENCE_POOL)
     assert (status, reason) == ("False", Reason.POOL_NOT_OWNED) and "InferenceServer other" in message
@@ -117,7 +123,7 @@ def test_a_pool_owned_by_another_is_never_written() -> None:
 def test_the_creator_lists_the_ports_of_the_servers_that_joined() -> None:
     facts = _facts("vllm-single")
     dp = _member("vllm-dp2", "uid-dp", creates=False)
-    out = converge_routing(facts, _status(facts.spec), _snap(members=(dp,)), now=NOW, generation=1)
+    out = _run(facts, _status(facts.spec), _snap(members=(dp,)), 1)
     assert out.pool is not None and [p["number"] for p in out.pool["spec"]["targetPorts"]] == [8000, 8001]
 
 
@@ -125,17 +131,17 @@ def test_join_waits_for_the_pool_and_its_ports() -> None:
     facts = _facts("vllm-join-l4", uid="uid-l4")
     st = _status(facts.spec)
     creator = _member("vllm-single", UID, created="2026-03-01T00:00:00Z")
-    converge_routing(facts, st, _snap(members=(creator,)), now=NOW, generation=1)
+    _run(facts, st, _snap(members=(creator,)), 1)
     status, reason, message = _cond(st, ConditionType.INFERENCE_POOL)
     assert (status, reason) == ("False", Reason.POOL_NOT_FOUND) and "llama31-8b-h200 creates it" in message
     pool = _live(render_inference_pool(pool_input("llama31-8b-h200", "team", UID, _server("vllm-single").spec)))
     st = _status(facts.spec)
-    out = converge_routing(facts, st, _snap({"llama31-8b": pool}, (creator,)), now=NOW, generation=1)
+    out = _run(facts, st, _snap({"llama31-8b": pool}, (creator,)), 1)
     assert out.pool is None and _cond(st, ConditionType.INFERENCE_POOL)[:2] == ("True", Reason.POOL_JOINED)
     dp_facts = _facts("vllm-dp2", uid="uid-dp", spec=_server("vllm-dp2").spec.model_copy(update={
         "routing": facts.spec.routing}, deep=True))
     st = _status(dp_facts.spec)
-    converge_routing(dp_facts, st, _snap({"llama31-8b": pool}, (creator,)), now=NOW, generation=1)
+    _run(dp_facts, st, _snap({"llama31-8b": pool}, (creator,)), 1)
     status, _, message = _cond(st, ConditionType.INFERENCE_POOL)
     assert status == "Unknown" and "lacks this server's port(s) 8001" in message
 
@@ -146,13 +152,12 @@ def test_a_hand_made_pool_must_select_the_pods() -> None:
                     spec={"selector": {"matchLabels": {"app": "llama"}}, "targetPorts": [{"number": 8000}]},
                     labels={}, annotations={})
     st = _status(facts.spec)
-    converge_routing(facts, st, _snap({"llama31-8b": hand}), now=NOW, generation=1)
+    _run(facts, st, _snap({"llama31-8b": hand}), 1)
     assert _cond(st, ConditionType.INFERENCE_POOL)[:2] == ("False", Reason.POOL_SELECTOR_MISMATCH)
     labelled = facts.spec.model_copy(deep=True)
     labelled.pod.labels["app"] = "llama"
     st = _status(labelled)
-    converge_routing(_facts("vllm-join-l4", uid="uid-l4", spec=labelled), st, _snap({"llama31-8b": hand}), now=NOW,
-                     generation=1)
+    _run(_facts("vllm-join-l4", uid="uid-l4", spec=labelled), st, _snap({"llama31-8b": hand}), 1)
     assert _cond(st, ConditionType.INFERENCE_POOL)[:2] == ("True", Reason.POOL_JOINED)
 
 
@@ -186,11 +191,11 @@ def test_too_many_ports_for_one_pool_are_refused() -> None:
 def test_disabled_or_no_crd_writes_nothing_but_labels_stay_true() -> None:
     facts = _facts("vllm-single", (_pod("p1", "llama31-8b", 1, 131072),))
     st = _status(facts.spec)
-    out = converge_routing(facts, st, _snap(enabled=False), now=NOW, generation=1)
+    out = _run(facts, st, _snap(enabled=False), 1)
     assert (out.pool, out.pod_labels) == (None, {})
     assert _cond(st, ConditionType.INFERENCE_POOL)[:2] == ("False", Reason.GATEWAY_DISABLED)
     st = _status(facts.spec)
-    out = converge_routing(facts, st, _snap(api=False), now=NOW, generation=1)
+    out = _run(facts, st, _snap(api=False), 1)
     assert out.pool is None and out.requeue_after == CRD_RECHECK_SECONDS
     assert _cond(st, ConditionType.INFERENCE_POOL)[:2] == ("False", Reason.POOL_CRD_MISSING)
     assert st.routing is not None and st.routing.context_length == 131072
@@ -201,13 +206,13 @@ def test_a_clamp_relabels_the_running_pods_and_a_step_down_starts_new_ones_right
     st = _status(spec, (131072,))
     st.observed = ObservedStatus(attempt=1, served_context_length=131072, kv_cache_tokens=70000)
     pods = (_pod("p1", "llama31-8b", 1, 131072), _pod("p2", "llama31-8b", 1, 131072, owned=False))
-    out = converge_routing(_facts("vllm-single", pods), st, _snap(), now=NOW, generation=1)
+    out = _run(_facts("vllm-single", pods), st, _snap(), 1)
     assert out.pod_labels == {"p1": ("p1-rs", {CONTEXT_RANGE_LABEL: "0-70000", CONTEXT_LABEL: "70000"})}  # not p2
     assert st.routing is not None and (st.routing.context_length, st.routing.context_range) == (70000, "0-70000")
     stepped = _status(spec, (131072, 65536))
     stepped.observed = ObservedStatus(attempt=1, served_context_length=131072, kv_cache_tokens=70000)
     pods = (_pod("old", "llama31-8b", 1, 131072, ready=False), _pod("new", "llama31-8b", 2, 65536))
-    out = converge_routing(_facts("vllm-single", pods), stepped, _snap(), now=NOW, generation=1)
+    out = _run(_facts("vllm-single", pods), stepped, _snap(), 1)
     assert out.pod_labels == {"old": ("old-rs", {CONTEXT_RANGE_LABEL: "0-70000", CONTEXT_LABEL: "70000"})}
     assert stepped.routing is not None and stepped.routing.context_length == 65536
     assert pod_context(stepped, 7) is None
@@ -217,37 +222,36 @@ def test_pool_context_covered_follows_the_longest_promise() -> None:
     facts = _facts("vllm-single", (_pod("p1", "llama31-8b", 1, 131072),))
     l4 = _member("vllm-join-l4", "uid-l4", context=24576, ready=2)
     st = _status(facts.spec)
-    converge_routing(facts, st, _snap(members=(l4,)), now=NOW, generation=1)
+    _run(facts, st, _snap(members=(l4,)), 1)
     assert _cond(st, ConditionType.POOL_CONTEXT_COVERED)[:2] == ("True", Reason.CONTEXT_COVERED)
     assert st.routing is not None and st.routing.pool_max_context_length == 131072
     stepped = _status(facts.spec, (131072, 65536))
     pods = (_pod("p2", "llama31-8b", 2, 65536),)
-    converge_routing(_facts("vllm-single", pods), stepped, _snap(members=(l4,)), now=NOW, generation=1)
+    _run(_facts("vllm-single", pods), stepped, _snap(members=(l4,)), 1)
     status, reason, message = _cond(stepped, ConditionType.POOL_CONTEXT_COVERED)
     assert (status, reason) == ("False", Reason.NO_REPLICA_HOLDS_LONGEST_CONTEXT)
     assert "131072 tokens (promised by llama31-8b-h200, llama31-8b-l4)" in message
     assert "65536 tokens (llama31-8b-h200)" in message
     down = _status(facts.spec)
-    converge_routing(_facts("vllm-single"), down, _snap(members=(_member("vllm-join-l4", "uid-l4", ready=0),)),
-                     now=NOW, generation=1)
+    _run(_facts("vllm-single"), down, _snap(members=(_member("vllm-join-l4", "uid-l4", ready=0),)), 1)
     assert "no server of the pool has a Ready replica" in _cond(down, ConditionType.POOL_CONTEXT_COVERED)[2]
 
 
 def test_leaving_a_created_pool_deletes_it_and_no_pool_means_no_routing_status() -> None:
     facts = _facts("vllm-single")
     st = _status(facts.spec)
-    out = converge_routing(facts, st, _snap(), now=NOW, generation=1)
+    out = _run(facts, st, _snap(), 1)
     assert out.pool is not None
     live = {"llama31-8b": _live(out.pool)}
     joined = facts.spec.model_copy(update={"routing": _server("vllm-join-l4").spec.routing}, deep=True)
-    out = converge_routing(_facts("vllm-single", spec=joined), st, _snap(live), now=NOW, generation=2)
+    out = _run(_facts("vllm-single", spec=joined), st, _snap(live), 2)
     assert out.pool_delete is not None and out.pool_delete[0] == "llama31-8b"
     assert st.routing is not None and st.routing.role == "Joined"
     gone = facts.spec.model_copy(update={"routing": _server("vllm-single").spec.routing.model_copy(
         update={"inference_pool": None})}, deep=True)
     st2 = _status(facts.spec)
-    converge_routing(facts, st2, _snap(), now=NOW, generation=1)
-    out = converge_routing(_facts("vllm-single", spec=gone), st2, _snap(live), now=NOW, generation=2)
+    _run(facts, st2, _snap(), 1)
+    out = _run(_facts("vllm-single", spec=gone), st2, _snap(live), 2)
     assert out.pool_delete is not None and out.pool_delete[0] == "llama31-8b" and st2.routing is None
     assert st2.condition(ConditionType.INFERENCE_POOL) is None
     assert st2.condition(ConditionType.POOL_CONTEXT_COVERED) is None

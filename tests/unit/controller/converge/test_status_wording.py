@@ -3,6 +3,7 @@ the near-maximum warning only for memory-bound maxima."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -12,11 +13,11 @@ from ctxfit.api.effective import EffectiveConfig
 from ctxfit.api.status import ConditionType, InferenceServerStatus, Phase, Reason
 from ctxfit.budget.context import choose_context
 from ctxfit.budget.planner import plan
-from ctxfit.controller.converge.flow import converge
-from ctxfit.controller.converge.wording import CHOICE_SENTENCE, budget_condition, failure_phase
+from ctxfit.controller.converge import converge
+from ctxfit.controller.converge.wording import budget_condition, failure_phase
 from ctxfit.recovery import Failure, FailureKind
 
-from tests.unit.controller.converge.test_flow import NOW, SETTINGS, applied, diagnosed, never, pod, snapshot, spec
+from tests.unit.controller.builders import NOW, SETTINGS, applied, diagnosed, never, pod, snapshot, spec
 
 NEAR_MAX = "the engine may find less"
 
@@ -67,9 +68,16 @@ def test_budget_condition_reason_agrees_with_message(body: dict[str, Any], statu
 @pytest.mark.parametrize(("target", "fit", "minimum"), [(131072, 200000, 4096), (262144, 201152, 4096),
                                                         (262144, 3000, 4096), (2048, 4096, 4096)],
                          ids=["fits", "steps", "nothing", "below-minimum"])
-def test_choice_sentence_covers_every_wording_of_choose_context(target: int, fit: int, minimum: int) -> None:
+def test_a_fits_condition_drops_the_choice_sentence_in_every_wording_of_choose_context(
+        target: int, fit: int, minimum: int) -> None:
+    """The sentence dropped is the plan's own ``choice`` (typed), whatever choose_context wrote; the others stay."""
     choice = choose_context(target=target, fit=fit, headroom=0.25, minimum=minimum, model_max=None)
-    assert CHOICE_SENTENCE.match(choice.reason), choice.reason
+    body = _kimi(target=131072)
+    planned = _plan(body)
+    assert planned.choice is not None and planned.choice.reason in planned.reasons, "the plan carries its choice"
+    result = dataclasses.replace(planned, choice=choice, reasons=[choice.reason, "another planner note"])
+    _, _, message = budget_condition(result, _spec(body), 0.25)
+    assert choice.reason not in message and message.endswith("; another planner note")
 
 
 def test_converge_never_writes_fits_with_a_does_not_fit_message() -> None:

@@ -13,11 +13,11 @@ import yaml
 from ctxfit.api import GiB, InferenceServerSpec
 from ctxfit.api.status import ConditionType
 from ctxfit.budget.planner import plan
-from ctxfit.controller.converge.flow import converge
+from ctxfit.controller.converge import converge
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.controller.converge.test_flow import SETTINGS, never, snapshot
+from tests.unit.controller.builders import SETTINGS, never, snapshot
 
 ROOT = Path(__file__).resolve().parents[4]
 

@@ -15,7 +15,7 @@ from ctxfit.api.status import (
     Phase,
     Reason,
 )
-from ctxfit.controller.converge.flow import Outcome, converge
+from ctxfit.controller.converge import Outcome, converge
 from ctxfit.controller.converge.status import mark_phase
 from ctxfit.controller.views.pod_facts import PodFacts
 from ctxfit.controller.views.pods import DeploymentView, PodView
@@ -23,7 +23,7 @@ from ctxfit.controller.views.workloads import LiveDeployment, live_deployment
 from ctxfit.recovery import Failure, FailureKind
 from ctxfit.render.deployment import CONTAINER_NAME
 
-from tests.unit.controller.converge.test_flow import NOW, SETTINGS, applied, diagnosed, never, pod, snapshot, spec
+from tests.unit.controller.builders import NOW, SETTINGS, applied, diagnosed, never, pod, snapshot, spec
 
 UNSCHEDULABLE = "0/7 nodes are available: 2 Insufficient nvidia.com/gpu, 5 node(s) didn't match Pod's node affinity."
 
@@ -216,7 +216,7 @@ def test_a_missing_weights_claim_is_not_a_gpu_shortage() -> None:
 
     from ctxfit.controller.views.pod_facts import WaitKind, waiting
 
-    from tests.unit.controller.converge.test_flow import pod
+    from tests.unit.controller.builders import pod
 
     base = pod(1)
     unscheduled = _replace(base, node=None, facts=_replace(

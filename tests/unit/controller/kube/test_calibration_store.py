@@ -128,7 +128,7 @@ def test_reconcile_records_the_sample_before_the_status_that_holds_it() -> None:
 
     from ctxfit.controller.reconcile import reconcile
 
-    from tests.unit.controller.converge.test_flow import pod
+    from tests.unit.controller.builders import pod
     from tests.unit.controller.test_reconcile import RTX, FakeKube, runtime, server
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "hack"))

@@ -8,23 +8,13 @@ from datetime import timedelta
 
 import pytest
 from ctxfit.api.status import InferenceServerStatus
-from ctxfit.controller.converge.flow import converge
+from ctxfit.controller.converge import converge
 from ctxfit.controller.settings import Settings
 from ctxfit.controller.telemetry.decision_log import DECISIONS_LOGGER, decisions, log_decisions
 from ctxfit.recovery import Failure, FailureKind
 
 from tests.unit.chart.chartkit import ALL_ON, one, render
-from tests.unit.controller.converge.test_flow import (
-    NOW,
-    SETTINGS,
-    applied,
-    diagnosed,
-    never,
-    pod,
-    snapshot,
-    spec,
-    step_down,
-)
+from tests.unit.controller.builders import NOW, SETTINGS, applied, diagnosed, never, pod, snapshot, spec, step_down
 
 BODY = {"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer",
         "metadata": {"name": "kimi", "namespace": "ns", "uid": "uid-1"}}

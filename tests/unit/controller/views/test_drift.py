@@ -7,7 +7,7 @@ import copy
 from typing import Any
 
 import pytest
-from ctxfit.controller.converge.flow import converge
+from ctxfit.controller.converge import converge
 from ctxfit.controller.views.pods import deployment_view
 from ctxfit.controller.views.workloads import describe_drift, drifted, live_deployment
 from ctxfit.render import render_deployment
@@ -235,8 +235,7 @@ def test_group_drift_description_names_the_role() -> None:
 
 def test_group_drift_in_converge_is_reverted_with_an_event() -> None:
     """A hand edit of the LeaderWorkerSet (same hash annotation, same replicas) is applied again, with an Event."""
-    from tests.unit.controller.converge.test_converge_group import H100_0, H100_1, group_spec
-    from tests.unit.controller.converge.test_flow import SETTINGS, never, snapshot
+    from tests.unit.controller.builders import H100_0, H100_1, SETTINGS, group_spec, never, snapshot
 
     body = group_spec()
     nodes = (H100_0, H100_1)

@@ -1,0 +1,116 @@
+"""Planning in the pass (pure): choose the node, plan the spec on it, start attempt 1; re-plan with a pin for
+the recovery policy. ``spec_key`` says what the plan and the attempt history depend on."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from ctxfit.api import InferenceServerSpec
+from ctxfit.api.status import BudgetBytes, EffectiveStatus, Phase, PlanStatus, Reason
+from ctxfit.budget.calibrate import CalibrationTable
+from ctxfit.budget.planner import Plan, plan
+from ctxfit.vocab.inputs import PlanInputError
+
+from ..settings import Settings
+from ..views.pods import GPUNode, PodView, describe_nodes, eligible_nodes
+from . import attempts, status
+from .groups import best_group_node, group_shortage
+from .status import mark_failed_spec, mark_no_node, mark_phase
+from .types import EventNote, Outcome, Snapshot
+
+HISTORY_NEUTRAL_FIELDS = ("replicas", "attempts", "pod", "autoscaling", "routing")
+"""Spec fields whose change keeps the plan and the attempt history (they do not change what fits; adding or
+removing ``autoscaling`` restarts no engine; joining or leaving a pool keeps what the server learnt)."""
+
+
+def spec_key(spec: InferenceServerSpec) -> str:
+    """Digest of the spec fields the plan and attempt history depend on (all but ``HISTORY_NEUTRAL_FIELDS``)."""
+    wire = spec.to_wire()
+    for name in HISTORY_NEUTRAL_FIELDS:
+        wire.pop(name, None)
+    return hashlib.sha256(json.dumps(wire, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Settings,
+              pin: dict[str, Any] | None = None, calibration: CalibrationTable | None = None) -> Plan:
+    return plan(
+        spec,
+        node_product=node.product if node else None,
+        node_gpu_memory_mib=node.gpu_memory_mib if node else None,
+        node_compute_capability=node.compute if node else None,
+        default_headroom=settings.default_headroom,
+        pin=pin,
+        suggest=pin is None,
+        calibration=calibration,
+    )
+
+
+def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings, now: str) -> bool:
+    """Choose a node and plan. Returns True when attempt 1 was created (False: waiting or failed)."""
+    st = out.status
+    operator_image = settings.image_for(spec.engine.kind.value)
+    nodes = eligible_nodes(spec, snap.nodes, operator_image)
+    shortage = group_shortage(spec, nodes)
+    if not nodes or shortage:
+        mark_no_node(out, shortage or describe_nodes(spec, snap.nodes, operator_image), now, snap.generation)
+        out.waiting_for_nodes = True
+        out.requeue(settings.node_recheck_seconds)
+        return False
+    node = best_group_node(spec, nodes)
+    try:
+        result = plan_for(spec, node, settings, calibration=snap.calibration)
+    except (PlanInputError, ValueError) as exc:
+        mark_failed_spec(out, str(exc), now, snap.generation)
+        return False
+    st.node_product = spec.gpu.product or node.product
+    st.plan = plan_status(result, spec, node, settings.default_headroom)
+    if not result.fits:
+        status.mark_does_not_fit(out, result, now, snap.generation)
+        return False
+    status.mark_fits(out, result, spec, st.plan.headroom, now, snap.generation)
+    attempts.start(out, EffectiveStatus.of(result.effective), now)
+    out.events.append(EventNote(
+        "Normal", Reason.PLANNED,
+        f"planned context {result.context_length} on {st.node_product} (predicted max "
+        f"{result.max_context_length}, {result.kv_bytes_per_token} B/token/GPU): {'; '.join(result.reasons)}"))
+    mark_phase(out, Phase.STARTING, Reason.ENGINE_STARTING, "starting attempt 1", now, snap.generation)
+    return True
+
+
+def node_of(snap: Snapshot, pod: PodView | None, product: str | None) -> GPUNode | None:
+    by_name = {n.name: n for n in snap.nodes}
+    if pod is not None and pod.node in by_name:
+        return by_name[pod.node]
+    return next((n for n in snap.nodes if n.product == product), None)
+
+
+def replan(spec: InferenceServerSpec, pin: dict[str, Any], node: GPUNode | None,
+            settings: Settings) -> tuple[int, str]:
+    result = plan_for(spec, node, settings, pin=pin)
+    return result.context_length, (result.reasons[-1] if result.reasons else "")
+
+
+def plan_status(result: Plan, spec: InferenceServerSpec, node: GPUNode | None, default_headroom: float) -> PlanStatus:
+    """The planner's result as ``status.plan`` (bytes as integers)."""
+    t = result.per_gpu
+    return PlanStatus(
+        fits=result.fits,
+        target_fits=result.target_fits,
+        context_length=result.context_length,
+        max_context_length=result.max_context_length,
+        kv_bytes_per_token=result.kv_bytes_per_token,
+        kv_pool_bytes=result.kv_pool_bytes,
+        headroom=spec.context.headroom if spec.context.headroom is not None else default_headroom,
+        per_gpu=BudgetBytes(
+            total_bytes=t.total_bytes, usable_bytes=t.usable_bytes, weights_bytes=t.weights_bytes,
+            activation_bytes=t.activation_bytes, cuda_graph_bytes=t.cuda_graph_bytes,
+            other_bytes=t.other_bytes, kv_cache_bytes=t.kv_cache_bytes,
+        ),
+        gpu_product=spec.gpu.product or (node.product if node else None),
+        gpu_memory_bytes=t.total_bytes,
+        reasons=list(result.reasons),
+        calibration_key=result.calibration_key,
+        calibration_bytes=result.calibration_bytes or None,
+    )

@@ -1,0 +1,119 @@
+"""The pass' input and output and the small types its steps share: ``Snapshot`` (what reconcile read for one
+server), ``Outcome`` (what to write), ``EventNote``, and the injected I/O (``Diagnose``, ``ReadStartup``...)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from ctxfit.api import InferenceServerSpec
+from ctxfit.api.status import Attempt, InferenceServerStatus, Reason
+from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample
+from ctxfit.recovery import Decision
+from ctxfit.vocab.kinds import Failure
+
+from ..views.cache import ClaimView, StorageView
+from ..views.pods import DeploymentView, GPUNode, PodView
+from ..views.routing import RoutingSnapshot
+from ..views.workloads import ScaledObjectView
+
+
+@dataclass(frozen=True)
+class EventNote:
+    """A Kubernetes Event to post on the InferenceServer (type Normal/Warning, CamelCase reason)."""
+
+    type: Literal["Normal", "Warning"]
+    reason: Reason
+    message: str
+
+
+Diagnose = Callable[[PodView, int], Failure]
+"""``diagnose(pod, restarts_seen) -> Failure``: read the pod's termination, log tail and Events, classify."""
+
+
+ReadStartup = Callable[[PodView], str]
+"""``read_startup(pod) -> text``: the head of the engine container's log (bounded), "" when unreadable."""
+DiagnoseDownload = Callable[[PodView], Failure]
+"""Classify a failed ``model-download`` run (its termination message, log tail and the pod's Events)."""
+RecordFailure = Callable[[PodView, Failure, Decision | None], None]
+"""``record(pod, failure, decision)``: end the attempt through ``stepping.record_failure``."""
+
+
+class Keda(StrEnum):
+    """Whether the operator can use KEDA: its settings allow it and the API server serves ``scaledobjects``."""
+
+    INSTALLED = "Installed"
+    ABSENT = "Absent"
+    DISABLED = "Disabled"
+
+
+@dataclass(frozen=True)
+class ScalingSnapshot:
+    """What reconcile read for autoscaling: KEDA's presence and the live ScaledObject (None: absent)."""
+
+    keda: Keda
+    live: ScaledObjectView | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One InferenceServer and what the operator knows around it, at ``now``.
+
+    ``service_port``: the port of its Service (None: no Service yet).
+    ``storage``, ``claim``, ``download_log``: the StorageClasses (None: not read, no cache rendered), the
+    cache claim, and a reader of a pod's download log (``controller.cache``).
+    """
+
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+    spec: dict[str, Any]
+    status: InferenceServerStatus
+    nodes: tuple[GPUNode, ...]
+    pods: tuple[PodView, ...]
+    deployment: DeploymentView | None
+    service_port: int | None
+    now: datetime
+    calibration: CalibrationTable | None = None
+    storage: StorageView | None = None
+    claim: ClaimView | None = None
+    download_log: Callable[[PodView], str] | None = None
+    scaling: ScalingSnapshot | None = None
+    routing: RoutingSnapshot | None = None
+    created: str = ""
+
+
+@dataclass
+class Outcome:
+    """What to do: write ``status`` (when changed), apply ``deployment``/``service``/``scaled_object`` (when not
+    None); ``scaled_object_delete``/``scaled_object_pause``: delete or pause the live ScaledObject."""
+
+    status: InferenceServerStatus
+    deployment: dict[str, Any] | None = None
+    scale_to_zero: bool = False
+    service: dict[str, Any] | None = None
+    events: list[EventNote] = field(default_factory=list)
+    requeue_after: float | None = None
+    waiting_for_nodes: bool = False
+    finished: list[Attempt] = field(default_factory=list)
+    step_down_reasons: list[str] = field(default_factory=list)
+    spec: InferenceServerSpec | None = None
+    samples: list[tuple[CalibrationKey, Sample]] = field(default_factory=list)
+    claim: dict[str, Any] | None = None
+    claim_exists: bool = False
+    claim_delete: str | None = None
+    scaled_object: dict[str, Any] | None = None
+    scaled_object_delete: bool = False
+    scaled_object_pause: bool = False
+    pool: dict[str, Any] | None = None
+    pool_delete: tuple[str, str] | None = None
+    pod_labels: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
+
+    def requeue(self, seconds: float) -> None:
+        """Look again after ``seconds`` at the latest (keeps the earliest request)."""
+        seconds = max(0.05, seconds)
+        self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
