@@ -110,3 +110,9 @@ def namespace(cluster: cc.Cluster):
     cluster.create_namespace(name)
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
+
+
+# Session fixtures of the container images (image_kit.py) and the real node (realnode_kit.py), defined here so every
+# module shares one of each (a fixture imported into a test module is that module's own: built or started again).
+from .image_kit import container_engine, fake_engine_image, operator_image  # noqa: E402,F401
+from .realnode_kit import real_node  # noqa: E402,F401
