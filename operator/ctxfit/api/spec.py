@@ -19,6 +19,7 @@ from .kubetypes import EnvVarSource, Toleration
 from .lora import LoRASpec
 from .model_cache import ModelCache, TokenSecretRef
 from .quantity import GiB, Quantity, TiB, check_cpu_bounds, check_quantity_bounds
+from .routing import RoutingSpec, pool_port_problem
 from .speculative import DraftModel, SpeculativeSpec
 from .validation import (
     ENGINE_VERSION,
@@ -455,6 +456,10 @@ class InferenceServerSpec(WireModel):
     """Scale replicas with KEDA on the engine's KV-cache usage and waiting requests, thresholds from the server's own
     capacity (needs KEDA and the chart's autoscaling.keda.enabled). Unset: no autoscaling; replicas is the count.
     """
+    routing: RoutingSpec = Field(default_factory=RoutingSpec)
+    """The inference gateway: the InferencePool the engine pods join (create one or join one by name) and the model
+    name clients ask for (needs the Gateway API Inference Extension CRDs and the chart's gateway.enabled).
+    """
 
     @model_validator(mode="after")
     def _parallel_matches_gpus(self) -> InferenceServerSpec:
@@ -479,6 +484,10 @@ class InferenceServerSpec(WireModel):
             raise ValueError(
                 f"{REPLICAS_MESSAGE} ({scaling.min_replicas}..{scaling.max_replicas}), not {self.replicas}"
             )
+        problem = pool_port_problem(self.engine.kind.value, self.nodes, p.data, self.serving.port,
+                                    self.routing.inference_pool is not None)
+        if problem is not None:
+            raise ValueError(problem)
         if self.engine.kind is EngineKind.VLLM and self.memory.mem_fraction_static is not None:
             raise ValueError("memory.memFractionStatic: is an SGLang setting; vLLM uses gpuMemoryUtilization")
         if self.engine.kind is EngineKind.SGLANG and self.memory.gpu_memory_utilization is not None:

@@ -20,6 +20,7 @@ from .base import WireModel
 from .effective import EffectiveConfig
 from .model_cache import ModelStatus
 from .observed import ObservedStatus
+from .routing import RoutingStatus
 
 
 class Phase(StrEnum):
@@ -44,6 +45,8 @@ class ConditionType(StrEnum):
     ADMITTED = "Admitted"
     WEIGHTS_CACHED = "WeightsCached"
     AUTOSCALING = "Autoscaling"
+    INFERENCE_POOL = "InferencePool"
+    POOL_CONTEXT_COVERED = "PoolContextCovered"
 
 
 class Reason(StrEnum):
@@ -106,6 +109,20 @@ class Reason(StrEnum):
     SCALED_OBJECT_CREATED = "ScaledObjectCreated"
     AUTOSCALING_RESUMED = "AutoscalingResumed"
     GROUP_RECREATED = "GroupRecreated"
+    # InferencePool (spec.routing.inferencePool) and Admitted False when a pool's servers disagree
+    POOL_CREATED = "PoolCreated"
+    POOL_JOINED = "PoolJoined"
+    POOL_NOT_FOUND = "PoolNotFound"
+    POOL_SELECTOR_MISMATCH = "PoolSelectorMismatch"
+    POOL_NOT_OWNED = "PoolNotOwned"
+    POOL_CRD_MISSING = "InferencePoolCRDMissing"
+    GATEWAY_DISABLED = "GatewayDisabled"
+    POOL_MODEL_MISMATCH = "PoolModelMismatch"
+    # PoolContextCovered
+    CONTEXT_COVERED = "ContextCovered"
+    NO_REPLICA_HOLDS_LONGEST_CONTEXT = "NoReplicaHoldsLongestContext"
+    # Events only (routing)
+    POOL_RELABELED = "PoolRelabeled"
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]
@@ -135,7 +152,8 @@ class Condition(WireModel):
     """One Kubernetes-style condition. ``lastTransitionTime`` changes only when ``status`` changes."""
 
     type: ConditionType
-    """Ready, BudgetFits, Degraded, ObjectsAccepted, Admitted, WeightsCached or Autoscaling."""
+    """Ready, BudgetFits, Degraded, ObjectsAccepted, Admitted, WeightsCached, Autoscaling, InferencePool or
+    PoolContextCovered."""
     status: ConditionStatus
     """True, False or Unknown."""
     reason: Reason
@@ -391,6 +409,8 @@ class InferenceServerStatus(WireModel):
             every server, autoscaled or not.
         autoscaling: the autoscaling thresholds in force, the ScaledObject and the replica counts
             (``ctxfit.api.autoscaling``); absent without ``spec.autoscaling``.
+        routing: the InferencePool in force and the context this server's pods say they hold
+            (``ctxfit.api.routing``); absent without ``spec.routing.inferencePool``.
     """
 
     observed_generation: int | None = None
@@ -408,6 +428,7 @@ class InferenceServerStatus(WireModel):
     model: ModelStatus | None = None
     replicas: int | None = None
     autoscaling: AutoscalingStatus | None = None
+    routing: RoutingStatus | None = None
 
     @classmethod
     def from_body(cls, status: dict[str, Any] | None) -> InferenceServerStatus:

@@ -119,6 +119,7 @@ MANAGED_FLAGS: tuple[ManagedFlag, ...] = (
                 "spec.speculative"),
     ManagedFlag(("--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-steps",
                  "--speculative-eagle-topk", "--speculative-num-draft-tokens"), _SGLANG, "spec.speculative"),
+    ManagedFlag(("--served-model-name",), _BOTH, "spec.routing.servedModelName"),
 )
 """Flags the engines' ``engine_args`` render (engines/vllm/__init__.py and engines/sglang/__init__.py
 ``engine_args``), with the aliases their parsers accept (vLLM ``vllm/engine/arg_utils.py``

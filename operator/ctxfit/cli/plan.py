@@ -31,6 +31,7 @@ from ctxfit.vocab.inputs import PlanInputError
 from . import EXIT_DOES_NOT_FIT, EXIT_OK, fail
 from .load import ManifestError, load_manifest, validation_message
 from .resolve import add_resolve_arguments, extra_configs_for_cli, resolve_for_cli
+from .routing import plan_routing
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -163,6 +164,9 @@ def run(args: argparse.Namespace) -> int:
     cache, note, cache_doc = plan_cache(server.spec, result, server.metadata.name, not args.no_default_storage_class)
     scaling_lines, scaling_doc = plan_autoscaling(server.spec, result, server.metadata.name)
     doc = result.to_json() | {"cache": cache_doc} | ({"autoscaling": scaling_doc} if scaling_doc is not None else {})
+    routing_lines, routing_doc = plan_routing(server.spec, result, server.metadata.name)
+    if routing_doc is not None:
+        doc["routing"] = routing_doc
     if args.output == "json":
         json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -170,5 +174,5 @@ def run(args: argparse.Namespace) -> int:
         yaml.safe_dump(doc, sys.stdout, sort_keys=False)
     else:
         render_table(result, server.metadata.name, f"weights cache: {describe_cache(cache)}; {note}",
-                     tuple(scaling_lines))
+                     (*scaling_lines, *routing_lines))
     return EXIT_OK if result.fits else EXIT_DOES_NOT_FIT

@@ -62,6 +62,24 @@ class KVDtypeDecision:
     reason: str | None = None
 
 
+@dataclass(frozen=True)
+class Launch:
+    """How the engine container starts and where it serves.
+
+    Attributes:
+        command: the container's ``command`` (program).
+        args: the container's ``args``.
+        ports: the API ports of the pod, in order (the first is ``spec.serving.port``); more than one when
+            each data-parallel rank serves its own (``ctxfit.engines.vllm.ranks``).
+        readiness_command: an exec readiness probe checking every port (None: an HTTP probe on the first).
+    """
+
+    command: list[str]
+    args: list[str]
+    ports: tuple[int, ...]
+    readiness_command: list[str] | None = None
+
+
 class Engine(Protocol):
     """One inference engine: memory model, flags, probes, defaults, metric names.
 
@@ -180,4 +198,14 @@ class Engine(Protocol):
 
     def unknown_flags(self, spec: InferenceServerSpec) -> list[str]:
         """Flags of ``spec.engine.args`` in no version of the engine ctxfit read (their memory effect is unknown)."""
+        ...
+
+    def api_ports(self, spec: InferenceServerSpec) -> tuple[int, ...]:
+        """The API ports of one single-node pod: ``(serving.port,)``, or one per data-parallel rank when the engine
+        serves each rank on its own port (vLLM in an InferencePool, ``ctxfit.engines.vllm.ranks``)."""
+        ...
+
+    def launch(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> Launch:
+        """The single-pod container's command, args and API ports (``command`` + ``engine_args`` on
+        ``serving.port``, unless the engine serves one port per data-parallel rank)."""
         ...

@@ -159,7 +159,7 @@ def test_conditional_flags_pass_when_the_spec_states_their_effect(engine: str, a
 
 
 def test_passthrough_and_allowed_flags_reach_the_engine_unchanged() -> None:
-    args = ["--enable-prefix-caching", "--served-model-name", "llama", "-O3", "--limit-mm-per-prompt", '{"image": 0}']
+    args = ["--enable-prefix-caching", "--seed", "7", "-O3", "--limit-mm-per-prompt", '{"image": 0}']
     result = plan(spec(args=args))
     assert result.engine_args[-len(args):] == args
 

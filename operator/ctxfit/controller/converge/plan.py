@@ -20,9 +20,9 @@ from .groups import best_group_node, group_shortage
 from .status import mark_failed_spec, mark_no_node, mark_phase
 from .types import EventNote, Outcome, Snapshot
 
-HISTORY_NEUTRAL_FIELDS = ("replicas", "attempts", "pod", "autoscaling")
+HISTORY_NEUTRAL_FIELDS = ("replicas", "attempts", "pod", "autoscaling", "routing")
 """Spec fields whose change keeps the plan and the attempt history (they do not change what fits; adding or
-removing ``autoscaling`` restarts no engine)."""
+removing ``autoscaling`` restarts no engine; joining or leaving a pool keeps what the server learnt)."""
 
 
 def spec_key(spec: InferenceServerSpec) -> str:

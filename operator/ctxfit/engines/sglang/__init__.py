@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctxfit.api import AttentionKind, EffectiveConfig, EngineKind, InferenceServerSpec, MiB
-from ctxfit.engines.base import BudgetTerms, KVDtypeDecision
+from ctxfit.engines.base import BudgetTerms, KVDtypeDecision, Launch
 from ctxfit.engines.common import container_defaults, format_fraction, probe_effective
 from ctxfit.engines.flags import FlagEffects, missing_in_version, refusals, unknown
 from ctxfit.vocab.version import parse_version
@@ -247,8 +247,19 @@ class SGLang:
         args += ["--enable-metrics"]
         args += features.lora_args(spec, effective, version)
         args += features.speculative_args(spec, effective, version)
+        if spec.routing.served_model_name:
+            args += ["--served-model-name", spec.routing.served_model_name]
         return args + list(spec.engine.args)
 
     def feature_problems(self, inputs: PlanInputs) -> list[tuple[str, str]]:
         """See ``features.problems``."""
         return features.problems(inputs)
+
+    def api_ports(self, spec: InferenceServerSpec) -> tuple[int, ...]:
+        """``(serving.port,)``: SGLang's data-parallel ranks share one HTTP server."""
+        return (spec.serving.port,)
+
+    def launch(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> Launch:
+        """``sglang.launch_server`` on ``serving.port``: SGLang's data-parallel ranks share its one HTTP
+        server (its DP controller balances them), so a pool routes to one port per pod."""
+        return Launch(list(self.command), self.engine_args(spec, effective), (spec.serving.port,))

@@ -77,6 +77,8 @@ def _graph_backend(occ: Occurrence, spec: InferenceServerSpec) -> bool:
 
 RULES: tuple[FlagRule, ...] = (
     # --- rendered by ctxfit from the spec (api/validation.py MANAGED_FLAGS refuses them at the API server)
+    FlagRule(("--served-model-name",), "0.4.0-0.5.23", V, M, "names the model the API serves (no memory effect)",
+             "spec.routing.servedModelName"),
     FlagRule(("--context-length",), "0.4.0-0.5.23", V, M, "sets the context the pool is planned for",
              "spec.context.target / spec.context.minimum"),
     FlagRule(("--mem-fraction-static",), "0.4.0-0.5.23", V, M, "sets the share of free memory for weights and KV pool",

@@ -131,7 +131,7 @@ PASSTHROUGH: frozenset[str] = frozenset((
     "--return-aux-hidden-state-layer-ids", "--return-hidden-states", "--return-hidden-states-mode",
     "--return-input-ids", "--return-output-ids", "--revision", "--rl-on-policy-target", "--rl-quant-profile",
     "--sampling-backend", "--sampling-defaults", "--sampling-mask-max-tokens", "--schedule-conservativeness",
-    "--schedule-low-priority-values-first", "--schedule-policy", "--scheduler-recv-interval", "--served-model-name",
+    "--schedule-low-priority-values-first", "--schedule-policy", "--scheduler-recv-interval",
     "--shared-experts-tp-size", "--show-time-cost", "--sidecar", "--sidecar-args", "--skip-server-warmup",
     "--skip-tokenizer-init", "--sleep-on-idle", "--sm-group-num", "--smg-grpc-mode", "--smg-http-sidecar-port",
     "--soft-watchdog-timeout", "--spec-trace-dir", "--speculative-accept-threshold-acc",

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
-from ctxfit.engines.base import BudgetTerms, KVDtypeDecision
+from ctxfit.engines.base import BudgetTerms, KVDtypeDecision, Launch
 from ctxfit.engines.common import container_defaults, format_fraction, probe_effective
 from ctxfit.engines.flags import FlagEffects, missing_in_version, refusals, unknown
 from ctxfit.vocab.version import parse_version
@@ -247,8 +247,28 @@ class VLLM:
             args += ["--cuda-graph-sizes", str(effective.cuda_graph_max_batch_size)]
         args += features.lora_args(spec, effective, version)
         args += features.speculative_args(spec, effective, version)
+        if spec.routing.served_model_name:
+            args += ["--served-model-name", spec.routing.served_model_name]
         return args + list(spec.engine.args)
 
     def feature_problems(self, inputs: PlanInputs) -> list[tuple[str, str]]:
         """See ``features.problems``."""
         return features.problems(inputs)
+
+    def api_ports(self, spec: InferenceServerSpec) -> tuple[int, ...]:
+        """See ``ranks.rank_ports``."""
+        from . import ranks
+
+        return ranks.rank_ports(spec)
+
+    def launch(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> Launch:
+        """``vllm serve`` on ``serving.port``; in a pool with data parallelism, one API server per rank
+        (``ranks``: the ports ``serving.port + rank`` and an exec readiness probe over all of them)."""
+        from . import ranks
+
+        args = self.engine_args(spec, effective)
+        ports = self.api_ports(spec)
+        if len(ports) == 1:
+            return Launch(list(self.command), args, ports)
+        command, rank_args = ranks.rank_launch(spec, self.command, args)
+        return Launch(command, rank_args, ports, ranks.readiness_command(self.health_path, ports))

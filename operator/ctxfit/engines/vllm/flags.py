@@ -101,6 +101,8 @@ def _compilation_modelled(occ: Occurrence, spec: InferenceServerSpec) -> bool:
 
 RULES: tuple[FlagRule, ...] = (
     # --- rendered by ctxfit from the spec (api/validation.py MANAGED_FLAGS refuses them at the API server)
+    FlagRule(("--served-model-name",), "0.8.0-0.33.0", MANY, M, "names the model the API serves (no memory effect)",
+             "spec.routing.servedModelName"),
     FlagRule(("--max-model-len",), "0.8.0-0.33.0", V, M, "sets the context the KV cache is sized for",
              "spec.context.target / spec.context.minimum"),
     FlagRule(("--gpu-memory-utilization", "--device-memory-utilization"), "0.8.0-0.33.0", V, M,

@@ -68,7 +68,7 @@ PASSTHROUGH: frozenset[str] = frozenset((
     "--return-tokens-as-token-ids", "--revision", "--root-path", "--runner", "--safetensors-load-strategy",
     "--safetensors-prefetch-block-size", "--safetensors-prefetch-num-threads", "--scheduler-cls",
     "--scheduler-delay-factor", "--scheduler-reserve-full-isl", "--scheduling-policy", "--seed",
-    "--served-model-name", "--show-hidden-metrics-for-version", "--shutdown-timeout", "--skip-tokenizer-init",
+    "--show-hidden-metrics-for-version", "--shutdown-timeout", "--skip-tokenizer-init",
     "--sleep-mode-backend", "--sleep-mode-offload-cudagraph", "--sleep-preserve-parameter-names",
     "--sparse-indexer-topk-backend", "--specialize-active-lora", "--sse-keep-alive-interval", "--ssl-ca-certs",
     "--ssl-cert-reqs", "--ssl-certfile", "--ssl-ciphers", "--ssl-keyfile", "--stream-interval",
