@@ -41,6 +41,7 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.settings`` (no modu
 | ``CTXFIT_TOKEN_RECHECK_SECONDS`` | 600 | a token's ModelAccessDenied is retried this often (the Secret may be fixed) |
 | ``CTXFIT_RESOLVE_TIMEOUT_SECONDS`` | 120 | a resolution (or resolver pod run) not done by then: HubUnreachable |
 | ``CTXFIT_RESOLVE_POLL_SECONDS`` | 2 | a server waiting for a resolution looks again this often |
+| ``CTXFIT_GATEWAY_ENABLED`` | false | manage the InferencePools and pool labels of ``spec.routing`` servers |
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ class Settings(BaseSettings):
     token_recheck_seconds: Annotated[float, Field(gt=0)] = 600.0
     resolve_timeout_seconds: Annotated[float, Field(gt=0)] = 120.0
     """A resolution (the operator's own Hub calls, or a resolver pod's run) not done by then failed as unreachable."""
+    gateway_enabled: bool = False
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -19,6 +19,7 @@ from ctxfit.vocab.modelsource import ModelSource
 
 from ..views.cache import ClaimView, StorageView
 from ..views.pods import DeploymentView, GPUNode, PodView
+from ..views.routing import RoutingSnapshot
 from ..views.workloads import ScaledObjectView
 
 
@@ -85,6 +86,8 @@ class Snapshot:
     download_log: Callable[[PodView], str] | None = None
     scaling: ScalingSnapshot | None = None
     resolution: ResolutionView | None = None
+    routing: RoutingSnapshot | None = None
+    created: str = ""
 
 
 @dataclass
@@ -112,6 +115,9 @@ class Outcome:
     resolution_request: ResolutionRequest | None = None
     replan_resolution: bool = False
     plan_result: Plan | None = None
+    pool: dict[str, Any] | None = None
+    pool_delete: tuple[str, str] | None = None
+    pod_labels: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
 
     def requeue(self, seconds: float) -> None:
         """Look again after ``seconds`` at the latest (keeps the earliest request)."""
