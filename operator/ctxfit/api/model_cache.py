@@ -20,13 +20,16 @@ The operator never reads the token Secret: it is rendered as ``HF_TOKEN`` from a
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from .base import WireModel
 from .quantity import Quantity, TiB, check_quantity_bounds
 from .validation import CONFIG_KEY, DNS1123_SUBDOMAIN
+
+if TYPE_CHECKING:
+    from .resolution import ResolvedModel
 
 MODES = ("volumeClaimTemplate", "persistentVolumeClaim", "hostPath", "emptyDir")
 """Wire names of the cache modes, in the order the docs list them."""
@@ -163,10 +166,11 @@ CACHE_CEL_RULES: dict[str, list[dict[str, str]]] = {
 
 
 class ModelStatus(WireModel):
-    """``status.model``: the cache in force and what the download did.
+    """``status.model``: what resolution found, the cache in force and what the download did.
 
     Attributes:
-        cache: the mode in force (after the default rule).
+        resolved: the resolved model (``ctxfit.api.resolution``; before the cache is chosen it is the only field).
+        cache: the mode in force (after the default rule); None until the cache step ran.
         claim_name: the PersistentVolumeClaim mounted (operator-owned or the user's).
         claim_bytes: the operator-owned claim's requested size as stored (what the claim has), bytes; absent
             until the claim exists.
@@ -184,7 +188,8 @@ class ModelStatus(WireModel):
             mode round trip never abandons a filled claim.
     """
 
-    cache: CacheMode
+    resolved: ResolvedModel | None = None  # defined in .resolution (imports .spec, which imports this module)
+    cache: CacheMode | None = None
     claim_name: str | None = None
     claim_bytes: int | None = None
     claim_wanted_bytes: int | None = None

@@ -50,6 +50,8 @@ from .kube.keda import (
     pause_scaled_object,
     read_scaling,
 )
+from .kube.pools import MembersOf, PoolAPIMissing, PoolMemo, apply_pool, delete_pool, patch_pod_labels, read_routing
+from .kube.resolution import Resolutions
 from .kube.service_lane import ServiceLane
 from .rejections import CLAIM_KIND, RejectionBook, refused
 from .runtime.lanes import EventPoster
@@ -84,6 +86,9 @@ class Runtime:
 
     ``services``: the lane that writes Services off the reconcile path (``service_lane``; None: inline).
 
+    ``resolutions``: the shared model resolutions (``kube/resolution.py``; None: models in no catalog are not
+    resolved and plan from the spec alone).
+
     ``stopping``: set when the operator stops; a reconcile in a worker thread writes nothing more (each
     write is re-derived by the next pass, in this process or the next, so stopping between two is safe).
     """
@@ -98,8 +103,10 @@ class Runtime:
     claims: ClaimsApi | None = None
     keda: KedaMemo = field(default_factory=KedaMemo)
     groups: GroupsMemo = field(default_factory=GroupsMemo)
+    pools: PoolMemo = field(default_factory=PoolMemo)
     stopping: threading.Event = field(default_factory=threading.Event)
     services: ServiceLane | None = None
+    resolutions: Resolutions | None = None
 
 
 @dataclass(frozen=True)
@@ -267,6 +274,26 @@ def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
         with refused("PersistentVolumeClaim/delete", out.claim_delete, {"delete": out.claim_delete}):
             rt.claims.delete_claim(meta["namespace"], out.claim_delete, snap.uid)
     _apply_scaling(rt, body, out, snap, pausing=False)
+    _apply_routing(rt, body, out, snap)
+
+
+def _apply_routing(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
+    """The InferencePool (after the workload: its pods exist to be selected), a pool this server stopped
+    creating, and the context labels of its live pods (``kube/pools.py``; every write tests ownership)."""
+    meta = body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    try:
+        if out.pool is not None:
+            pool = str(out.pool["metadata"]["name"])
+            live = snap.routing.pools.get(pool) if snap.routing is not None else None
+            with refused("InferencePool", pool, out.pool):
+                apply_pool(rt.kube, out.pool, live)
+        if out.pool_delete is not None:
+            delete_pool(rt.kube, namespace, *out.pool_delete)
+    except PoolAPIMissing:  # removed since it was read: the next pass says so in status
+        rt.pools.found_absent(time.monotonic())
+    for pod, (owner, labels) in sorted(out.pod_labels.items()):
+        patch_pod_labels(rt.kube, namespace, pod, name, owner, labels)
 
 
 def _multi_node(body: dict[str, Any]) -> bool:
@@ -434,13 +461,15 @@ UNKNOWN = _Unknown()
 def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...], pods: tuple[PodView, ...], *,
               body: dict[str, Any] | None = None, deployment: DeploymentView | None | _Unknown = UNKNOWN,
               service_port: ServiceView | int | None | _Unknown = UNKNOWN,
-              claim_seen: ClaimSeen | None = None) -> Result:
+              claim_seen: ClaimSeen | None = None, members_of: MembersOf | None = None) -> Result:
     """Reconcile ``namespace/name`` once; never raises (see the module docstring).
 
-    ``body``, ``deployment``, ``service_port``, ``claim_seen``: what the caller's watches already show (kopf
-    indexes); omitted ones are read from the API. A stale ``body`` only costs a conflict and a retry with a fresh read.
-    An object of a child's name that is not the server's (``ownership``) counts as absent: converge renders
-    it, and the write ends in ``guarded.Foreign`` (a condition and an Event) instead of touching it.
+    ``body``, ``deployment``, ``service_port``, ``claim_seen``, ``members_of``: what the caller's watches already
+    show (kopf indexes; ``members_of(pool)``: the namespace's servers that name ``pool``); omitted ones are read
+    from the API (no members: a pool's other servers are not known). A stale ``body`` only costs a conflict and a
+    retry with a fresh read. An object of a child's name that is not the server's (``ownership``) counts as
+    absent: converge renders it, and the write ends in ``guarded.Foreign`` (a condition and an Event) instead of
+    touching it.
     """
     started = time.monotonic()
     try:
@@ -479,6 +508,10 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
                                               spec_dict.get("autoscaling") is not None, old.autoscaling is not None),
                                  uid),
             groups_served=groups_served,
+            resolution=rt.resolutions.view((namespace, name), spec_dict) if rt.resolutions is not None else None,
+            routing=read_routing(rt.kube, rt.pools, rt.settings.gateway_enabled, namespace, name, spec_dict,
+                                 old.routing.pool if old.routing is not None else None, members_of),
+            created=str(meta.get("creationTimestamp") or ""),
         )
         engine_text = str((snap.spec.get("engine") or {}).get("kind", ""))
         # None (an invalid spec, which converge refuses before any diagnosis): classify knows every engine's text
@@ -498,6 +531,9 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             delay, stored = rejections.record(rt.kube, rt.rejections, (namespace, name), exc, out.status,
                                               snap.generation)
             return Result(delay, stored=stored, conflict=True)
+        if out.resolution_request is not None and rt.resolutions is not None:
+            _not_stopping(rt)
+            rt.resolutions.request((namespace, name), out.resolution_request, body)
         if isinstance(stored, _Deferred):
             assert out.deployment is not None
             return Result(0.0, applied=deployment_view(out.deployment))

@@ -313,7 +313,7 @@ NAMESPACED_RULES = {
     ("apps", "deployments"): {"get", "list", "watch", "create", "patch"},
     ("leaderworkerset.x-k8s.io", "leaderworkersets"): {"get", "list", "watch", "create", "patch"},
     ("", "services"): {"get", "list", "watch", "create", "patch"},
-    ("", "pods"): {"list", "watch"},
+    ("", "pods"): {"get", "list", "watch", "create", "delete"},  # + the resolver pods (controller/kube/resolution.py)
     ("", "pods/log"): {"get"},
     ("", "events"): {"create", "list"},
     ("", "persistentvolumeclaims"): {"get", "list", "watch", "create", "patch", "delete"},
@@ -385,8 +385,13 @@ def test_rbac_is_least_privilege(case: str) -> None:
                 continue
             assert not {"secrets", "configmaps", "roles", "rolebindings", "clusterroles",
                         "clusterrolebindings", "serviceaccounts", "pods/exec"} & set(rule["resources"]), rule
-            if rule["resources"] in (["nodes"], ["customresourcedefinitions"], ["namespaces"], ["pods"]):
+            if rule["resources"] in (["nodes"], ["customresourcedefinitions"], ["namespaces"]):
                 assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+            if rule["resources"] == ["pods"]:
+                # create/delete for the resolver pods only (docs/design/model-resolution.md): no more power than
+                # the Deployments the operator already creates (their pods mount the token Secret too); never
+                # update/patch (a running pod is not rewritten), never exec
+                assert set(rule["verbs"]) <= {"get", "list", "watch", "create", "delete"}, rule
             if role["kind"] == "ClusterRole" and role["metadata"]["name"].endswith("-cluster"):
                 assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
 
@@ -453,7 +458,8 @@ def test_engine_pod_monitor_selects_the_operators_engine_pods(sets: dict[str, An
     assert endpoint["port"] == "http" and endpoint["path"] == "/metrics"
     targets = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"]}
     assert targets == {"server": ["__meta_kubernetes_pod_label_ctxfit_io_server"],
-                       "engine_kind": ["__meta_kubernetes_pod_label_ctxfit_io_engine"]}
+                       "engine_kind": ["__meta_kubernetes_pod_label_ctxfit_io_engine"],
+                       "pool": ["__meta_kubernetes_pod_label_ctxfit_io_inference_pool"]}
 
 
 def test_engine_pod_monitor_matches_what_the_operator_renders() -> None:

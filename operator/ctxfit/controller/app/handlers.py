@@ -25,10 +25,11 @@ from ctxfit.render.leaderworkerset import LWS_PLURAL
 
 from ..kube.groups import LWS_GROUP, LWS_VERSION
 from ..kube.keda import KEDA_GROUP, KEDA_PLURAL, KEDA_VERSION
+from ..settings import Settings
 from ..views.cache import ClaimView, claim_view
 from ..views.pods import DeploymentView, GPUNode, PodView, deployment_view, gpu_node, pod_view
 from ..views.workloads import ServiceView, scaled_object_view, service_view
-from . import lifecycle
+from . import lifecycle, routing
 
 Key = tuple[str, str]
 
@@ -66,6 +67,7 @@ def _remember(memo: kopf.Memo, indexes: dict[str, Any]) -> lifecycle.State:
     if state.indexes is None:
         state.indexes = (indexes["pods_by_server"], indexes["gpu_nodes"], indexes["deployments_by_server"],
                          indexes["services_by_server"], indexes["claims_by_name"])
+        state.members = indexes.get(routing.MEMBERS_INDEX)
     return state
 
 
@@ -74,6 +76,7 @@ async def on_server(event: kopf.RawEvent, body: kopf.Body, name: str, namespace:
     """Any change of an InferenceServer (incl. the initial listing) -> reconcile it, except our own echo."""
     state = _remember(memo, indexes)
     key = (namespace, name)
+    routing.notify_members(state, event, body, namespace, name, indexes)
     if event.get("type") == "DELETED":
         state.known.discard(key)
         state.waiting_for_nodes.discard(key)
@@ -151,14 +154,19 @@ def _handler(fn: Callable[..., Any]) -> Any:
     return fn
 
 
-def build_registry(scaled_objects: bool = False) -> kopf.OperatorRegistry:
+def build_registry(scaled_objects: bool = False, gateway: bool | None = None) -> kopf.OperatorRegistry:
     """A fresh kopf registry with ctxfit's handlers (``kopf.run(registry=...)``; tests build their own).
 
     ``scaled_objects``: also watch the operator's KEDA ScaledObjects (``Settings.keda_enabled``: the chart grants
     list/watch on them only then), so one deleted or paused by hand is seen at once, not at the resync. The
     operator's LeaderWorkerSets are always watched (a hand edit of a group is drift, seen at once); kopf watches
-    a resource only while the API server serves it."""
+    a resource only while the API server serves it. ``gateway``: also the inference gateway's index and watch
+    (``app/routing.py``); None: ``CTXFIT_GATEWAY_ENABLED``."""
     registry = kopf.OperatorRegistry()
+    if gateway is None:
+        gateway = Settings().gateway_enabled
+    if gateway:
+        routing.register(registry, _handler)
     kopf.on.login(registry=registry)(_handler(login))
     kopf.on.startup(registry=registry)(_handler(lifecycle.startup))
     kopf.on.cleanup(registry=registry)(_handler(lifecycle.cleanup))

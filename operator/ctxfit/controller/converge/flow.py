@@ -7,12 +7,12 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from ctxfit.api import InferenceServerSpec
-from ctxfit.api.status import Phase, now_rfc3339
+from ctxfit.api.status import Phase, Reason, now_rfc3339
 from ctxfit.recovery import Decision, Failure
 
 from ..settings import Settings
 from ..views.pods import PodView
-from . import attempts, policy, status
+from . import attempts, policy, resolution, routing, status
 from .autoscaling import converge_autoscaling, pause_live
 from .cache import observe_download, resolve
 from .desired import desired
@@ -48,8 +48,14 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
         return out
     out.spec = spec
     refused = policy.refusal(spec, settings)
-    if refused is not None:
-        status.mark_refused(out, refused, now, snap.generation)
+    pool_refused = routing.refusal(snap.name, snap.uid, snap.created, spec, snap.routing) if refused is None else None
+    if refused is not None or pool_refused is not None:
+        if pool_refused is not None:  # another server defines the pool's model: this one may not join it
+            status.mark_refused(out, pool_refused, now, snap.generation, reason=Reason.POOL_MODEL_MISMATCH)
+            st.routing = None
+            routing.drop_conditions(out)
+        else:
+            status.mark_refused(out, str(refused), now, snap.generation)
         st.observed_generation = snap.generation
         out.scale_to_zero = snap.deployment is not None and snap.deployment.replicas != 0
         pause_live(out, snap.scaling, snap.name, now, snap.generation)
@@ -61,10 +67,17 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
         st.observed_generation = snap.generation
         return out
     key = spec_key(spec)
+    spec_changed = st.spec_key is not None and st.spec_key != key  # (a first pass is no change)
     if st.spec_key != key:
         attempts.start_over(out, key, now)
-    if st.plan is None:
-        first_plan(snap, spec, out, settings, now)
+    found = resolution.step(snap, spec, out, now, settings, spec_changed)
+    if out.replan_resolution:  # a moving branch moved: plan again with the new commit
+        attempts.start_over(out, key, now, announce=False)
+        found = resolution.step(snap, spec, out, now, settings, False)
+    if st.plan is None and found.ready:
+        first_plan(snap, spec, out, settings, now, model=found.source)
+        if out.plan_result is not None:
+            resolution.record(out, spec, snap.namespace, found.source, out.plan_result, now, snap.generation)
     attempts.reopen(out, snap.generation, now)
     cache = resolve(snap, spec, out, now, settings.default_cache)
     def record(pod: PodView, failure: Failure, decision: Decision | None) -> None:
@@ -76,5 +89,9 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
         status.mark_clamped(out, now, snap.generation)
     desired(snap, spec, out, settings, cache)
     converge_autoscaling(snap, spec, out, settings, now)
+    if snap.routing is not None:
+        server = routing.ServerFacts(snap.name, snap.namespace, snap.uid, snap.created, spec,
+                                     routing.pool_pods(snap.name, snap.pods))
+        routing.converge_routing(server, out, snap.routing, now=now, generation=snap.generation)
     st.observed_generation = snap.generation
     return out
