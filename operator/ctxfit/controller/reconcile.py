@@ -503,7 +503,8 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             claim=_claim(rt, namespace, name, uid, spec_dict, old, claim_seen),
             download_log=lambda pod: rt.kube.log_tail(namespace, pod.name, DOWNLOAD_CONTAINER, previous=False,
                                                       lines=DOWNLOAD_LOG_LINES),
-            calibration=rt.calibration.table() if rt.calibration is not None else None,  # cached; used to plan
+            # cached; used to plan; a namespace's own start-ups first, others' only as MIN_TENANTS namespaces agree
+            calibration=rt.calibration.table().scoped(namespace) if rt.calibration is not None else None,
             scaling=_own_scaling(read_scaling(rt.kube, rt.keda, rt.settings.keda_enabled, namespace, name,
                                               spec_dict.get("autoscaling") is not None, old.autoscaling is not None),
                                  uid),
