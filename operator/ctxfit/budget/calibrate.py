@@ -60,6 +60,8 @@ MAX_RESERVE_BYTES = 8 * GiB
 MAX_ENTRIES = 64
 """Keys a table holds (engine x minor x GPU x TP x PP in use in one cluster: a few dozen at most). More are dropped on
 read; ``add`` of a new key to a full table evicts the key sampled least recently."""
+MAX_PROBLEMS = 20
+"""Problems a read keeps the words of (``CalibrationTable.problem_count`` counts them all)."""
 MAX_READ_ITEMS = 4 * MAX_ENTRIES
 """Raw list items looked at on read (valid or not): the parse cost is bounded whatever the text holds."""
 MAX_BYTES = 2 << 40
@@ -294,6 +296,8 @@ class CalibrationTable:
     entries: dict[CalibrationKey, CalibrationEntry] = field(default_factory=dict)
     namespace: str | None = None
     problems: tuple[str, ...] = ()
+    problem_count: int = 0
+    """How many problems there were (``problems`` keeps the first ``MAX_PROBLEMS``)."""
 
     def scoped(self, namespace: str) -> CalibrationTable:
         """The same entries, calibrating plans of ``namespace`` (see ``lookup``); shares the entries (read only)."""
@@ -406,7 +410,7 @@ class CalibrationTable:
                 for sample in entry.samples:
                     if all(s.sample_id != sample.sample_id for s in known.samples):
                         known.add(sample)
-        return cls(entries, problems=tuple(problems[:20]))
+        return cls(entries, problems=tuple(problems[:MAX_PROBLEMS]), problem_count=len(problems))
 
 
 class CalibratedEngine:

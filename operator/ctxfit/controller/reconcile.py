@@ -289,11 +289,14 @@ def _apply_routing(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
             with refused("InferencePool", pool, out.pool):
                 apply_pool(rt.kube, out.pool, live)
         if out.pool_delete is not None:
-            delete_pool(rt.kube, namespace, *out.pool_delete)
+            delete_pool(rt.kube, namespace, out.pool_delete[0], snap.uid)
     except PoolAPIMissing:  # removed since it was read: the next pass says so in status
         rt.pools.found_absent(time.monotonic())
-    for pod, (owner, labels) in sorted(out.pod_labels.items()):
-        patch_pod_labels(rt.kube, namespace, pod, name, owner, labels)
+    workload = snap.deployment.holder if snap.deployment is not None else None
+    kind = LWS_KIND if _multi_node(body) else "Deployment"
+    if out.pod_labels and workload is not None and workload.owns(snap.uid, kind):  # the pods' workload is the server's
+        for pod, (owner, labels) in sorted(out.pod_labels.items()):
+            patch_pod_labels(rt.kube, namespace, pod, name, owner, labels, workload.uid)
 
 
 def _multi_node(body: dict[str, Any]) -> bool:

@@ -146,8 +146,9 @@ class CalibrationStore:
             table = CalibrationTable(problems=(f"unreadable ({type(exc).__name__})",))
         if table.problems:
             shown = "; ".join(table.problems[:EVENT_PROBLEMS])
-            more = len(table.problems) - EVENT_PROBLEMS
-            self._warn(configmap, DROPPED, f"{len(table.problems)} problem(s) in calibration.yaml, not used for "
+            total = max(table.problem_count, len(table.problems))
+            more = total - EVENT_PROBLEMS
+            self._warn(configmap, DROPPED, f"{total} problem(s) in calibration.yaml, not used for "
                        f"planning: {shown}" + (f"; and {more} more" if more > 0 else ""))
         self._parsed = (version, table)
         self._last = table

@@ -9,7 +9,9 @@ tensor groups) or the typed failure, and runs each resolution once however many 
   the server (deleted with it), running the operator's image (``python -m ctxfit.hub.resolver``) with the Secret as
   ``HF_TOKEN`` (``secretKeyRef``: the kubelet reads it, the operator never does) or the claim mounted read-only; its
   packed result comes back through its termination message, read with one GET per waiting pass, and the pod is
-  deleted (only if its ownerReference names the server).
+  deleted through the ownership guard (``guarded.delete_owned``: only while its ownerReference names the server's
+  uid, with the pod's uid as a precondition). A pod of that name that is not the server's is never written:
+  ``ModelResolved=False`` with reason ``ForeignObject`` naming it, looked at again with backoff.
 
 Failures: ``HubUnreachable`` (and a run that timed out) is retried with backoff (``resolve_backoff_seconds``,
 doubling, capped); the others stay until the spec changes (``ResolutionRequest.forget_error``), except a token's
@@ -41,8 +43,10 @@ from ctxfit.vocab.modelsource import ModelSource, unpack
 from ..converge.resolution import need
 from ..converge.types import Need, ResolutionRequest, ResolutionView
 from ..settings import Settings
+from ..views.ownership import Holder, holder_of
 from .client import Kube
-from .rest import PODS
+from .guarded import Foreign, delete_owned
+from .rest import PODS, Conflict
 
 logger = logging.getLogger(__name__)
 Key = tuple[str, str]
@@ -154,6 +158,8 @@ class Resolutions:
             return
         try:
             self._create_pod(wanted, body)
+        except Foreign as exc:  # a name collision: a condition naming the pod, looked at again with backoff
+            self._finish(wanted.key, None, "ForeignObject", exc.describe())
         except Exception as exc:  # noqa: BLE001 - the key fails, the server says why
             self._finish(wanted.key, None, "HubUnreachable" if isinstance(exc, ApiException) and
                          (exc.status or 500) >= 500 else "InvalidCheckpoint", f"resolver pod: {exc}")
@@ -185,7 +191,7 @@ class Resolutions:
                 entry.retry_at, entry.failures = None, 0
             else:
                 entry.error, entry.detail = error, detail
-                if error == "HubUnreachable":
+                if error in ("HubUnreachable", "ForeignObject"):
                     entry.failures += 1
                     entry.retry_at = now + timedelta(seconds=self._backoff(entry.failures))
                 elif error == "ModelAccessDenied" and key[0] == "token":
@@ -230,7 +236,7 @@ class Resolutions:
                 raise
             live = self.kube.rest.read(PODS, namespace, name)
             if live is None or not _owned_by(live, uid):  # someone else's pod of that name: never touch it
-                raise RuntimeError(f"a pod named {name} exists and is not owned by {server}") from None
+                raise Foreign("Pod", name, holder_of(live) or Holder("")) from None
         with self._lock:
             entry = self._entries.setdefault(wanted.key, _Entry())
             entry.pod, entry.note = (namespace, name, uid), "created"
@@ -277,14 +283,28 @@ class Resolutions:
             else:
                 kind, _, detail = found
                 self._finish(wanted.key, None, kind, detail)
-        if _owned_by(live, uid):
-            self._delete_pod(pod)
+        self._delete_pod(pod, live)
 
-    def _delete_pod(self, pod: tuple[str, str, str]) -> None:
+    def _delete_pod(self, pod: tuple[str, str, str], live: dict[str, Any] | None = None) -> None:
+        """Delete the resolver pod when it is the server's (``guarded.delete_owned``: its ownerReference names the
+        server's uid, and the delete carries the pod's uid as a precondition); a pod of that name that is not (made
+        by hand since, or another's) is left alone."""
         assert self.kube is not None
-        namespace, name, _ = pod
+        kube = self.kube
+        namespace, name, uid = pod
+        just_read = [live] if live is not None else []  # the first check may use the pod as just read
+
+        def read() -> dict[str, Any] | None:
+            return just_read.pop() if just_read else kube.rest.read(PODS, namespace, name)
+
+        def send(pod_uid: str) -> None:
+            kube.rest.call("DELETE", PODS, namespace, name,
+                           body={"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": pod_uid}})
+
         try:
-            self.kube.rest.call("DELETE", PODS, namespace, name)
+            delete_owned("Pod", name, uid, read, send)
+        except (Foreign, Conflict) as exc:
+            logger.warning("resolver pod %s/%s not deleted: %s", namespace, name, exc)
         except ApiException as exc:
             if exc.status != 404:
                 logger.warning("deleting resolver pod %s/%s: %s", namespace, name, exc.status)

@@ -182,17 +182,30 @@ class FakeRest:
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.deleted: list[str] = []
         self.lock = threading.Lock()
+        self.created = 0
+        self.before_delete: Any = None  # called before a DELETE is applied (a race between read and delete)
 
     def call(self, verb: str, resource: Any, namespace: str, name: str | None = None, **kw: Any) -> bytes:
+        if verb == "DELETE" and self.before_delete is not None:
+            self.before_delete(self)
         with self.lock:
             if verb == "POST":
                 pod = kw["body"]
                 key = (namespace, pod["metadata"]["name"])
                 if key in self.pods:
                     raise ApiException(status=409)
-                self.pods[key] = json.loads(json.dumps(pod)) | {"status": {"phase": "Pending"}}
+                self.created += 1
+                stored = json.loads(json.dumps(pod)) | {"status": {"phase": "Pending"}}
+                stored["metadata"]["uid"] = f"pod-uid-{self.created}"
+                self.pods[key] = stored
             elif verb == "DELETE":
                 assert name is not None
+                live = self.pods.get((namespace, name))
+                if live is None:
+                    raise ApiException(status=404)
+                wanted = ((kw.get("body") or {}).get("preconditions") or {}).get("uid")
+                if wanted is not None and wanted != live["metadata"].get("uid"):
+                    raise ApiException(status=409)  # the API server's answer to a failed precondition
                 self.pods.pop((namespace, name), None)
                 self.deleted.append(name)
         return b"{}"
@@ -240,8 +253,56 @@ def test_a_pod_of_that_name_not_owned_by_the_server_is_never_touched(hub: HubSta
     res.request(("team-a", "llama"), ResolutionRequest(wanted),
                 {"metadata": {"namespace": "team-a", "name": "llama", "uid": "uid-llama"}})
     view = res.view(("team-a", "llama"), body)
-    assert view is not None and view.error == "InvalidCheckpoint" and "not owned by llama" in view.detail
-    assert not kube.rest.deleted
+    assert view is not None and view.error == "ForeignObject" and "not owned by this InferenceServer" in view.detail
+    assert view.retry_at is not None, "looked at again with backoff (the user may delete it)"
+    assert not kube.rest.deleted and kube.rest.pods[("team-a", squatter["metadata"]["name"])] == squatter
+    res.close()
+
+
+def _squatter_swap(kube: FakeKube, name: str) -> None:
+    """Replace the resolver pod by a pod of the same name that is not the server's (made by hand since)."""
+    pod = kube.rest.pods[("team-a", name)]
+    pod["metadata"] = {"name": name, "namespace": "team-a", "uid": "uid-squatter", "labels": {"app": "mine"}}
+
+
+def test_a_timed_out_resolution_never_deletes_a_pod_that_is_not_the_servers(hub: HubStandIn) -> None:
+    """The deadline's delete goes through the ownership guard: a pod of that name made since is left alone."""
+    kube = FakeKube()
+    now = [datetime(2026, 12, 2, tzinfo=UTC)]
+    res = Resolutions(kube, SETTINGS, lambda key: None, clock=lambda: now[0])  # type: ignore[arg-type]
+    body = spec("meta-llama/Llama-3.2-3B", tokenSecretRef={"name": "hf", "key": "token"})
+    wanted = need(InferenceServerSpec.model_validate(body), "team-a")
+    res.request(("team-a", "llama"), ResolutionRequest(wanted),
+                {"metadata": {"namespace": "team-a", "name": "llama", "uid": "uid-llama"}})
+    ((_, name),) = kube.rest.pods
+    _squatter_swap(kube, name)
+    now[0] += timedelta(seconds=SETTINGS.resolve_timeout_seconds + 120)
+    view = res.view(("team-a", "llama"), body)
+    assert view is not None and view.error == "HubUnreachable"
+    for thread in [t for t in threading.enumerate() if t.daemon and t is not threading.current_thread()]:
+        thread.join(timeout=5)
+    assert not kube.rest.deleted and ("team-a", name) in kube.rest.pods
+    res.close()
+
+
+def test_a_resolver_pod_replaced_between_its_read_and_its_delete_is_left_alone(hub: HubStandIn,
+                                                                                tmp_path: Path) -> None:
+    kube = FakeKube()
+    res = Resolutions(kube, SETTINGS, lambda key: None)  # type: ignore[arg-type]
+    body = spec("meta-llama/Llama-3.2-3B", tokenSecretRef={"name": "hf", "key": "token"})
+    wanted = need(InferenceServerSpec.model_validate(body), "team-a")
+    res.request(("team-a", "llama"), ResolutionRequest(wanted),
+                {"metadata": {"namespace": "team-a", "name": "llama", "uid": "uid-llama"}})
+    ((_, name), pod), = kube.rest.pods.items()
+    env = _kubelet_env(pod, {("hf", "token"): TOKEN}) | {"HF_HOME": str(tmp_path / "hf"),
+                                                          "CTXFIT_CACHE": str(tmp_path / "c")}
+    code, message = run_resolver(env)
+    pod["status"] = {"phase": "Succeeded", "containerStatuses": [{"name": RESOLVER_CONTAINER, "state": {
+        "terminated": {"exitCode": code, "message": message}}}]}
+    kube.rest.before_delete = lambda rest: (setattr(rest, "before_delete", None), _squatter_swap(kube, name))
+    view = res.view(("team-a", "llama"), body)
+    assert view is not None and view.source is not None, "the result is read"
+    assert not kube.rest.deleted and kube.rest.pods[("team-a", name)]["metadata"]["uid"] == "uid-squatter"
     res.close()
 
 
