@@ -216,7 +216,7 @@ def run_world(world: World) -> None:
     res = Resolutions(kube, SETTINGS, lambda key: None)
     wanted = need(InferenceServerSpec.model_validate(TOKEN_SPEC), NS)
     res.request((NS, NAME), ResolutionRequest(wanted), {"metadata": {"namespace": NS, "name": NAME, "uid": UID}})
-    res._delete_pod((NS, resolver_pod_name(NAME, wanted.key), UID))
+    res._delete_pod((NS, resolver_pod_name(NAME, wanted.key), UID, ""))
     res.close()
     check_log(api, foreign)
     for key, obj in foreign.items():

@@ -68,8 +68,9 @@ HINTS = {"ModelAccessDenied": "accept the model's terms on the Hub and set spec.
                                     "it",
          "InvalidCheckpoint": "check the repository's config.json and safetensors files",
          "HubUnreachable": "waiting for the Hub (or HF_ENDPOINT's mirror); nothing is started meanwhile",
-         "ForeignObject": "ctxfit writes only pods its server owns: delete or rename that pod (looked at again "
-                          "with backoff)",
+         "ForeignObject": "the resolver pod's name is taken by a pod that is not this server's (ownership is by uid); "
+                          "ctxfit never writes or reads it: delete or rename that pod, or rename the server (asked "
+                          "again with backoff)",
          "ResolverNotConfigured": "set CTXFIT_RESOLVER_IMAGE to the operator's image (the Helm chart does), or give "
                                   "spec.model.architecture and weightsPerGPU"}
 
