@@ -289,11 +289,26 @@ def _apply_routing(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
             with refused("InferencePool", pool, out.pool):
                 apply_pool(rt.kube, out.pool, live)
         if out.pool_delete is not None:
-            delete_pool(rt.kube, namespace, *out.pool_delete)
+            delete_pool(rt.kube, namespace, out.pool_delete[0], snap.uid)
     except PoolAPIMissing:  # removed since it was read: the next pass says so in status
         rt.pools.found_absent(time.monotonic())
-    for pod, (owner, labels) in sorted(out.pod_labels.items()):
-        patch_pod_labels(rt.kube, namespace, pod, name, owner, labels)
+    workload = _own_workload(snap, body)
+    if workload is None:  # no workload of the server's own: no pod of it to relabel
+        return
+    for pod, (_owner, labels) in sorted(out.pod_labels.items()):
+        if not patch_pod_labels(rt.kube, namespace, pod, snap.uid, workload, labels):
+            logger.debug("%s/%s: pod %s not relabelled (gone, changed, or not of this server's %s)",
+                      namespace, name, pod, workload[0])
+
+
+def _own_workload(snap: Snapshot, body: dict[str, Any]) -> tuple[str, str] | None:
+    """``(kind, uid)`` of the server's own Deployment or LeaderWorkerSet (its ownerReference names the server by
+    uid: ``ownership``), None when there is none."""
+    kind = LWS_KIND if _multi_node(body) else "Deployment"
+    holder = snap.deployment.holder if snap.deployment is not None else None
+    if holder is None or not holder.uid or not holder.owns(snap.uid, kind):
+        return None
+    return kind, holder.uid
 
 
 def _multi_node(body: dict[str, Any]) -> bool:
