@@ -292,23 +292,11 @@ def _apply_routing(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
             delete_pool(rt.kube, namespace, out.pool_delete[0], snap.uid)
     except PoolAPIMissing:  # removed since it was read: the next pass says so in status
         rt.pools.found_absent(time.monotonic())
-    workload = _own_workload(snap, body)
-    if workload is None:  # no workload of the server's own: no pod of it to relabel
-        return
-    for pod, (_owner, labels) in sorted(out.pod_labels.items()):
-        if not patch_pod_labels(rt.kube, namespace, pod, snap.uid, workload, labels):
-            logger.debug("%s/%s: pod %s not relabelled (gone, changed, or not of this server's %s)",
-                      namespace, name, pod, workload[0])
-
-
-def _own_workload(snap: Snapshot, body: dict[str, Any]) -> tuple[str, str] | None:
-    """``(kind, uid)`` of the server's own Deployment or LeaderWorkerSet (its ownerReference names the server by
-    uid: ``ownership``), None when there is none."""
+    workload = snap.deployment.holder if snap.deployment is not None else None
     kind = LWS_KIND if _multi_node(body) else "Deployment"
-    holder = snap.deployment.holder if snap.deployment is not None else None
-    if holder is None or not holder.uid or not holder.owns(snap.uid, kind):
-        return None
-    return kind, holder.uid
+    if out.pod_labels and workload is not None and workload.owns(snap.uid, kind):  # the pods' workload is the server's
+        for pod, (owner, labels) in sorted(out.pod_labels.items()):
+            patch_pod_labels(rt.kube, namespace, pod, name, owner, labels, workload.uid)
 
 
 def _multi_node(body: dict[str, Any]) -> bool:
@@ -518,7 +506,8 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             claim=_claim(rt, namespace, name, uid, spec_dict, old, claim_seen),
             download_log=lambda pod: rt.kube.log_tail(namespace, pod.name, DOWNLOAD_CONTAINER, previous=False,
                                                       lines=DOWNLOAD_LOG_LINES),
-            calibration=rt.calibration.table() if rt.calibration is not None else None,  # cached; used to plan
+            # cached; used to plan; a namespace's own start-ups first, others' only as MIN_TENANTS namespaces agree
+            calibration=rt.calibration.table().scoped(namespace) if rt.calibration is not None else None,
             scaling=_own_scaling(read_scaling(rt.kube, rt.keda, rt.settings.keda_enabled, namespace, name,
                                               spec_dict.get("autoscaling") is not None, old.autoscaling is not None),
                                  uid),

@@ -77,20 +77,19 @@ def _gone(exc: ApiException) -> bool:
 
 
 def patch_owned(kind: str, name: str, owner: str, read: Read, send: SendPatch, ops: list[dict[str, Any]],
-                live: dict[str, Any] | None = None, via: tuple[str, ...] = ()) -> bool:
+                live: dict[str, Any] | None = None) -> bool:
     """Apply ``ops`` to the object when it is the server's (uid ``owner``). ``live``: the object as just read
-    (else ``read`` is called). ``via``: see ``Holder.owns`` (a pod's controller the caller found to be the
-    server's own). Returns False when it does not exist (nothing sent).
+    (else ``read`` is called). Returns False when it does not exist (nothing sent).
 
     Raises:
         Foreign: it exists and is not the server's (nothing sent), or stopped being it before the patch.
         Conflict: it was replaced by another object between the read and the patch.
         ApiException: any other answer (a 404: deleted meanwhile; a 400/403/422 about the patch itself).
     """
-    holder = check(kind, name, live if live is not None else read(), owner, via)
+    holder = check(kind, name, live if live is not None else read(), owner)
     if holder is None:
         return False
-    _send_guarded(kind, name, owner, holder, read, send, ops, via)
+    _send_guarded(kind, name, owner, holder, read, send, ops)
     return True
 
 

@@ -1,17 +1,16 @@
 """Kubernetes I/O of the inference gateway: InferencePools (``inference.networking.k8s.io/v1``) and the context
 labels of live engine pods (docs/design/gateway.md).
 
-Every write goes through the ownership rule every child write follows (``views/ownership.py``, ``kube/guarded.py``):
-a pool is written only when absent (a create) or when its ownerReferences name the server by uid (a same-named
-pool of anyone else is ``guarded.Foreign``: never written), behind ``test`` operations on its uid and that
-reference, and deleted with its uid as a precondition. A pod is relabelled only when it is the server's by
-uid down the owner chain: its controller (a ReplicaSet, or a LeaderWorkerSet's leader StatefulSet) is read and
-must be controlled by the server's own workload (the Deployment or LeaderWorkerSet whose ownerReference names
-the server), and the patch tests the pod's uid and that controller's uid; any other pod carrying the server's
-labels is left alone. A failed test (422) or precondition (409) writes nothing; the next pass reads again.
-Only servers that name a pool (or did) read anything here. RBAC: ``inferencepools``
-get/list/watch/create/patch/delete, ``pods`` patch, ``replicasets``/``statefulsets`` get, behind the chart's
-``gateway.enabled``.
+Every write passes the ownership rule by uid (``views/ownership.py``, docs/design/ownership.md) in the request
+itself, so an object that changed hands since it was read is never written: a pool is created, or patched through
+``guarded.create_or_patch`` (``test`` operations on the pool's uid and on its ownerReference naming the server's
+uid), or deleted through ``guarded.delete_owned`` (a uid precondition, after checking it is the server's). A pod's
+labels are patched only when the uid chain holds: the pod's controller (a ReplicaSet, or the LeaderWorkerSet's leader
+StatefulSet) is controlled by the server's own workload (its uid, itself checked as the server's), and the patch
+tests the pod's uid, that controller reference's uid and the pod's ``ctxfit.io/server`` label. A failed test (422)
+or precondition (409) writes nothing; the next pass reads again. Only servers that name a pool (or did) read
+anything here. RBAC: ``inferencepools`` get/list/watch/create/patch/delete, ``pods`` patch, ``replicasets`` and
+``statefulsets`` get, behind the chart's ``gateway.enabled``.
 
 API absent: the API server answers 404 for the resource itself (``custom.resource_missing``); ``PoolMemo``
 keeps that for ``ABSENT_MEMO_SECONDS``, so a cluster without the GIE CRDs costs one GET per minute, not one
@@ -29,15 +28,14 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from ctxfit.api.routing import InferencePoolRouting
+from ctxfit.render import SERVER_LABEL
 
 from ..views.ownership import holder_of, server_uid_of
 from ..views.routing import MemberView, PoolView, RoutingSnapshot, pool_view
 from .client import FIELD_MANAGER, Kube, _pointer, _replace_ops
 from .custom import resource_missing
-from .guarded import Foreign, create_or_patch, delete_owned, patch_owned
-from .rest import INFERENCE_POOLS, JSON_PATCH, PODS, REPLICA_SETS, STATEFUL_SETS, Conflict
-
-POOL_KIND = "InferencePool"
+from .guarded import Foreign, create_or_patch, delete_owned
+from .rest import INFERENCE_POOLS, JSON_PATCH, PODS, REPLICASETS, STATEFULSETS, Conflict
 
 ABSENT_MEMO_SECONDS = 60.0
 """The InferencePool API found absent is asked again after this long (the routing pass requeues as often)."""
@@ -79,14 +77,16 @@ def get_pool(kube: Kube, namespace: str, name: str) -> PoolView | None:
         raise
 
 
+POOL_KIND = "InferencePool"
+
+
 def apply_pool(kube: Kube, obj: dict[str, Any], live: PoolView | None) -> None:
-    """Create the pool (``live`` None or being deleted), or replace its spec and ctxfit's labels/annotations when
-    it is the server's (``guarded.create_or_patch``: read, checked, patched behind ``test`` operations).
+    """Create the pool (``live`` None or being deleted), or replace its spec and ctxfit's labels/annotations behind
+    the ownership guard (``guarded.create_or_patch``: the pool is the one read and still names the server's uid).
 
     Raises:
-        PoolAPIMissing: the resource is not served. guarded.Foreign: a pool of that name exists and is not the
-            server's (nothing written). ApiException: anything else (400/403/422 refusals are turned into
-            ``rejections.Rejected`` by the caller).
+        PoolAPIMissing: the resource is not served. Foreign: the pool is not the server's (nothing written).
+        ApiException: anything else (400/403/422 refusals are turned into ``rejections.Rejected`` by the caller).
     """
     meta = obj["metadata"]
     namespace, name = meta["namespace"], meta["name"]
@@ -103,84 +103,77 @@ def apply_pool(kube: Kube, obj: dict[str, Any], live: PoolView | None) -> None:
 
     try:
         create_or_patch(POOL_KIND, name, server_uid_of(obj), create, read, send, _replace_ops(obj),
-                        exists=live is not None and not live.deleting, gone=_pool_gone)
+                        exists=live is not None and not live.deleting,
+                        gone=lambda exc: exc.status == 404 and not resource_missing(exc))
     except ApiException as exc:
         if resource_missing(exc):
             raise PoolAPIMissing(str(exc.reason)) from exc
         raise
 
 
-def _pool_gone(exc: ApiException) -> bool:
-    """A 404 for the pool itself (deleted meanwhile: create it), not for its resource type (the API is gone)."""
-    return bool(exc.status == 404 and not resource_missing(exc))
-
-
 def delete_pool(kube: Kube, namespace: str, name: str, server_uid: str) -> None:
-    """Delete the pool when it is the server's (``guarded.delete_owned``: its uid as a precondition, so a pool of
-    that name created since, or anyone else's, is left alone); absent, replaced or foreign is fine."""
+    """Delete the pool when it is the server's of ``server_uid`` (``guarded.delete_owned``: checked, then a uid
+    precondition); absent, foreign or replaced meanwhile: left alone."""
+
+    def read() -> dict[str, Any] | None:
+        return kube.rest.read(INFERENCE_POOLS, namespace, name)
+
     def send(uid: str) -> None:
         kube.rest.call("DELETE", INFERENCE_POOLS, namespace, name,
                        body={"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}})
 
     try:
-        delete_owned(POOL_KIND, name, server_uid, lambda: kube.rest.read(INFERENCE_POOLS, namespace, name), send)
+        delete_owned(POOL_KIND, name, server_uid, read, send)
     except (Foreign, Conflict):
-        return
+        return  # not the server's (any more): the next pass reads it again
     except ApiException as exc:
         if exc.status in (404, 409) or resource_missing(exc):
             return
         raise
 
 
-WORKLOAD_CHILD = {"Deployment": "ReplicaSet", "LeaderWorkerSet": "StatefulSet"}
-"""The kind of a pod's controller under each workload kind."""
+CONTROLLERS = ("ReplicaSet", "StatefulSet")
+"""Kinds that control an engine pod of the server's workload (Deployment -> ReplicaSet; LeaderWorkerSet -> leader
+StatefulSet)."""
 
 
-def _read_controller(kube: Kube, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
-    """The pod's controller (a ReplicaSet or a StatefulSet) as the API returns it; None when absent."""
-    if kind == "ReplicaSet":
-        return kube.rest.read(REPLICA_SETS, namespace, name)
-    return kube.rest.read(STATEFUL_SETS, namespace, name)
-
-
-def patch_pod_labels(kube: Kube, namespace: str, pod: str, server_uid: str, workload: tuple[str, str],
-                     labels: Mapping[str, str]) -> bool:
-    """Set ``labels`` on the live pod ``pod`` when it is the server's (uid ``server_uid``) down its owner chain:
-    its controller, of the kind ``workload`` (``(kind, uid)`` of the server's own Deployment or LeaderWorkerSet)
-    creates pods through, is controlled by that workload. The patch tests the pod's uid and its controller
-    reference (``guarded.patch_owned`` with the controller's uid as ``via``). Returns whether it was patched: a
-    pod gone, changed since, or not the server's is left alone (the next pass looks again).
-    """
-    kind, workload_uid = workload
-    child_kind = WORKLOAD_CHILD[kind]
+def patch_pod_labels(kube: Kube, namespace: str, pod: str, server: str, owner: str, labels: Mapping[str, str],
+                     workload_uid: str) -> bool:
+    """Set ``labels`` on a live pod of ``server`` when the uid chain holds: the pod's controller is the ReplicaSet or
+    StatefulSet ``owner`` whose own controller has ``workload_uid`` (the server's workload, checked by the caller as
+    the server's). The patch tests the pod's uid, that reference's uid and the ``ctxfit.io/server`` label, so a pod
+    replaced or re-owned since is left alone. Returns True when patched (False: the chain does not hold, or the pod
+    is gone or changed: the next pass looks again)."""
     live = kube.rest.read(PODS, namespace, pod)
-    holder = holder_of(live)
-    if live is None or holder is None or holder.controller_ref is None or not workload_uid:
+    if live is None or not workload_uid:
         return False
-    index, controller_uid = holder.controller_ref
-    ref = live["metadata"]["ownerReferences"][index]
-    if ref.get("kind") != child_kind or ref.get("apiVersion") != "apps/v1":
+    meta = live.get("metadata") or {}
+    refs = meta.get("ownerReferences") or []
+    found = next(((i, r) for i, r in enumerate(refs) if isinstance(r, Mapping) and r.get("controller")), None)
+    if found is None or found[1].get("name") != owner or found[1].get("kind") not in CONTROLLERS or \
+            (meta.get("labels") or {}).get(SERVER_LABEL) != server or not meta.get("uid"):
         return False
-    controller = holder_of(_read_controller(kube, namespace, child_kind, str(ref.get("name") or "")))
-    if controller is None or controller.uid != controller_uid or controller.controller_ref is None \
-            or controller.controller_ref[1] != workload_uid:
+    index, ref = found
+    controller = (kube.rest.read(REPLICASETS, namespace, owner) if ref["kind"] == "ReplicaSet"
+                  else kube.rest.read(STATEFULSETS, namespace, owner))
+    holder = holder_of(controller)
+    if holder is None or holder.uid != ref.get("uid") or holder.controller_ref is None or \
+            holder.controller_ref[1] != workload_uid:
         return False
-    ops: list[dict[str, Any]] = [{"op": "add", "path": f"/metadata/labels/{_pointer(k)}", "value": v}
-                                 for k, v in sorted(labels.items())]
-
-    def send(patch: list[dict[str, Any]]) -> None:
-        kube.rest.call("PATCH", PODS, namespace, pod, query={"fieldManager": FIELD_MANAGER}, body=patch,
-                       content_type=JSON_PATCH)
-
+    ops: list[dict[str, Any]] = [
+        {"op": "test", "path": "/metadata/uid", "value": meta["uid"]},
+        {"op": "test", "path": f"/metadata/ownerReferences/{index}/uid", "value": ref["uid"]},
+        {"op": "test", "path": f"/metadata/labels/{_pointer(SERVER_LABEL)}", "value": server},
+    ]
+    ops += [{"op": "add", "path": f"/metadata/labels/{_pointer(k)}", "value": v} for k, v in sorted(labels.items())]
     try:
-        return patch_owned("Pod", pod, server_uid, lambda: kube.rest.read(PODS, namespace, pod), send, ops,
-                           live=live, via=(controller_uid,))
-    except (Foreign, Conflict):
-        return False
+        kube.rest.call("PATCH", PODS, namespace, pod, query={"fieldManager": FIELD_MANAGER}, body=ops,
+                       content_type=JSON_PATCH)
     except ApiException as exc:
         if exc.status in (404, 422):
             return False
         raise
+    return True
 
 
 MembersOf = Callable[[str], tuple[MemberView, ...]]

@@ -125,11 +125,11 @@ def _chain(fake: FakeApiServer, workload_uid: str = "deploy-uid", rs_owner: str 
 def test_a_pod_of_the_servers_own_replicaset_is_relabelled_behind_uid_tests() -> None:
     fake, kube = _setup()
     pod = _chain(fake)
-    assert patch_pod_labels(kube, NS, "srv-abc-1", SERVER_UID, ("Deployment", "deploy-uid"), LABELS)
+    assert patch_pod_labels(kube, NS, "srv-abc-1", "srv", "srv-abc", LABELS, "deploy-uid")
     (patch,) = fake.writes()
     rs_uid = pod["metadata"]["ownerReferences"][0]["uid"]
-    assert patch.body[:2] == [{"op": "test", "path": "/metadata/uid", "value": pod["metadata"]["uid"]},
-                              {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": rs_uid}]
+    assert {"op": "test", "path": "/metadata/uid", "value": pod["metadata"]["uid"]} in patch.body
+    assert {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": rs_uid} in patch.body
     labels = fake.get("", "pods", NS, "srv-abc-1")["metadata"]["labels"]
     assert {k: labels[k] for k in LABELS} == LABELS
 
@@ -139,13 +139,13 @@ def test_a_pod_that_only_looks_like_the_servers_is_never_relabelled() -> None:
     pod has no controller, or its controller is not a ReplicaSet: nothing is sent."""
     fake, kube = _setup()
     _chain(fake, rs_owner="someone-elses-deployment")
-    assert not patch_pod_labels(kube, NS, "srv-abc-1", SERVER_UID, ("Deployment", "deploy-uid"), LABELS)
+    assert not patch_pod_labels(kube, NS, "srv-abc-1", "srv", "srv-abc", LABELS, "deploy-uid")
     bare = fake.put("", "pods", NS, {"metadata": {"name": "bare", "labels": {"ctxfit.io/server": "srv"}}})
-    assert not patch_pod_labels(kube, NS, "bare", SERVER_UID, ("Deployment", "deploy-uid"), LABELS)
+    assert not patch_pod_labels(kube, NS, "bare", "srv", "srv-abc", LABELS, "deploy-uid")
     odd = fake.put("", "pods", NS, {"metadata": {"name": "odd", "ownerReferences": [
         _ref("Job", "srv-abc", fake.get("apps", "replicasets", NS, "srv-abc")["metadata"]["uid"], "batch/v1")]}})
-    assert not patch_pod_labels(kube, NS, "odd", SERVER_UID, ("Deployment", "deploy-uid"), LABELS)
-    assert not patch_pod_labels(kube, NS, "gone", SERVER_UID, ("Deployment", "deploy-uid"), LABELS)
+    assert not patch_pod_labels(kube, NS, "odd", "srv", "srv-abc", LABELS, "deploy-uid")
+    assert not patch_pod_labels(kube, NS, "gone", "srv", "srv-abc", LABELS, "deploy-uid")
     assert fake.writes() == [] and "ctxfit.io/served-context-length" not in bare["metadata"]["labels"]
     assert "labels" not in fake.get("", "pods", NS, "odd")["metadata"] and odd
 
@@ -155,7 +155,7 @@ def test_a_pod_whose_controller_was_replaced_is_not_relabelled() -> None:
     fake, kube = _setup()
     _chain(fake)
     fake.objects[("apps", "replicasets", NS, "srv-abc")]["metadata"]["uid"] = "a-new-replicaset"
-    assert not patch_pod_labels(kube, NS, "srv-abc-1", SERVER_UID, ("Deployment", "deploy-uid"), LABELS)
+    assert not patch_pod_labels(kube, NS, "srv-abc-1", "srv", "srv-abc", LABELS, "deploy-uid")
     assert fake.writes() == []
 
 
@@ -166,8 +166,8 @@ def test_a_leader_pod_of_the_servers_leaderworkerset_is_relabelled() -> None:
     fake.put("", "pods", NS, {"metadata": {"name": "srv-0", "labels": {"ctxfit.io/server": "srv"},
                                            "ownerReferences": [_ref("StatefulSet", "srv", sts["metadata"]["uid"],
                                                                     "apps/v1")]}})
-    assert not patch_pod_labels(kube, NS, "srv-0", SERVER_UID, ("LeaderWorkerSet", "another-lws"), LABELS)
-    assert patch_pod_labels(kube, NS, "srv-0", SERVER_UID, ("LeaderWorkerSet", "lws-uid"), LABELS)
+    assert not patch_pod_labels(kube, NS, "srv-0", "srv", "srv", LABELS, "another-lws")
+    assert patch_pod_labels(kube, NS, "srv-0", "srv", "srv", LABELS, "lws-uid")
     assert len(fake.writes()) == 1
 
 
@@ -182,6 +182,6 @@ def test_a_pod_changed_between_read_and_patch_is_left_alone() -> None:
             api.objects[key]["metadata"]["uid"] = "a-new-pod"
 
     fake.before_write = swap
-    assert not patch_pod_labels(kube, NS, "srv-abc-1", SERVER_UID, ("Deployment", "deploy-uid"), LABELS)
+    assert not patch_pod_labels(kube, NS, "srv-abc-1", "srv", "srv-abc", LABELS, "deploy-uid")
     assert [r.status for r in fake.writes()] == [422]
     assert "ctxfit.io/served-context-length" not in fake.get("", "pods", NS, "srv-abc-1")["metadata"]["labels"]
