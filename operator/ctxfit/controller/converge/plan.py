@@ -48,13 +48,19 @@ def plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Settings
 
 
 def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings, now: str) -> bool:
-    """Choose a node and plan. Returns True when attempt 1 was created (False: waiting or failed)."""
+    """Choose a node (of a product ``status.excludedProducts`` does not name) and plan. Returns True when the
+    next attempt (1, or N+1 after ``products.move_on``) was created (False: waiting or failed)."""
     st = out.status
     operator_image = settings.image_for(spec.engine.kind.value)
-    nodes = eligible_nodes(spec, snap.nodes, operator_image)
+    avoid = st.excluded_names()
+    listed = eligible_nodes(spec, snap.nodes, operator_image)
+    nodes = [n for n in listed if n.product not in avoid]
     shortage = group_shortage(spec, nodes)
     if not nodes or shortage:
-        mark_no_node(out, shortage or describe_nodes(spec, snap.nodes, operator_image), now, snap.generation)
+        why = shortage or describe_nodes(spec, snap.nodes, operator_image)
+        if listed and not nodes:
+            why = f"every eligible GPU product is excluded after failed attempts: {', '.join(sorted(avoid))}"
+        mark_no_node(out, why, now, snap.generation)
         out.waiting_for_nodes = True
         out.requeue(settings.node_recheck_seconds)
         return False
@@ -70,12 +76,12 @@ def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings
         status.mark_does_not_fit(out, result, now, snap.generation)
         return False
     status.mark_fits(out, result, spec, st.plan.headroom, now, snap.generation)
-    attempts.start(out, EffectiveStatus.of(result.effective), now)
+    first = attempts.start(out, EffectiveStatus.of(result.effective), now)
     out.events.append(EventNote(
         "Normal", Reason.PLANNED,
         f"planned context {result.context_length} on {st.node_product} (predicted max "
         f"{result.max_context_length}, {result.kv_bytes_per_token} B/token/GPU): {'; '.join(result.reasons)}"))
-    mark_phase(out, Phase.STARTING, Reason.ENGINE_STARTING, "starting attempt 1", now, snap.generation)
+    mark_phase(out, Phase.STARTING, Reason.ENGINE_STARTING, f"starting attempt {first.number}", now, snap.generation)
     return True
 
 
