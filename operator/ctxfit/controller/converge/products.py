@@ -25,6 +25,7 @@ from ctxfit.recovery import Failure, FailureKind
 from ..settings import Settings
 from ..views.pods import GPUNode, eligible_nodes
 from .plan import first_plan
+from .resolution import inputs_from_status
 from .status import mark_phase
 from .types import EventNote, Outcome, Snapshot
 
@@ -107,7 +108,8 @@ def move_on(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: S
                                 f"{seen}; excluded GPU product(s) {names}: "
                                 f"{'; '.join(e.reason for e in new)}; planning on another eligible GPU product"))
     st.plan, st.node_product = None, None
-    if first_plan(snap, spec, out, settings, now):
+    resolved = st.model.resolved if st.model is not None else None
+    if first_plan(snap, inputs_from_status(spec, resolved), out, settings, now):
         nxt = st.current_attempt
         assert nxt is not None
         mark_phase(out, Phase.STARTING, Reason.ENGINE_STARTING,
