@@ -3,8 +3,10 @@ the recovery policy. ``spec_key`` says what the plan and the attempt history dep
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+from collections import Counter
 from typing import Any
 
 from ctxfit.api import InferenceServerSpec
@@ -84,6 +86,8 @@ def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings
     node = best_group_node(spec, nodes)
     try:
         result = plan_for(spec, node, settings, calibration=snap.calibration, model=model)
+        if result.capability_refusals and spec.gpu.product is None:
+            node, result = capable_product(spec, nodes, node, result, settings, snap.calibration, model)
     except (PlanInputError, ValueError) as exc:
         mark_failed_spec(out, str(exc), now, snap.generation)
         return False
@@ -101,6 +105,27 @@ def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings
         f"{result.max_context_length}, {result.kv_bytes_per_token} B/token/GPU): {'; '.join(result.reasons)}"))
     mark_phase(out, Phase.STARTING, Reason.ENGINE_STARTING, f"starting attempt {first.number}", now, snap.generation)
     return True
+
+
+def capable_product(spec: InferenceServerSpec, nodes: list[GPUNode], node: GPUNode, result: Plan,
+                    settings: Settings, calibration: CalibrationTable | None,
+                    model: ModelSource | None) -> tuple[GPUNode, Plan]:
+    """An unpinned spec whose plan on ``node``'s product the compute-capability rules refuse
+    (``Plan.capability_refusals``, ``budget.capability``): the best node of the next eligible product (best-first,
+    with enough nodes for a group) whose plan they do not refuse, its reasons first saying which products were
+    skipped and why; ``node`` and ``result`` when every product is refused."""
+    skipped = [f"skipped {node.product}: {'; '.join(result.capability_refusals)}"]
+    counts = Counter(n.product for n in nodes)
+    for product in dict.fromkeys(n.product for n in nodes):
+        if product == node.product or counts[product] < spec.nodes:
+            continue
+        candidate = next(n for n in nodes if n.product == product)
+        other = plan_for(spec, candidate, settings, calibration=calibration, model=model)
+        if other.capability_refusals:
+            skipped.append(f"skipped {product}: {'; '.join(other.capability_refusals)}")
+            continue
+        return candidate, dataclasses.replace(other, reasons=[*skipped, *other.reasons])
+    return node, result
 
 
 def node_of(snap: Snapshot, pod: PodView | None, product: str | None) -> GPUNode | None:

@@ -11,6 +11,9 @@ Which products: the one the attempt failed on; with a minimum compute capability
 capability: 100", "at least 8.0"; SGLang "sm75 and above") every product below it; without one, every product of
 the same compute capability (the engines pick kernels by capability: ``ctxfit.budget.capability``). A product
 whose capability is unknown (no GFD labels, not in the catalog) is excluded only when it is the one that failed.
+
+Before any start, the capability rules ctxfit knows (``budget.capability``) already steer an unpinned spec away from
+a product they refuse (``plan.capable_product``); this module handles what only the engine's failure reveals.
 """
 
 from __future__ import annotations

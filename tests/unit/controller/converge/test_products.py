@@ -165,3 +165,40 @@ def test_to_exclude_keeps_products_of_unknown_capability() -> None:
     out = to_exclude(NO_BACKEND, H200.product, (H200, odd, H100), 3)
     assert [(e.product, e.attempt) for e in out] == [("NVIDIA-H200", 3), ("NVIDIA-H100-80GB-HBM3", 3)]
     assert [e.product for e in to_exclude(NO_BACKEND, odd.product, (H200, odd), 1)] == ["Vendor-Unknown-GPU"]
+
+
+V100 = GPUNode("v100-0", "Tesla-V100-SXM2-32GB", 32768, 8, (7, 0), 512 << 30, True)
+T4 = GPUNode("t4-0", "Tesla-T4", 15360, 4, (7, 5), 256 << 30, True)
+
+
+def bf16(**changes: Any) -> dict[str, Any]:
+    body = unpinned(**changes)
+    body["engine"]["args"] = ["--dtype", "bfloat16"]
+    return body
+
+
+def test_before_any_start_a_product_the_capability_rules_refuse_is_skipped() -> None:
+    """vLLM runs --dtype bfloat16 only from compute capability 8.0 (``budget.capability``): the V100, the larger GPU,
+    is skipped before attempt 1 and the plan is made on the L4."""
+    out = converge(snapshot(bf16(), nodes=(V100, L4)), SETTINGS, never)
+    st = out.status
+    assert st.node_product == L4.product and st.plan is not None and st.plan.fits
+    assert [a.number for a in st.attempts] == [1] and st.excluded_products is None
+    assert selector(out) == L4.product
+    assert st.plan.reasons[0].startswith("skipped Tesla-V100-SXM2-32GB: engine.args sets --dtype bfloat16")
+    planned = next(e for e in out.events if e.reason is Reason.PLANNED)
+    assert "skipped Tesla-V100-SXM2-32GB" in planned.message
+
+
+def test_every_product_refused_is_the_first_products_verdict() -> None:
+    out = converge(snapshot(bf16(), nodes=(V100, T4)), SETTINGS, never)
+    st = out.status
+    assert st.node_product == V100.product and st.plan is not None and not st.plan.fits and not st.attempts
+    assert out.deployment is None or out.deployment["spec"]["replicas"] == 0
+
+
+def test_a_pinned_product_is_never_swapped_for_a_capable_one() -> None:
+    body = bf16()
+    body["gpu"]["product"] = V100.product
+    out = converge(snapshot(body, nodes=(V100, L4)), SETTINGS, never)
+    assert out.status.node_product == V100.product and out.status.plan is not None and not out.status.plan.fits
