@@ -65,10 +65,11 @@ def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings
     ``products.move_on``) was created (False: waiting or failed); the plan, when one was made, is
     ``out.plan_result``."""
     st = out.status
-    try:  # a verdict the nodes cannot change comes before waiting for nodes (pipeline 64 on 32 layers)
+    try:  # a verdict the nodes cannot change comes before waiting for nodes (pipeline 64 on 32 layers): the
+        # planner's own DoesNotFit verdict (budget.parallel), as the CLI says it, not a spec error
         check_pipeline(spec, known_layers(spec) if model is None else _config_layers(model.config))
     except PlanInputError as exc:
-        mark_failed_spec(out, str(exc), now, snap.generation)
+        status.mark_does_not_fit(out, str(exc), now, snap.generation)
         return False
     operator_image = settings.image_for(spec.engine.kind.value)
     avoid = st.excluded_names()
