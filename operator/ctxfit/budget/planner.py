@@ -16,7 +16,9 @@ from typing import Any
 
 from ctxfit.api import EffectiveConfig, GiB, InferenceServerSpec
 from ctxfit.engines import BudgetTerms, Engine, get_engine
+from ctxfit.engines.weights import checkpoint_weights
 from ctxfit.vocab.inputs import PlanInputError, PlanInputs, resolve_inputs
+from ctxfit.vocab.modelsource import ModelSource
 
 from .calibrate import CalibrationTable, calibrate_engine
 from .capability import capability_problems
@@ -82,6 +84,7 @@ def plan(
     node_compute_capability: tuple[int, int] | None = None,
     hf_config: dict[str, Any] | None = None,
     pin: dict[str, Any] | None = None,
+    model: ModelSource | None = None,
     default_headroom: float = DEFAULT_HEADROOM,
     suggest: bool = True,
     calibration: CalibrationTable | None = None,
@@ -92,6 +95,8 @@ def plan(
         spec: validated InferenceServer spec.
         node_product, node_gpu_memory_mib, node_compute_capability: what the node's GFD labels say.
         hf_config: a config.json dict, used when the spec has no architecture.
+        model: a resolved model (``ctxfit.hub``): its config stands for ``hf_config`` and its checkpoint's tensors
+            give the weights per GPU with the engine's sharding rules (``ctxfit.engines.weights``); spec fields win.
         pin: effective fields (snake_case) to hold fixed, e.g. ``{"kv_cache_dtype": "auto"}``;
             ``context_length`` replaces the target.
         default_headroom: headroom when ``spec.context.headroom`` is unset.
@@ -103,8 +108,16 @@ def plan(
         PlanInputError: unknown GPU/model without the needed fields (never for "does not fit": weights
             larger than the GPU and layouts the model cannot be split by are plans with ``fits`` False).
     """
+    if model is not None and hf_config is None:
+        hf_config = model.config
+    from_checkpoint = None
+    if model is not None and spec.model.weights_per_gpu is None:
+        from_checkpoint = checkpoint_weights(spec, model.checkpoint, model.config)
+        if from_checkpoint is not None:
+            from_checkpoint = (from_checkpoint[0], f"{from_checkpoint[1]} ({model.describe()})")
     inputs = resolve_inputs(
         spec,
+        checkpoint_weights=from_checkpoint,
         node_product=node_product,
         node_gpu_memory_mib=node_gpu_memory_mib,
         node_compute_capability=node_compute_capability,
@@ -112,6 +125,10 @@ def plan(
     )
     engine, calibration_key, correction = calibrate_engine(get_engine(spec.engine.kind), inputs, calibration)
     reasons: list[str] = [correction.reason] if correction is not None else []
+    if model is not None:
+        arch_from = "spec.model.architecture" if spec.model.architecture is not None else "config.json"
+        reasons.append(f"model resolved from {model.describe()} ({model.weight_format}): architecture from "
+                       f"{arch_from}, weights from {inputs.weights_source}")
     if inputs.compute_capability is None:
         reasons.append("GPU compute capability unknown (product not in the catalog): KV dtype support not checked")
     requested_dtype = str((pin or {}).get("kv_cache_dtype") or spec.memory.kv_cache_dtype)

@@ -30,8 +30,8 @@ from ctxfit.vocab.startup import StartupReport
 from ctxfit.vocab.version import parse_version
 
 from . import EXIT_ERROR, EXIT_OK, fail
-from .hfconfig import load_hf_config
 from .load import ManifestError, load_manifest, read_yaml, validation_message
+from .resolve import add_resolve_arguments, resolve_for_cli
 
 DATA_KEY = "calibration.yaml"
 
@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
     parser.add_argument("--calibration", help="an existing calibration table to add this start-up to")
     parser.add_argument("--save", help="write the updated calibration table (YAML) here")
-    parser.add_argument("--hf-config", help="a Hugging Face config.json for models not in the catalog")
+    add_resolve_arguments(parser)
 
 
 def load_table(path: str, flag: str = "--calibration") -> CalibrationTable:
@@ -136,18 +136,25 @@ def run(args: argparse.Namespace) -> int:
         server = load_manifest(args.filename)
         text = read_log(args.log)
         table = load_table(args.calibration) if args.calibration else CalibrationTable()
-        hf_config = load_hf_config(args.hf_config) if args.hf_config else None
-        result = plan(server.spec, hf_config=hf_config)
-    except (ManifestError, PlanInputError, OSError) as exc:
+    except (ManifestError, OSError) as exc:
         return fail(str(exc).splitlines()[0])
-    except ValidationError as exc:
-        return fail("config.json: " + validation_message(exc))
-    except (ValueError, TypeError, ArithmeticError) as exc:
-        return fail(f"{type(exc).__name__}: {exc}".splitlines()[0])
     mismatch = version_mismatch(server.spec.engine.kind, server.spec.engine.version, text)
     if mismatch:
         return fail(mismatch)
     report = parse_startup(server.spec.engine.kind, text)
+    result, why = _predict(server.spec, args, report)
+    if result is None:  # what the log says is still worth printing: say why there is no prediction
+        doc = {"observed": observed_json(report), "predicted": None, "errorBytes": None, "calibration": None,
+               "noPrediction": why}
+        if args.output == "json":
+            json.dump(doc, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            _observed_only(doc, server.metadata.name)
+        if not report.observed:
+            print("ctxfit: the log holds no KV cache accounting in a known wording (not observed)", file=sys.stderr)
+            return EXIT_ERROR
+        return EXIT_OK
     t = result.per_gpu
     predicted = {"kvCacheBytes": t.kv_cache_bytes, "kvCacheTokens": max(0, result.kv_pool_bytes)
                  // max(1, result.kv_bytes_per_token), "weightsBytes": t.weights_bytes,
@@ -168,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
                 save_table(table, args.save)
             except ManifestError as exc:
                 return fail(str(exc))
-    doc = {"observed": observed_json(report), "predicted": predicted, "errorBytes": error, "calibration": calibration}
+    doc = {"observed": observed_json(report), "predicted": predicted, "errorBytes": error, "calibration": calibration,
+           "noPrediction": None, "weightsFrom": why}
     if args.output == "json":
         json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -219,5 +227,54 @@ def _table(doc: dict[str, Any], name: str) -> None:
         console.print(f"calibration {cal['key']}: {entry['count']} start-up(s), median residual "
                       f"{entry['medianResidualBytes'] / GiB:+.2f} GiB, correction {cal['correctionBytes'] / GiB:+.2f} "
                       "GiB", soft_wrap=True)
+    for line in obs["sourceLines"]:
+        console.print(f"  < {line}", soft_wrap=True)
+
+
+def _predict(spec: Any, args: argparse.Namespace, report: StartupReport) -> tuple[Any, str | None]:
+    """(plan, note) or (None, why not). The model is resolved as ``ctxfit plan`` does; when its weights cannot be
+    estimated, the weights the log printed are used (and the note says so)."""
+    from ctxfit.api import bytes_to_quantity
+
+    resolve_note: str | None = None
+    try:
+        hf_config, model = resolve_for_cli(spec, args)
+    except ManifestError as exc:
+        hf_config, model, resolve_note = None, None, str(exc).splitlines()[0]
+    try:
+        return plan(spec, hf_config=hf_config, model=model), resolve_note
+    except PlanInputError as exc:
+        if exc.field != "spec.model.weightsPerGPU" or report.weights_bytes is None:
+            return None, resolve_note or str(exc).splitlines()[0]
+    except ValidationError as exc:
+        return None, "config.json: " + validation_message(exc)
+    except (ValueError, TypeError, ArithmeticError) as exc:
+        return None, f"{type(exc).__name__}: {exc}".splitlines()[0]
+    logged = spec.model_copy(update={"model": spec.model.model_copy(
+        update={"weights_per_gpu": bytes_to_quantity(report.weights_bytes)})})
+    try:
+        return plan(logged, hf_config=hf_config, model=model), "weights from the log (the model's own could not be " \
+            "estimated)"
+    except (PlanInputError, ValueError, TypeError, ArithmeticError) as exc:
+        return None, str(exc).splitlines()[0]
+
+
+def _observed_only(doc: dict[str, Any], name: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(width=120, markup=False, highlight=False)
+    obs = doc["observed"]
+    table = Table(title=Text(f"{name}: observed (per GPU); no prediction"), title_justify="left")
+    table.add_column("term")
+    table.add_column("observed GiB", justify="right")
+    for label, key in (("weights", "weightsBytes"), ("activation", "activationBytes"),
+                       ("non-torch / other", "nonTorchBytes"), ("CUDA graphs", "cudaGraphBytes"),
+                       ("KV pool", "kvCacheBytes")):
+        table.add_row(label, _gib(obs.get(key)))
+    table.add_row("KV tokens", f"{obs['kvCacheTokens']:,}" if obs["kvCacheTokens"] is not None else "-")
+    console.print(table)
+    console.print(f"no prediction: {doc['noPrediction']}", soft_wrap=True)
     for line in obs["sourceLines"]:
         console.print(f"  < {line}", soft_wrap=True)

@@ -29,17 +29,18 @@ from ctxfit.render.cache import CacheVolume, checkpoint_bytes, describe_cache, r
 from ctxfit.vocab.inputs import PlanInputError
 
 from . import EXIT_DOES_NOT_FIT, EXIT_OK, fail
-from .hfconfig import fetch_hf_config, load_hf_config
 from .load import ManifestError, load_manifest, validation_message
+from .resolve import add_resolve_arguments, resolve_for_cli
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``-f FILE``, ``-o table|json|yaml``, ``--hf-config FILE``, ``--fetch-config``."""
+    """``-f FILE``, ``-o table|json|yaml``, ``--model-dir DIR``, ``--offline``, ``--hf-config FILE``,
+    ``--fetch-config``."""
     parser.add_argument("-f", "--filename", required=True, help="InferenceServer manifest (YAML)")
     parser.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
-    parser.add_argument("--hf-config", help="a Hugging Face config.json for models not in the catalog")
+    add_resolve_arguments(parser)
     parser.add_argument(
-        "--fetch-config", action="store_true", help="download config.json with huggingface_hub (needs network)"
+        "--fetch-config", action="store_true", help="download only config.json with huggingface_hub (needs network)"
     )
     parser.add_argument("--calibration", help="a calibration table (ctxfit calibrate --save, or the operator's "
                         "ConfigMap) applied to the KV pool")
@@ -140,17 +141,13 @@ def run(args: argparse.Namespace) -> int:
     """Plan the manifest and print it. Returns 0 (``fits``), 3 (a does-not-fit verdict) or 2 (unreadable input)."""
     try:
         server = load_manifest(args.filename)
-        hf_config = None
-        if args.hf_config:
-            hf_config = load_hf_config(args.hf_config)
-        elif args.fetch_config:
-            hf_config = fetch_hf_config(server.spec.model.name)
+        hf_config, model = resolve_for_cli(server.spec, args)
         table = None
         if args.calibration:
             from .calibrate import load_table
 
             table = load_table(args.calibration)
-        result, _ = plan_group(server.spec, hf_config=hf_config, calibration=table)
+        result, _ = plan_group(server.spec, hf_config=hf_config, model=model, calibration=table)
     except (ManifestError, PlanInputError) as exc:
         return fail(str(exc))
     except ValidationError as exc:  # e.g. a config.json whose fields break the Architecture rules

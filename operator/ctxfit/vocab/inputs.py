@@ -105,8 +105,12 @@ def resolve_inputs(
     node_gpu_memory_mib: int | None = None,
     node_compute_capability: tuple[int, int] | None = None,
     hf_config: dict[str, Any] | None = None,
+    checkpoint_weights: tuple[int, str] | None = None,
 ) -> PlanInputs:
     """Resolve ``spec`` (plus what a node or a config.json says) into ``PlanInputs``.
+
+    ``checkpoint_weights``: (bytes per GPU, source) the engine's sharding rules gave for the resolved checkpoint
+    (``ctxfit.engines.weights``); used when the spec has no ``weightsPerGPU``, before the catalog.
 
     Raises:
         PlanInputError: unknown GPU without memory, unknown model without architecture, weights that
@@ -145,19 +149,24 @@ def resolve_inputs(
     else:
         raise PlanInputError(
             "spec.model.architecture",
-            f"model {spec.model.name!r} is not in the catalog; give model.architecture or a config.json",
+            f"model {spec.model.name!r} is not in the catalog and no config.json was resolved; resolve it "
+            "(ctxfit plan without --offline, or --model-dir DIR) or give model.architecture",
         )
 
     shards = spec.parallelism.tensor * spec.parallelism.pipeline
     if spec.model.weights_per_gpu is not None:
         weights = quantity_to_bytes(spec.model.weights_per_gpu)
         weights_source = "spec.model.weightsPerGPU"
+    elif checkpoint_weights is not None:
+        weights, weights_source = checkpoint_weights
     elif model is not None and model.weights_total_bytes is not None:
         weights = -(-model.weights_total_bytes // shards)
         weights_source = f"catalog checkpoint {model.weights_total_bytes / 1e9:.0f} GB / (TP x PP = {shards})"
     else:
         raise PlanInputError(
-            "spec.model.weightsPerGPU", f"cannot estimate weights of {spec.model.name!r}; set model.weightsPerGPU"
+            "spec.model.weightsPerGPU",
+            f"cannot estimate weights of {spec.model.name!r}: no checkpoint was resolved and it is not in the "
+            "catalog; resolve it (ctxfit plan without --offline, --model-dir DIR) or set model.weightsPerGPU"
         )
     # weights larger than the GPU are a verdict (budget/verdict.py), not an input error
 

@@ -10,12 +10,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.hubfixtures.server import hub_env
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    # a model in no catalog is resolved from the Hub: here the local Hub stand-in (tests/hubfixtures/server.py)
     return subprocess.run(
-        [sys.executable, "-m", "ctxfit.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=60
+        [sys.executable, "-m", "ctxfit.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=60,
+        env=hub_env(),
     )
 
 
@@ -104,7 +108,7 @@ def _mutate(tmp_path: Path, edit: dict[str, object]) -> Path:
         ({"spec.gpu.memory": "-5Gi"}, "gpu.memory"),
         ({"spec.model.weightsPerGPU": "90Ti"}, "weightsPerGPU"),
         ({"spec.resources.memory": "abc"}, "resources.memory"),
-        ({"spec.model.name": "acme/unknown", "spec.model.weightsPerGPU": "1Gi"}, "spec.model.architecture"),
+        ({"spec.model.name": "acme/unknown", "spec.model.weightsPerGPU": "1Gi"}, "acme/unknown: ModelNotFound"),
         ({"spec.engine.kind": "tgi"}, "engine.kind"),
         ({"spec.context.minimum": 300000}, "context.minimum"),
         ({"spec.memory.memFractionStatic": 0.8}, "memFractionStatic"),

@@ -1,0 +1,205 @@
+"""Resolve a model from the Hub (or a mirror), the HF cache, or a local directory into a ``ModelSource``.
+
+Hub: ``HfApi.model_info`` (resolved commit sha, file list with sizes), config.json with ``hf_hub_download`` at that
+commit, and the safetensors headers with ``HfApi.get_safetensors_metadata`` (HTTP Range requests of the first bytes
+of each shard; huggingface_hub reads more only when a header is longer). ``HF_ENDPOINT``, ``HF_TOKEN`` and
+``HF_HUB_OFFLINE`` are huggingface_hub's own (read by it). Local: config.json and the first 8 + N bytes of each
+``*.safetensors`` file. Without safetensors (``.bin``, GGUF) the weights fall back to file sizes, with a reason.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ctxfit.vocab.checkpoint import Checkpoint, group_tensors
+from ctxfit.vocab.modelsource import ModelSource
+from ctxfit.vocab.safetensors import HeaderError, Tensor, header_length, parse_header
+
+from .errors import ResolveError, ResolveKind
+
+WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".gguf")
+MODELOPT_FILE = "hf_quant_config.json"
+"""NVIDIA ModelOpt checkpoints describe their quantization here rather than in config.json (vLLM
+``transformers_utils/config.py`` ``get_hf_file_to_dict("hf_quant_config.json")`` -> ``quant_method: modelopt``)."""
+
+
+def with_modelopt(config: dict[str, Any], hf_quant: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with ``quantization_config`` taken from a ModelOpt ``hf_quant_config.json`` (its ``quantization``
+    block, ``quant_method: modelopt``), as vLLM reads it."""
+    inner = hf_quant.get("quantization")
+    block: dict[str, Any] = inner if isinstance(inner, dict) else hf_quant
+    return config | {"quantization_config": {"quant_method": "modelopt", **block}}
+
+
+def _classify(exc: BaseException, repo: str) -> ResolveError:
+    """huggingface_hub / HTTP errors -> ``ResolveError`` (huggingface_hub ``errors.py`` class names)."""
+    from huggingface_hub import errors as hf
+
+    if isinstance(exc, ResolveError):
+        return exc
+    if isinstance(exc, hf.GatedRepoError):
+        return ResolveError(ResolveKind.ACCESS_DENIED, repo, "the repo is gated and the token (if any) has no access")
+    if isinstance(exc, hf.RevisionNotFoundError):
+        return ResolveError(ResolveKind.REVISION_NOT_FOUND, repo, "the revision does not exist")
+    if isinstance(exc, hf.RepositoryNotFoundError):
+        return ResolveError(ResolveKind.NOT_FOUND, repo, "no such repo (or private without a token)")
+    if isinstance(exc, hf.OfflineModeIsEnabled | hf.LocalEntryNotFoundError):
+        return ResolveError(ResolveKind.OFFLINE, repo, "offline and not in the local Hugging Face cache")
+    if isinstance(exc, hf.EntryNotFoundError):
+        return ResolveError(ResolveKind.INVALID_CHECKPOINT, repo, "config.json is missing")
+    if isinstance(exc, hf.SafetensorsParsingError | HeaderError):
+        return ResolveError(ResolveKind.INVALID_CHECKPOINT, repo, f"unreadable safetensors header ({exc})")
+    if isinstance(exc, hf.HfHubHTTPError):
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        if status in (401, 403):
+            return ResolveError(ResolveKind.ACCESS_DENIED, repo, f"HTTP {status}")
+        if status is not None and status >= 500 or status == 429:
+            return ResolveError(ResolveKind.HUB_UNREACHABLE, repo, f"HTTP {status} from the Hub")
+        return ResolveError(ResolveKind.HUB_UNREACHABLE, repo, f"HTTP {status}")
+    if isinstance(exc, OSError | TimeoutError | ConnectionError) or type(exc).__module__.startswith(("httpx",
+                                                                                                        "httpcore")):
+        return ResolveError(ResolveKind.HUB_UNREACHABLE, repo, f"{type(exc).__name__}: {str(exc)[:120]}")
+    return ResolveError(ResolveKind.INVALID_CHECKPOINT, repo, f"{type(exc).__name__}: {str(exc)[:120]}")
+
+
+def resolve_hub(repo: str, *, revision: str | None = None, token: str | bool | None = None,
+                endpoint: str | None = None, offline: bool = False) -> ModelSource:
+    """Resolve ``repo`` at ``revision`` from the Hub (``endpoint`` or ``HF_ENDPOINT``); ``offline`` reads only the
+    local HF cache.
+
+    Raises:
+        ResolveError: typed (unreachable, access denied, not found, revision not found, not cached, bad checkpoint).
+    """
+    if offline:
+        return _resolve_cached(repo, revision)
+    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub.utils import disable_progress_bars  # type: ignore[attr-defined]
+
+    disable_progress_bars()  # get_safetensors_metadata draws one per repo; callers print their own lines
+    api = HfApi(endpoint=endpoint, token=token)
+    try:
+        info = api.model_info(repo, revision=revision, files_metadata=True)
+        sha = info.sha
+        files = {s.rfilename: s.size for s in info.siblings or []}
+        if "config.json" not in files:
+            raise ResolveError(ResolveKind.INVALID_CHECKPOINT, repo, "the repo has no config.json")
+        path = hf_hub_download(repo, "config.json", revision=sha, token=token, endpoint=endpoint)
+        config = _read_config(Path(path), repo)
+        if MODELOPT_FILE in files and "quantization_config" not in config:
+            quant = hf_hub_download(repo, MODELOPT_FILE, revision=sha, token=token, endpoint=endpoint)
+            config = with_modelopt(config, _read_config(Path(quant), repo))
+        shards = sorted(f for f in files if f.endswith(".safetensors"))
+        checkpoint: Checkpoint | None
+        if shards:
+            meta = api.get_safetensors_metadata(repo, revision=sha)
+            tensors = [Tensor(name, info_.dtype, tuple(info_.shape)) for fm in meta.files_metadata.values()
+                       for name, info_ in fm.tensors.items()]
+            checkpoint = Checkpoint(group_tensors(tensors), tuple(meta.files_metadata),
+                                    sum(files[f] or 0 for f in meta.files_metadata if f in files) or None)
+        else:
+            checkpoint = _fallback([(f, files[f] or 0) for f in files if f.endswith(WEIGHT_SUFFIXES)])
+    except Exception as exc:  # noqa: BLE001 - every huggingface_hub/HTTP failure becomes one typed kind
+        raise _classify(exc, repo) from exc
+    source = ModelSource(config, checkpoint, "hub", repo, revision, sha)
+    save_resolution(source)
+    return source
+
+
+def resolution_cache_dir() -> Path:
+    """Where resolutions are kept for offline use: ``$CTXFIT_CACHE/resolved`` (default ``~/.cache/ctxfit``)."""
+    import os
+
+    return Path(os.environ.get("CTXFIT_CACHE") or Path.home() / ".cache" / "ctxfit") / "resolved"
+
+
+def _cache_file(repo: str, revision: str | None) -> Path:
+    safe = repo.replace("/", "--")
+    return resolution_cache_dir() / safe / f"{(revision or 'main').replace('/', '--')}.json"
+
+
+def save_resolution(source: ModelSource) -> None:
+    """Keep config.json and the packed tensor groups of a Hub resolution (a few KiB), by revision and by commit.
+    Best effort: an unwritable cache is skipped."""
+    doc = {"repo": source.repo, "commit": source.commit, "config": source.config,
+           "checkpoint": source.checkpoint.pack() if source.checkpoint is not None else None}
+    for rev in {source.revision or "main", source.commit or ""} - {""}:
+        try:
+            path = _cache_file(source.repo, rev)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(doc), encoding="utf-8")
+        except OSError:
+            return
+
+
+def _resolve_cached(repo: str, revision: str | None) -> ModelSource:
+    """Offline: ctxfit's own resolution cache, else the local HF cache (``snapshot_download(local_files_only=True)``,
+    a full download made earlier)."""
+    from huggingface_hub import snapshot_download
+
+    kept = _cache_file(repo, revision)
+    if kept.is_file():
+        try:
+            doc = json.loads(kept.read_text(encoding="utf-8"))
+            checkpoint = Checkpoint.unpack(doc["checkpoint"]) if doc.get("checkpoint") else None
+            return ModelSource(doc["config"], checkpoint, "cache", repo, revision, doc.get("commit"))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # a damaged entry: try the HF cache
+
+    try:
+        folder = snapshot_download(repo, revision=revision, local_files_only=True)
+    except Exception as exc:  # noqa: BLE001
+        raise _classify(exc, repo) from exc
+    source = resolve_local(folder, origin="cache", repo=repo)
+    return ModelSource(source.config, source.checkpoint, "cache", repo, revision, Path(folder).name)
+
+
+def resolve_local(directory: str | Path, *, origin: str = "local", repo: str | None = None) -> ModelSource:
+    """config.json and the safetensors headers of a local checkout (a preloaded volume, ``--model-dir``).
+
+    Raises:
+        ResolveError: no directory / no config.json (``ModelNotFound``), unreadable files (``InvalidCheckpoint``).
+    """
+    root = Path(directory)
+    name = repo or str(root)
+    if not root.is_dir():
+        raise ResolveError(ResolveKind.NOT_FOUND, name, f"{root} is not a directory")
+    config = _read_config(root / "config.json", name)
+    if (root / MODELOPT_FILE).is_file() and "quantization_config" not in config:
+        config = with_modelopt(config, _read_config(root / MODELOPT_FILE, name))
+    shards = sorted(p for p in root.iterdir() if p.name.endswith(".safetensors"))
+    if not shards:
+        weights = [(p.name, p.stat().st_size) for p in root.iterdir() if p.name.endswith(WEIGHT_SUFFIXES)]
+        return ModelSource(config, _fallback(weights), origin, name)
+    tensors: list[Tensor] = []
+    for shard in shards:
+        try:
+            with shard.open("rb") as f:
+                prefix = f.read(8)
+                data = prefix + f.read(header_length(prefix))
+            tensors.extend(parse_header(data)[0])
+        except (OSError, HeaderError) as exc:
+            raise ResolveError(ResolveKind.INVALID_CHECKPOINT, name, f"{shard.name}: {exc}") from exc
+    size = sum(p.stat().st_size for p in shards)
+    return ModelSource(config, Checkpoint(group_tensors(tensors), tuple(p.name for p in shards), size), origin, name)
+
+
+def _read_config(path: Path, repo: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ResolveError(ResolveKind.NOT_FOUND, repo, "no config.json") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ResolveError(ResolveKind.INVALID_CHECKPOINT, repo, f"config.json unreadable ({exc})") from None
+    if not isinstance(data, dict):
+        raise ResolveError(ResolveKind.INVALID_CHECKPOINT, repo, "config.json is not a JSON object")
+    return data
+
+
+def _fallback(files: list[tuple[str, int]]) -> Checkpoint | None:
+    if not files:
+        return None
+    kinds = sorted({"GGUF" if n.endswith(".gguf") else "PyTorch .bin" for n, _ in files})
+    return Checkpoint((), tuple(n for n, _ in files), sum(s for _, s in files),
+                      fallback=f"no safetensors ({', '.join(kinds)} only)")
