@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit/autoscaling_kit are redefined as parameters
 """Autoscaling (issue 15) end to end: the ctxfit operator, the real KEDA operator and a real Prometheus on the
 local control plane (kwok GPU nodes run the engine pods; hack/README.md "Autoscaling add-ons").
 
@@ -33,16 +32,7 @@ from engine_metrics_fixture import EnginePod
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from .autoscaling_kit import engine_pod, keda, prometheus  # noqa: F401 - fixtures
-from .test_operator_kit import (  # noqa: F401 - api, crd are fixtures
-    OperatorProcess,
-    ServerClient,
-    api,
-    condition,
-    crd,
-    manifest,
-    with_sim,
-)
+from .operator_kit import OperatorProcess, ServerClient, condition, manifest, with_sim
 
 NAME = "llama31-8b-autoscaled"
 PAUSED = "autoscaling.keda.sh/paused"

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Issue 10, class 7 (who may do what) on the real local control plane, with impersonated users
 (the harness admin's kubeconfig + ``kubectl --as``), as in tests/fixtures/operator-faults.md section 8.
 
@@ -20,8 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .test_faults_objects import base, variant
-from .test_operator_kit import REPO, OperatorProcess, ServerClient, api, condition, crd  # noqa: F401
+from .operator_kit import REPO, OperatorProcess, ServerClient, base, condition, variant
 
 CHART = REPO / "charts" / "ctxfit"
 
