@@ -31,7 +31,7 @@ from ..views.cache import ClaimView
 from ..views.pods import DeploymentView, GPUNode, PodView
 from . import kopf_settings
 
-logger = logging.getLogger("ctxfit.controller")  # the operator's start/stop lines, as before
+logger = logging.getLogger(__name__)
 APPLIED_MEMORY_SECONDS = 10.0
 DEFAULT_EXECUTOR_THREADS = 4
 """asyncio's default executor: start-up (API client), leader election, stopping; reconciles have their own."""
