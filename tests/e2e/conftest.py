@@ -63,7 +63,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.e2e)
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ANN001
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     for line in _summary:
         terminalreporter.write_line(line)
 

@@ -15,6 +15,7 @@ not act on the trigger values: the replica count in these tests is set by the te
 
 from __future__ import annotations
 
+import contextlib
 import math
 import subprocess
 import time
@@ -66,10 +67,8 @@ def kube_api(api: ServerClient) -> Iterator[tuple[client.CustomObjectsApi, clien
     """ScaledObject and HPA clients; this namespace's ScaledObjects are deleted afterwards."""
     custom = client.CustomObjectsApi(api.core.api_client)
     yield custom, client.AutoscalingV2Api(api.core.api_client)
-    try:
+    with contextlib.suppress(ApiException):
         custom.delete_collection_namespaced_custom_object(KEDA_GROUP, KEDA_VERSION, api.namespace, KEDA_PLURAL)
-    except ApiException:
-        pass
 
 
 def scaled_object(custom: client.CustomObjectsApi, namespace: str, name: str = NAME) -> dict[str, Any] | None:

@@ -129,7 +129,7 @@ def test_keda_accepts_a_prometheus_scaled_object(
     cluster.apply(deployment(server, replicas=1), namespace=namespace)
     cluster.apply(scaled_object(server, server, prometheus.url, query, min_replicas=2, max_replicas=5,
                                 threshold="0.78"), namespace=namespace)
-    group, version, plural = SCALEDOBJECTS
+    group, _, plural = SCALEDOBJECTS
 
     def ready() -> dict[str, Any] | None:
         so = cluster.kubectl_json("get", f"{plural}.{group}", server, "-n", namespace)

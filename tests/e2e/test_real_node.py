@@ -90,7 +90,7 @@ def test_a_pod_really_runs(cluster: cc.Cluster, real_node: rn.RealNode, namespac
     assert obj["spec"]["nodeName"] == real_node.name
     ip = obj["status"]["podIP"]
     assert ip.startswith(real_node.pod_cidr.rsplit(".", 1)[0] + ".")
-    with urllib.request.urlopen(f"http://{ip}:8000/hello", timeout=5) as response:  # noqa: S310 - the pod
+    with urllib.request.urlopen(f"http://{ip}:8000/hello", timeout=5) as response:
         assert json.loads(response.read()) == {"path": "/hello", "uid": 65532}
     logs = cluster.kubectl("-n", namespace, "logs", "web")
     assert "apiserver v1.34.4 uid 65532" in logs  # its own token, through the kubernetes Service (kube-proxy)

@@ -237,7 +237,7 @@ def _apply_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
 
 
 def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: Outcome,
-           snap: Snapshot) -> dict[str, Any] | None | _Deferred:
+           snap: Snapshot) -> dict[str, Any] | _Deferred | None:
     """Apply ``out``; returns the InferenceServer as stored after the status write (None: not written).
 
     A step (a new attempt after a failure) is recorded in status *before* the Deployment changes. Only a
@@ -304,9 +304,10 @@ class _Unknown:
 UNKNOWN = _Unknown()
 
 
-def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...], pods: tuple[PodView, ...], *,
-              body: dict[str, Any] | None = None, deployment: DeploymentView | None | _Unknown = UNKNOWN,
-              service_port: int | None | _Unknown = UNKNOWN, claim_seen: ClaimSeen | None = None) -> Result:
+def reconcile(rt: Runtime, namespace: str, name: str,  # noqa: C901 - split with the one-status-write pass
+              nodes: tuple[GPUNode, ...], pods: tuple[PodView, ...], *,
+              body: dict[str, Any] | None = None, deployment: DeploymentView | _Unknown | None = UNKNOWN,
+              service_port: int | _Unknown | None = UNKNOWN, claim_seen: ClaimSeen | None = None) -> Result:
     """Reconcile ``namespace/name`` once; never raises (see the module docstring).
 
     ``body``, ``deployment``, ``service_port``, ``claim_seen``: what the caller's watches already show (kopf
@@ -380,7 +381,7 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         rt.metrics.reconcile_errors.labels(f"api_{exc.status}").inc()
         logger.warning("reconcile %s/%s: API error %s %s", namespace, name, exc.status, exc.reason)
         return Result(ERROR_RETRY_SECONDS, conflict=True)
-    except Exception as exc:  # noqa: BLE001 - an operator must not crash-loop on one bad object
+    except Exception as exc:  # an operator must not crash-loop on one bad object
         rt.metrics.reconcile_errors.labels(type(exc).__name__).inc()
         if rt.rejections.first_error((namespace, name), f"{type(exc).__name__}: {exc}"):
             logger.exception("reconcile %s/%s failed", namespace, name)

@@ -55,7 +55,7 @@ def _classify(exc: BaseException, repo: str) -> ResolveError:
         status = getattr(getattr(exc, "response", None), "status_code", None)
         if status in (401, 403):
             return ResolveError(ResolveKind.ACCESS_DENIED, repo, f"HTTP {status}")
-        if status is not None and status >= 500 or status == 429:
+        if (status is not None and status >= 500) or status == 429:
             return ResolveError(ResolveKind.HUB_UNREACHABLE, repo, f"HTTP {status} from the Hub")
         return ResolveError(ResolveKind.HUB_UNREACHABLE, repo, f"HTTP {status}")
     if isinstance(exc, OSError | TimeoutError | ConnectionError) or type(exc).__module__.startswith(("httpx",
@@ -100,7 +100,7 @@ def resolve_hub(repo: str, *, revision: str | None = None, token: str | bool | N
                                     sum(files[f] or 0 for f in meta.files_metadata if f in files) or None)
         else:
             checkpoint = _fallback([(f, files[f] or 0) for f in files if f.endswith(WEIGHT_SUFFIXES)])
-    except Exception as exc:  # noqa: BLE001 - every huggingface_hub/HTTP failure becomes one typed kind
+    except Exception as exc:  # every huggingface_hub/HTTP failure becomes one typed kind
         raise _classify(exc, repo) from exc
     source = ModelSource(config, checkpoint, "hub", repo, revision, sha)
     save_resolution(source)
@@ -149,7 +149,7 @@ def _resolve_cached(repo: str, revision: str | None) -> ModelSource:
 
     try:
         folder = snapshot_download(repo, revision=revision, local_files_only=True)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise _classify(exc, repo) from exc
     source = resolve_local(folder, origin="cache", repo=repo)
     return ModelSource(source.config, source.checkpoint, "cache", repo, revision, Path(folder).name)

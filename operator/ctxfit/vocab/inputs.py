@@ -98,7 +98,7 @@ DEFAULT_ENGINE_VERSION = {"vllm": (0, 20, 0), "sglang": (0, 5, 23)}
 """Version assumed when ``spec.engine.version`` is unset (the behaviour of current releases)."""
 
 
-def resolve_inputs(
+def resolve_inputs(  # noqa: C901 - one source per input, in precedence order
     spec: InferenceServerSpec,
     *,
     node_product: str | None = None,

@@ -238,7 +238,7 @@ def test_sampler_state_is_the_penalty_buffers() -> None:
 def test_model_runner_v2_sampler_state_lies_outside_the_budget(seqs: int, version: str) -> None:
     """The buffers are allocated after the memory snapshot and outside the profiled terms: the KV pool is
     unchanged, and what the GPU must hold beyond ``requested`` grows by them."""
-    inputs, _, profile, terms = _plan(version, DENSE, seqs=seqs)
+    _, _, profile, terms = _plan(version, DENSE, seqs=seqs)
     state = sampler_state_bytes(seqs, 128256)
     assert profile.sampler_state_bytes == state
     graphs_outside = 0 if profile.graphs_deducted else profile.cuda_graph_bytes

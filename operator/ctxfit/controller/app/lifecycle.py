@@ -4,6 +4,7 @@ reconcile per queued key, ``cleanup`` stops it all; ``slim``/``unslim`` keep the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -162,10 +163,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     loop = asyncio.get_running_loop()
 
     def service_failed(key: Key) -> None:  # from a lane thread: the server's next pass handles the error
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: stopping
             loop.call_soon_threadsafe(state.queue.add, key)
-        except RuntimeError:  # the loop is closed: stopping
-            pass
 
     runtime.services = ServiceLane(kube.apply, runtime.rejections, service_failed)
 

@@ -1,5 +1,5 @@
-"""Operator-side policy: which images, tolerations and Secret references an InferenceServer may use
-(issue 10, class 7). Pure; the settings come from ``CTXFIT_*`` (``settings.py``, chart ``policy.*``).
+"""Operator-side policy: which images, tolerations and Secret references an InferenceServer may use.
+Pure; the settings come from ``CTXFIT_*`` (``settings.py``, chart ``policy.*``).
 
 The permission model (README "Security"): creating an InferenceServer is creating pods in its
 namespace; the chart's ``ctxfit-edit`` ClusterRole aggregates into ``edit``/``admin``, so by default only

@@ -9,6 +9,7 @@ its Deployment, a failed pod's Events and previous log tail. Requests and respon
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from datetime import UTC, datetime
@@ -257,7 +258,5 @@ class Kube:
             "firstTimestamp": now, "lastTimestamp": now, "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT, "reportingInstance": self.instance,
         }
-        try:
+        with contextlib.suppress(ApiException):
             self.rest.call("POST", EVENTS, meta["namespace"], body=body)
-        except ApiException:
-            pass

@@ -86,6 +86,6 @@ class Metrics:
         families: list[Any] = [self.attempts, self.step_downs]
         with self._lock:
             for family in families:
-                for labels in list(family._metrics):  # noqa: SLF001 - prometheus_client has no public lister
+                for labels in list(family._metrics):  # prometheus_client has no public lister
                     if labels[0] == namespace and labels[1] == name:
                         family.remove(*labels)

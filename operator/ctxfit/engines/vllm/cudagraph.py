@@ -128,10 +128,7 @@ def _graph_model_bytes(
     inputs: PlanInputs, graphs: int, base: int, per_layer: int, moe_factor: float, mla_factor: float
 ) -> int:
     layers = -(-(inputs.architecture.num_layers or 32) // inputs.pp)
-    if inputs.architecture.attention is AttentionKind.MLA:
-        factor = mla_factor
-    else:
-        factor = moe_factor if inputs.moe else 1.0
+    factor = mla_factor if inputs.architecture.attention is AttentionKind.MLA else moe_factor if inputs.moe else 1.0
     return int(base + per_layer * layers * factor * graphs / REFERENCE_GRAPHS)
 
 
