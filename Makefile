@@ -3,13 +3,14 @@ PYTHON ?= python3
 PYTEST ?= $(PYTHON) -m pytest
 export PYTHONDONTWRITEBYTECODE = 1
 
-.PHONY: install bins bins-cluster image demo test test-unit test-tools test-e2e lint typecheck crd bench bench-operator help
+.PHONY: install bins bins-cluster image fake-engine-image kind-demo demo test test-unit test-tools test-e2e lint typecheck crd bench bench-operator help
 
 help:
 	@echo "make install   - pip install -e .[test]"
 	@echo "make demo      - local control plane + operator + manifests/kimi-128k.yaml (Ctrl-C tears down)"
 	@echo "make test      - lint, unit tests, e2e tests against the local control plane"
 	@echo "make image     - build the operator image from the Dockerfile (docker, podman or buildah)"
+	@echo "make kind-demo - a kind cluster with ctxfit, fake GPUs and kimi-128k Ready (needs Docker or podman)"
 	@echo "make test-unit - unit tests without Go, helm or promtool (minutes, on a fresh clone)"
 	@echo "make test-tools - the unit tests that run helm (built alone) or promtool"
 	@echo "make bench     - planner and calibration benchmarks (bench/)"
@@ -28,6 +29,14 @@ bins:
 IMAGE ?= localhost/ctxfit:dev
 image:
 	IMAGE=$(IMAGE) bash hack/image.sh
+
+# kind for users (Docker or podman): a kind cluster with ctxfit, fake GPUs and kimi-128k Ready (hack/kind-demo.sh)
+kind-demo:
+	bash hack/kind-demo.sh
+
+# The fake engine (hack/fake-engine: vLLM/SGLang start-up logs, /health, /v1/models) for the real node and kind
+fake-engine-image:
+	IMAGE=localhost/ctxfit-fake-engine:dev DOCKERFILE=hack/fake-engine/Containerfile CONTEXT=hack bash hack/image.sh
 
 # What the demo's control plane needs: kube-apiserver, controller-manager, scheduler, kubectl, etcd, kwok
 bins-cluster:

@@ -9,6 +9,8 @@ the labels are those GPU Feature Discovery sets (``nvidia.com/gpu.product``, ``.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,6 +128,29 @@ def default_nodes() -> list[NodeSpec]:
         nodes += [gpu_node(f"{gpu_type}-{i}", gpu_type, 8) for i in range(n)]
     nodes += [gpu_node(f"l4-{i}", "l4", 1, cpu="16", memory="64Gi") for i in range(2)]
     return nodes
+
+
+def gfd_labels(gpus: NodeSpec) -> dict[str, str]:
+    """The GPU Feature Discovery labels of a NodeSpec (nvidia.com/gpu.*)."""
+    labels: dict[str, str] = gpus.manifest()["metadata"]["labels"]
+    return {k: v for k, v in labels.items() if k.startswith("nvidia.com/")}
+
+
+def advertise_gpus(kubectl: Callable[..., str], node: str, gpus: NodeSpec, timeout: float = 30) -> None:
+    """Give a node with a real kubelet (the harness's real node, a kind node) GFD labels and ``nvidia.com/gpu``
+    capacity and allocatable, as Kubernetes documents advertising an extended resource no device plugin reports
+    (a status patch; the kubelet keeps resources it does not manage). ``kubectl(*args) -> stdout``."""
+    kubectl("label", "node", node, "--overwrite", *[f"{k}={v}" for k, v in gfd_labels(gpus).items()])
+    count = str(gpus.gpu_count)
+    patch = [{"op": "add", "path": "/status/capacity/nvidia.com~1gpu", "value": count},
+             {"op": "add", "path": "/status/allocatable/nvidia.com~1gpu", "value": count}]
+    kubectl("patch", "node", node, "--subresource=status", "--type=json", "-p", json.dumps(patch))
+
+    def advertised() -> bool:
+        obj = json.loads(kubectl("get", "node", node, "-o", "json"))
+        return bool(obj["status"].get("allocatable", {}).get("nvidia.com/gpu") == count)
+
+    wait_until(advertised, timeout, f"nvidia.com/gpu={count} on node {node}")
 
 
 class NodesMixin(KubectlClient):

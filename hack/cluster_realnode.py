@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import images
-from cluster_nodes import NodeSpec
+from cluster_nodes import NodeSpec, advertise_gpus
 from cluster_procs import HACK_DIR, HarnessError, _set_pdeathsig, log, pid_alive, wait_until
 from realnode_config import (
     CNI_BIN_DIR,
@@ -74,7 +74,7 @@ from realnode_config import (
 from realnode_host import cgroup_dirs, kill_cgroup, make_cgroup, run, unmount_under
 
 __all__ = ["COMPONENTS", "DEFAULT_GPUS", "PAUSE_IMAGE", "REAL_NODE_LABEL", "RUN_DIR", "TAINT", "TOLERATION",
-           "RealNode", "advertise_gpus", "cgroup_dirs", "cleanup", "cleanup_recorded", "missing_requirements",
+           "RealNode", "cgroup_dirs", "cleanup", "cleanup_recorded", "missing_requirements",
            "pause_archive", "start_real_node", "stop_real_node"]
 
 # --------------------------------------------------------------------------------------------
@@ -270,28 +270,7 @@ def _start(cluster: Any, node: RealNode, gpus: NodeSpec | None, timeout: float) 
 
     _wait(ready, timeout, f"node {node.name} Ready")
     if gpus is not None:
-        advertise_gpus(cluster, node.name, gpus)
-
-
-def _gfd_labels(gpus: NodeSpec) -> dict[str, str]:
-    labels: dict[str, str] = gpus.manifest()["metadata"]["labels"]
-    return {k: v for k, v in labels.items() if k.startswith("nvidia.com/")}
-
-
-def advertise_gpus(cluster: Any, node: str, gpus: NodeSpec) -> None:
-    """GFD labels and ``nvidia.com/gpu`` capacity/allocatable on a node no device plugin serves (a status patch,
-    as Kubernetes documents for extended resources); the kubelet keeps resources it does not manage."""
-    cluster.kubectl("label", "node", node, "--overwrite", *[f"{k}={v}" for k, v in _gfd_labels(gpus).items()])
-    count = str(gpus.gpu_count)
-    patch = [{"op": "add", "path": "/status/capacity/nvidia.com~1gpu", "value": count},
-             {"op": "add", "path": "/status/allocatable/nvidia.com~1gpu", "value": count}]
-    cluster.kubectl("patch", "node", node, "--subresource=status", "--type=json", "-p", json.dumps(patch))
-
-    def advertised() -> bool:
-        obj = json.loads(cluster.kubectl("get", "node", node, "-o", "json"))
-        return bool(obj["status"].get("allocatable", {}).get("nvidia.com/gpu") == count)
-
-    wait_until(advertised, 30, f"nvidia.com/gpu={count} on node {node}")
+        advertise_gpus(cluster.kubectl, node.name, gpus)
 
 
 def _write_kubernetes_endpoints(cluster: Any, node: RealNode, apiserver_port: int) -> None:

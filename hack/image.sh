@@ -2,6 +2,7 @@
 # Build the operator image from the Dockerfile (`make image`); prints the image name on its last line.
 #
 #   IMAGE=localhost/ctxfit:dev     the tag to build (default)
+#   DOCKERFILE=Dockerfile CONTEXT=.  what to build (repo-relative; the fake engine: hack/fake-engine/Containerfile, hack)
 #   PYTHON_IMAGE=...               the base for both stages; by default the Dockerfile's official
 #                                  python:3.11-slim image when it is present or can be pulled, else the
 #                                  offline Debian base from hack/base-image.sh (machines without a registry)
@@ -13,6 +14,8 @@ REPO=$(dirname "$HACK")
 # shellcheck source=hack/container-engine.sh
 source "$HACK/container-engine.sh"
 IMAGE=${IMAGE:-localhost/ctxfit:dev}
+DOCKERFILE=${DOCKERFILE:-Dockerfile}
+CONTEXT=${CONTEXT:-.}
 log() { printf '[image %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 if [ -z "${PYTHON_IMAGE:-}" ]; then
@@ -32,6 +35,6 @@ if [ -z "${PYTHON_IMAGE:-}" ]; then
 fi
 start=$(date +%s)
 log "$BUILD $IMAGE on $PYTHON_IMAGE"
-( cd "$REPO" && nice -n 10 $BUILD --build-arg "PYTHON_IMAGE=$PYTHON_IMAGE" -t "$IMAGE" -f Dockerfile . ) >&2
+( cd "$REPO" && nice -n 10 $BUILD --build-arg "PYTHON_IMAGE=$PYTHON_IMAGE" -t "$IMAGE" -f "$DOCKERFILE" "$CONTEXT" ) >&2
 log "$IMAGE built ($(( $(date +%s) - start )) s)"
 echo "$IMAGE"

@@ -19,6 +19,7 @@ from typing import Any
 HACK_DIR = Path(__file__).resolve().parent
 REPO_DIR = HACK_DIR.parent
 OPERATOR_IMAGE = "localhost/ctxfit:dev"
+FAKE_ENGINE_IMAGE = "localhost/ctxfit-fake-engine:dev"
 
 
 class ImageError(RuntimeError):
@@ -96,6 +97,12 @@ def build_script(script: str, env: dict[str, str] | None = None, timeout: float 
 def build_operator_image(image: str = OPERATOR_IMAGE) -> str:
     """`make image`: the Dockerfile built by hack/image.sh (cached layers: seconds when nothing changed)."""
     return build_script("image.sh", {"IMAGE": image})
+
+
+def build_fake_engine_image(image: str = FAKE_ENGINE_IMAGE) -> str:
+    """hack/fake-engine (`make fake-engine-image`) on the same base as the operator image."""
+    return build_script("image.sh", {"IMAGE": image, "DOCKERFILE": "hack/fake-engine/Containerfile",
+                                     "CONTEXT": "hack"})
 
 
 def write_docker_archive(path: Path, tag: str, files: dict[str, tuple[bytes, int]], config: dict[str, Any]) -> Path:

@@ -34,6 +34,20 @@ def cgroup_dirs(cgroup: str) -> list[Path]:
 
 
 def make_cgroup(cgroup: str) -> None:
+    """Create the cgroup in every hierarchy. On v2 the controllers the kubelet needs are delegated down to it
+    (``cgroup.subtree_control`` of each parent; best effort: what the parent lacks it cannot give). Not exercised
+    on this CI machine (cgroup v1)."""
+    if (CGROUP_FS / "cgroup.controllers").exists():
+        parent = CGROUP_FS
+        for part in cgroup.strip("/").split("/"):
+            available = set((parent / "cgroup.controllers").read_text().split())
+            wanted = available & {"cpu", "cpuset", "memory", "pids", "io", "hugetlb"}
+            for controller in sorted(wanted):
+                with contextlib.suppress(OSError):
+                    (parent / "cgroup.subtree_control").write_text(f"+{controller}")
+            parent = parent / part
+            parent.mkdir(exist_ok=True)
+        return
     for d in cgroup_dirs(cgroup):
         d.mkdir(parents=True, exist_ok=True)
         for knob in ("cpuset.cpus", "cpuset.mems"):  # a v1 cpuset child starts empty: no task may join it

@@ -235,3 +235,9 @@ def engine_pod(prometheus: Prometheus) -> Iterator[Callable[..., EnginePod]]:
     yield make
     for p in made:
         p.clear()
+
+
+# Session fixtures of the container images (image_kit.py) and the real node (realnode_kit.py), defined here so every
+# module shares one of each (a fixture imported into a test module is that module's own: built or started again).
+from .image_kit import container_engine, fake_engine_image, operator_image  # noqa: E402,F401
+from .realnode_kit import real_node  # noqa: E402,F401

@@ -1,8 +1,9 @@
-"""Fixtures for tests that build and run container images (import them into a test module:
-``from .image_kit import container_engine, operator_image  # noqa: F401``).
+"""Fixtures for tests that build and run container images (registered in tests/e2e/conftest.py, so every module
+shares one of each: a test just names them).
 
 - `container_engine` (session): hack/images.engine(): podman here (docker where a daemon runs). A machine
   without one fails the test: .ci/run installs podman.
+- `fake_engine_image` (session): hack/fake-engine (`make fake-engine-image`), for pods on the real node.
 - `operator_image` (session): the operator image built from the Dockerfile by hack/image.sh, as `make image`
   does (here on hack/base-image.sh's offline Debian base; ~5 min cold, seconds when cached).
 """
@@ -37,4 +38,16 @@ def operator_image(container_engine: images.Engine) -> str:
     except images.ImageError as exc:
         pytest.fail(str(exc))
     report(f"operator image {image} ({container_engine.name}): built or checked in {time.monotonic() - start:.0f} s")
+    return image
+
+
+@pytest.fixture(scope="session")
+def fake_engine_image(container_engine: images.Engine) -> str:
+    """hack/fake-engine's image (`make fake-engine-image`), on the same base as the operator image."""
+    start = time.monotonic()
+    try:
+        image = images.build_fake_engine_image()
+    except images.ImageError as exc:
+        pytest.fail(str(exc))
+    report(f"fake engine image {image}: built or checked in {time.monotonic() - start:.0f} s")
     return image

@@ -25,7 +25,6 @@ import ctxfit_cluster as cc
 import pytest
 import yaml
 
-from .realnode_kit import container_engine, operator_image, real_node  # noqa: F401
 from .test_chart_e2e import CHART, KIMI, helm
 
 SERVER = yaml.safe_load(KIMI.read_text())["metadata"]["name"]
@@ -84,8 +83,8 @@ def release(cluster: cc.Cluster) -> Iterator[dict[str, str]]:
 
 
 @pytest.mark.timeout(900)
-def test_chart_install_upgrade_uninstall_in_cluster(cluster: cc.Cluster, real_node: rn.RealNode,  # noqa: F811
-                                                    operator_image: str, release: dict[str, str]) -> None:  # noqa: F811
+def test_chart_install_upgrade_uninstall_in_cluster(cluster: cc.Cluster, real_node: rn.RealNode,
+                                                    operator_image: str, release: dict[str, str]) -> None:
     rel, ns, server_ns = release["release"], release["ns"], release["server_ns"]
     values = _values(operator_image)
 

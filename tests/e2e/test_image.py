@@ -28,7 +28,6 @@ import images
 import pytest
 import yaml
 
-from .image_kit import container_engine, operator_image  # noqa: F401
 from .test_chart_e2e import CHART, KIMI, helm
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -37,7 +36,7 @@ RESTRICTED = ("--read-only", "--tmpfs", "/tmp:rw,mode=1777", "--cap-drop", "ALL"
               "--security-opt", "no-new-privileges", "--user", "65532:65532")
 
 
-def test_image_config(container_engine: images.Engine, operator_image: str) -> None:  # noqa: F811
+def test_image_config(container_engine: images.Engine, operator_image: str) -> None:
     config = container_engine.inspect(operator_image)
     assert config["User"] == "65532:65532"  # numeric: the kubelet's runAsNonRoot check needs a number
     assert config["Entrypoint"] == ["python", "-m", "ctxfit.controller"]
@@ -47,8 +46,8 @@ def test_image_config(container_engine: images.Engine, operator_image: str) -> N
     assert {"8080/tcp", "9090/tcp"} <= set(config.get("ExposedPorts") or {})
 
 
-def test_image_is_non_root_without_build_tools(container_engine: images.Engine,  # noqa: F811
-                                               operator_image: str) -> None:  # noqa: F811
+def test_image_is_non_root_without_build_tools(container_engine: images.Engine,
+                                               operator_image: str) -> None:
     script = ("id -u; id -g; id -un; "
               "for t in gcc cc g++ make; do command -v $t && echo HAS-$t; done; "
               "test -e /src && echo HAS-src; "
@@ -60,7 +59,7 @@ def test_image_is_non_root_without_build_tools(container_engine: images.Engine, 
     assert out[4] == "/opt/ctxfit", out
 
 
-def test_cli_in_the_image(container_engine: images.Engine, operator_image: str) -> None:  # noqa: F811
+def test_cli_in_the_image(container_engine: images.Engine, operator_image: str) -> None:
     mount = ("-v", f"{KIMI.parent}:/manifests:ro", *RESTRICTED)
     proc = container_engine.run(operator_image, "plan", "-f", f"/manifests/{KIMI.name}", "-o", "json",
                                 options=mount, entrypoint="ctxfit")
@@ -97,7 +96,7 @@ def chart_release(cluster: cc.Cluster) -> Iterator[dict[str, Any]]:
 
 @pytest.mark.timeout(900)
 def test_controller_in_the_image_runs_on_in_cluster_config(
-        cluster: cc.Cluster, container_engine: images.Engine, operator_image: str,  # noqa: F811
+        cluster: cc.Cluster, container_engine: images.Engine, operator_image: str,
         chart_release: dict[str, Any], namespace: str, tmp_path: Path) -> None:
     pod = chart_release["deployment"]["spec"]["template"]["spec"]
     release_ns, sa = chart_release["namespace"], pod["serviceAccountName"]
@@ -172,7 +171,7 @@ def test_controller_in_the_image_runs_on_in_cluster_config(
     assert started.stdout.strip()
 
 
-def test_make_image_is_the_same_script(container_engine: images.Engine, operator_image: str) -> None:  # noqa: F811
+def test_make_image_is_the_same_script(container_engine: images.Engine, operator_image: str) -> None:
     """`make image` runs hack/image.sh with the same default tag; on an unchanged tree every layer is reused,
     so the image is the same one."""
     before = container_engine.image_id(operator_image)

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.request
 from pathlib import Path
 
 import cluster_realnode as rn
 import ctxfit_cluster as cc
 import pytest
 
-from .realnode_kit import container_engine, operator_image, real_node  # noqa: F401
+from .realnode_kit import http_get
 
 SERVE = """
 import http.server, json, os, ssl, sys, urllib.request
@@ -41,7 +40,7 @@ http.server.HTTPServer(("0.0.0.0", 8000), H).serve_forever()
 """
 
 
-def test_the_node_is_a_real_kubelet(cluster: cc.Cluster, real_node: rn.RealNode) -> None:  # noqa: F811
+def test_the_node_is_a_real_kubelet(cluster: cc.Cluster, real_node: rn.RealNode) -> None:
     node = cluster.kubectl_json("get", "node", real_node.name)
     info = node["status"]["nodeInfo"]
     assert info["kubeletVersion"] == "v1.34.4" and info["containerRuntimeVersion"].startswith("containerd://1.")
@@ -58,8 +57,8 @@ def test_the_node_is_a_real_kubelet(cluster: cc.Cluster, real_node: rn.RealNode)
 
 
 @pytest.mark.timeout(300)
-def test_a_pod_really_runs(cluster: cc.Cluster, real_node: rn.RealNode, namespace: str,  # noqa: F811
-                           operator_image: str) -> None:  # noqa: F811
+def test_a_pod_really_runs(cluster: cc.Cluster, real_node: rn.RealNode, namespace: str,
+                           operator_image: str) -> None:
     pod = {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": namespace},
         "spec": {
@@ -90,8 +89,7 @@ def test_a_pod_really_runs(cluster: cc.Cluster, real_node: rn.RealNode, namespac
     assert obj["spec"]["nodeName"] == real_node.name
     ip = obj["status"]["podIP"]
     assert ip.startswith(real_node.pod_cidr.rsplit(".", 1)[0] + ".")
-    with urllib.request.urlopen(f"http://{ip}:8000/hello", timeout=5) as response:
-        assert json.loads(response.read()) == {"path": "/hello", "uid": 65532}
+    assert json.loads(http_get(f"http://{ip}:8000/hello")) == {"path": "/hello", "uid": 65532}
     logs = cluster.kubectl("-n", namespace, "logs", "web")
     assert "apiserver v1.34.4 uid 65532" in logs  # its own token, through the kubernetes Service (kube-proxy)
     assert "GET /ready" in logs and "GET /hello" in logs  # the kubelet's probes, then the test
@@ -120,7 +118,7 @@ def _leftovers(slot: int, work_dir: Path) -> list[str]:
 
 @pytest.mark.timeout(300)
 def test_cluster_stop_removes_the_node(cluster: cc.Cluster, tmp_path: Path,
-                                       operator_image: str, container_engine) -> None:  # noqa: F811
+                                       operator_image: str, container_engine) -> None:
     """A harness of its own (the session's keeps its node): start, run a pod, stop, nothing left."""
     own = cc.Cluster(tmp_path / "c", bin_dir=cluster.bin_dir)
     own.start(die_with_parent=True, nodes=[])

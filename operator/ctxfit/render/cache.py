@@ -13,7 +13,8 @@ Shape of a pod with a cache (``apply_cache``):
 - the engine runs with ``HF_HUB_OFFLINE=1`` (huggingface_hub ``constants.HF_HUB_OFFLINE``; transformers
   and vLLM/SGLang honour it), so it never downloads by itself; with a revision other than ``main`` it
   gets ``--revision REV`` (vLLM ``EngineArgs.revision``, SGLang ``ServerArgs.revision``: same flag);
-- ``HF_TOKEN`` from the user's ``secretKeyRef`` on the download container (the operator never reads it);
+- ``HF_TOKEN`` from the user's ``secretKeyRef`` on the download container (the operator never reads it), and the
+  user's own ``HF_*`` engine env (a mirror's ``HF_ENDPOINT``, timeouts), except ``HF_HUB_OFFLINE`` and ``HF_HOME``;
 - pod annotations ``ctxfit.io/cache-claim`` and ``ctxfit.io/cache-bytes`` (the claim and its size), so a
   pod tells which claim it was started with.
 
@@ -43,6 +44,10 @@ DOWNLOAD_CONTAINER = "model-download"
 CLAIM_ANNOTATION = f"{DOMAIN}/cache-claim"
 CACHE_BYTES_ANNOTATION = f"{DOMAIN}/cache-bytes"
 CLAIM_GROWTH = 1.1
+HUB_ENV_PREFIX = "HF_"
+"""``spec.engine.env`` entries named ``HF_*`` (huggingface_hub ``constants.py``: HF_ENDPOINT, HF_HUB_ETAG_TIMEOUT,
+HF_HUB_DOWNLOAD_TIMEOUT, HF_HUB_ENABLE_HF_TRANSFER, ...) are also given to ``model-download``."""
+DOWNLOAD_ENV_SKIP = frozenset({"HF_HUB_OFFLINE", "HF_HOME"})
 CLAIM_MARGIN_BYTES = 5 * GiB
 DOWNLOAD_WORKERS = 8
 """``snapshot_download(max_workers=8)`` (huggingface_hub's default)."""
@@ -205,6 +210,11 @@ def download_container(spec: InferenceServerSpec, image: str, cache: CacheVolume
     if spec.model.token_secret_ref is not None:
         ref = spec.model.token_secret_ref
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})
+    ours = {e["name"] for e in env}
+    # the user's Hub settings reach the download too (HF_ENDPOINT for a mirror, HF_HUB_ETAG_TIMEOUT, ...); never
+    # HF_HUB_OFFLINE (the engine's, it would stop the download) nor what is set above
+    env += [var.to_wire() for var in spec.engine.env
+            if var.name.startswith(HUB_ENV_PREFIX) and var.name not in ours and var.name not in DOWNLOAD_ENV_SKIP]
     container: dict[str, Any] = {
         "name": DOWNLOAD_CONTAINER,
         "image": image,

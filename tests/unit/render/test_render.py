@@ -158,3 +158,32 @@ def test_service_and_pod_monitor() -> None:
     assert service["spec"]["ports"][0] == {"name": "http", "port": 30001, "targetPort": "http", "protocol": "TCP"}
     monitor = render_pod_monitor(inp)
     assert monitor["spec"]["podMetricsEndpoints"][0]["path"] == "/metrics"
+
+
+def test_download_container_gets_the_users_hub_env_but_never_offline() -> None:
+    """HF_ENDPOINT (a mirror) in spec.engine.env reaches model-download too; HF_HUB_OFFLINE (which would stop the
+    download) and HF_HOME (the cache mount's) stay the operator's; non-Hub env stays on the engine."""
+    from ctxfit.api.model_cache import CacheMode
+    from ctxfit.render.cache import CacheVolume, download_container
+
+    server = InferenceServer.model_validate(yaml.safe_load("""
+apiVersion: ctxfit.io/v1alpha1
+kind: InferenceServer
+metadata: {name: s}
+spec:
+  model: {name: meta-llama/Llama-3.1-8B-Instruct}
+  engine:
+    kind: vllm
+    env:
+    - {name: HF_ENDPOINT, value: "http://10.251.0.1:8080"}
+    - {name: HF_HUB_OFFLINE, value: "0"}
+    - {name: HF_HOME, value: /elsewhere}
+    - {name: VLLM_LOGGING_LEVEL, value: DEBUG}
+  gpu: {count: 1, product: NVIDIA-L4}
+"""))
+    cache = CacheVolume(mode=CacheMode.VOLUME_CLAIM_TEMPLATE, claim_name="c")
+    container = download_container(server.spec, "img", cache)
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["HF_ENDPOINT"] == "http://10.251.0.1:8080"
+    assert env["HF_HOME"] == "/models" and "HF_HUB_OFFLINE" not in env and "VLLM_LOGGING_LEVEL" not in env
+    assert [e["name"] for e in container["env"]].count("HF_HOME") == 1
