@@ -45,7 +45,7 @@ async def index_deployments(namespace: str, name: str, body: kopf.Body, **_: Any
 
 async def index_services(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Key, int | None]:
     """Index: (namespace, name) -> the engine Service's port (the Service is named like its server); None when
-    the Service was edited away from the rendering (``drift.owned_service_port``), so it is applied again."""
+    the Service was edited away from the rendering (``views.workloads.owned_service_port``), so it is applied again."""
     return {(namespace, name): owned_service_port(dict(body), name)}
 
 

@@ -38,7 +38,7 @@ ReadStartup = Callable[[PodView], str]
 DiagnoseDownload = Callable[[PodView], Failure]
 """Classify a failed ``model-download`` run (its termination message, log tail and the pod's Events)."""
 RecordFailure = Callable[[PodView, Failure, Decision | None], None]
-"""``record(pod, failure, decision)``: end the attempt through ``stepping.record_failure``."""
+"""``record(pod, failure, decision)``: end the attempt through ``attempts.fail``."""
 
 
 class Keda(StrEnum):
