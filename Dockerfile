@@ -9,6 +9,8 @@ ARG PYTHON_IMAGE=docker.io/library/python:3.11.11-slim-bookworm
 
 # ---- build: wheels of ctxfit and of every dependency (all have wheels: no compiler needed), then a venv
 FROM ${PYTHON_IMAGE} AS build
+# hack/image.sh keeps the newest build stage (its layer cache) and prunes older, untagged ones by this label
+LABEL io.ctxfit.image=build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -19,6 +21,7 @@ RUN /opt/ctxfit/bin/pip install --no-index --find-links /wheels ctxfit
 
 # ---- runtime: the base image plus the venv; non-root; no build tools
 FROM ${PYTHON_IMAGE}
+LABEL io.ctxfit.image=operator
 RUN groupadd --system --gid 65532 ctxfit && \
     useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /tmp --shell /usr/sbin/nologin ctxfit
 COPY --from=build /opt/ctxfit /opt/ctxfit

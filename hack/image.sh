@@ -36,5 +36,14 @@ fi
 start=$(date +%s)
 log "$BUILD $IMAGE on $PYTHON_IMAGE"
 ( cd "$REPO" && nice -n 10 $BUILD --build-arg "PYTHON_IMAGE=$PYTHON_IMAGE" -t "$IMAGE" -f "$DOCKERFILE" "$CONTEXT" ) >&2
+# Each rebuild after a source change leaves the previous build stage (~460 MB) and image untagged. Tag the newest
+# build stage (all layers cached: instant) so its cache stays, then prune only untagged images of ours (by label).
+if grep -q '^FROM .* AS build$' "$REPO/$DOCKERFILE"; then
+  ( cd "$REPO" && $BUILD -q --build-arg "PYTHON_IMAGE=$PYTHON_IMAGE" --target build -t "${IMAGE%:*}-build:${IMAGE##*:}" \
+      -f "$DOCKERFILE" "$CONTEXT" ) >/dev/null
+fi
+if [ "$ENGINE" != buildah ]; then
+  $ENGINE image prune -f --filter label=io.ctxfit.image >/dev/null 2>&1 || true
+fi
 log "$IMAGE built ($(( $(date +%s) - start )) s)"
 echo "$IMAGE"

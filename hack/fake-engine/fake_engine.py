@@ -7,8 +7,9 @@
   ``FAKE_ENGINE_LOAD_SECONDS`` of "loading" during which its port is closed (as an engine's is);
 - then serves ``GET /health`` (200), ``GET /v1/models`` (the served model with ``max_model_len`` = the context it
   was given), ``GET /version`` and a few ``/metrics`` series;
-- fails as the engine does when the context does not fit its pool: vLLM's ``_check_enough_kv_cache_memory``
-  ValueError (the text ctxfit's classifier reads, tests/fixtures/failures.yaml) or SGLang's context check, exit 1;
+- fails when the context does not fit its pool, in the engine's words: vLLM's ``_check_enough_kv_cache_memory``
+  ValueError (tests/fixtures/failures.yaml), or SGLang's "Not enough memory. Please try to increase
+  --mem-fraction-static." (``model_runner.py``), exit 1;
 - or fails with any text: ``FAKE_ENGINE_FAIL`` (printed to stderr, exit ``FAKE_ENGINE_EXIT_CODE``, default 1).
 
 Every start prints ``fake-engine: <argv>`` first, so a test can see the flags it was given.
@@ -75,9 +76,10 @@ def main(kind: str, args: list[str]) -> int:
                   "initializing the engine.", file=sys.stderr)
             print("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
                   file=sys.stderr, flush=True)
-        else:  # SGLang 0.5 model_runner.py: the pool cannot hold one request of the context length
-            print(f"RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-                  f"max_total_num_tokens={tokens}, context_len={context}", file=sys.stderr, flush=True)
+        else:  # SGLang 0.2.7-0.5.23 model_runner.py's wording (its pool-too-small error; here: below one request)
+            fraction = _flag(args, "--mem-fraction-static", default="0.88")
+            print("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+                  f"Current value: mem_fraction_static={fraction}", file=sys.stderr, flush=True)
         return 1
     if kind == "vllm":
         print(vllm_startup_log(kv_cache_bytes=pool, kv_bytes_per_token=per_token, max_model_len=context), end="")

@@ -20,7 +20,7 @@ from ctxfit.engines.weights import checkpoint_weights
 from ctxfit.vocab.inputs import PlanInputError, PlanInputs, resolve_inputs
 from ctxfit.vocab.modelsource import ModelSource
 
-from .calibrate import CalibrationTable, calibrate_engine
+from .calibrate import CalibrationTable, apply_learned_reserve, calibrate_engine
 from .capability import capability_problems
 from .context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT, ContextChoice, choose_context, step_down_context
 from .hybrid import max_sequences, split_pool, state_bytes_per_sequence
@@ -123,8 +123,10 @@ def plan(  # noqa: C901 - the planner's steps in order; to split with the any-mo
         node_compute_capability=node_compute_capability,
         hf_config=hf_config,
     )
+    inputs, reserve_reason = apply_learned_reserve(inputs, calibration)
     engine, calibration_key, correction = calibrate_engine(get_engine(spec.engine.kind), inputs, calibration)
     reasons: list[str] = [correction.reason] if correction is not None else []
+    reasons += [reserve_reason] if reserve_reason else []
     if model is not None:
         arch_from = "spec.model.architecture" if spec.model.architecture is not None else "config.json"
         reasons.append(f"model resolved from {model.describe()} ({model.weight_format}): architecture from "
