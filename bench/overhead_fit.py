@@ -322,7 +322,7 @@ def _line(title: str, s: dict[str, float]) -> str:
     )
 
 
-def report(*, show_cases: bool, planner_only: bool) -> None:
+def report(*, show_cases: bool, planner_only: bool) -> None:  # noqa: C901 - one printed section per figure
     """Print the per-family tables (and the per-case rows with ``show_cases``)."""
     cases = all_startups()
     in_code = planner_rows(cases)
