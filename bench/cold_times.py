@@ -34,8 +34,8 @@ def timed(what: str, cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     seconds = time.monotonic() - began
     tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
-    print(f"{what}: {seconds / 60:.1f} min (exit {proc.returncode}){': ' + ' | '.join(tail) if proc.returncode else ''}",
-          flush=True)
+    failed = f": {' | '.join(tail)}" if proc.returncode else ""
+    print(f"{what}: {seconds / 60:.1f} min (exit {proc.returncode}){failed}", flush=True)
     return seconds
 
 
