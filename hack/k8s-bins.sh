@@ -9,6 +9,8 @@
 #   helm        helm                                                             (helm.sh/helm/v3 $HELM_VERSION)
 #   lws         lws-controller, lws/ (CRD + webhook manifests)                   (sigs.k8s.io/lws $LWS_VERSION)
 #   keda        keda-operator, keda/crd/ (KEDA's CRDs)                           (github.com/kedacore/keda/v2 $KEDA_VERSION)
+#   gateway     gateway/ (Gateway API + InferencePool CRDs), lwepp-<v>           (hack/gateway-bins.sh: sigs.k8s.io/gateway-api,
+#                                                                                 sigs.k8s.io/gateway-api-inference-extension)
 #   node        kubelet, kube-proxy, pause (the harness's real node)             (hack/node-bins.sh)
 #   cluster     = kubernetes etcd kwok (what hack/ctxfit_cluster.py and `make demo` need)
 #
@@ -49,13 +51,13 @@ export CGO_ENABLED=0
 export GOFLAGS=${GOFLAGS:-}
 start=$(date +%s)
 
-ALL=(kubernetes etcd kwok helm lws keda node)
+ALL=(kubernetes etcd kwok helm lws keda gateway node)
 WANT=()
 for arg in "${@:-${ALL[@]}}"; do
   case "$arg" in
     cluster) WANT+=(kubernetes etcd kwok) ;;
     all) WANT+=("${ALL[@]}") ;;
-    kubernetes|etcd|kwok|helm|lws|keda|node) WANT+=("$arg") ;;
+    kubernetes|etcd|kwok|helm|lws|keda|gateway|node) WANT+=("$arg") ;;
     *) echo "unknown component: $arg (one of: ${ALL[*]} cluster all)" >&2; exit 2 ;;
   esac
 done
@@ -154,13 +156,15 @@ build_helm() {
 # scripts, same cache dir (they lock and use unique temp names the same way)
 build_lws() { OUT="$OUT" LWS_VERSION="$LWS_VERSION" bash "$HACK/lws-bins.sh"; }
 build_keda() { OUT="$OUT" KEDA_VERSION="$KEDA_VERSION" bash "$HACK/keda-bins.sh"; }
+# Gateway API and InferencePool CRDs, GIE's lightweight endpoint picker: hack/gateway-bins.sh, same cache dir
+build_gateway() { OUT="$OUT" bash "$HACK/gateway-bins.sh"; }
 # the real node's kubelet, kube-proxy and pause (hack/cluster_realnode.py): hack/node-bins.sh, same cache dir
 build_node() { OUT="$OUT" K8S_VERSION="$K8S_VERSION" bash "$HACK/node-bins.sh"; }
 
 for component in "${ALL[@]}"; do
   wants "$component" || continue
   case "$component" in
-    lws|keda|node) "build_$component" ;;  # these lock themselves
+    lws|keda|gateway|node) "build_$component" ;;  # these lock themselves
     *) ( lock "$component"; "build_$component" ) ;;
   esac
 done

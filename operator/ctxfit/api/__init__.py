@@ -1,6 +1,7 @@
 """The InferenceServer API: pydantic v2 models (spec, effective configuration, status) and quantities."""
 
 from .effective import WIRE_KEYS, EffectiveConfig
+from .lora import ADAPTER_ROOT, LoRAAdapter, LoRASpec
 from .quantity import GiB, KiB, MiB, TiB, bytes_to_quantity, quantity_to_bytes
 from .spec import (
     API_GROUP,
@@ -22,10 +23,13 @@ from .spec import (
     Parallelism,
     ResourcesSpec,
 )
+from .speculative import DRAFT_ROOT, DraftModel, SpeculativeMethod, SpeculativeSpec
 
 __all__ = [
+    "ADAPTER_ROOT",
     "API_GROUP",
     "API_VERSION",
+    "DRAFT_ROOT",
     "KIND",
     "KV_CACHE_DTYPES",
     "PLURAL",
@@ -34,6 +38,7 @@ __all__ = [
     "AttentionKind",
     "BatchingSpec",
     "ContextSpec",
+    "DraftModel",
     "EffectiveConfig",
     "EngineKind",
     "EngineSpec",
@@ -42,11 +47,15 @@ __all__ = [
     "InferenceServer",
     "InferenceServerSpec",
     "KiB",
+    "LoRAAdapter",
+    "LoRASpec",
     "MemorySpec",
     "MiB",
     "ModelSpec",
     "Parallelism",
     "ResourcesSpec",
+    "SpeculativeMethod",
+    "SpeculativeSpec",
     "TiB",
     "bytes_to_quantity",
     "quantity_to_bytes",

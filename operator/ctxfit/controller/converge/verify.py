@@ -71,6 +71,7 @@ def to_observed(report: StartupReport, attempt: int, pod: str, predicted: int | 
         attempt=attempt, pod=pod, kv_cache_bytes=report.kv_cache_bytes, kv_cache_tokens=report.kv_cache_tokens,
         max_concurrency=report.max_concurrency, served_context_length=served, weights_bytes=report.weights_bytes,
         load_seconds=report.load_seconds, predicted_kv_cache_bytes=predicted, error_bytes=error,
+        draft_kv_cache_bytes=report.draft_kv_cache_bytes, draft_kv_cache_tokens=report.draft_kv_cache_tokens,
         source_lines=[line[:SOURCE_LINE_CHARS] for line in report.source_lines[:SOURCE_LINES]], observed_at=now,
     )
 

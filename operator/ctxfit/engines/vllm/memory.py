@@ -82,6 +82,8 @@ from .bands import v1_band, v1_sampler_warmup
 from .cudagraph import cuda_graph_bytes as v1_cuda_graph_bytes
 from .cudagraph import estimate_bytes, v0_cuda_graph_bytes
 from .dequant import dequant_bytes
+from .features import extra_terms, graph_shape
+from .flags import eager_reason
 from .oracle import v1_falls_back_to_v0
 from .pipeline import v0_intermediate_tensor_bytes
 from .runner import MODEL_RUNNER_V2_ESTIMATES_SINCE, plan_uses_model_runner_v2, sampler_state_bytes
@@ -247,6 +249,8 @@ class ProfileInputs:
     """V0 at PP > 1: intermediate tensors the (non-first) stage holds through its profile run (``pipeline.py``)."""
     band: str = ""
     """The ``FITTED`` key (``constants_band``); empty: the family's own."""
+    eager: str | None = None
+    """Why no CUDA graph is captured (``flags.eager_reason``), None when graphs are captured."""
 
 
 def cuda_graph_bytes(
@@ -263,9 +267,12 @@ def cuda_graph_bytes(
     if fam is Family.V0:
         return v0_cuda_graph_bytes(inputs, capture)
     seqs = effective.max_num_seqs
+    shape = graph_shape(inputs, effective)
     if fam is Family.V1_020 and not model_runner_v2:
-        return estimate_bytes(inputs, capture, max_num_seqs=seqs, max_num_batched_tokens=max_num_batched_tokens)
-    return v1_cuda_graph_bytes(inputs, capture, max_num_seqs=seqs, max_num_batched_tokens=max_num_batched_tokens)
+        return estimate_bytes(inputs, capture, max_num_seqs=seqs, max_num_batched_tokens=max_num_batched_tokens,
+                              shape=shape)
+    return v1_cuda_graph_bytes(inputs, capture, max_num_seqs=seqs, max_num_batched_tokens=max_num_batched_tokens,
+                               shape=shape)
 
 
 def _product(inputs: PlanInputs) -> str | None:
@@ -284,7 +291,8 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
     env = container_env(inputs)
     fam = family(version, env, inputs.compute_capability, effective.kv_cache_dtype, mla=is_mla(inputs))
     mrv2 = fam is Family.V1_020 and plan_uses_model_runner_v2(inputs, env)
-    deducted = fam is Family.V1_020 and (not mrv2 or version >= MODEL_RUNNER_V2_ESTIMATES_SINCE)
+    eager = eager_reason(inputs)
+    deducted = fam is Family.V1_020 and (not mrv2 or version >= MODEL_RUNNER_V2_ESTIMATES_SINCE) and eager is None
     tokens = max_num_batched_tokens
     if fam is Family.V0 and not inputs.spec.batching.max_num_batched_tokens:
         sliding = inputs.architecture.sliding_window is not None
@@ -313,7 +321,7 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
         warmup=sampler_warmup(fam, version, env, inputs.spec.engine.image),
         nvlink_multi_gpu=multi_gpu,
         nccl_init_in_budget_bytes=nccl_init,
-        cuda_graph_bytes=cuda_graph_bytes(inputs, effective, fam, tokens, model_runner_v2=mrv2),
+        cuda_graph_bytes=0 if eager else cuda_graph_bytes(inputs, effective, fam, tokens, model_runner_v2=mrv2),
         model_runner_v2=mrv2,
         graphs_deducted=deducted,
         sampler_state_bytes=(
@@ -321,6 +329,7 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
         ),
         pp_intermediate_bytes=v0_intermediate_tensor_bytes(inputs, tokens) if fam is Family.V0 else 0,
         band=constants_band(fam, version),
+        eager=eager,
     )
 
 
@@ -357,6 +366,17 @@ def overheads(profile: ProfileInputs, constants: OverheadConstants | None = None
     return Overheads(activation.bytes + pp, note, non_torch, graphs)
 
 
+def _graph_note(profile: ProfileInputs) -> str:
+    if profile.eager:
+        return f"CUDA graphs: none ({profile.eager})"
+    if profile.graphs_deducted:
+        if profile.model_runner_v2:
+            return "CUDA graphs: captured pool deducted from the budget (Model Runner V2, vLLM >= 0.29)"
+        return "CUDA graphs: estimate deducted from the budget (vLLM >= 0.20, V1 model runner)"
+    why = "Model Runner V2 < 0.29 deducts none" if profile.model_runner_v2 else "vLLM < 0.20 does not deduct them"
+    return f"CUDA graphs: ~{profile.cuda_graph_bytes / GiB:.2f} GiB outside the budget ({why})"
+
+
 def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_tokens: int) -> BudgetTerms:
     """Per-GPU budget terms for vLLM (bytes); ``kv_cache_bytes`` may be negative (nothing fits).
 
@@ -365,6 +385,8 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_to
     """
     profile = profile_inputs(inputs, effective, max_num_batched_tokens=max_num_batched_tokens)
     terms = overheads(profile)
+    extras = extra_terms(inputs, effective, max_num_batched_tokens)
+    in_budget = sum(e.bytes for e in extras if e.in_budget)
     deducted = profile.graphs_deducted
     outside = CUDA_CONTEXT + (0 if deducted else profile.cuda_graph_bytes) + profile.sampler_state_bytes
     topology = "NVSwitch all-reduce buffers" if profile.nvlink_multi_gpu else "no NVSwitch buffers"
@@ -374,14 +396,7 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_to
         f"weights: {inputs.weights_source}",
         f"activation: {terms.activation_note} ({profile.band or profile.family.value})",
         f"other: non-torch at TP {inputs.tp} ({topology})",
-        (
-            "CUDA graphs: captured pool deducted from the budget (Model Runner V2, vLLM >= 0.29)"
-            if profile.model_runner_v2
-            else "CUDA graphs: estimate deducted from the budget (vLLM >= 0.20, V1 model runner)"
-        )
-        if deducted
-        else f"CUDA graphs: ~{profile.cuda_graph_bytes / GiB:.2f} GiB outside the budget ("
-        + ("Model Runner V2 < 0.29 deducts none)" if profile.model_runner_v2 else "vLLM < 0.20 does not deduct them)"),
+        _graph_note(profile),
     )
     if profile.sampler_state_bytes:
         notes += (
@@ -396,7 +411,8 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_to
         activation_bytes=terms.activation_bytes,
         cuda_graph_bytes=terms.deducted_graph_bytes,
         other_bytes=terms.non_torch_bytes,
-        kv_cache_bytes=terms.kv_pool_bytes(profile),
+        kv_cache_bytes=terms.kv_pool_bytes(profile) - in_budget,
         outside_bytes=outside,
         notes=notes,
+        extras=extras,
     )
