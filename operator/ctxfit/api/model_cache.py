@@ -20,12 +20,15 @@ The operator never reads the token Secret: it is rendered as ``HF_TOKEN`` from a
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from .base import WireModel
 from .quantity import Quantity, TiB, check_quantity_bounds
+
+if TYPE_CHECKING:
+    from .resolution import ResolvedModel
 
 MODES = ("volumeClaimTemplate", "persistentVolumeClaim", "hostPath", "emptyDir")
 """Wire names of the cache modes, in the order the docs list them."""
@@ -138,10 +141,11 @@ CACHE_CEL_RULES: dict[str, list[dict[str, str]]] = {
 
 
 class ModelStatus(WireModel):
-    """``status.model``: the cache in force and what the download did.
+    """``status.model``: what resolution found, the cache in force and what the download did.
 
     Attributes:
-        cache: the mode in force (after the default rule).
+        resolved: the resolved model (``ctxfit.api.resolution``; before the cache is chosen it is the only field).
+        cache: the mode in force (after the default rule); None until the cache step ran.
         claim_name: the PersistentVolumeClaim mounted (operator-owned or the user's).
         claim_bytes: the operator-owned claim's requested size, bytes.
         ephemeral_bytes: the ``ephemeral-storage`` request for ``emptyDir``, bytes.
@@ -152,7 +156,8 @@ class ModelStatus(WireModel):
         note: why this mode (e.g. no default StorageClass).
     """
 
-    cache: CacheMode
+    resolved: ResolvedModel | None = None  # defined in .resolution (imports .spec, which imports this module)
+    cache: CacheMode | None = None
     claim_name: str | None = None
     claim_bytes: int | None = None
     ephemeral_bytes: int | None = None

@@ -46,6 +46,7 @@ from .kube.keda import (
     read_scaling,
 )
 from .kube.pools import MembersOf, PoolAPIMissing, PoolMemo, apply_pool, delete_pool, patch_pod_labels, read_routing
+from .kube.resolution import Resolutions
 from .kube.service_lane import ServiceLane
 from .rejections import RejectionBook, refused
 from .runtime.lanes import EventPoster
@@ -79,6 +80,9 @@ class Runtime:
 
     ``services``: the lane that writes Services off the reconcile path (``service_lane``; None: inline).
 
+    ``resolutions``: the shared model resolutions (``kube/resolution.py``; None: models in no catalog are not
+    resolved and plan from the spec alone).
+
     ``stopping``: set when the operator stops; a reconcile in a worker thread writes nothing more (each
     write is re-derived by the next pass, in this process or the next, so stopping between two is safe).
     """
@@ -95,6 +99,7 @@ class Runtime:
     pools: PoolMemo = field(default_factory=PoolMemo)
     stopping: threading.Event = field(default_factory=threading.Event)
     services: ServiceLane | None = None
+    resolutions: Resolutions | None = None
 
 
 @dataclass(frozen=True)
@@ -370,6 +375,7 @@ def reconcile(rt: Runtime, namespace: str, name: str,  # noqa: C901 - split with
             calibration=rt.calibration.table() if rt.calibration is not None else None,  # cached; used to plan
             scaling=read_scaling(rt.kube, rt.keda, rt.settings.keda_enabled, namespace, name,
                                  spec_dict.get("autoscaling") is not None, old.autoscaling is not None),
+            resolution=rt.resolutions.view((namespace, name), spec_dict) if rt.resolutions is not None else None,
             routing=read_routing(rt.kube, rt.pools, rt.settings.gateway_enabled, namespace, name, spec_dict,
                                  old.routing.pool if old.routing is not None else None, members_of),
             created=str(meta.get("creationTimestamp") or ""),
@@ -390,6 +396,9 @@ def reconcile(rt: Runtime, namespace: str, name: str,  # noqa: C901 - split with
             rt.metrics.reconcile_errors.labels(f"rejected_{exc.code}").inc()
             delay = rejections.record(rt.kube, rt.rejections, (namespace, name), exc, out.status, snap.generation)
             return Result(delay, conflict=True)
+        if out.resolution_request is not None and rt.resolutions is not None:
+            _not_stopping(rt)
+            rt.resolutions.request((namespace, name), out.resolution_request, body)
         if isinstance(stored, _Deferred):
             assert out.deployment is not None
             return Result(0.0, applied=deployment_view(out.deployment))

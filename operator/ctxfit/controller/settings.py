@@ -32,6 +32,15 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.state.runtime.setti
 | ``CTXFIT_LOG_LEVEL`` | INFO | DEBUG, INFO (one line per decision per server), WARNING or ERROR |
 | ``CTXFIT_KEDA_ENABLED`` | false | render a KEDA ScaledObject for servers with ``spec.autoscaling`` |
 | ``CTXFIT_PROMETHEUS_ADDRESS`` | empty | Prometheus URL the ScaledObjects' triggers query (needed with KEDA) |
+| ``CTXFIT_RESOLVER_IMAGE`` | empty | the operator's own image, run by resolver pods (gated repos, preloaded claims) |
+| ``CTXFIT_RESOLVER_NODE_SELECTOR`` | empty | ``key=value,...``: where resolver pods run (e.g. a CPU pool) |
+| ``CTXFIT_RESOLVER_TOLERATIONS`` | empty | ``key[=value][:Effect],...``: taints resolver pods tolerate |
+| ``CTXFIT_MODEL_RECHECK_SECONDS`` | 21600 | a moving branch (revision not a commit) is re-checked this often |
+| ``CTXFIT_RESOLVE_BACKOFF_SECONDS`` | 5 | first retry of a resolution while the Hub is unreachable; doubles |
+| ``CTXFIT_RESOLVE_BACKOFF_MAX_SECONDS`` | 300 | cap of that wait |
+| ``CTXFIT_TOKEN_RECHECK_SECONDS`` | 600 | a token's ModelAccessDenied is retried this often (the Secret may be fixed) |
+| ``CTXFIT_RESOLVE_TIMEOUT_SECONDS`` | 120 | a resolution (or resolver pod run) not done by then: HubUnreachable |
+| ``CTXFIT_RESOLVE_POLL_SECONDS`` | 2 | a server waiting for a resolution looks again this often |
 | ``CTXFIT_GATEWAY_ENABLED`` | false | manage the InferencePools and pool labels of ``spec.routing`` servers |
 """
 
@@ -85,6 +94,21 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     keda_enabled: bool = False
     prometheus_address: str = ""
+    resolver_image: str = ""
+    """Image of resolver pods (the operator's own; the chart sets it): gated repositories and preloaded claims are
+    resolved in the server's namespace, so the operator never reads a Secret (``kube/resolution.py``)."""
+    resolver_node_selector: Annotated[tuple[str, ...], NoDecode] = ()
+    """``key=value`` labels a resolver pod's node must have (none: anywhere; it needs no GPU)."""
+    resolver_tolerations: Annotated[tuple[str, ...], NoDecode] = ()
+    """``key[=value][:Effect]`` taints resolver pods tolerate (``Equal`` with a value, else ``Exists``)."""
+    model_recheck_seconds: Annotated[float, Field(gt=0)] = 6 * 3600.0
+    resolve_backoff_seconds: Annotated[float, Field(gt=0)] = 5.0
+    resolve_backoff_max_seconds: Annotated[float, Field(gt=0)] = 300.0
+    resolve_poll_seconds: Annotated[float, Field(gt=0)] = 2.0
+    """How often a server waiting for a resolution looks again (a resolver pod is read, not watched)."""
+    token_recheck_seconds: Annotated[float, Field(gt=0)] = 600.0
+    resolve_timeout_seconds: Annotated[float, Field(gt=0)] = 120.0
+    """A resolution (the operator's own Hub calls, or a resolver pod's run) not done by then failed as unreachable."""
     gateway_enabled: bool = False
 
     @field_validator("log_level", mode="before")
@@ -92,7 +116,8 @@ class Settings(BaseSettings):
     def _upper(cls, value: object) -> object:
         return (value.strip().upper() or "INFO") if isinstance(value, str) else value
 
-    @field_validator("watch_namespaces", "allowed_image_prefixes", "allowed_toleration_keys", mode="before")
+    @field_validator("watch_namespaces", "allowed_image_prefixes", "allowed_toleration_keys",
+                     "resolver_node_selector", "resolver_tolerations", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
         if isinstance(value, str):

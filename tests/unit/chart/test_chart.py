@@ -314,7 +314,7 @@ NAMESPACED_RULES = {
     ("apps", "deployments/scale"): {"patch"},
     ("leaderworkerset.x-k8s.io", "leaderworkersets"): {"get", "create", "patch"},
     ("", "services"): {"get", "list", "watch", "create", "patch"},
-    ("", "pods"): {"list", "watch"},
+    ("", "pods"): {"get", "list", "watch", "create", "delete"},  # + the resolver pods (controller/kube/resolution.py)
     ("", "pods/log"): {"get"},
     ("", "events"): {"create", "list"},
     ("", "persistentvolumeclaims"): {"get", "list", "watch", "create", "patch", "delete"},
@@ -386,8 +386,13 @@ def test_rbac_is_least_privilege(case: str) -> None:
                 continue
             assert not {"secrets", "configmaps", "roles", "rolebindings", "clusterroles",
                         "clusterrolebindings", "serviceaccounts", "pods/exec"} & set(rule["resources"]), rule
-            if rule["resources"] in (["nodes"], ["customresourcedefinitions"], ["namespaces"], ["pods"]):
+            if rule["resources"] in (["nodes"], ["customresourcedefinitions"], ["namespaces"]):
                 assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
+            if rule["resources"] == ["pods"]:
+                # create/delete for the resolver pods only (docs/design/model-resolution.md): no more power than
+                # the Deployments the operator already creates (their pods mount the token Secret too); never
+                # update/patch (a running pod is not rewritten), never exec
+                assert set(rule["verbs"]) <= {"get", "list", "watch", "create", "delete"}, rule
             if role["kind"] == "ClusterRole" and role["metadata"]["name"].endswith("-cluster"):
                 assert set(rule["verbs"]) <= {"get", "list", "watch"}, rule
 

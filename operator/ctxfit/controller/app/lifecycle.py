@@ -21,6 +21,7 @@ from ..kube.calibration import CalibrationStore
 from ..kube.claims import ClaimsApi
 from ..kube.client import Kube, load_api_client
 from ..kube.leader import LeaderElector
+from ..kube.resolution import Resolutions
 from ..kube.service_lane import ServiceLane
 from ..reconcile import Runtime, reconcile
 from ..runtime.lanes import EventPoster
@@ -173,6 +174,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
             loop.call_soon_threadsafe(state.queue.add, key)
 
     runtime.services = ServiceLane(kube.apply, runtime.rejections, service_failed)
+    runtime.resolutions = Resolutions(kube, cfg, service_failed)  # a finished resolution wakes its servers
 
     work = Worker(runtime, threads)
     queue = WorkQueue(work, cfg.workers, reserved=cfg.workers - max(1, cfg.workers // LATER_PASS_SHARE),
@@ -199,6 +201,8 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     if state is None:
         return
     state.runtime.stopping.set()
+    if state.runtime.resolutions is not None:
+        state.runtime.resolutions.close()
     await state.queue.close()
     lanes = [lane for lane in (state.runtime.events, state.runtime.services) if lane is not None]
     closed = await asyncio.gather(  # at most STOP_GRACE_SECONDS in all, not per stage

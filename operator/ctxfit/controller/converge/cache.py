@@ -56,7 +56,8 @@ def resolve(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str,
     time, the mode already in ``status.model`` stays (a failed list must not change the pod template).
     """
     st = out.status
-    old = st.model
+    resolved = st.model.resolved if st.model is not None else None
+    old = st.model if st.model is not None and st.model.cache is not None else None  # None: only resolved so far
     if snap.storage is None and old is None:
         return None
     checkpoint = checkpoint_bytes(spec, _weights_bytes(out))
@@ -75,7 +76,7 @@ def resolve(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str,
         claim_bytes=cache.size_bytes if cache.mode is CacheMode.VOLUME_CLAIM_TEMPLATE else None,
         ephemeral_bytes=cache.size_bytes if cache.mode is CacheMode.EMPTY_DIR else None,
         bytes=old.bytes if old else None, download_seconds=old.download_seconds if old else None,
-        changed_at=old.changed_at if old else None, note=note,
+        changed_at=old.changed_at if old else None, note=note, resolved=resolved,
     )
     if cache.mode is CacheMode.EMPTY_DIR:
         mark_weights_cached(out, "False", Reason.NOT_CACHED, note if spec.model.cache is None else

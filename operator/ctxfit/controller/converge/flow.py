@@ -12,7 +12,7 @@ from ctxfit.recovery import Decision, Failure
 
 from ..settings import Settings
 from ..views.pods import PodView
-from . import attempts, policy, routing, status
+from . import attempts, policy, resolution, routing, status
 from .autoscaling import converge_autoscaling, pause_live
 from .cache import observe_download, resolve
 from .desired import desired
@@ -59,10 +59,17 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
         return out
     status.mark_admitted(out, now, snap.generation)
     key = spec_key(spec)
+    spec_changed = st.spec_key is not None and st.spec_key != key  # (a first pass is no change)
     if st.spec_key != key:
         attempts.start_over(out, key, now)
-    if st.plan is None:
-        first_plan(snap, spec, out, settings, now)
+    found = resolution.step(snap, spec, out, now, settings, spec_changed)
+    if out.replan_resolution:  # a moving branch moved: plan again with the new commit
+        attempts.start_over(out, key, now, announce=False)
+        found = resolution.step(snap, spec, out, now, settings, False)
+    if st.plan is None and found.ready:
+        first_plan(snap, spec, out, settings, now, model=found.source)
+        if out.plan_result is not None:
+            resolution.record(out, spec, snap.namespace, found.source, out.plan_result, now, snap.generation)
     attempts.reopen(out, snap.generation, now)
     cache = resolve(snap, spec, out, now, settings.default_cache)
     def record(pod: PodView, failure: Failure, decision: Decision | None) -> None:

@@ -102,7 +102,8 @@ def test_no_default_storage_class_falls_back_to_empty_dir_and_says_so() -> None:
 
 def test_storage_not_read_renders_without_a_cache() -> None:
     out = started(spec(), storage=None)
-    assert out.status.model is None and out.claim is None
+    assert out.status.model is not None and out.status.model.cache is None and out.claim is None
+    assert out.status.model.resolved is not None and out.status.model.resolved.source == "catalog"
     assert out.deployment is not None and "initContainers" not in out.deployment["spec"]["template"]["spec"]
 
 
