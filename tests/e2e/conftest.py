@@ -16,8 +16,10 @@ Every test under tests/e2e gets the `e2e` mark. The harness start time is printe
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 import uuid
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 E2E_DIR = Path(__file__).resolve().parent
 REPO_DIR = E2E_DIR.parent.parent
@@ -47,7 +50,7 @@ from engine_metrics_fixture import EnginePod  # noqa: E402
 from kubernetes.client import CustomObjectsApi  # noqa: E402
 from kubernetes.client.rest import ApiException  # noqa: E402
 
-from .operator_kit import CRD_FILE, LWS, OperatorProcess, ServerClient  # noqa: E402
+from .operator_kit import CRD_FILE, LWS, REPO, OperatorProcess, ServerClient, kubectl  # noqa: E402
 
 _summary: list[str] = []
 
@@ -241,3 +244,18 @@ def engine_pod(prometheus: Prometheus) -> Iterator[Callable[..., EnginePod]]:
 # module shares one of each (a fixture imported into a test module is that module's own: built or started again).
 from .image_kit import container_engine, fake_engine_image, operator_image  # noqa: E402,F401
 from .realnode_kit import real_node  # noqa: E402,F401
+
+
+@pytest.fixture(scope="module")
+def user_roles(cluster: Any, crd: Path) -> Iterator[None]:
+    """The chart's user-facing ClusterRoles, applied as `helm install` would (deleted afterwards: they are
+    cluster-scoped, and a later `helm install` in the same cluster must not find them unowned)."""
+    chart = REPO / "charts" / "ctxfit"
+    rendered = subprocess.run([str(Path(cluster.bin_dir) / "helm"), "template", "ctxfit", str(chart),
+                               "--show-only", "templates/user-roles.yaml"], capture_output=True, text=True, check=True)
+    docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
+    assert {d["metadata"]["name"] for d in docs} == {"ctxfit-edit", "ctxfit-view"}
+    result = kubectl(cluster, "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
+    assert result.returncode == 0, result.stderr
+    yield
+    kubectl(cluster, "delete", "clusterrole", "ctxfit-edit", "ctxfit-view", "--ignore-not-found")

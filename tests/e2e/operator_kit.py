@@ -279,3 +279,24 @@ def group(custom: CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]
         if exc.status == 404:
             return None
         raise
+
+
+def kubectl(cluster: Any, *args: str, user: str | None = None, input: str | None = None,
+            namespace: str | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [str(Path(cluster.bin_dir) / "kubectl"), "--kubeconfig", str(cluster.kubeconfig)]
+    if user:
+        cmd += [f"--as={user}"]
+    if namespace:
+        cmd += ["-n", namespace]
+    return subprocess.run([*cmd, *args], input=input, capture_output=True, text=True, timeout=60)
+
+
+def can_i(cluster: Any, user: str, namespace: str, verb: str, resource: str, *extra: str) -> bool:
+    out = kubectl(cluster, "auth", "can-i", verb, resource, *extra, user=user, namespace=namespace)
+    return out.stdout.strip() == "yes"
+
+
+def bind(cluster: Any, namespace: str, user: str, role: str, kind: str = "ClusterRole") -> None:
+    out = kubectl(cluster, "create", "rolebinding", f"{user}-{role}", f"--{kind.lower()}={role}", f"--user={user}",
+                  namespace=namespace)
+    assert out.returncode == 0, out.stderr

@@ -105,6 +105,8 @@ class Reason(StrEnum):
     SPEC_CHANGED = "SpecChanged"
     # ObjectsAccepted (the API server refused a rendered object) and Admitted (operator policy)
     OBJECT_REJECTED = "ObjectRejected"
+    FOREIGN_OBJECT = "ForeignObject"
+    LWS_NOT_INSTALLED = "LeaderWorkerSetNotInstalled"
     OBJECTS_ACCEPTED = "Accepted"
     REFUSED_BY_POLICY = "RefusedByPolicy"
     ALLOWED_BY_POLICY = "AllowedByPolicy"

@@ -24,7 +24,12 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.state.runtime.setti
 | ``CTXFIT_ALLOWED_IMAGE_PREFIXES`` | empty = any | comma-separated image prefixes a server may use |
 | ``CTXFIT_ALLOW_WILDCARD_TOLERATIONS`` | true | false: refuse tolerations without a key |
 | ``CTXFIT_ALLOWED_TOLERATION_KEYS`` | empty = any | comma-separated toleration keys a server may use |
-| ``CTXFIT_ALLOW_SECRET_ENV`` | true | false: refuse ``engine.env[].valueFrom.secretKeyRef`` |
+| ``CTXFIT_ALLOW_SECRET_ENV`` | true | false: refuse every Secret named (env ``secretKeyRef``, ``tokenSecretRef``) |
+| ``CTXFIT_ALLOWED_SECRETS`` | empty | Secret names allowed even when ``CTXFIT_ALLOW_SECRET_ENV`` is false |
+| ``CTXFIT_ALLOW_HOST_PATH`` | true | false: refuse ``model.cache.hostPath`` |
+| ``CTXFIT_ALLOWED_HOST_PATH_PREFIXES`` | empty: not system dirs | directories a ``hostPath`` cache must be under |
+| ``CTXFIT_ALLOW_SECURITY_ANNOTATIONS`` | false | true: allow ``pod.annotations`` setting AppArmor/seccomp/runtime |
+| ``CTXFIT_ALLOWED_GPU_PRODUCTS`` | empty = any | ``gpu.product`` values a server may ask for |
 | ``CTXFIT_STARTUP_LOG_BYTES`` | 1048576 | head of a Ready engine's log read for its start-up accounting (0 disables) |
 | ``CTXFIT_CALIBRATION_CONFIGMAP`` | ``ctxfit-calibration`` | ConfigMap of KV residual samples (empty disables) |
 | ``CTXFIT_CALIBRATION_NAMESPACE`` | ``POD_NAMESPACE`` / ``default`` | namespace of that ConfigMap (the operator's) |
@@ -87,6 +92,11 @@ class Settings(BaseSettings):
     allow_wildcard_tolerations: bool = True
     allowed_toleration_keys: Annotated[tuple[str, ...], NoDecode] = ()
     allow_secret_env: bool = True
+    allowed_secrets: Annotated[tuple[str, ...], NoDecode] = ()
+    allow_host_path: bool = True
+    allowed_host_path_prefixes: Annotated[tuple[str, ...], NoDecode] = ()
+    allow_security_annotations: bool = False
+    allowed_gpu_products: Annotated[tuple[str, ...], NoDecode] = ()
     startup_log_bytes: Annotated[int, Field(ge=0, le=64 * 1024 * 1024)] = 1024 * 1024
     calibration_configmap: str = "ctxfit-calibration"
     calibration_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
@@ -116,8 +126,9 @@ class Settings(BaseSettings):
     def _upper(cls, value: object) -> object:
         return (value.strip().upper() or "INFO") if isinstance(value, str) else value
 
-    @field_validator("watch_namespaces", "allowed_image_prefixes", "allowed_toleration_keys",
-                     "resolver_node_selector", "resolver_tolerations", mode="before")
+    @field_validator("watch_namespaces", "allowed_image_prefixes", "allowed_toleration_keys", "allowed_secrets",
+                     "allowed_host_path_prefixes", "allowed_gpu_products", "resolver_node_selector",
+                     "resolver_tolerations", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
         if isinstance(value, str):

@@ -311,8 +311,7 @@ NAMESPACED_RULES = {
     ("ctxfit.io", "inferenceservers"): {"get", "list", "watch"},
     ("ctxfit.io", "inferenceservers/status"): {"update"},
     ("apps", "deployments"): {"get", "list", "watch", "create", "patch"},
-    ("apps", "deployments/scale"): {"patch"},
-    ("leaderworkerset.x-k8s.io", "leaderworkersets"): {"get", "create", "patch"},
+    ("leaderworkerset.x-k8s.io", "leaderworkersets"): {"get", "list", "watch", "create", "patch"},
     ("", "services"): {"get", "list", "watch", "create", "patch"},
     ("", "pods"): {"get", "list", "watch", "create", "delete"},  # + the resolver pods (controller/kube/resolution.py)
     ("", "pods/log"): {"get"},
@@ -326,7 +325,7 @@ CLUSTER_RULES = {
 }
 NAMESPACES_RULE = {("", "namespaces"): {"list", "watch"}}
 CALIBRATION_ROLE = {("Role", NAMESPACE, f"{RELEASE}-calibration"): {("", "configmaps"): {"get", "update", "create"}}}
-KEDA_RULES = {("keda.sh", "scaledobjects"): {"get", "create", "patch", "delete"}}
+KEDA_RULES = {("keda.sh", "scaledobjects"): {"get", "list", "watch", "create", "patch", "delete"}}
 KEDA_ON = {"autoscaling.keda.enabled": True, "autoscaling.prometheusAddress": "http://prom.monitoring.svc:9090"}
 
 RBAC_CASES = {

@@ -21,8 +21,11 @@ from .pods import observe_attempt, record_download_failure
 from .status import mark_failed_spec
 from .types import Diagnose, Outcome, ReadStartup, Snapshot
 
+GROUPS_RECHECK_SECONDS = 60.0
+"""How often a multi-node server looks for LeaderWorkerSets again while they are not served."""
 
-def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
+
+def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,  # noqa: C901 - the ordered steps of the pass
              read_startup: ReadStartup | None = None) -> Outcome:
     """One reconciliation step for one InferenceServer (pure; see the module docstring).
 
@@ -58,6 +61,11 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
         pause_live(out, snap.scaling, snap.name, now, snap.generation)
         return out
     status.mark_admitted(out, now, snap.generation)
+    if spec.nodes > 1 and not snap.groups_served:
+        status.mark_groups_missing(out, spec.nodes, GROUPS_RECHECK_SECONDS, now, snap.generation)
+        out.requeue(GROUPS_RECHECK_SECONDS)
+        st.observed_generation = snap.generation
+        return out
     key = spec_key(spec)
     spec_changed = st.spec_key is not None and st.spec_key != key  # (a first pass is no change)
     if st.spec_key != key:

@@ -11,7 +11,7 @@ from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import BudgetBytes, BudgetExtra, EffectiveStatus, Phase, PlanStatus, Reason
 from ctxfit.budget.calibrate import CalibrationTable
 from ctxfit.budget.planner import Plan, plan
-from ctxfit.vocab.inputs import PlanInputError
+from ctxfit.vocab.inputs import PlanInputError, check_pipeline, known_layers
 from ctxfit.vocab.modelsource import ModelSource
 
 from ..settings import Settings
@@ -28,10 +28,15 @@ removing ``autoscaling`` restarts no engine; joining or leaving a pool keeps wha
 
 
 def spec_key(spec: InferenceServerSpec) -> str:
-    """Digest of the spec fields the plan and attempt history depend on (all but ``HISTORY_NEUTRAL_FIELDS``)."""
+    """Digest of the spec fields the plan and attempt history depend on (all but ``HISTORY_NEUTRAL_FIELDS``, and
+    the weights claim's ``retain``: it changes the claim's ownerReference, never the pod; hashed as ``false`` so
+    the digest of a server without it is the one it always had)."""
     wire = spec.to_wire()
     for name in HISTORY_NEUTRAL_FIELDS:
         wire.pop(name, None)
+    template = ((wire.get("model") or {}).get("cache") or {}).get("volumeClaimTemplate")  # type: ignore[attr-defined]
+    if isinstance(template, dict) and "retain" in template:
+        template["retain"] = False
     return hashlib.sha256(json.dumps(wire, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -57,6 +62,11 @@ def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings
     True when attempt 1 was created (False: waiting or failed); the plan, when one was made, is
     ``out.plan_result``."""
     st = out.status
+    try:  # a verdict the nodes cannot change comes before waiting for nodes (pipeline 64 on 32 layers)
+        check_pipeline(spec, known_layers(spec) if model is None else _config_layers(model.config))
+    except PlanInputError as exc:
+        mark_failed_spec(out, str(exc), now, snap.generation)
+        return False
     operator_image = settings.image_for(spec.engine.kind.value)
     nodes = eligible_nodes(spec, snap.nodes, operator_image)
     shortage = group_shortage(spec, nodes)
@@ -128,3 +138,11 @@ def plan_status(result: Plan, spec: InferenceServerSpec, node: GPUNode | None, d
         calibration_key=result.calibration_key,
         calibration_bytes=result.calibration_bytes or None,
     )
+
+
+def _config_layers(config: dict[str, object]) -> int | None:
+    """``num_hidden_layers`` of a resolved config.json (its ``text_config`` for a multimodal model), None when
+    it does not say (``resolve_inputs`` checks again with the layers it derives)."""
+    text = config.get("text_config")
+    layers = (text if isinstance(text, dict) else config).get("num_hidden_layers")
+    return layers if isinstance(layers, int) and not isinstance(layers, bool) else None

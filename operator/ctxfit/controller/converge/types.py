@@ -85,6 +85,7 @@ class Snapshot:
     claim: ClaimView | None = None
     download_log: Callable[[PodView], str] | None = None
     scaling: ScalingSnapshot | None = None
+    groups_served: bool = True
     resolution: ResolutionView | None = None
     routing: RoutingSnapshot | None = None
     created: str = ""
