@@ -488,7 +488,7 @@ def reconcile(rt: Runtime, namespace: str, name: str,  # noqa: C901 - split with
         if isinstance(service_port, _Unknown):
             service_port = rt.kube.service_port(namespace, name)
         if isinstance(service_port, ServiceView):
-            service_port = service_port.port_for(uid, _service_via(deployment, body))
+            service_port = service_port.port_for(uid, _service_via(deployment, body), leaders_only=_multi_node(body))
         meta = body["metadata"]
         old, problem = read_status(body.get("status"))
         if problem is not None:  # stored status is input: never trusted past the spec's bounds
