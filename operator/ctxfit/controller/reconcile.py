@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ctxfit.api import EngineKind
 from ctxfit.api.model_cache import CacheMode
-from ctxfit.api.status import InferenceServerStatus, Phase, Reason, now_rfc3339
+from ctxfit.api.status import InferenceServerStatus, Reason
 from ctxfit.api.status_check import read_status
 from ctxfit.recovery import Failure, Observation, classify
 from ctxfit.recovery.download import as_download_failure
@@ -36,7 +36,6 @@ from .converge import Outcome, Snapshot, converge
 from .converge.autoscaling import paused_rendering
 from .converge.cache import owned_claim_name
 from .converge.refusals import Write, claim_write, is_rejected
-from .converge.status import mark_phase
 from .converge.types import EventNote, ScalingSnapshot
 from .kube.calibration import CalibrationStore
 from .kube.claims import ClaimsApi
@@ -202,22 +201,8 @@ def _apply_claim(rt: Runtime, out: Outcome) -> None:
             rt.claims.apply_claim(out.claim, exists=out.claim_exists)
 
 
-SERVICE_WAIT_SECONDS = 1.0
 DRIFT_EVENT_SECONDS = 30.0
 """The same drift revert (same fields, same values) gets one Event per this many seconds."""
-
-
-def _hold_ready_for_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
-    """A server whose Service is being written by the lane right now, and not yet seen as the server's, is not
-    Ready yet: the write may still find the name taken (``guarded.Foreign``), and status never says Ready with an
-    endpoint through a Service that is not the server's. Looked at again in ``SERVICE_WAIT_SECONDS``."""
-    if rt.services is None or out.status.phase is not Phase.READY or snap.service_port is not None:
-        return
-    if not rt.services.busy((snap.namespace, snap.name)):
-        return
-    mark_phase(out, Phase.STARTING, Reason.ENGINE_STARTING,
-               f"engine Ready; waiting for its Service {snap.name}", now_rfc3339(snap.now), snap.generation)
-    out.requeue(SERVICE_WAIT_SECONDS)
 
 
 def _check_mounted_claim(rt: Runtime, out: Outcome, snap: Snapshot, *, created: bool) -> None:
@@ -537,6 +522,7 @@ def _pass(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...], po
         created=str(meta.get("creationTimestamp") or ""),
         refusals=rt.rejections.refusals((namespace, name), time.monotonic() if clock is None else clock),
         writes_accepted=rt.rejections.accepted_all((namespace, name)),
+        service_writing=rt.services is not None and rt.services.busy((namespace, name)),
     )
     engine_text = str((snap.spec.get("engine") or {}).get("kind", ""))
     # None (an invalid spec, which converge refuses before any diagnosis): classify knows every engine's text
@@ -549,7 +535,6 @@ def _pass(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...], po
     if problem is not None:
         out.events.insert(0, EventNote("Warning", Reason.INVALID_STATUS,
                                        f"stored status discarded ({problem}); planning again from the spec"))
-    _hold_ready_for_service(rt, out, snap)
     stored, refusal = _write(rt, body, out, snap, force_status=problem is not None)
     if refusal is not None:
         return Pass(Result(0.0, stored=stored if isinstance(stored, dict) else None), refusal)

@@ -14,10 +14,11 @@ from typing import Any
 
 from ctxfit.api.status import ConditionType, InferenceServerStatus, Phase, Reason
 
-from .types import SERVING_UNAFFECTED, EventNote, Outcome, Refusal, Write
+from .status import mark_phase
+from .types import SERVING_UNAFFECTED, EventNote, Outcome, Refusal, Snapshot, Write
 
-__all__ = ["SERVING_UNAFFECTED", "Refusal", "Write", "claim_write", "fingerprint", "hold", "is_rejected",
-           "mark_accepted", "mark_rejected", "refused_autoscaler", "slots"]
+__all__ = ["SERVING_UNAFFECTED", "Refusal", "Write", "claim_write", "fingerprint", "hold", "hold_for_service",
+           "is_rejected", "mark_accepted", "mark_rejected", "refused_autoscaler", "slots"]
 
 
 def fingerprint(obj: dict[str, Any] | None) -> str:
@@ -157,3 +158,17 @@ def hold(out: Outcome, refusals: tuple[Refusal, ...], now: str, generation: int,
         hold_ready(out.status, holding.message, now, generation, holding.reason)
     elif not refusals and ready is not None and ready.reason in HELD_BY:
         hold_ready(out.status, ready.message, now, generation, ready.reason)
+
+
+SERVICE_WAIT_SECONDS = 1.0
+
+
+def hold_for_service(out: Outcome, snap: Snapshot, now: str) -> None:
+    """A server whose Service the lane is writing right now, and not yet seen as the server's, is not Ready yet: the
+    write may still find the name taken (``guarded.Foreign``), and status never says Ready with an endpoint through
+    a Service that is not the server's. Looked at again in ``SERVICE_WAIT_SECONDS``."""
+    if not snap.service_writing or out.status.phase is not Phase.READY or snap.service_port is not None:
+        return
+    mark_phase(out, Phase.STARTING, Reason.ENGINE_STARTING, f"engine Ready; waiting for its Service {snap.name}", now,
+               snap.generation)
+    out.requeue(SERVICE_WAIT_SECONDS)
