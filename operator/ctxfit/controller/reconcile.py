@@ -523,6 +523,7 @@ def _pass(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...], po
         refusals=rt.rejections.refusals((namespace, name), time.monotonic() if clock is None else clock),
         writes_accepted=rt.rejections.accepted_all((namespace, name)),
         service_writing=rt.services is not None and rt.services.busy((namespace, name)),
+        service_lane=rt.services is not None,
     )
     engine_text = str((snap.spec.get("engine") or {}).get("kind", ""))
     # None (an invalid spec, which converge refuses before any diagnosis): classify knows every engine's text

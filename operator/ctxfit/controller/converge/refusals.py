@@ -164,10 +164,12 @@ SERVICE_WAIT_SECONDS = 1.0
 
 
 def hold_for_service(out: Outcome, snap: Snapshot, now: str) -> None:
-    """A server whose Service the lane is writing right now, and not yet seen as the server's, is not Ready yet: the
-    write may still find the name taken (``guarded.Foreign``), and status never says Ready with an endpoint through
-    a Service that is not the server's. Looked at again in ``SERVICE_WAIT_SECONDS``."""
-    if not snap.service_writing or out.status.phase is not Phase.READY or snap.service_port is not None:
+    """A server whose Service is not yet seen as the server's while the lane writes it (now, or from this pass on) is
+    not Ready yet: the write may still find the name taken (``guarded.Foreign``), and status never says Ready with an
+    endpoint through a Service that is not the server's. Looked at again in ``SERVICE_WAIT_SECONDS``."""
+    if out.status.phase is not Phase.READY or snap.service_port is not None:
+        return
+    if not (snap.service_writing or (snap.service_lane and out.service is not None)):
         return
     mark_phase(out, Phase.STARTING, Reason.ENGINE_STARTING, f"engine Ready; waiting for its Service {snap.name}", now,
                snap.generation)

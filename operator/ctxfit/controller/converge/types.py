@@ -121,7 +121,8 @@ class Snapshot:
     ``service_port``: the port of its Service (None: no Service yet).
     ``refusals``: the refusal book's entries of the server, oldest first (``rejections.RejectionBook.refusals``);
     ``writes_accepted``: the last pass applied every write it asked for (``RejectionBook.accepted_all``);
-    ``service_writing``: the Service lane is writing its Service right now (``kube/service_lane.py``).
+    ``service_writing``: the Service lane is writing its Service right now (``kube/service_lane.py``);
+    ``service_lane``: Services are written by that lane, after the pass (else inline, in it).
     ``storage``, ``claim``, ``download_log``: the StorageClasses (None: not read, no cache rendered), the
     cache claim, and a reader of a pod's download log (``controller.cache``).
     """
@@ -149,6 +150,7 @@ class Snapshot:
     refusals: tuple[Refusal, ...] = ()
     writes_accepted: bool = False
     service_writing: bool = False
+    service_lane: bool = False
 
 
 @dataclass
