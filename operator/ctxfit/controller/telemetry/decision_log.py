@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import kopf
 
-from ctxfit.api.status import AttemptOutcome, InferenceServerStatus, Phase
+from ctxfit.api.status import Attempt, AttemptOutcome, InferenceServerStatus, Phase
 
 from ..converge.types import Outcome
 
@@ -18,7 +18,8 @@ DECISIONS_LOGGER = "ctxfit.decisions"
 
 @dataclass(frozen=True)
 class DecisionLine:
-    """One decision: ``verb`` (planned, started, failed, stepped, retrying, ready, gave-up), a sentence, facts."""
+    """One decision: ``verb`` (planned, started, failed, stepped, retrying, ready, ready-held, gave-up), a sentence,
+    facts."""
 
     verb: str
     message: str
@@ -78,6 +79,16 @@ def _started(new: InferenceServerStatus, out: Outcome, known: set[int]) -> list[
     return found
 
 
+def _ready(attempt: Attempt, new: InferenceServerStatus) -> DecisionLine:
+    """The attempt's engine serves: Ready, or held not Ready (a refused or foreign child): the line says which."""
+    context = attempt.effective.context_length
+    fields = {"attempt": attempt.number, "context": context}
+    if new.phase is Phase.READY:
+        return DecisionLine("ready", f"Ready: attempt {attempt.number} serves context {context}", fields)
+    return DecisionLine("ready-held", f"attempt {attempt.number} serves context {context}, but the server is "
+                        f"{new.phase.value if new.phase else 'not Ready'}: {new.message or 'not Ready'}", fields)
+
+
 def decisions(old: InferenceServerStatus, out: Outcome) -> list[DecisionLine]:
     """What this pass decided, in order (see the module docstring). Empty when nothing changed."""
     new = out.status
@@ -88,9 +99,7 @@ def decisions(old: InferenceServerStatus, out: Outcome) -> list[DecisionLine]:
     known = {a.number for a in old.attempts} if old.spec_key == new.spec_key else set()
     found += _next_attempts(new, known)
     found += _started(new, out, known)
-    found += [DecisionLine("ready", f"Ready: attempt {a.number} serves context {a.effective.context_length}",
-                           {"attempt": a.number, "context": a.effective.context_length})
-              for a in out.finished if a.outcome is AttemptOutcome.SUCCEEDED]
+    found += [_ready(a, new) for a in out.finished if a.outcome is AttemptOutcome.SUCCEEDED]
     if new.phase is Phase.FAILED and old.phase is not Phase.FAILED:
         found.append(DecisionLine("gave-up", f"Failed: {new.message or ''}", {}))
     return found
