@@ -1,5 +1,5 @@
 """One INFO log line per decision per server: planned, started attempt N, failed as KIND, stepped to X (or
-retrying), Ready, Failed. See docs/design/decision-log.md."""
+retrying, or moved to another GPU product), Ready, Failed. See docs/design/decision-log.md."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ DECISIONS_LOGGER = "ctxfit.decisions"
 
 @dataclass(frozen=True)
 class DecisionLine:
-    """One decision: ``verb`` (planned, started, failed, stepped, retrying, ready, ready-held, gave-up), a sentence,
-    facts."""
+    """One decision: ``verb`` (planned, started, failed, stepped, retrying, moved, ready, ready-held, gave-up), a
+    sentence, facts."""
 
     verb: str
     message: str
@@ -44,13 +44,14 @@ def _planned(old: InferenceServerStatus, new: InferenceServerStatus) -> list[Dec
                          {"context": 0, "maxContext": plan.max_context_length})]
 
 
-def _next_attempts(new: InferenceServerStatus, known: set[int]) -> list[DecisionLine]:
-    """Each new attempt after another: the same configuration again (retrying) or what changed (stepped)."""
+def _next_attempts(new: InferenceServerStatus, known: set[int], moved: bool) -> list[DecisionLine]:
+    """Each new attempt after another: the same configuration again (retrying) or what changed (stepped); none
+    when the server ``moved`` to another GPU product (its own line says so)."""
     found: list[DecisionLine] = []
     by_number = {a.number: a for a in new.attempts}
     for attempt in new.attempts:
         before = by_number.get(attempt.number - 1)
-        if attempt.number in known or before is None:
+        if attempt.number in known or before is None or moved:
             continue
         if before.effective == attempt.effective:
             found.append(DecisionLine("retrying", f"retrying the configuration of attempt {before.number} as attempt "
@@ -79,6 +80,18 @@ def _started(new: InferenceServerStatus, out: Outcome, known: set[int]) -> list[
     return found
 
 
+def _moved(old: InferenceServerStatus, new: InferenceServerStatus) -> list[DecisionLine]:
+    """The same spec planned again on another GPU product (the one it was on excluded)."""
+    moved = (old.spec_key == new.spec_key and new.plan is not None and old.node_product is not None
+             and new.node_product not in (None, old.node_product))
+    if not moved or new.plan is None:
+        return []
+    avoided = ", ".join(sorted(new.excluded_names()))
+    return [DecisionLine("moved", f"moved from {old.node_product} to {new.node_product} (excluded: {avoided}); "
+                         f"planned context {new.plan.context_length}",
+                         {"product": new.node_product, "context": new.plan.context_length})]
+
+
 def _ready(attempt: Attempt, new: InferenceServerStatus) -> DecisionLine:
     """The attempt's engine serves: Ready, or held not Ready (a refused or foreign child): the line says which."""
     context = attempt.effective.context_length
@@ -96,8 +109,10 @@ def decisions(old: InferenceServerStatus, out: Outcome) -> list[DecisionLine]:
     found += [DecisionLine("failed", f"attempt {a.number} failed as {a.failure_kind}: {a.evidence or 'no evidence'}",
                            {"attempt": a.number, "kind": a.failure_kind})
               for a in out.finished if a.outcome is AttemptOutcome.FAILED]
+    moved = _moved(old, new)
+    found += moved
     known = {a.number for a in old.attempts} if old.spec_key == new.spec_key else set()
-    found += _next_attempts(new, known)
+    found += _next_attempts(new, known, bool(moved))
     found += _started(new, out, known)
     found += [_ready(a, new) for a in out.finished if a.outcome is AttemptOutcome.SUCCEEDED]
     if new.phase is Phase.FAILED and old.phase is not Phase.FAILED:
