@@ -121,6 +121,27 @@ def test_hub_down_at_create_is_waiting_then_ready_once_it_returns(
     assert_resolved(api, "qwen", "Qwen/Qwen3-4B")
 
 
+def test_a_draft_in_no_catalog_is_resolved_from_the_hub_and_served(
+        api: ServerClient, resolving_op: OperatorProcess, hub: HubStandIn) -> None:
+    """Issue 24: a catalog target with a draft model in no catalog: the operator reads the draft's config.json and
+    safetensors headers from the Hub (once), budgets its weights and KV, records status.model.draft, and renders it."""
+    draft = "Qwen/Qwen3-0.6B"
+    obj = server("llama-draft", "Qwen/Qwen3-8B")
+    obj["spec"]["speculative"] = {"method": "draft", "draft": {"name": draft}, "numSpeculativeTokens": 4}
+    api.create(obj)
+    ready = api.wait_phase("llama-draft", "Ready", timeout=90)
+    recorded = ready["status"]["model"]["draft"]
+    assert (recorded["source"], recorded["repo"], recorded["sha"]) == ("hub", draft, fixture_repo(draft).sha)
+    assert recorded["architecture"]["numLayers"] == fixture_repo(draft).config["num_hidden_layers"]
+    extras = {e["term"]: e for e in ready["status"]["plan"]["perGPU"]["extras"]}
+    assert extras["draft weights"]["bytes"] == recorded["weightsPerGPUBytes"] > 0
+    assert "resolved" in condition(ready, "ModelResolved")["message"]
+    args = " ".join(engine_args(api, "llama-draft"))
+    assert '"method":"draft_model"' in args and '"model":"/models/ctxfit-draft"' in args, args
+    assert info_requests(hub, draft) == 1, hub.requests
+    assert hub.weight_bytes_served() < 2 * 2**20
+
+
 def run_as_kubelet(api: ServerClient, pod: dict[str, Any], tmp_path: Path, mounts: dict[str, Path]) -> None:
     """Run the resolver pod's container as the kubelet would (see the module docstring), then write its
     termination message and phase into the pod's status."""

@@ -170,6 +170,7 @@ class ModelStatus(WireModel):
 
     Attributes:
         resolved: the resolved model (``ctxfit.api.resolution``; before the cache is chosen it is the only field).
+        draft: the speculative draft (``spec.speculative.draft``) resolved the same way, when it was read.
         cache: the mode in force (after the default rule); None until the cache step ran.
         claim_name: the PersistentVolumeClaim mounted (operator-owned or the user's).
         claim_bytes: the operator-owned claim's requested size as stored (what the claim has), bytes; absent
@@ -189,6 +190,9 @@ class ModelStatus(WireModel):
     """
 
     resolved: ResolvedModel | None = None  # defined in .resolution (imports .spec, which imports this module)
+    draft: ResolvedModel | None = None
+    """The speculative draft resolved like the model (config.json and the safetensors headers of
+    `spec.speculative.draft.name`), when it was read; a re-plan reads its geometry and weights back from here."""
     cache: CacheMode | None = None
     claim_name: str | None = None
     claim_bytes: int | None = None

@@ -42,6 +42,7 @@ from ctxfit.budget.planner import Plan
 from ctxfit.catalog import lookup_model
 from ctxfit.engines.registry import unsupported
 from ctxfit.vocab.checkpoint import quantization_config
+from ctxfit.vocab.extras import hub_draft
 from ctxfit.vocab.hfconfig import architecture_from_hf_config
 from ctxfit.vocab.modelsource import ModelSource
 
@@ -91,17 +92,48 @@ def need(spec: InferenceServerSpec, namespace: str) -> Need:
     return Need("hub", ("hub", model.name, revision), model.name, revision)
 
 
+def draft_need(spec: InferenceServerSpec) -> Need | None:
+    """The Hub resolution ``spec.speculative.draft`` needs (``vocab.extras.hub_draft``: a Hub draft the catalog and
+    the spec do not describe), None when it needs none. Shared with every server under the same key as a model."""
+    found = hub_draft(spec)
+    return None if found is None else Need("hub", ("hub", *found), found[0], found[1])
+
+
 @dataclass(frozen=True)
 class Step:
-    """This pass's answer: ``ready`` (plan now, with ``source`` when one was read), else wait or stop."""
+    """This pass's answer: ``ready`` (plan now, with ``source`` and ``draft`` when they were read), else wait or
+    stop."""
 
     ready: bool
     source: ModelSource | None = None
+    draft: ModelSource | None = None
 
 
 def step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, settings: Settings,
          spec_changed: bool) -> Step:
-    """The resolution step of one pass (before ``flow._first_plan``); see the module docstring."""
+    """The resolution step of one pass (before ``flow._first_plan``): the model, then a Hub draft (the same states:
+    waiting while the Hub is unreachable, permanent errors until the spec changes); see the module docstring."""
+    found = _model_step(snap, spec, out, now, settings, spec_changed)
+    wanted = draft_need(spec) if found.ready and out.status.plan is None else None  # a re-plan reads status
+    if wanted is None:
+        return found
+    view = snap.draft_resolution if snap.draft_resolution is not None and \
+        snap.draft_resolution.key == wanted.key else None
+    stale_error = view is not None and view.error is not None and spec_changed and not view.in_flight
+    if view is None or stale_error or (view.source is None and view.error is None):
+        out.draft_resolution_request = ResolutionRequest(wanted, forget_error=spec_changed)
+        _resolving(out, wanted, view, now, snap.generation, settings, role="draft ")
+        return Step(False)
+    if view.source is not None:
+        return Step(True, found.source, view.source)
+    request = _wait_or_fail(snap, out, wanted, view, now, settings, role="draft ")
+    if request is not None:
+        out.draft_resolution_request = request
+    return Step(False)
+
+
+def _model_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, settings: Settings,
+                spec_changed: bool) -> Step:
     st = out.status
     wanted = need(spec, snap.namespace)
     if not wanted.reads:
@@ -122,23 +154,31 @@ def step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, sett
             return Step(True, view.source)
         _failed(out, wanted, "UnsupportedArchitecture", problem, now, snap.generation)
         return Step(False)
+    request = _wait_or_fail(snap, out, wanted, view, now, settings)
+    if request is not None:
+        out.resolution_request = request
+    return Step(False)
+
+
+def _wait_or_fail(snap: Snapshot, out: Outcome, wanted: Need, view: ResolutionView, now: str, settings: Settings,
+                  role: str = "") -> ResolutionRequest | None:
+    """A failed resolution: wait (Hub unreachable) or fail; the request to make when a retry is due."""
     assert view.error is not None
     due = view.retry_at is not None and view.retry_at <= snap.now
-    if due and not view.in_flight:
-        out.resolution_request = ResolutionRequest(wanted)
+    request = ResolutionRequest(wanted) if due and not view.in_flight else None
     if view.error in WAITING_KINDS:
         wait = max(1.0, (view.retry_at - snap.now).total_seconds()) if view.retry_at and not due else \
             settings.resolve_poll_seconds
-        message = (f"{_what(wanted)}: {view.detail}; retrying in {wait:.0f} s "
+        message = (f"{role}{_what(wanted)}: {view.detail}; retrying in {wait:.0f} s "
                    f"({HINTS['HubUnreachable']})")
         _condition(out, "False", Reason.HUB_UNREACHABLE, message, now, snap.generation)
         mark_phase(out, Phase.PLANNING, Reason.HUB_UNREACHABLE, message, now, snap.generation)
         out.requeue(wait)
-        return Step(False)
-    _failed(out, wanted, view.error, view.detail, now, snap.generation)
+        return request
+    _failed(out, wanted, view.error, view.detail, now, snap.generation, role=role)
     if view.retry_at is not None:
         out.requeue(max(1.0, (view.retry_at - snap.now).total_seconds()))
-    return Step(False)
+    return request
 
 
 def _what(wanted: Need) -> str:
@@ -159,20 +199,22 @@ def _condition(out: Outcome, status: Literal["True", "False", "Unknown"], reason
 
 
 def _resolving(out: Outcome, wanted: Need, view: ResolutionView | None, now: str, generation: int,
-               settings: Settings) -> None:
+               settings: Settings, role: str = "") -> None:
     how = {"hub": "reading config.json and the safetensors headers from the Hub",
            "token": "a resolver pod reads the gated repository with the token Secret",
            "volume": "a resolver pod reads the preloaded claim"}[wanted.kind]
     pod = f" ({view.pod})" if view is not None and view.pod else ""
-    message = f"resolving {_what(wanted)}: {how}{pod}"
+    message = f"resolving {role}{_what(wanted)}: {how}{pod}"
     _condition(out, "Unknown", Reason.RESOLVING, message, now, generation)
     mark_phase(out, Phase.PLANNING, Reason.RESOLVING, message, now, generation)
     out.requeue(settings.resolve_poll_seconds)
 
 
-def _failed(out: Outcome, wanted: Need, kind: str, detail: str, now: str, generation: int) -> None:
+def _failed(out: Outcome, wanted: Need, kind: str, detail: str, now: str, generation: int, role: str = "") -> None:
     reason = REASONS.get(kind, Reason.INVALID_CHECKPOINT)
-    message = f"{_what(wanted)}: {kind}: {detail}; {HINTS.get(kind, HINTS['InvalidCheckpoint'])}"
+    hint = "check spec.speculative.draft (name, revision), or set its architecture and weightsPerGPU" if role \
+        else HINTS.get(kind, HINTS["InvalidCheckpoint"])
+    message = f"{role}{_what(wanted)}: {kind}: {detail}; {hint}"
     _condition(out, "False", reason, message, now, generation)
     mark_phase(out, Phase.FAILED, reason, message, now, generation)
 
@@ -201,9 +243,11 @@ def _recheck(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, 
 
 
 def record(out: Outcome, spec: InferenceServerSpec, namespace: str, source: ModelSource | None, result: Plan,
-           now: str, generation: int) -> None:
-    """``status.model.resolved`` and ``ModelResolved=True`` once the first plan of the spec exists."""
+           now: str, generation: int, draft: ModelSource | None = None) -> None:
+    """``status.model.resolved`` (and ``status.model.draft`` for a Hub draft) and ``ModelResolved=True`` once the
+    first plan of the spec exists."""
     st = out.status
+    drafted = _draft_record(spec, draft, result, now)
     wanted = need(spec, namespace)
     kind = "volume" if wanted.kind == "volume" else ("hub" if wanted.reads else wanted.kind)
     config = source.config if source is not None else None
@@ -229,20 +273,56 @@ def record(out: Outcome, spec: InferenceServerSpec, namespace: str, source: Mode
         max_position_embeddings=architecture.max_position_embeddings if architecture is not None else None,
         resolved_at=now)
     if st.model is None:
-        st.model = ModelStatus(resolved=resolved)
+        st.model = ModelStatus(resolved=resolved, draft=drafted)
     else:
-        st.model.resolved = resolved
+        st.model.resolved, st.model.draft = resolved, drafted
     where = {"spec": "from spec.model.architecture and weightsPerGPU", "catalog": "from the built-in catalog"}.get(
         wanted.kind, f"from {source.describe()}" if source is not None else "")
-    _condition(out, "True", Reason.RESOLVED, f"{_what(wanted)} resolved {where}".strip(), now, generation)
+    also = f"; draft {draft.describe()}" if draft is not None else ""
+    _condition(out, "True", Reason.RESOLVED, f"{_what(wanted)} resolved {where}".strip() + also, now, generation)
 
 
-def inputs_from_status(spec: InferenceServerSpec, resolved: ResolvedModel | None) -> InferenceServerSpec:
-    """``spec`` with the architecture and weights per GPU the first plan resolved, for a re-plan of the same spec
-    (spec fields win; nothing is read again)."""
+def _draft_record(spec: InferenceServerSpec, draft: ModelSource | None, result: Plan, now: str
+                  ) -> ResolvedModel | None:
+    """``status.model.draft``: the Hub draft's geometry and the weights per GPU the plan gave it."""
+    wanted = draft_need(spec)
+    if draft is None or wanted is None:
+        return None
+    try:
+        architecture = architecture_from_hf_config(draft.config)
+    except (ValueError, TypeError, KeyError, AssertionError):
+        architecture = None
+    weights = next((e.bytes for e in result.per_gpu.extras if e.label == "draft weights"), None)
+    return ResolvedModel(
+        source="hub", repo=wanted.repo[:253], revision=wanted.revision[:255],
+        sha=draft.commit if draft.commit and COMMIT.match(draft.commit) else None,
+        architectures=[a for a in draft.config.get("architectures") or [] if isinstance(a, str)][:8],
+        architecture=architecture, quantization=draft.weight_format,
+        checkpoint_bytes=draft.checkpoint.checkpoint_bytes if draft.checkpoint else None,
+        weights_per_gpu_bytes=weights,
+        max_position_embeddings=architecture.max_position_embeddings if architecture is not None else None,
+        resolved_at=now)
+
+
+def inputs_from_status(spec: InferenceServerSpec, resolved: ResolvedModel | None,
+                       draft: ResolvedModel | None = None) -> InferenceServerSpec:
+    """``spec`` with the architecture and weights per GPU the first plan resolved (the model's, and a Hub draft's
+    from ``status.model.draft``), for a re-plan of the same spec (spec fields win; nothing is read again)."""
+    from ctxfit.api import bytes_to_quantity
+
+    speculative = spec.speculative
+    if draft is not None and speculative is not None and speculative.draft is not None and \
+            speculative.draft.name == draft.repo:
+        fill: dict[str, object] = {}
+        if speculative.draft.architecture is None and draft.architecture is not None:
+            fill["architecture"] = draft.architecture
+        if speculative.draft.weights_per_gpu is None and draft.weights_per_gpu_bytes:
+            fill["weights_per_gpu"] = bytes_to_quantity(draft.weights_per_gpu_bytes)
+        if fill:
+            spec = spec.model_copy(update={"speculative": speculative.model_copy(
+                update={"draft": speculative.draft.model_copy(update=fill)})})
     if resolved is None or resolved.source not in ("hub", "volume"):
         return spec
-    from ctxfit.api import bytes_to_quantity
 
     update: dict[str, object] = {}
     if spec.model.architecture is None and resolved.architecture is not None:

@@ -87,6 +87,7 @@ class Snapshot:
     scaling: ScalingSnapshot | None = None
     groups_served: bool = True
     resolution: ResolutionView | None = None
+    draft_resolution: ResolutionView | None = None
     routing: RoutingSnapshot | None = None
     created: str = ""
 
@@ -114,6 +115,7 @@ class Outcome:
     scaled_object_delete: bool = False
     scaled_object_pause: bool = False
     resolution_request: ResolutionRequest | None = None
+    draft_resolution_request: ResolutionRequest | None = None
     replan_resolution: bool = False
     plan_result: Plan | None = None
     pool: dict[str, Any] | None = None

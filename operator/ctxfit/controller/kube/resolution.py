@@ -38,7 +38,7 @@ from ctxfit.render.cache import CACHE_MOUNT_PATH
 from ctxfit.render.labels import MANAGED_BY, owner_reference
 from ctxfit.vocab.modelsource import ModelSource, unpack
 
-from ..converge.resolution import need
+from ..converge.resolution import draft_need, need
 from ..converge.types import Need, ResolutionRequest, ResolutionView
 from ..settings import Settings
 from .client import Kube
@@ -113,6 +113,20 @@ class Resolutions:
             return None
         if not wanted.reads:
             return None
+        return self._view(server, wanted)
+
+    def draft_view(self, server: Key, spec: dict[str, Any]) -> ResolutionView | None:
+        """What is known for the Hub draft the spec needs (``converge.resolution.draft_need``), None without one."""
+        speculative = spec.get("speculative")
+        if not isinstance(speculative, dict) or not speculative.get("draft"):
+            return None
+        try:
+            wanted = draft_need(InferenceServerSpec.model_validate(spec))
+        except ValidationError:
+            return None
+        return None if wanted is None else self._view(server, wanted)
+
+    def _view(self, server: Key, wanted: Need) -> ResolutionView:
         with self._lock:
             entry = self._entries.get(wanted.key)
             if entry is None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from ctxfit.api import InferenceServerSpec
-from ctxfit.controller.converge.resolution import need
+from ctxfit.controller.converge.resolution import draft_need, need
 from ctxfit.controller.converge.types import ResolutionRequest
 from ctxfit.controller.kube.resolution import RESOLVER_CONTAINER, Resolutions, resolver_pod
 from ctxfit.controller.settings import Settings
@@ -75,6 +75,29 @@ def test_two_servers_of_one_repo_resolve_once(hub: HubStandIn) -> None:
     assert len(infos) == 1, hub.requests
     assert set(woken) >= {("team-a", "one"), ("team-b", "two")}
     assert hub.weight_bytes_served() < 2 * 2**20  # headers only
+    res.close()
+
+
+def test_a_hub_draft_is_resolved_under_its_own_key_and_shared_with_a_model(hub: HubStandIn) -> None:
+    """The draft of a catalog target (issue 24): the target needs nothing, the draft is read from the Hub stand-in
+    once, under the key a server serving that repo as its model would use."""
+    res = Resolutions(None, SETTINGS, lambda key: None)
+    body = spec("Qwen/Qwen3-8B") | {"speculative": {"method": "draft", "draft": {
+        "name": "Qwen/Qwen3-0.6B"}, "numSpeculativeTokens": 4}}
+    assert res.view(("team-a", "spec"), body) is None, "a catalog target"
+    wanted = draft_need(InferenceServerSpec.model_validate(body))
+    assert wanted is not None and wanted.key == need(InferenceServerSpec.model_validate(
+        spec("Qwen/Qwen3-0.6B")), "team-a").key
+    first = res.draft_view(("team-a", "spec"), body)
+    assert first is not None and first.source is None and not first.in_flight
+    res.request(("team-a", "spec"), ResolutionRequest(wanted), BODY)
+    wait_for(lambda: (v := res.draft_view(("team-a", "spec"), body)) is not None and v.source is not None)
+    view = res.draft_view(("team-a", "spec"), body)
+    assert view is not None and view.source is not None
+    assert view.source.commit == fixture_repo("Qwen/Qwen3-0.6B").sha
+    as_model = res.view(("team-b", "small"), spec("Qwen/Qwen3-0.6B"))
+    assert as_model is not None and as_model.source is view.source
+    assert res.hub_requests == 1 and res.draft_view(("team-a", "x"), spec("Qwen/Qwen2.5-7B")) is None
     res.close()
 
 
