@@ -13,6 +13,7 @@ the container's termination message and phase back to the pod's status, as the k
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
-from tests.hubfixtures.repos import fixture_repo
+from tests.hubfixtures.repos import FixtureRepo, RepoFile, fixture_repo
 from tests.hubfixtures.server import TOKEN, HubStandIn
 
 from .test_operator_kit import (  # noqa: F401 - api, crd are fixtures
@@ -139,6 +140,28 @@ def test_a_draft_in_no_catalog_is_resolved_from_the_hub_and_served(
     args = " ".join(engine_args(api, "llama-draft"))
     assert '"method":"draft_model"' in args and '"model":"/models/ctxfit-draft"' in args, args
     assert info_requests(hub, draft) == 1, hub.requests
+    assert hub.weight_bytes_served() < 2 * 2**20
+
+
+def test_a_hub_adapter_without_a_rank_is_sized_from_its_adapter_config(
+        api: ServerClient, resolving_op: OperatorProcess, hub: HubStandIn) -> None:
+    """Issue 24: a LoRA adapter given by its Hub repo only: the operator reads its adapter_config.json (not its
+    weights) from the Hub, renders --max-lora-rank from its r, and records it in status.model.adapters."""
+    config = {"peft_type": "LORA", "r": 32, "lora_alpha": 64, "base_model_name_or_path": "Qwen/Qwen3-8B",
+              "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"], "task_type": "CAUSAL_LM"}
+    hub.repos["acme/qwen3-8b-sql-lora"] = FixtureRepo(
+        "acme/qwen3-8b-sql-lora", {}, [], 1, False, "adapter", {}, "e" * 40,
+        {"adapter_config.json": RepoFile("adapter_config.json", json.dumps(config).encode()),
+         "adapter_model.safetensors": RepoFile("adapter_model.safetensors", header=b"{}", data_bytes=64 << 20)})
+    obj = server("qwen-lora", "Qwen/Qwen3-8B")
+    obj["spec"]["lora"] = {"adapters": [{"name": "sql", "source": "acme/qwen3-8b-sql-lora"}], "maxLoras": 2}
+    api.create(obj)
+    ready = api.wait_phase("qwen-lora", "Ready", timeout=90)
+    (read,) = ready["status"]["model"]["adapters"]
+    assert (read["name"], read["rank"], read["sha"]) == ("sql", 32, "e" * 40)
+    assert ready["status"]["effective"]["maxLoraRank"] == 32
+    args = engine_args(api, "qwen-lora")
+    assert args[args.index("--max-lora-rank") + 1] == "32" and "sql=/models/ctxfit-adapters/sql" in args
     assert hub.weight_bytes_served() < 2 * 2**20
 
 

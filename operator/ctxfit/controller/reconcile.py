@@ -511,6 +511,8 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             resolution=rt.resolutions.view((namespace, name), spec_dict) if rt.resolutions is not None else None,
             draft_resolution=rt.resolutions.draft_view((namespace, name), spec_dict)
             if rt.resolutions is not None else None,
+            adapter_resolutions=rt.resolutions.adapter_views((namespace, name), spec_dict)
+            if rt.resolutions is not None else (),
             routing=read_routing(rt.kube, rt.pools, rt.settings.gateway_enabled, namespace, name, spec_dict,
                                  old.routing.pool if old.routing is not None else None, members_of),
             created=str(meta.get("creationTimestamp") or ""),
@@ -539,6 +541,10 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         if out.draft_resolution_request is not None and rt.resolutions is not None:
             _not_stopping(rt)
             rt.resolutions.request((namespace, name), out.draft_resolution_request, body)
+        if out.adapter_resolution_requests and rt.resolutions is not None:
+            _not_stopping(rt)
+            for adapter_request in out.adapter_resolution_requests:
+                rt.resolutions.request((namespace, name), adapter_request, body)
         if isinstance(stored, _Deferred):
             assert out.deployment is not None
             return Result(0.0, applied=deployment_view(out.deployment))

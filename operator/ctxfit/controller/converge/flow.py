@@ -75,10 +75,10 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
         attempts.start_over(out, key, now, announce=False)
         found = resolution.step(snap, spec, out, now, settings, False)
     if st.plan is None and found.ready:
-        first_plan(snap, spec, out, settings, now, model=found.source, draft=found.draft)
+        first_plan(snap, spec, out, settings, now, model=found.source, draft=found.draft, adapters=found.adapters)
         if out.plan_result is not None:
             resolution.record(out, spec, snap.namespace, found.source, out.plan_result, now, snap.generation,
-                              draft=found.draft)
+                              draft=found.draft, adapters=found.adapters)
     attempts.reopen(out, snap.generation, now)
     cache = resolve(snap, spec, out, now, settings.default_cache)
     def record(pod: PodView, failure: Failure, decision: Decision | None) -> None:

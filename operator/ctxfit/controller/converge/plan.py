@@ -42,11 +42,13 @@ def spec_key(spec: InferenceServerSpec) -> str:
 
 def plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Settings,
              pin: dict[str, Any] | None = None, calibration: CalibrationTable | None = None,
-             model: ModelSource | None = None, draft: ModelSource | None = None) -> Plan:
+             model: ModelSource | None = None, draft: ModelSource | None = None,
+             adapters: dict[str, ModelSource] | None = None) -> Plan:
     return plan(
         spec,
         model=model,
         draft_model=draft,
+        adapter_configs={name: a.config for name, a in adapters.items()} if adapters else None,
         node_product=node.product if node else None,
         node_gpu_memory_mib=node.gpu_memory_mib if node else None,
         node_compute_capability=node.compute if node else None,
@@ -58,7 +60,8 @@ def plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Settings
 
 
 def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings, now: str,
-               model: ModelSource | None = None, draft: ModelSource | None = None) -> bool:
+               model: ModelSource | None = None, draft: ModelSource | None = None,
+               adapters: dict[str, ModelSource] | None = None) -> bool:
     """Choose a node and plan (with the resolved ``model`` and ``draft``, when read: ``converge.resolution``). Returns
     True when attempt 1 was created (False: waiting or failed); the plan, when one was made, is
     ``out.plan_result``."""
@@ -78,7 +81,8 @@ def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings
         return False
     node = best_group_node(spec, nodes)
     try:
-        result = plan_for(spec, node, settings, calibration=snap.calibration, model=model, draft=draft)
+        result = plan_for(spec, node, settings, calibration=snap.calibration, model=model, draft=draft,
+                          adapters=adapters)
     except (PlanInputError, ValueError) as exc:
         mark_failed_spec(out, str(exc), now, snap.generation)
         return False
@@ -111,7 +115,8 @@ def replan(spec: InferenceServerSpec, pin: dict[str, Any], node: GPUNode | None,
     ``status.model.resolved`` (no Hub request)."""
     model = out.status.model
     spec = inputs_from_status(spec, model.resolved if model is not None else None,
-                              model.draft if model is not None else None)
+                              model.draft if model is not None else None,
+                              model.adapters if model is not None else None)
     result = plan_for(spec, node, settings, pin=pin)
     return result.context_length, (result.reasons[-1] if result.reasons else "")
 

@@ -88,6 +88,7 @@ class Snapshot:
     groups_served: bool = True
     resolution: ResolutionView | None = None
     draft_resolution: ResolutionView | None = None
+    adapter_resolutions: tuple[ResolutionView, ...] = ()
     routing: RoutingSnapshot | None = None
     created: str = ""
 
@@ -116,6 +117,7 @@ class Outcome:
     scaled_object_pause: bool = False
     resolution_request: ResolutionRequest | None = None
     draft_resolution_request: ResolutionRequest | None = None
+    adapter_resolution_requests: list[ResolutionRequest] = field(default_factory=list)
     replan_resolution: bool = False
     plan_result: Plan | None = None
     pool: dict[str, Any] | None = None

@@ -12,7 +12,7 @@ from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import ConditionType
 from ctxfit.budget.planner import plan
 from ctxfit.controller.converge import converge
-from ctxfit.controller.converge.resolution import draft_need, inputs_from_status, need
+from ctxfit.controller.converge.resolution import adapter_needs, draft_need, inputs_from_status, need
 from ctxfit.controller.converge.types import Outcome, ResolutionView
 from ctxfit.vocab.modelsource import ModelSource
 
@@ -144,3 +144,67 @@ def test_drafts_that_need_no_resolution() -> None:
     assert draft_need(InferenceServerSpec.model_validate(catalog)) is None
     out = run(catalog)
     assert out.draft_resolution_request is None and out.status.model is not None and out.status.model.draft is None
+
+
+# --- Hub LoRA adapters without a rank: adapter_config.json through the same step
+
+ADAPTER = {"peft_type": "LORA", "r": 32, "lora_alpha": 64, "base_model_name_or_path": "meta-llama/Llama-3.1-8B",
+           "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"], "task_type": "CAUSAL_LM"}
+"""A PEFT adapter_config.json (the fields PEFT's LoraConfig writes)."""
+
+
+def lora_body(engine: str = "sglang", version: str = "0.5.23") -> dict[str, Any]:
+    return {"model": {"name": TARGET}, "engine": {"kind": engine, "version": version},
+            "gpu": {"product": "NVIDIA-H100-80GB-HBM3", "count": 1}, "context": {"target": 8192},
+            "lora": {"adapters": [{"name": "sql", "source": "acme/llama31-sql-lora"}], "maxLoras": 2}}
+
+
+def adapter_view(spec_body: dict[str, Any], config: dict[str, Any] | None = None, **kw: Any) -> ResolutionView:
+    ((_, wanted),) = adapter_needs(InferenceServerSpec.model_validate(spec_body))
+    if config is None:
+        return ResolutionView(wanted.key, **kw)
+    return ResolutionView(wanted.key, ModelSource(config, None, "hub", "acme/llama31-sql-lora", None, "d" * 40), NOW)
+
+
+def run_lora(spec_body: dict[str, Any], views: tuple[ResolutionView, ...] = (), **kw: Any) -> Outcome:
+    snap = replace(snapshot(spec_body, kw.pop("status", None), nodes=(H100,), **kw), adapter_resolutions=views)
+    return converge(snap, SETTINGS, never)
+
+
+def test_an_adapter_without_a_rank_waits_for_its_adapter_config() -> None:
+    out = run_lora(lora_body())
+    assert [r.need.key[0] for r in out.adapter_resolution_requests] == ["adapter"]
+    status, reason, message = condition(out)
+    assert (status, reason) == ("Unknown", "Resolving")
+    assert "adapter sql" in message and "adapter_config.json" in message
+    assert out.deployment is None and not out.status.attempts
+
+
+def test_the_adapters_rank_and_modules_size_the_buffers_and_come_back_on_a_replan() -> None:
+    spec_body = lora_body()
+    out = run_lora(spec_body, (adapter_view(spec_body, ADAPTER),))
+    st = out.status
+    assert st.plan is not None and out.deployment is not None and st.effective is not None
+    assert st.effective.max_lora_rank == 32
+    buffers = next(e.bytes for e in st.plan.per_gpu.extras if e.term == "LoRA buffers")
+    h, q, kv = 4096, 4096, 1024  # SGLang: buffers for the adapter's modules only (qkv_proj, o_proj), 32 layers
+    assert buffers == 2 * 32 * 2 * ((3 * h + q + 2 * kv) + (q + h)) * 32
+    assert st.model is not None and st.model.adapters is not None
+    (read,) = st.model.adapters
+    assert (read.name, read.rank, read.target_modules, read.sha) == ("sql", 32, ADAPTER["target_modules"], "d" * 40)
+    again = inputs_from_status(InferenceServerSpec.model_validate(spec_body), st.model.resolved, None,
+                               st.model.adapters)
+    assert again.lora is not None and again.lora.adapters[0].rank == 32
+    replanned = plan(again, node_product="NVIDIA-H100-80GB-HBM3")
+    assert next(e.bytes for e in replanned.per_gpu.extras if e.label == "LoRA buffers") == buffers
+
+
+def test_an_adapter_for_another_base_or_missing_is_refused_by_name() -> None:
+    spec_body = lora_body()
+    mistral = ADAPTER | {"base_model_name_or_path": "mistralai/Mistral-7B-v0.1"}
+    other = run_lora(spec_body, (adapter_view(spec_body, mistral),))
+    assert other.status.phase is not None and other.status.phase.value == "Failed" and other.deployment is None
+    assert "sql" in (other.status.message or "") and "Mistral" in (other.status.message or "")
+    missing = run_lora(spec_body, (adapter_view(spec_body, error="ModelNotFound", detail="no such repo"),))
+    status, reason, message = condition(missing)
+    assert (status, reason) == ("False", "ModelNotFound") and "adapter sql" in message and "spec.lora" in message
