@@ -14,6 +14,7 @@ from ctxfit.budget.planner import plan
 from ctxfit.controller.converge import converge
 from ctxfit.controller.converge.resolution import adapter_needs, draft_need, inputs_from_status, need
 from ctxfit.controller.converge.types import Outcome, ResolutionView
+from ctxfit.controller.views.cache import StorageView
 from ctxfit.vocab.modelsource import ModelSource
 
 from tests.hubfixtures.repos import fixture_repo
@@ -208,3 +209,19 @@ def test_an_adapter_for_another_base_or_missing_is_refused_by_name() -> None:
     missing = run_lora(spec_body, (adapter_view(spec_body, error="ModelNotFound", detail="no such repo"),))
     status, reason, message = condition(missing)
     assert (status, reason) == ("False", "ModelNotFound") and "adapter sql" in message and "spec.lora" in message
+
+
+def test_the_cache_step_keeps_what_resolution_recorded() -> None:
+    """With a StorageClass the cache step rewrites status.model (cache mode, claim): the draft and the adapters read
+    stay (they are what re-plans use)."""
+    spec_body = body()
+    spec_body["lora"] = {"adapters": [{"name": "sql", "source": "acme/llama31-sql-lora"}], "maxLoras": 2}
+    storage = StorageView("standard", {"standard": False})
+    snap = replace(snapshot(spec_body, None, nodes=(H100,)), storage=storage,
+                   draft_resolution=ResolutionView(draft_key(spec_body), source(DRAFT), NOW),
+                   adapter_resolutions=(adapter_view(spec_body, ADAPTER),))
+    out = converge(snap, SETTINGS, never)
+    model = out.status.model
+    assert out.deployment is not None and model is not None and model.cache is not None
+    assert model.draft is not None and model.draft.repo == DRAFT
+    assert model.adapters is not None and [a.rank for a in model.adapters] == [32]
