@@ -126,28 +126,22 @@ def fixture_repo(repo: str) -> FixtureRepo:
 
 
 class _Repos(dict[str, FixtureRepo]):
-    """Lazy mapping repo id -> ``FixtureRepo``; repos a test adds (``repos[id] = FixtureRepo(...)``, e.g. a LoRA
-    adapter) are served as well."""
-
-    def _added(self, key: object) -> bool:
-        return dict.__contains__(self, key)
+    """Lazy mapping repo id -> ``FixtureRepo``."""
 
     def __contains__(self, key: object) -> bool:
-        return self._added(key) or key in fixture_entries()
+        return key in fixture_entries()
 
     def __getitem__(self, key: str) -> FixtureRepo:
-        return dict.__getitem__(self, key) if self._added(key) else fixture_repo(key)
+        return fixture_repo(key)
 
     def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
-        if self._added(key):
-            return dict.__getitem__(self, key)
         return fixture_repo(key) if key in fixture_entries() else default
 
     def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter([*fixture_entries(), *(k for k in dict.keys(self) if k not in fixture_entries())])
+        return iter(fixture_entries())
 
     def __len__(self) -> int:
-        return len(list(iter(self)))
+        return len(fixture_entries())
 
 
 def fixture_repos() -> dict[str, FixtureRepo]:
