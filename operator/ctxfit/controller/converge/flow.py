@@ -40,7 +40,8 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        mark_failed_spec(out, f"spec.{where}: {first['msg']}" if where else str(first["msg"]), now, snap.generation)
+        msg = str(first["msg"]).removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
+        mark_failed_spec(out, f"spec.{where}: {msg}" if where else msg, now, snap.generation)
         st.observed_generation = snap.generation
         if snap.deployment is not None and snap.deployment.replicas != 0:
             out.scale_to_zero = True

@@ -225,3 +225,12 @@ def test_the_cache_step_keeps_what_resolution_recorded() -> None:
     assert out.deployment is not None and model is not None and model.cache is not None
     assert model.draft is not None and model.draft.repo == DRAFT
     assert model.adapters is not None and [a.rank for a in model.adapters] == [32]
+
+
+def test_a_draft_method_without_a_draft_is_a_clean_spec_error() -> None:
+    spec_body = body()
+    del spec_body["speculative"]["draft"]
+    out = run(spec_body)
+    assert out.status.phase is not None and out.status.phase.value == "Failed" and out.deployment is None
+    message = out.status.message or ""
+    assert message.startswith("spec.speculative") and "Value error" not in message, message
