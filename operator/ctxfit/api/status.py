@@ -20,10 +20,10 @@ from .base import WireModel
 from .effective import EffectiveConfig
 from .model_cache import ModelStatus
 from .observed import ObservedStatus
-from .resolution import ResolvedModel
+from .resolution import ResolvedAdapter, ResolvedModel
 from .routing import RoutingStatus
 
-ModelStatus.model_rebuild(_types_namespace={"ResolvedModel": ResolvedModel})
+ModelStatus.model_rebuild(_types_namespace={"ResolvedModel": ResolvedModel, "ResolvedAdapter": ResolvedAdapter})
 
 
 class Phase(StrEnum):

@@ -347,7 +347,7 @@ def _with_draft_pool(inputs: PlanInputs, engine: Engine, terms: BudgetTerms, fit
     pool = per_token * pool_tokens
     term = ExtraTerm("draft KV pool", pool, False,
                      f"{pool_tokens} tokens x {per_token} B of the draft's {inputs.draft.layers} layer(s), allocated "
-                     "after the target's pool (outside the budget)")
+                     "after the target's pool")
     return dataclasses.replace(terms, outside_bytes=terms.outside_bytes + pool, extras=(*terms.extras, term))
 
 

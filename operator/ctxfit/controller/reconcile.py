@@ -489,6 +489,17 @@ def _book(rt: Runtime, key: tuple[str, str], refused: rejections.Rejected | None
     return now, rt.rejections.failed(key, refused, now)
 
 
+def _request_resolutions(rt: Runtime, key: tuple[str, str], out: Outcome, body: dict[str, Any]) -> None:
+    """Start the resolver reads the pass asked for (the model, its draft, its adapters: ``kube/resolution.py``)."""
+    if rt.resolutions is None:
+        return
+    requests = [r for r in (out.resolution_request, out.draft_resolution_request) if r is not None]
+    requests += list(out.adapter_resolution_requests)
+    for request in requests:
+        _not_stopping(rt)
+        rt.resolutions.request(key, request, body)
+
+
 def _pass(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...], pods: tuple[PodView, ...],
           body: dict[str, Any], deployment: DeploymentView | _Unknown | None,
           service_port: ServiceView | int | _Unknown | None, claim_seen: ClaimSeen | None,
@@ -521,6 +532,10 @@ def _pass(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...], po
                              uid),
         groups_served=groups_served,
         resolution=rt.resolutions.view((namespace, name), spec_dict) if rt.resolutions is not None else None,
+        draft_resolution=rt.resolutions.draft_view((namespace, name), spec_dict)
+        if rt.resolutions is not None else None,
+        adapter_resolutions=rt.resolutions.adapter_views((namespace, name), spec_dict)
+        if rt.resolutions is not None else (),
         routing=read_routing(rt.kube, rt.pools, rt.settings.gateway_enabled, namespace, name, spec_dict,
                              old.routing.pool if old.routing is not None else None, members_of),
         created=str(meta.get("creationTimestamp") or ""),
@@ -543,9 +558,7 @@ def _pass(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...], po
     stored, refusal = _write(rt, body, out, snap, force_status=problem is not None)
     if refusal is not None:
         return Pass(Result(0.0, stored=stored if isinstance(stored, dict) else None), refusal)
-    if out.resolution_request is not None and rt.resolutions is not None:
-        _not_stopping(rt)
-        rt.resolutions.request((namespace, name), out.resolution_request, body)
+    _request_resolutions(rt, (namespace, name), out, body)
     if isinstance(stored, _Deferred):
         assert out.deployment is not None
         return Pass(Result(0.0, applied=deployment_view(out.deployment)))

@@ -25,6 +25,9 @@ MODELOPT_FILE = "hf_quant_config.json"
 ``transformers_utils/config.py`` ``get_hf_file_to_dict("hf_quant_config.json")`` -> ``quant_method: modelopt``)."""
 
 
+ADAPTER_FILE = "adapter_config.json"
+
+
 def with_modelopt(config: dict[str, Any], hf_quant: dict[str, Any]) -> dict[str, Any]:
     """``config`` with ``quantization_config`` taken from a ModelOpt ``hf_quant_config.json`` (its ``quantization``
     block, ``quant_method: modelopt``), as vLLM reads it."""
@@ -129,6 +132,30 @@ def resolve_hub(repo: str, *, revision: str | None = None, token: str | bool | N
     source = ModelSource(config, checkpoint, "hub", repo, revision, sha)
     save_resolution(source)
     return source
+
+
+def resolve_adapter(repo: str, *, revision: str | None = None, token: str | bool | None = None,
+                    endpoint: str | None = None, cache_dir: str | None = None) -> ModelSource:
+    """A LoRA adapter's ``adapter_config.json`` (rank ``r``, ``target_modules``, ``base_model_name_or_path``) at the
+    commit ``revision`` resolves to, as a ``ModelSource`` whose ``config`` is that file (no checkpoint).
+
+    Raises:
+        ResolveError: typed, as ``resolve_hub`` (a repo without adapter_config.json is ``InvalidCheckpoint``).
+    """
+    from huggingface_hub import HfApi, hf_hub_download
+
+    api = HfApi(endpoint=endpoint, token=token)
+    try:
+        info = api.model_info(repo, revision=revision)
+        files = {s.rfilename for s in info.siblings or []}
+        if ADAPTER_FILE not in files:
+            raise ResolveError(ResolveKind.INVALID_CHECKPOINT, repo, f"the repo has no {ADAPTER_FILE}")
+        path = hf_hub_download(repo, ADAPTER_FILE, revision=info.sha, token=token, endpoint=endpoint,
+                               cache_dir=cache_dir)
+        config = _read_config(Path(path), repo)
+    except Exception as exc:  # every huggingface_hub/HTTP failure becomes one typed kind (re-raised)
+        raise _classify(exc, repo) from exc
+    return ModelSource(config, None, "hub", repo, revision, info.sha)
 
 
 def resolution_cache_dir() -> Path:

@@ -50,7 +50,8 @@ def _steps(snap: Snapshot, settings: Settings, diagnose: Diagnose,  # noqa: C901
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        mark_failed_spec(out, f"spec.{where}: {first['msg']}" if where else str(first["msg"]), now, snap.generation)
+        msg = str(first["msg"]).removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
+        mark_failed_spec(out, f"spec.{where}: {msg}" if where else msg, now, snap.generation)
         st.observed_generation = snap.generation
         if snap.deployment is not None and snap.deployment.replicas != 0:
             out.scale_to_zero = True
@@ -85,9 +86,10 @@ def _steps(snap: Snapshot, settings: Settings, diagnose: Diagnose,  # noqa: C901
         attempts.start_over(out, key, now, announce=False)
         found = resolution.step(snap, spec, out, now, settings, False)
     if st.plan is None and found.ready:
-        first_plan(snap, spec, out, settings, now, model=found.source)
+        first_plan(snap, spec, out, settings, now, model=found.source, draft=found.draft, adapters=found.adapters)
         if out.plan_result is not None:
-            resolution.record(out, spec, snap.namespace, found.source, out.plan_result, now, snap.generation)
+            resolution.record(out, spec, snap.namespace, found.source, out.plan_result, now, snap.generation,
+                              draft=found.draft, adapters=found.adapters)
     attempts.reopen(out, snap.generation, now)
     cache = resolve(snap, spec, out, now, settings.default_cache)
     def record(pod: PodView, failure: Failure, decision: Decision | None) -> None:

@@ -44,10 +44,13 @@ def spec_key(spec: InferenceServerSpec) -> str:
 
 def plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Settings,
              pin: dict[str, Any] | None = None, calibration: CalibrationTable | None = None,
-             model: ModelSource | None = None) -> Plan:
+             model: ModelSource | None = None, draft: ModelSource | None = None,
+             adapters: dict[str, ModelSource] | None = None) -> Plan:
     return plan(
         spec,
         model=model,
+        draft_model=draft,
+        adapter_configs={name: a.config for name, a in adapters.items()} if adapters else None,
         node_product=node.product if node else None,
         node_gpu_memory_mib=node.gpu_memory_mib if node else None,
         node_compute_capability=node.compute if node else None,
@@ -59,10 +62,11 @@ def plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Settings
 
 
 def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings, now: str,
-               model: ModelSource | None = None) -> bool:
+               model: ModelSource | None = None, draft: ModelSource | None = None,
+               adapters: dict[str, ModelSource] | None = None) -> bool:
     """Choose a node (of a product ``status.excludedProducts`` does not name) and plan (with the resolved
-    ``model``, when one was read: ``converge.resolution``). Returns True when the next attempt (1, or N+1 after
-    ``products.move_on``) was created (False: waiting or failed); the plan, when one was made, is
+    ``model``, ``draft`` and adapters, when read: ``converge.resolution``). Returns True when the next attempt (1, or
+    N+1 after ``products.move_on``) was created (False: waiting or failed); the plan, when one was made, is
     ``out.plan_result``."""
     st = out.status
     try:  # a verdict the nodes cannot change comes before waiting for nodes (pipeline 64 on 32 layers): the
@@ -86,9 +90,11 @@ def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings
         return False
     node = best_group_node(spec, nodes)
     try:
-        result = plan_for(spec, node, settings, calibration=snap.calibration, model=model)
+        result = plan_for(spec, node, settings, calibration=snap.calibration, model=model, draft=draft,
+                          adapters=adapters)
         if result.capability_refusals and spec.gpu.product is None:
-            node, result = capable_product(spec, nodes, node, result, settings, snap.calibration, model)
+            node, result = capable_product(spec, nodes, node, result, settings, snap.calibration, model, draft,
+                                           adapters)
     except (PlanInputError, ValueError) as exc:
         mark_failed_spec(out, str(exc), now, snap.generation)
         return False
@@ -115,7 +121,8 @@ def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings
 
 def capable_product(spec: InferenceServerSpec, nodes: list[GPUNode], node: GPUNode, result: Plan,
                     settings: Settings, calibration: CalibrationTable | None,
-                    model: ModelSource | None) -> tuple[GPUNode, Plan]:
+                    model: ModelSource | None, draft: ModelSource | None = None,
+                    adapters: dict[str, ModelSource] | None = None) -> tuple[GPUNode, Plan]:
     """An unpinned spec whose plan on ``node``'s product the compute-capability rules refuse
     (``Plan.capability_refusals``, ``budget.capability``): the best node of the next eligible product (best-first,
     with enough nodes for a group) whose plan they do not refuse, its reasons first saying which products were
@@ -126,7 +133,8 @@ def capable_product(spec: InferenceServerSpec, nodes: list[GPUNode], node: GPUNo
         if product == node.product or counts[product] < spec.nodes:
             continue
         candidate = next(n for n in nodes if n.product == product)
-        other = plan_for(spec, candidate, settings, calibration=calibration, model=model)
+        other = plan_for(spec, candidate, settings, calibration=calibration, model=model, draft=draft,
+                         adapters=adapters)
         if other.capability_refusals:
             skipped.append(f"skipped {product}: {'; '.join(other.capability_refusals)}")
             continue
@@ -146,7 +154,9 @@ def replan(spec: InferenceServerSpec, pin: dict[str, Any], node: GPUNode | None,
     """A re-plan of the same spec (step-down, verify): the resolved architecture and weights come back from
     ``status.model.resolved`` (no Hub request)."""
     model = out.status.model
-    spec = inputs_from_status(spec, model.resolved if model is not None else None)
+    spec = inputs_from_status(spec, model.resolved if model is not None else None,
+                              model.draft if model is not None else None,
+                              model.adapters if model is not None else None)
     result = plan_for(spec, node, settings, pin=pin)
     return result.context_length, (result.reasons[-1] if result.reasons else "")
 

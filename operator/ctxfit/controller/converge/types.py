@@ -145,6 +145,8 @@ class Snapshot:
     scaling: ScalingSnapshot | None = None
     groups_served: bool = True
     resolution: ResolutionView | None = None
+    draft_resolution: ResolutionView | None = None
+    adapter_resolutions: tuple[ResolutionView, ...] = ()
     routing: RoutingSnapshot | None = None
     created: str = ""
     refusals: tuple[Refusal, ...] = ()
@@ -176,6 +178,8 @@ class Outcome:
     scaled_object_delete: bool = False
     scaled_object_pause: bool = False
     resolution_request: ResolutionRequest | None = None
+    draft_resolution_request: ResolutionRequest | None = None
+    adapter_resolution_requests: list[ResolutionRequest] = field(default_factory=list)
     replan_resolution: bool = False
     plan_result: Plan | None = None
     pool: dict[str, Any] | None = None
