@@ -257,6 +257,10 @@ def test_bad_input_from_the_model_ends_in_conditions_and_the_operator_keeps_serv
         assert (cond["status"], cond["reason"]) == ("False", reason), (name, cond)
         assert repo in cond["message"] or reason == "ForeignObject", cond["message"]
         assert not failed["status"].get("attempts") and api.deployment(name, missing_ok=True) is None
+        api.wait(lambda name=name: [e for e in api.events(name) if e["type"] == "Warning"],
+                 f"the Warning Event of {name}")  # posted after the status write
+    resolving_op.settle(3)  # passes and backoff retries after the failure add no Event
+    for name, (_, _, reason) in expected.items():
         warnings = [e for e in api.events(name) if e["type"] == "Warning"]
         assert [e["reason"] for e in warnings] == [reason], (name, warnings)
     pod = api.core.read_namespaced_pod(squatter, api.namespace)

@@ -83,6 +83,9 @@ def check_status(status: InferenceServerStatus) -> None:
     product = status.node_product
     if product is not None and (len(product) > LABEL_VALUE_MAX or not re.match(LABEL_VALUE, product)):
         raise ValueError(f"status.nodeProduct: {product[:80]!r} is not a label value")
+    for i, excluded in enumerate(status.excluded_products or ()):
+        if not re.match(LABEL_VALUE, excluded.product):
+            raise ValueError(f"status.excludedProducts[{i}].product: {excluded.product[:80]!r} is not a label value")
     if status.plan is not None:
         plan = status.plan
         _bounded("status.plan.contextLength", plan.context_length, 0, 1 << 27)

@@ -184,9 +184,11 @@ def plan(
         reasons.append(f"context.target {target} exceeds the model's maximum {model_max}; capped at {model_max}")
     goal = _Goal(target=target, minimum=minimum, headroom=headroom, model_max=model_max)
 
-    refusal = parallelism_problems(inputs) + capability_problems(inputs)
+    capability = capability_problems(inputs)
+    refusal = parallelism_problems(inputs) + capability
     if refusal:
-        return _refused(inputs, engine, effective, [*reasons, *refusal])
+        return dataclasses.replace(_refused(inputs, engine, effective, [*reasons, *refusal]),
+                                   capability_refusals=tuple(capability))
     step = _plan_step(inputs, engine, effective, goal)
     if inputs.hybrid is not None and step.effective.max_num_seqs < effective.max_num_seqs:
         # fewer sequences also shrink the sampler warm-up: budget once more with the capped value

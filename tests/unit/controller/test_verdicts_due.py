@@ -58,3 +58,6 @@ def test_a_pipeline_longer_than_the_model_is_a_verdict_not_a_wait_for_nodes(cloc
     assert status["phase"] == "Failed", status
     assert "pipeline stages for a model of 32 layers" in status["message"]
     assert "NoEligibleNode" not in {c["reason"] for c in status["conditions"]}
+    # the planner's verdict, as `ctxfit plan` gives it (exit 3), not a spec error
+    budget = next(c for c in status["conditions"] if c["type"] == "BudgetFits")
+    assert (budget["status"], budget["reason"]) == ("False", "DoesNotFit"), budget

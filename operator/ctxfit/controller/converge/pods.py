@@ -16,7 +16,7 @@ from ctxfit.vocab.kinds import Failure
 
 from ..settings import Settings
 from ..views.pods import PodView
-from . import attempts
+from . import attempts, products
 from .desired import desired_digest
 from .group_restarts import follow_group
 from .groups import group_is_ready, most_telling_failure
@@ -55,8 +55,11 @@ def observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, set
         failed, failure = most_telling_failure(failing, diagnose) if len(failing) > 1 else \
             (failed, diagnose(failed, failed.restart_count))
         node = node_of(snap, failed, st.node_product)
+
+        def elsewhere(seen: str) -> bool:
+            return products.move_on(snap, spec, out, settings, failure, node, cur.number, seen, now)
         attempts.fail(out, spec, cur, failed, failure, node, settings, snap.now, snap.generation,
-                      lambda s, pin: replan(s, pin, node, settings, out))
+                      lambda s, pin: replan(s, pin, node, settings, out), elsewhere=elsewhere)
         return
     groups = snap.deployment.replicas if snap.deployment is not None else None
     if follow_group(out, spec, cur, pods, settings.group_restart_budget, now, snap.generation, groups):

@@ -1,5 +1,5 @@
 """One INFO log line per decision per server: planned, started attempt N, failed as KIND, stepped to X (or
-retrying), Ready, Failed. See docs/design/decision-log.md."""
+retrying, or moved to another GPU product), Ready, Failed. See docs/design/decision-log.md."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ DECISIONS_LOGGER = "ctxfit.decisions"
 
 @dataclass(frozen=True)
 class DecisionLine:
-    """One decision: ``verb`` (planned, started, failed, stepped, retrying, ready, gave-up), a sentence, facts."""
+    """One decision: ``verb`` (planned, started, failed, stepped, retrying, moved, ready, gave-up), a sentence,
+    facts."""
 
     verb: str
     message: str
@@ -49,11 +50,18 @@ def decisions(old: InferenceServerStatus, out: Outcome) -> list[DecisionLine]:
             found.append(DecisionLine("failed", f"attempt {attempt.number} failed as {attempt.failure_kind}: "
                                   f"{attempt.evidence or 'no evidence'}",
                                   {"attempt": attempt.number, "kind": attempt.failure_kind}))
+    moved = (old.spec_key == new.spec_key and new.plan is not None and old.node_product is not None
+             and new.node_product not in (None, old.node_product))
+    if moved and new.plan is not None:
+        avoided = ", ".join(sorted(new.excluded_names()))
+        found.append(DecisionLine("moved", f"moved from {old.node_product} to {new.node_product} (excluded: "
+                                  f"{avoided}); planned context {new.plan.context_length}",
+                                  {"product": new.node_product, "context": new.plan.context_length}))
     known = {a.number for a in old.attempts} if old.spec_key == new.spec_key else set()
     by_number = {a.number: a for a in new.attempts}
     for attempt in new.attempts:
         before = by_number.get(attempt.number - 1)
-        if attempt.number in known or before is None:
+        if attempt.number in known or before is None or moved:
             continue
         if before.effective == attempt.effective:
             found.append(DecisionLine("retrying", f"retrying the configuration of attempt {before.number} as attempt "
