@@ -298,19 +298,26 @@ def _launch(env: dict[str, str]) -> subprocess.Popen[str]:
                             env={**os.environ, **env})
 
 
-FAKE_ENV_RANK = (
-    "import os, sys\n"
-    "port = sys.argv[sys.argv.index('--port') + 1]\n"
-    "os.write(1, f'rank {os.environ[\"SGLANG_DP_RANK\"]} port {port} gpus {os.environ[\"CUDA_VISIBLE_DEVICES\"]} '\n"
+FAKE_ENV_RANK = (  # rank 1 exits (ending the launcher) only once rank 0 has written: no race under load
+    "import os, pathlib, sys, time\n"
+    "port, rank = sys.argv[sys.argv.index('--port') + 1], os.environ['SGLANG_DP_RANK']\n"
+    "os.write(1, f'rank {rank} port {port} gpus {os.environ[\"CUDA_VISIBLE_DEVICES\"]} '\n"
     "         f'args {sys.argv[1:]}\\n'.encode())\n"
+    "mark = pathlib.Path(os.environ['RANK0_WROTE'])\n"
+    "if rank == '0':\n"
+    "    mark.touch()\n"
+    "    time.sleep(30)\n"
+    "while not mark.exists():\n"
+    "    time.sleep(0.05)\n"
 )
 
 
-def test_launcher_gives_the_rank_by_environment_when_the_engine_has_no_rank_flag() -> None:
-    """SGLang's form: no rank flag, SGLANG_DP_RANK set per rank; every rank exiting 0 ends the launcher with 0."""
+def test_launcher_gives_the_rank_by_environment_when_the_engine_has_no_rank_flag(tmp_path: Path) -> None:
+    """SGLang's form: no rank flag, SGLANG_DP_RANK set per rank; a rank exiting 0 ends the launcher with 0 (the
+    other rank stopped)."""
     proc = subprocess.run([sys.executable, "-c", RANKS_SCRIPT, "2", "1", "8200", "", "SGLANG_DP_RANK",
                            sys.executable, "-c", FAKE_ENV_RANK, "--model-path", "m"], capture_output=True, text=True,
-                          timeout=60)
+                          timeout=60, env={**os.environ, "RANK0_WROTE": str(tmp_path / "rank0")})
     assert proc.returncode == 0, proc.stderr
     assert sorted(line for line in proc.stdout.splitlines() if line.startswith("rank")) == [
         "rank 0 port 8200 gpus 0 args ['--model-path', 'm', '--port', '8200']",
