@@ -109,13 +109,13 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ctxfit.api import GiB  # noqa: E402
-from ctxfit.budget.calibration import StartupCase  # noqa: E402
-from ctxfit.engines.overhead import SamplerWarmup  # noqa: E402
-from ctxfit.engines.vllm import VLLM, memory  # noqa: E402
-from ctxfit.engines.vllm.memory import OverheadConstants, ProfileInputs  # noqa: E402
+from ctxfit.api import GiB
+from ctxfit.budget.calibration import StartupCase
+from ctxfit.engines.overhead import SamplerWarmup
+from ctxfit.engines.vllm import VLLM, memory
+from ctxfit.engines.vllm.memory import OverheadConstants, ProfileInputs
 
-from bench.overhead_cases import (  # noqa: E402
+from bench.overhead_cases import (
     FAMILIES,
     NOT_EVALUABLE,
     Startup,
@@ -330,7 +330,7 @@ def _line(title: str, s: dict[str, float]) -> str:
     )
 
 
-def report(*, show_cases: bool, planner_only: bool) -> None:
+def report(*, show_cases: bool, planner_only: bool) -> None:  # noqa: C901 - one printed section per figure
     """Print the per-family tables (and the per-case rows with ``show_cases``)."""
     cases = all_startups()
     in_code = planner_rows(cases)

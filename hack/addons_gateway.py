@@ -82,7 +82,7 @@ def install_gateway_crds(cluster: Cluster, timeout: float = 60) -> list[str]:
     if not gateway_available(cluster):
         raise HarnessError(f"{gateway_api_dir(cluster)} or {gie_dir(cluster)} missing; run hack/k8s-bins.sh")
     files = crd_files(cluster)
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", *sum((["-f", str(f)] for f in files), []))
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", *[arg for f in files for arg in ("-f", str(f))])
     names = _crd_names(files)
     cluster.wait_established(*names, timeout=timeout)
     _wait_discovery(cluster, present=True, timeout=timeout)

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """The inference gateway (issue 26) end to end: the ctxfit operator with ``CTXFIT_GATEWAY_ENABLED`` on the local
 control plane, the real Gateway API and InferencePool CRDs (hack/gateway-bins.sh), GIE's lightweight endpoint
 picker reading the pools the operator writes, kwok GPU nodes running the engine pods.
@@ -38,13 +37,7 @@ from ctxfit.controller.converge.verify import capacity_tokens
 from kubernetes.client.rest import ApiException
 from sim_startup import StartupLogServer, vllm_startup_log
 
-from .test_operator_kit import (  # noqa: F401 - api, crd are fixtures
-    OperatorProcess,
-    ServerClient,
-    api,
-    condition,
-    crd,
-)
+from .operator_kit import OperatorProcess, ServerClient, condition
 
 REPO = Path(__file__).resolve().parents[2]
 POOLS = ("inference.networking.k8s.io", "v1", "inferencepools")

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Model resolution in the operator (issue 23) against the real local control plane and the local Hub stand-in.
 
 What is real: the kube-apiserver, scheduler and controller-manager (the claim really binds to a hostPath volume),
@@ -13,6 +12,7 @@ the container's termination message and phase back to the pod's status, as the k
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import subprocess
 import sys
@@ -28,14 +28,7 @@ from tests.hubfixtures.broken import broken_repos
 from tests.hubfixtures.repos import fixture_repo
 from tests.hubfixtures.server import TOKEN, HubStandIn
 
-from .test_operator_kit import (  # noqa: F401 - api, crd are fixtures
-    REPO,
-    OperatorProcess,
-    ServerClient,
-    api,
-    condition,
-    crd,
-)
+from .operator_kit import REPO, OperatorProcess, ServerClient, condition
 
 
 @pytest.fixture
@@ -222,10 +215,8 @@ def test_a_preloaded_claim_is_resolved_from_the_volume(
     assert len(hub.requests) == before  # nothing from the Hub
     assert condition(ready, "WeightsCached")["reason"] == "Preloaded"
     time.sleep(0.1)
-    try:
+    with contextlib.suppress(ApiException):
         api.core.delete_namespaced_persistent_volume_claim("weights", api.namespace)
-    except ApiException:
-        pass
 
 
 def test_bad_input_from_the_model_ends_in_conditions_and_the_operator_keeps_serving(

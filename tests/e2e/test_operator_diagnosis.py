@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Issue 9 kinds against the real local control plane, with the operator running (kwok's simulated engine).
 
 - MambaCacheTooSmall: the engine refuses max-num-seqs above its Mamba blocks; the operator lowers it to the
@@ -12,16 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .test_operator_kit import (  # noqa: F401 - api, crd, op are fixtures
-    OperatorProcess,
-    ServerClient,
-    api,
-    condition,
-    crd,
-    manifest,
-    op,
-    with_sim,
-)
+from .operator_kit import OperatorProcess, ServerClient, condition, manifest, with_sim
 
 MAMBA_MESSAGE = (
     "ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks (614). Each decode sequence requires "

@@ -61,7 +61,7 @@ def check_effective(where: str, effective: EffectiveStatus) -> EffectiveConfig:
     return effective.to_config()
 
 
-def check_status(status: InferenceServerStatus) -> None:
+def check_status(status: InferenceServerStatus) -> None:  # noqa: C901 - one bound per status field, in order
     """Raise ``ValueError`` naming the first field of a parsed status outside the spec's bounds."""
     if len(status.attempts) > MAX_ATTEMPTS:
         raise ValueError(f"status.attempts: {len(status.attempts)} entries, at most {MAX_ATTEMPTS}")

@@ -47,7 +47,7 @@ def _endpoint(exc: BaseException) -> str:
         "the endpoint"
 
 
-def _classify(exc: BaseException, repo: str) -> ResolveError:
+def _classify(exc: BaseException, repo: str) -> ResolveError:  # noqa: C901 - one answer per Hub failure class
     """huggingface_hub / HTTP errors -> ``ResolveError`` (huggingface_hub ``errors.py`` class names)."""
     from huggingface_hub import errors as hf
 
@@ -74,7 +74,7 @@ def _classify(exc: BaseException, repo: str) -> ResolveError:
         status = getattr(getattr(exc, "response", None), "status_code", None)
         if status in (401, 403):
             return ResolveError(ResolveKind.ACCESS_DENIED, repo, f"HTTP {status}")
-        if status is not None and status >= 500 or status in (408, 429):
+        if (status is not None and status >= 500) or status in (408, 429):
             return ResolveError(ResolveKind.HUB_UNREACHABLE, repo, f"HTTP {status} from the Hub")
         if status in NOT_FOUND_STATUSES:  # no X-Error-Code: no such route there, not a Hub that is down
             return ResolveError(ResolveKind.NOT_FOUND, repo, f"HTTP {status} from {_endpoint(exc)} without a Hub "
@@ -174,7 +174,7 @@ def resolve_hub(repo: str, *, revision: str | None = None, token: str | bool | N
                                     sum(files[f] or 0 for f in meta.files_metadata if f in files) or None)
         else:
             checkpoint = _fallback([(f, files[f] or 0) for f in files if f.endswith(WEIGHT_SUFFIXES)])
-    except Exception as exc:  # noqa: BLE001 - every huggingface_hub/HTTP failure becomes one typed kind
+    except Exception as exc:  # every huggingface_hub/HTTP failure becomes one typed kind
         raise _classify(exc, repo) from exc
     source = ModelSource(config, checkpoint, "hub", repo, revision, sha)
     save_resolution(source)
@@ -223,7 +223,7 @@ def _resolve_cached(repo: str, revision: str | None, cache_dir: str | None = Non
 
     try:
         folder = snapshot_download(repo, revision=revision, local_files_only=True, cache_dir=cache_dir)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise _classify(exc, repo) from exc
     source = resolve_local(folder, origin="cache", repo=repo)
     return ModelSource(source.config, source.checkpoint, "cache", repo, revision, Path(folder).name)

@@ -7,7 +7,6 @@ from collections import Counter
 
 import pytest
 from ctxfit.controller import reconcile as reconcile_module
-from ctxfit.controller import rejections
 from ctxfit.controller.reconcile import reconcile
 
 from tests.unit.controller.test_ownership_property import H100, NS, SERVED
@@ -18,7 +17,6 @@ from tests.unit.controller.test_refusal_storms import KEY, NAME, Clock, runtime,
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
     monkeypatch.setattr(reconcile_module.time, "monotonic", fake)
-    monkeypatch.setattr(rejections.time, "monotonic", fake)
     return fake
 
 

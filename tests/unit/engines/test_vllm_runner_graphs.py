@@ -240,7 +240,7 @@ def test_sampler_state_is_the_penalty_buffers() -> None:
 def test_model_runner_v2_sampler_state_lies_outside_the_budget_up_to_026(seqs: int, version: str) -> None:
     """Up to 0.26 the buffers are allocated after the memory snapshot and outside the profiled terms: the KV pool
     is unchanged, and what the GPU must hold beyond ``requested`` grows by them."""
-    inputs, _, profile, terms = _plan(version, DENSE, seqs=seqs)
+    _inputs, _, profile, terms = _plan(version, DENSE, seqs=seqs)
     state = sampler_state_bytes(seqs, 128256)
     assert profile.sampler_state_bytes == state
     graphs_outside = 0 if profile.graphs_deducted else profile.cuda_graph_bytes
@@ -255,7 +255,7 @@ def test_model_runner_v2_sampler_state_lies_outside_the_budget_up_to_026(seqs: i
 def test_model_runner_v2_sampler_state_is_in_the_budget_from_027(seqs: int, version: str) -> None:
     """0.27's ``memory_profiling`` budgets ``total_consumed`` (free memory taken since the init snapshot), which
     holds the buffers: the non-torch term grows by them, the KV pool shrinks by them, nothing of them is outside."""
-    inputs, effective, profile, terms = _plan(version, DENSE, seqs=seqs)
+    _inputs, _effective, profile, terms = _plan(version, DENSE, seqs=seqs)
     state = sampler_state_bytes(seqs, 128256)
     assert profile.sampler_state_bytes == state and profile.sampler_state_in_budget
     graphs_outside = 0 if profile.graphs_deducted else profile.cuda_graph_bytes

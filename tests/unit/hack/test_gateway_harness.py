@@ -22,8 +22,8 @@ def _default(script: str, var: str) -> str:
 def test_versions_match_the_fetch_script() -> None:
     assert _default("gateway-bins.sh", "GATEWAY_API_VERSION") == addons_gateway.GATEWAY_API_VERSION
     assert _default("gateway-bins.sh", "GIE_VERSION") == addons_gateway.GIE_VERSION
-    assert addons_gateway.LWEPP_BINARY == f"lwepp-{addons_gateway.GIE_VERSION}"
-    assert addons_gateway.EXTPROC_GATEWAY_BINARY == f"extproc-gateway-{addons_gateway.GIE_VERSION}"
+    assert f"lwepp-{addons_gateway.GIE_VERSION}" == addons_gateway.LWEPP_BINARY
+    assert f"extproc-gateway-{addons_gateway.GIE_VERSION}" == addons_gateway.EXTPROC_GATEWAY_BINARY
     script = (REPO / "hack" / "gateway-bins.sh").read_text()
     assert 'ROUTE="$OUT/extproc-gateway-$GIE_VERSION"' in script and '"$HACK/extproc-gateway/main.go"' in script
 

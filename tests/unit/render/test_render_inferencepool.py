@@ -198,7 +198,7 @@ def test_served_model_name_is_rendered_and_managed() -> None:
         args = render_workload(render_input(case))["spec"]["template"]["spec"]["containers"][0]["args"]
         assert args[args.index("--served-model-name") + 1] == flag
         assert managed_flag_in(["--served-model-name", "x"], server(case).spec.engine.kind.value) is not None
-    with pytest.raises(ValueError, match="spec.routing.servedModelName"):
+    with pytest.raises(ValueError, match=r"spec\.routing\.servedModelName"):
         raw = yaml.safe_load((GOLDEN / "vllm-single" / "inferenceserver.yaml").read_text())
         raw["spec"]["engine"]["args"] = ["--served-model-name=other"]
         InferenceServer.model_validate(raw)
@@ -343,7 +343,7 @@ def test_launcher_forwards_sigterm_to_every_rank() -> None:
 
 
 class _Health(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         self.send_response(200 if self.path == "/health" else 404)
         self.end_headers()
 

@@ -166,7 +166,8 @@ def _grow_claim(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, cache: 
             f"{how}: {name} of {bytes_to_quantity(grown)}, same engine configuration")
 
 
-def observe_download(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, cache: CacheVolume | None,
+def observe_download(snap: Snapshot,  # noqa: C901 - one branch per download outcome; to split
+                     spec: InferenceServerSpec, out: Outcome, cache: CacheVolume | None,
                      diagnose: DiagnoseDownload, record: RecordFailure, now: str) -> bool:
     """Fold the newest attempt's download into status; True while the engine has not started (or failed here).
 

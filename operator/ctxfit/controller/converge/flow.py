@@ -12,7 +12,7 @@ from ctxfit.recovery import Decision, Failure
 
 from ..settings import Settings
 from ..views.pods import PodView
-from . import attempts, policy, resolution, routing, status
+from . import attempts, policy, refusals, resolution, routing, status
 from .autoscaling import converge_autoscaling, pause_live
 from .cache import observe_download, resolve
 from .desired import desired
@@ -27,10 +27,20 @@ GROUPS_RECHECK_SECONDS = 60.0
 
 def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
              read_startup: ReadStartup | None = None) -> Outcome:
-    """One reconciliation step for one InferenceServer (pure; see the module docstring).
+    """One reconciliation step for one InferenceServer (pure; see the module docstring): the ordered steps, then
+    the refusal book's state into status and the writes still in their backoff dropped (``refusals.hold``), Ready
+    held while the Service lane writes the Service (``refusals.hold_for_service``).
 
     ``read_startup``: reads a Ready pod's start-up log (``controller/converge/verify.py``); None skips verification.
     """
+    out = _steps(snap, settings, diagnose, read_startup)
+    refusals.hold(out, snap.refusals, now_rfc3339(snap.now), snap.generation, accepted=snap.writes_accepted)
+    refusals.hold_for_service(out, snap, now_rfc3339(snap.now))
+    return out
+
+
+def _steps(snap: Snapshot, settings: Settings, diagnose: Diagnose,  # noqa: C901 - the ordered steps of the pass
+           read_startup: ReadStartup | None) -> Outcome:
     out = Outcome(status=snap.status.model_copy(deep=True))
     st = out.status
     now = now_rfc3339(snap.now)

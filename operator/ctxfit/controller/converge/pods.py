@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import (
+    Attempt,
     AttemptOutcome,
     Phase,
     Reason,
@@ -42,15 +43,7 @@ def observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, set
     failing = [p for p in pods if p.failed]
     failed = failing[0] if failing else None
     if failed is None and cur.outcome is AttemptOutcome.RUNNING:
-        for pod in pods:
-            if pod.ready:
-                continue
-            left = attempts.startup_overdue(pod, cur, settings, snap.now)
-            if left is not None and left <= 0:
-                failed = pod
-                break
-            if left is not None:
-                out.requeue(left)
+        failed = _overdue(out, cur, pods, settings, snap)
     if failed is not None:
         failed, failure = most_telling_failure(failing, diagnose) if len(failing) > 1 else \
             (failed, diagnose(failed, failed.restart_count))
@@ -79,8 +72,22 @@ def observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, set
         follow_pods(out, cur, pods, gone, snap.deployment, node_names, now, snap.generation)
 
 
+def _overdue(out: Outcome, cur: Attempt, pods: list[PodView], settings: Settings, snap: Snapshot) -> PodView | None:
+    """The first pod past the attempt's startup deadline (``attempts.startup_overdue``); else look again when the
+    nearest deadline passes."""
+    for pod in pods:
+        if pod.ready:
+            continue
+        left = attempts.startup_overdue(pod, cur, settings, snap.now)
+        if left is not None and left <= 0:
+            return pod
+        if left is not None:
+            out.requeue(left)
+    return None
+
+
 def record_download_failure(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings, pod: PodView,
-            failure: Failure, decision: Decision | None) -> None:
+                            failure: Failure, decision: Decision | None) -> None:
     """A failed download ends the newest attempt through the policy (``attempts.fail``)."""
     cur = out.status.current_attempt
     assert cur is not None

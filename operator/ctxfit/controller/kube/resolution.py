@@ -175,7 +175,7 @@ class Resolutions:
         except ResolveError as exc:
             self._finish(wanted.key, None, exc.kind.value, exc.detail)
             return
-        except Exception as exc:  # noqa: BLE001 - a bug in resolution must not kill the pool thread
+        except Exception as exc:
             logger.exception("resolving %s failed", wanted.repo)
             self._finish(wanted.key, None, "InvalidCheckpoint", f"{type(exc).__name__}: {exc}")
             return
@@ -191,10 +191,7 @@ class Resolutions:
                 entry.retry_at, entry.failures = None, 0
             else:
                 entry.error, entry.detail = error, detail
-                if error == "HubUnreachable":
-                    entry.failures += 1
-                    entry.retry_at = now + timedelta(seconds=self._backoff(entry.failures))
-                elif error == "ForeignObject":  # asked again as refusals are (the object may be renamed)
+                if error == "HubUnreachable" or error == "ForeignObject":
                     entry.failures += 1
                     entry.retry_at = now + timedelta(seconds=self._backoff(entry.failures))
                 elif error == "ModelAccessDenied" and key[0] == "token":

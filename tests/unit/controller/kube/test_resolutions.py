@@ -237,7 +237,7 @@ def test_resolver_pod_is_created_once_read_back_and_deleted(hub: HubStandIn, tmp
     res.request(("team-a", "llama"), ResolutionRequest(wanted), server)
     res.request(("team-a", "llama"), ResolutionRequest(wanted), server)
     assert len(kube.rest.pods) == 1
-    (namespace, name), pod = next(iter(kube.rest.pods.items()))
+    (_namespace, name), pod = next(iter(kube.rest.pods.items()))
     view = res.view(("team-a", "llama"), body)
     assert view is not None and view.in_flight and view.pod is not None and "Pending" in view.pod
     env = _kubelet_env(pod, {("hf", "token"): TOKEN}) | {"HF_HOME": str(tmp_path / "hf"),
