@@ -38,11 +38,15 @@ def fetch_hf_config(repo_id: str, *, revision: str | None = None, filename: str 
     Raises:
         ValueError: when the download fails (offline, gated, missing).
     """
+    from ctxfit.hub.resolve import _classify, bound_hub_requests, hub_timeout, quiet_hub_logs
+
     try:
         from huggingface_hub import hf_hub_download
 
-        path = hf_hub_download(repo_id=repo_id, filename=filename, revision=revision)
-    except Exception as exc:  # huggingface_hub raises many types (offline, 401, 404)
-        raise ValueError(f"cannot fetch {filename} of {repo_id}: {exc}") from exc
+        bound_hub_requests()
+        quiet_hub_logs()
+        path = hf_hub_download(repo_id=repo_id, filename=filename, revision=revision, etag_timeout=hub_timeout())
+    except Exception as exc:  # huggingface_hub raises many types (offline, 401, 404): one typed line
+        raise ValueError(f"cannot fetch {filename}: {_classify(exc, repo_id).line()}") from exc
     return load_hf_config(path, "--fetch-config")
 

@@ -37,6 +37,9 @@ def resolve_for_cli(spec: InferenceServerSpec, args: argparse.Namespace) -> tupl
     Raises:
         ManifestError: one line naming the repo and what to do (``ResolveError.line``), or the unreadable file.
     """
+    from ctxfit.hub.resolve import quiet_hub_logs
+
+    quiet_hub_logs()  # huggingface_hub's retry warnings: the CLI prints its own one line
     from ctxfit.hub import ResolveError, require_supported, resolve_hub, resolve_local
 
     model = spec.model

@@ -57,7 +57,7 @@ def _classify(exc: BaseException, repo: str) -> ResolveError:  # noqa: C901 - on
     if isinstance(exc, ResolveError):
         return exc
     if isinstance(exc, hf.GatedRepoError):
-        return ResolveError(ResolveKind.ACCESS_DENIED, repo, "the repo is gated and the token (if any) has no access")
+        return ResolveError(ResolveKind.ACCESS_DENIED, repo, "no token, or the token has no access")
     if isinstance(exc, hf.RevisionNotFoundError):
         return ResolveError(ResolveKind.REVISION_NOT_FOUND, repo, "the revision does not exist")
     if isinstance(exc, hf.RepositoryNotFoundError):
@@ -65,7 +65,8 @@ def _classify(exc: BaseException, repo: str) -> ResolveError:  # noqa: C901 - on
     if isinstance(exc, hf.DisabledRepoError):
         return ResolveError(ResolveKind.NOT_FOUND, repo, "the repo is disabled on the Hub")
     if isinstance(exc, hf.HFValidationError):  # checked by huggingface_hub before any request
-        return ResolveError(ResolveKind.NOT_FOUND, repo, f"not a Hub repo id ({str(exc).split('.')[0]})")
+        return ResolveError(ResolveKind.NOT_FOUND, repo, "spec.model.name is not a Hub repo id (owner/name) nor a "
+                            "path inside a preloaded claim")
     if isinstance(exc, hf.OfflineModeIsEnabled | hf.LocalEntryNotFoundError):
         return ResolveError(ResolveKind.OFFLINE, repo, "offline and not in the local Hugging Face cache")
     if isinstance(exc, hf.EntryNotFoundError):
@@ -88,6 +89,51 @@ def _classify(exc: BaseException, repo: str) -> ResolveError:  # noqa: C901 - on
     return ResolveError(ResolveKind.INVALID_CHECKPOINT, repo, f"{type(exc).__name__}: {str(exc)[:120]}")
 
 
+HUB_TIMEOUT_SECONDS = 15.0
+"""Connect/read timeout of every Hub request (``CTXFIT_HUB_TIMEOUT_SECONDS``): huggingface_hub's default client has
+none (``utils/_http.py default_client_factory``: ``timeout=None``), so a Hub or proxy that accepts and never answers
+would hang a plan forever; past it the resolution is ``HubUnreachable`` (waiting)."""
+_BOUNDED = False
+
+
+def hub_timeout() -> float:
+    """``CTXFIT_HUB_TIMEOUT_SECONDS`` (a positive number) or ``HUB_TIMEOUT_SECONDS``."""
+    import os
+
+    try:
+        seconds = float(os.environ.get("CTXFIT_HUB_TIMEOUT_SECONDS") or HUB_TIMEOUT_SECONDS)
+    except ValueError:
+        return HUB_TIMEOUT_SECONDS
+    return seconds if seconds > 0 else HUB_TIMEOUT_SECONDS
+
+
+def bound_hub_requests() -> None:
+    """Give huggingface_hub's HTTP client a timeout (once per process; ``hub_timeout``): the requests that pass no
+    timeout of their own (the safetensors header reads) use it; ``model_info`` and ``hf_hub_download`` get it
+    explicitly (they pass their own, ``None`` by default for ``model_info``)."""
+    global _BOUNDED
+    if _BOUNDED:
+        return
+    from huggingface_hub.utils import _http
+
+    seconds = hub_timeout()
+
+    def bounded() -> Any:
+        client = _http.default_client_factory()
+        client.timeout = seconds
+        return client
+
+    _http.set_client_factory(bounded)
+    _BOUNDED = True
+
+
+def quiet_hub_logs() -> None:
+    """huggingface_hub's own retry warnings off (the CLI prints one line per failure itself)."""
+    from huggingface_hub.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+
+
 def resolve_hub(repo: str, *, revision: str | None = None, token: str | bool | None = None,
                 endpoint: str | None = None, offline: bool = False, cache_dir: str | None = None) -> ModelSource:
     """Resolve ``repo`` at ``revision`` from the Hub (``endpoint`` or ``HF_ENDPOINT``); ``offline`` reads only the
@@ -101,19 +147,23 @@ def resolve_hub(repo: str, *, revision: str | None = None, token: str | bool | N
     from huggingface_hub import HfApi, hf_hub_download
     from huggingface_hub.utils import disable_progress_bars  # type: ignore[attr-defined]
 
+    bound_hub_requests()
+
     disable_progress_bars()  # get_safetensors_metadata draws one per repo; callers print their own lines
     api = HfApi(endpoint=endpoint, token=token)
     try:
-        info = api.model_info(repo, revision=revision, files_metadata=True)
+        timeout = hub_timeout()
+        info = api.model_info(repo, revision=revision, files_metadata=True, timeout=timeout)
         sha = info.sha
         files = {s.rfilename: s.size for s in info.siblings or []}
         if "config.json" not in files:
             raise ResolveError(ResolveKind.INVALID_CHECKPOINT, repo, "the repo has no config.json")
-        path = hf_hub_download(repo, "config.json", revision=sha, token=token, endpoint=endpoint, cache_dir=cache_dir)
+        path = hf_hub_download(repo, "config.json", revision=sha, token=token, endpoint=endpoint, cache_dir=cache_dir,
+                               etag_timeout=timeout)
         config = _read_config(Path(path), repo)
         if MODELOPT_FILE in files and "quantization_config" not in config:
             quant = hf_hub_download(repo, MODELOPT_FILE, revision=sha, token=token, endpoint=endpoint,
-                                    cache_dir=cache_dir)
+                                    cache_dir=cache_dir, etag_timeout=timeout)
             config = with_modelopt(config, _read_config(Path(quant), repo))
         shards = sorted(f for f in files if f.endswith(".safetensors"))
         checkpoint: Checkpoint | None

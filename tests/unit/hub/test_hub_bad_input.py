@@ -144,3 +144,31 @@ def test_no_config_field_of_any_type_makes_the_planner_raise_another_class(repo:
             except Exception as exc:  # noqa: BLE001 - the point of the test
                 escaped.append(f"{'.'.join(path)}={value!r}: {type(exc).__name__}: {exc}")
     assert not escaped, escaped[:5]
+
+
+def test_a_hub_that_accepts_and_never_answers_is_unreachable_within_the_timeout(tmp_path: Path) -> None:
+    """A Hub (or proxy) that accepts the connection and never answers: ``ctxfit plan`` ends HubUnreachable, one line,
+    exit 2, within seconds (huggingface_hub's client has no timeout of its own)."""
+    import socket
+    import time
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # accepts (the kernel completes the handshake), never reads nor answers
+    try:
+        path = tmp_path / "server.yaml"
+        path.write_text(yaml.safe_dump({"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer",
+                                        "metadata": {"name": "silent"}, "spec": _spec("Qwen/Qwen2.5-7B")}))
+        env = hub_env(str(tmp_path)) | {"HF_ENDPOINT": f"http://127.0.0.1:{silent.getsockname()[1]}",
+                                        "CTXFIT_HUB_TIMEOUT_SECONDS": "1", "HF_HUB_ETAG_TIMEOUT": "1",
+                                        "HF_HUB_DOWNLOAD_TIMEOUT": "1"}
+        for extra in ([],):
+            start = time.monotonic()
+            run = subprocess.run([sys.executable, "-m", "ctxfit.cli", "plan", "-f", str(path), *extra],
+                                 capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+            elapsed = time.monotonic() - start
+            lines = run.stderr.strip().splitlines()
+            assert run.returncode == 2 and len(lines) == 1 and "HubUnreachable" in lines[0], (extra, run.stderr)
+            assert "Traceback" not in run.stderr and elapsed < 60, (extra, elapsed)
+    finally:
+        silent.close()
