@@ -24,17 +24,27 @@ if __package__ in (None, ""):
 
 from ctxfit.api import GiB, InferenceServerSpec  # noqa: E402
 from ctxfit.engines import get_engine  # noqa: E402
+from ctxfit.engines.vllm.bands import v1_band  # noqa: E402
 from ctxfit.engines.vllm.cudagraph import default_capture_size  # noqa: E402
 from ctxfit.engines.vllm.memory import Family, container_env, family  # noqa: E402
 from ctxfit.vocab.inputs import PlanInputs, resolve_inputs  # noqa: E402
+from ctxfit.vocab.version import parse_version  # noqa: E402
 
 H100 = ("NVIDIA-H100-80GB-HBM3", 81559)
-FAMILIES = ("vllm-v0", "vllm-v1", "vllm-v1-0.20", "sglang-0.4", "sglang-0.5")
+FAMILIES = ("vllm-v0", "vllm-v1-0.7", "vllm-v1-0.12", "vllm-v1-0.17", "vllm-v1-0.20", "sglang-0.4", "sglang-0.5")
+"""Families reported (``engines/vllm/bands.py``): V1 below 0.20 by release band, 0.7-0.11 / 0.12-0.16 / 0.17-0.19."""
+
+
+def reported_family(label: str, version: str) -> str:
+    """A fixture's family label, with ``vllm-v1`` split into its release band (``bands.v1_band``)."""
+    if label != "vllm-v1":
+        return label
+    return v1_band(parse_version(version, default=(0, 19, 0)))
 
 NOT_EVALUABLE: dict[str, tuple[str, str]] = {
-    "vllm-qwen3-235b-fp8-4xh100-tp4": ("vllm-v1", "weights not printed"),
-    "vllm0110-gptoss120b-h100-mnbt1024-boundary": ("vllm-v1", "weights not printed"),
-    "vllm-v1-qwen3-1p7b-24gb-maxlen1024": ("vllm-v1", "weights and GPU not stated"),
+    "vllm-qwen3-235b-fp8-4xh100-tp4": ("vllm-v1-0.7", "weights not printed"),
+    "vllm0110-gptoss120b-h100-mnbt1024-boundary": ("vllm-v1-0.7", "weights not printed"),
+    "vllm-v1-qwen3-1p7b-24gb-maxlen1024": ("vllm-v1-0.7", "weights and GPU not stated"),
     "vllm-v0-qwen25vl-72b-4xa100-40gb-tight": ("vllm-v0", "max_model_len not shown (V0 VLM profiles max_model_len)"),
     "vllm0271-qwen25-05b-rtx4090-wsl-llm-class-mnbt8192": (
         "vllm-v1-0.20",
@@ -70,6 +80,14 @@ class Startup:
     exclude: str | None = None
     capture: int | None = None
     """``--max-cudagraph-capture-size`` the start-up passed; None: vLLM's default (``default_capture_size``)."""
+    kv_tokens: int | None = None
+    """KV pool tokens the engine printed ("GPU KV cache size: N tokens", SGLang "#tokens: N"), when it did."""
+    started: bool = True
+    """False when the start-up failed after printing its ledger (startups.yaml ``startup: failed ...``)."""
+    held_out: str | None = None
+    """Why the start-up is kept aside (inputs.yaml ``heldOut``): added after the constants in the code were fitted,
+    never a training start-up of ``--fit`` or the leave-one-out refit, and reported on its own line; a check of the
+    fit on start-ups it has not seen."""
 
     @property
     def engine_kind(self) -> str:
@@ -119,7 +137,7 @@ def sweep_startups() -> list[Startup]:
             cases.append(
                 Startup(
                     case_id=row["log_file"].removesuffix(".log"),
-                    family="vllm-v1",
+                    family=reported_family("vllm-v1", "0.19.0"),
                     product=H100[0],
                     gpu_memory_mib=H100[1],
                     version="0.19.0",
@@ -130,6 +148,7 @@ def sweep_startups() -> list[Startup]:
                     hf_config=hf_config(models[row["model"]]),
                     max_model_len=int(row["max_model_len"]),
                     gpu_memory_utilization=float(row["gpu_memory_utilization"]),
+                    kv_tokens=int(row["kv_cache_tokens"]) if row.get("kv_cache_tokens") else None,
                 )
             )
     return cases
@@ -137,7 +156,11 @@ def sweep_startups() -> list[Startup]:
 
 def listed_startups() -> list[Startup]:
     """The start-ups of ``inputs.yaml`` (every family; ids checked against startups.yaml)."""
-    known = {c["id"] for c in yaml.safe_load((FIXTURES / "startups.yaml").read_text())}
+    docs = yaml.safe_load((FIXTURES / "startups.yaml").read_text())
+    known = {c["id"] for c in docs}
+    tokens = {c["id"]: (c.get("observed") or {}).get("kvCacheTokens") for c in docs}
+    failed = {c["id"] for c in docs if "failed" in str(c.get("startup") or (c.get("observed") or {}).get("startup")
+                                                       or c.get("outcome") or "")}
     cases = []
     for raw in yaml.safe_load((FIXTURES / "inputs.yaml").read_text()):
         base_id = raw["id"].split("@")[0]
@@ -146,7 +169,7 @@ def listed_startups() -> list[Startup]:
         cases.append(
             Startup(
                 case_id=raw["id"],
-                family=raw["family"],
+                family=reported_family(raw["family"], str(raw["version"])),
                 product=raw.get("product"),
                 gpu_memory_mib=raw["mib"],
                 version=str(raw["version"]),
@@ -163,9 +186,28 @@ def listed_startups() -> list[Startup]:
                 env=dict(raw.get("env", {})),
                 exclude=raw.get("exclude"),
                 capture=raw.get("capture"),
+                kv_tokens=_tokens(tokens.get(base_id), raw["id"]),
+                started=base_id not in failed,
+                held_out=raw.get("heldOut"),
             )
         )
     return cases
+
+
+def _tokens(value: Any, case_id: str) -> int | None:
+    """A printed pool size in tokens (a multi-version entry prints one per version: ``{version: N}``)."""
+    if isinstance(value, dict):
+        value = value.get(case_id.split("@")[1]) if "@" in case_id else None
+    return int(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def needed_kv_gib(case: Startup) -> float:
+    """KV one request of the start-up's max_model_len needs, GiB: the measured pool x max_model_len / the pool's
+    printed tokens (the engine's own bytes per token); without printed tokens, a lower bound of 0 (then a plan
+    calls it "does not fit" only when it predicts no pool at all)."""
+    if not case.kv_tokens:
+        return 0.0
+    return case.measured_kv_gib * min(1.0, case.max_model_len / case.kv_tokens)
 
 
 def all_startups() -> list[Startup]:

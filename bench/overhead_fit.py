@@ -10,7 +10,8 @@ crashes the engine). Per family it prints:
 - ``LOO``: for families with a fitted parameter, each start-up predicted by constants refitted without
   it (the same fit as ``--fit``).
 
-Columns: n, median |error|, p90 |error|, share of start-ups over-predicted beyond max(2%, 0.25 GiB).
+Columns: n, median |error|, p90 |error|, share of start-ups over-predicted beyond max(2%, 0.25 GiB). A
+``held-out`` line: start-ups kept aside (never trained on), predicted by the constants in the code.
 
 The fit: coordinate descent over the family's free constants (activation copies on a grid scanned from
 high to low, so a loss that is flat keeps the larger, safer copy count; the non-torch offsets in closed
@@ -46,6 +47,19 @@ prints 1.70 GiB non-torch per rank), 0.26.0 Qwen2.5-0.5B MRV2 on a 15.55 GiB GPU
 LLaVA-NeXT-Mistral-7B (-0.13) and Granite-3.3-2B on an L40S with sleep mode (-0.53); SGLang 0.5.19 Qwen3-32B on an
 H100 (+0.20). Per family (in-code / LOO): vllm-v1 n=66, 0.02 / 0.19 / 0% and 0.03 / 0.21 / 0%; vllm-v1-0.20 n=8,
 0.31 / 1.29 / 12% (was n=5, 0.31 / 0.95 / 0%); sglang-0.5 n=3, 0.17 / 0.20 / 0%; vllm-v0 and sglang-0.4 unchanged.
+
+Round 6 (issue 25): the V1 family splits by the sampler its profile run warms up (``engines/vllm/bands.py``,
+read in every wheel 0.8.0 - 0.33.0): FlashInfer in 0.8-0.11 (the official image; a sort without FlashInfer),
+the sort in 0.12-0.16, Triton's top-k/top-p from 0.17, FlashInfer again from 0.21. Each band has its own non-torch
+constant (ledgers: 0.02-0.07 GiB in 0.10.x, 0.13 in 0.15-0.17, 0.25 in 0.18/0.19); the driver reserve is per GPU
+product (``catalog/gpus.yaml``), and the inputs of named products use the real NVML MiB. A start-up that started
+is never one the plan calls "does not fit" at its context (``does_not_fit_but_started``). Per family (in-code /
+LOO): vllm-v1-0.7 n=3 0.13 / 0.23 / 0% (the 0.10.2 Granite on an L40S -0.53 -> -0.26), vllm-v1-0.12 n=2
+0.00 / 0.00 / 0%, vllm-v1-0.17 n=61 0.02 / 0.21 / 0%, vllm-v1-0.20 n=8 0.16 / 1.17 / 12% (a fitted non-torch
+offset of 0.64 GiB, where Model Runner V2's 1.01 GiB profile lands), vllm-v0 0.13 / 0.35 / 6%.
+Start-ups added after that fit are kept aside (inputs.yaml ``heldOut``; ``training`` leaves them out of ``--fit``
+and of the leave-one-out refit) and reported on a ``held-out`` line: vLLM 0.19.0 gpt-oss-20b on an A100 80GB at
+utilization 0.65 (a blog post's start-up; A100 batching defaults), -0.05 GiB.
 
 - Model Runner V2 (``engines/vllm/runner.py``): vLLM 0.25-0.28 run every dense, non-hybrid model (and some
   architectures from 0.22) on ``v1/worker/gpu/model_runner.py``, whose ``profile_cudagraph_memory`` returns 0
@@ -99,6 +113,7 @@ from bench.overhead_cases import (  # noqa: E402
     Startup,
     all_startups,
     listed_startups,
+    needed_kv_gib,
     plan_inputs,
     planner_kv_gib,
     sweep_startups,
@@ -108,14 +123,26 @@ OVER_WEIGHT = 2.0
 OVER_BOUND_FRACTION = 0.02
 OVER_BOUND_GIB = 0.25
 FREE_CONSTANTS: dict[str, frozenset[str]] = {
-    "vllm-v1": frozenset({"sampler", "sorting_sampler", "forward", "moe", "non_torch", "nvlink"}),
+    "vllm-v1-0.17": frozenset({"sampler", "sorting_sampler", "forward", "moe", "non_torch", "nvlink"}),
+    "vllm-v1-0.12": frozenset({"sorting_sampler", "non_torch"}),
+    "vllm-v1-0.7": frozenset({"non_torch"}),
+    "vllm-v1-0.20": frozenset({"non_torch"}),
     "vllm-v0": frozenset({"sorting_sampler", "forward"}),
 }
-"""Families with free constants, and which. V0 keeps V1's non-torch terms (the same CUDA/cuBLAS/NCCL
-allocations; the V0 ledgers print 0.06-0.35 GiB at TP 1, and one V0 start-up is on NVSwitch at TP 2) and MoE copies
-(one V0 MoE start-up, at 8 sequences): with nine start-ups, a free non-torch offset trades off against the
-sampler copies.
-vLLM >= 0.20 has eight start-ups in five configurations and uses V1's constants; SGLang has no fitted constant."""
+"""Families with free constants, and which (fitted in this order; ``PRIOR`` gives each the band it starts from).
+The 0.17-0.19 band (the 0.19 H100 sweep and the 0.17/0.18 runs) fits every constant. The other V1 bands warm up the
+same kernels (``engines/vllm/bands.py``), so they keep its copies and fit their own non-torch memory (the ledgers
+print 0.02-0.07 GiB in 0.10.x, 0.13 GiB in 0.15-0.17, 0.25 GiB in 0.18/0.19, 0.07-0.08 GiB under Model Runner V2);
+0.12-0.16, the one band whose default warm-up sorts the vocabulary, also fits the sorting copies. V0 keeps V1's
+non-torch terms (the same CUDA/cuBLAS/NCCL allocations; one V0 start-up is on NVSwitch at TP 2) and MoE copies (one
+V0 MoE start-up, at 8 sequences). SGLang has no fitted constant."""
+PRIOR: dict[str, str] = {
+    "vllm-v1-0.17": "vllm-v1-0.17",
+    "vllm-v1-0.12": "vllm-v1-0.17",
+    "vllm-v1-0.7": "vllm-v1-0.12",
+    "vllm-v1-0.20": "vllm-v1-0.17",
+    "vllm-v0": "vllm-v1-0.17",
+}
 FITTED_FAMILIES = tuple(FREE_CONSTANTS)
 
 
@@ -263,6 +290,11 @@ def fit(
     return c
 
 
+def training(cases: Sequence[Startup], fam: str) -> list[Startup]:
+    """The start-ups of ``fam`` the fit learns from: neither excluded nor held out (``Startup.held_out``)."""
+    return [c for c in cases if c.family == fam and c.exclude is None and c.held_out is None]
+
+
 def loo_rows(prepared: Sequence[Prepared], prior: OverheadConstants, free: frozenset[str]) -> list[Row]:
     """Each start-up predicted by constants fitted without it."""
     rows = []
@@ -293,13 +325,13 @@ def _line(title: str, s: dict[str, float]) -> str:
 def report(*, show_cases: bool, planner_only: bool) -> None:
     """Print the per-family tables (and the per-case rows with ``show_cases``)."""
     cases = all_startups()
-    used = [c for c in cases if c.exclude is None]
     in_code = planner_rows(cases)
+    held_ids = {c.case_id for c in cases if c.held_out and not c.exclude}
     loo: list[Row] = []
     if not planner_only:
         for fam in FITTED_FAMILIES:
-            prepared = prepare([c for c in used if c.family == fam])
-            loo += loo_rows(prepared, memory.FITTED[memory.Family.V1], FREE_CONSTANTS[fam])
+            prepared = prepare(training(cases, fam))
+            loo += loo_rows(prepared, memory.FITTED[PRIOR[fam]], FREE_CONSTANTS[fam])
     if show_cases:
         loo_by_id = {r.case_id: r for r in loo}
         print(f"{'family':13} {'case':58} {'meas':>7} {'pred':>7} {'err':>6} {'LOO':>6}")
@@ -310,16 +342,25 @@ def report(*, show_cases: bool, planner_only: bool) -> None:
             print(
                 f"{r.family:13} {r.case_id[:58]:58} {r.measured_gib:7.2f} {r.predicted_gib:7.2f} "
                 f"{r.error_gib:+6.2f} {loo_err}" + (f"  (excluded: {excluded})" if excluded else "")
+                + ("  (held out)" if r.case_id in held_ids else "")
             )
         print()
     excluded_ids = {c.case_id for c in cases if c.exclude}
+    refused = does_not_fit_but_started(cases)
+    checked = sum(1 for c in cases if c.exclude is None and c.started)
+    print(f"does not fit while it started: {len(refused)} of {checked} start-ups"
+          + "".join(f"\n  {cid}: predicted {p:.2f} GiB < {n:.2f} GiB for one request" for cid, p, n in refused))
     for fam in FAMILIES:
         print(f"== {fam}")
-        print(_line("in-code", family_stats([r for r in in_code if r.family == fam and r.case_id not in excluded_ids])))
+        print(_line("in-code", family_stats([r for r in in_code if r.family == fam and r.case_id not in excluded_ids
+                                             and r.case_id not in held_ids])))
         if fam in FITTED_FAMILIES and not planner_only:
             print(_line("LOO", family_stats([r for r in loo if r.family == fam])))
         elif not planner_only:
             print("  LOO       = in-code (no fitted parameter: source rules only)")
+        kept = [r for r in in_code if r.family == fam and r.case_id in held_ids]
+        if kept:
+            print(_line("held-out", family_stats(kept)) + "  (kept aside: predicted by the constants in the code)")
         for case_id, (f, why) in NOT_EVALUABLE.items():
             if f == fam:
                 print(f"  not evaluable: {case_id} ({why})")
@@ -328,13 +369,27 @@ def report(*, show_cases: bool, planner_only: bool) -> None:
                 print(f"  excluded: {c.case_id} ({c.exclude})")
 
 
+def does_not_fit_but_started(cases: Sequence[Startup]) -> list[tuple[str, float, float]]:
+    """Start-ups the plan would call "does not fit" at the context they ran: (case, predicted pool, KV one request
+    of their max_model_len needs), GiB. Each of these started and served that context."""
+    out = []
+    for c in cases:
+        if c.exclude is not None or not c.started:
+            continue
+        predicted, needed = planner_kv_gib(c), needed_kv_gib(c)
+        if predicted <= 0 or predicted < needed:
+            out.append((c.case_id, predicted, needed))
+    return out
+
+
 def print_fit() -> None:
     """Print the constants fitted on all start-ups of each fitted family (paste into ``memory.FITTED``)."""
-    prior = memory.FITTED[memory.Family.V1]
-    for fam in FITTED_FAMILIES:  # V1 first: its constants are V0's prior
-        prepared = prepare([c for c in all_startups() if c.exclude is None and c.family == fam])
+    fitted: dict[str, OverheadConstants] = {}
+    for fam in FITTED_FAMILIES:  # in order: each family's prior is fitted before it
+        prior = fitted.get(PRIOR[fam], memory.FITTED[PRIOR[fam]])
+        prepared = prepare(training(all_startups(), fam))
         c = fit(prepared, prior, FREE_CONSTANTS[fam])
-        prior = c if fam == "vllm-v1" else prior
+        fitted[fam] = c
         print(
             fam, c.copies, f"non_torch={c.non_torch_bytes / GiB:.3f} GiB nvlink={c.nvlink_buffers_bytes / GiB:.3f} GiB"
         )

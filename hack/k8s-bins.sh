@@ -9,6 +9,8 @@
 #   helm        helm                                                             (helm.sh/helm/v3 $HELM_VERSION)
 #   lws         lws-controller, lws/ (CRD + webhook manifests)                   (sigs.k8s.io/lws $LWS_VERSION)
 #   keda        keda-operator, keda/crd/ (KEDA's CRDs)                           (github.com/kedacore/keda/v2 $KEDA_VERSION)
+#   gateway     gateway/ (Gateway API + InferencePool CRDs), lwepp-<v>           (hack/gateway-bins.sh: sigs.k8s.io/gateway-api,
+#                                                                                 sigs.k8s.io/gateway-api-inference-extension)
 #   node        kubelet, kube-proxy, pause (the harness's real node)             (hack/node-bins.sh)
 #   kind        kind (the CLI)                                                   (hack/kind-bins.sh cli)
 #   kind-node   kind, kind-node/ (kubeadm, crictl, etcd, coredns, local-path-provisioner: the offline
@@ -53,13 +55,13 @@ export CGO_ENABLED=0
 export GOFLAGS=${GOFLAGS:-}
 start=$(date +%s)
 
-ALL=(kubernetes etcd kwok helm lws keda node)
+ALL=(kubernetes etcd kwok helm lws keda gateway node)
 WANT=()
 for arg in "${@:-${ALL[@]}}"; do
   case "$arg" in
     cluster) WANT+=(kubernetes etcd kwok) ;;
     all) WANT+=("${ALL[@]}") ;;
-    kubernetes|etcd|kwok|helm|lws|keda|node|kind|kind-node) WANT+=("$arg") ;;
+    kubernetes|etcd|kwok|helm|lws|keda|gateway|node|kind|kind-node) WANT+=("$arg") ;;
     *) echo "unknown component: $arg (one of: ${ALL[*]} kind kind-node cluster all)" >&2; exit 2 ;;
   esac
 done
@@ -158,6 +160,8 @@ build_helm() {
 # scripts, same cache dir (they lock and use unique temp names the same way)
 build_lws() { OUT="$OUT" LWS_VERSION="$LWS_VERSION" bash "$HACK/lws-bins.sh"; }
 build_keda() { OUT="$OUT" KEDA_VERSION="$KEDA_VERSION" bash "$HACK/keda-bins.sh"; }
+# Gateway API and InferencePool CRDs, GIE's lightweight endpoint picker: hack/gateway-bins.sh, same cache dir
+build_gateway() { OUT="$OUT" bash "$HACK/gateway-bins.sh"; }
 # the real node's kubelet, kube-proxy and pause (hack/cluster_realnode.py): hack/node-bins.sh, same cache dir
 build_node() { OUT="$OUT" K8S_VERSION="$K8S_VERSION" bash "$HACK/node-bins.sh"; }
 # kind and the offline kind node image's binaries (hack/kind-node-image.sh): hack/kind-bins.sh, same cache dir
@@ -167,7 +171,7 @@ build_kind-node() { OUT="$OUT" K8S_VERSION="$K8S_VERSION" bash "$HACK/kind-bins.
 for component in "${ALL[@]}" kind kind-node; do
   wants "$component" || continue
   case "$component" in
-    lws|keda|node|kind|kind-node) "build_$component" ;;  # these lock themselves
+    lws|keda|gateway|node|kind|kind-node) "build_$component" ;;  # these lock themselves
     *) ( lock "$component"; "build_$component" ) ;;
   esac
 done

@@ -218,7 +218,8 @@ def test_crd_file_is_what_the_cluster_serves(api: ServerClient) -> None:
     crd = yaml.safe_load(text)
     assert crd["spec"]["names"]["shortNames"] == ["infsrv"]
     columns = [c["name"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
-    assert columns == ["Model", "Engine", "GPUs", "Context", "KV Tokens", "Target", "Replicas", "Phase", "Ready", "Age"]
+    assert columns == ["Model", "Engine", "GPUs", "Context", "KV Tokens", "Target", "Replicas", "Pool", "Phase",
+                       "Ready", "Age"]
 
 
 def test_no_eligible_node_waits_for_one(api: ServerClient, op: OperatorProcess, cluster: Any, namespace: str) -> None:

@@ -1,6 +1,7 @@
 """The InferenceServer API: pydantic v2 models (spec, effective configuration, status) and quantities."""
 
 from .effective import WIRE_KEYS, EffectiveConfig
+from .lora import ADAPTER_ROOT, LoRAAdapter, LoRASpec
 from .quantity import GiB, KiB, MiB, TiB, bytes_to_quantity, quantity_to_bytes
 from .spec import (
     API_GROUP,
@@ -22,8 +23,11 @@ from .spec import (
     Parallelism,
     ResourcesSpec,
 )
+from .speculative import DRAFT_ROOT, DraftModel, SpeculativeMethod, SpeculativeSpec
 
 __all__ = [
+    "ADAPTER_ROOT",
+    "DRAFT_ROOT",
     "API_GROUP",
     "API_VERSION",
     "KIND",
@@ -31,6 +35,11 @@ __all__ = [
     "PLURAL",
     "WIRE_KEYS",
     "Architecture",
+    "DraftModel",
+    "LoRAAdapter",
+    "LoRASpec",
+    "SpeculativeMethod",
+    "SpeculativeSpec",
     "AttentionKind",
     "BatchingSpec",
     "ContextSpec",

@@ -29,6 +29,7 @@ from .fielddocs import document_schema
 from .kubetypes import KUBE_CEL_RULES
 from .model_cache import CACHE_CEL_RULES
 from .quantity import _canonical_quantity
+from .routing import POOL_PORT_CEL_RULES, ROUTING_CEL_RULES
 from .spec import API_GROUP, API_VERSION, KIND, PLURAL, InferenceServerSpec
 from .status import InferenceServerStatus
 
@@ -77,9 +78,11 @@ CEL_RULES: dict[str, list[dict[str, str]]] = {
             "reason": "FieldValueForbidden",
         },
         *SPEC_CEL_RULES,
+        *POOL_PORT_CEL_RULES,
     ],
     **CACHE_CEL_RULES,
     **AUTOSCALING_CEL_RULES,
+    **ROUTING_CEL_RULES,
     "ContextSpec": [
         {
             "rule": f"!{_present('minimum')} || !{_present('target')} || self.minimum <= self.target",
@@ -231,6 +234,12 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "type": "integer",
         "jsonPath": ".status.replicas",
         "description": "Engine replicas the workload has now (set by the autoscaler when spec.autoscaling is set)",
+    },
+    {
+        "name": "Pool",
+        "type": "string",
+        "jsonPath": ".status.routing.pool",
+        "description": "InferencePool the server's engine pods serve in (spec.routing.inferencePool)",
     },
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
     {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},

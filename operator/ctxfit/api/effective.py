@@ -23,6 +23,10 @@ WIRE_KEYS = (
     "memoryLimit",
     "shmSize",
     "startupTimeoutSeconds",
+    "maxLoras",
+    "maxLoraRank",
+    "maxCpuLoras",
+    "numSpeculativeTokens",
 )
 
 
@@ -39,6 +43,10 @@ class EffectiveConfig(BaseModel):
         memory_limit_bytes: container memory limit (host RAM), bytes.
         shm_bytes: /dev/shm emptyDir size limit, bytes.
         startup_timeout_seconds: startup probe budget, seconds.
+        max_loras: adapters the LoRA GPU buffers hold (None without ``spec.lora``).
+        max_lora_rank: the rank the LoRA buffers are sized for, as the engine gets it.
+        max_cpu_loras: adapters kept in host memory.
+        num_speculative_tokens: draft tokens per step (None without ``spec.speculative``).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -52,9 +60,14 @@ class EffectiveConfig(BaseModel):
     memory_limit_bytes: int
     shm_bytes: int
     startup_timeout_seconds: int
+    max_loras: int | None = None
+    max_lora_rank: int | None = None
+    max_cpu_loras: int | None = None
+    num_speculative_tokens: int | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        """camelCase dict with quantities as strings, every key present (null when not applicable)."""
+        """camelCase dict with quantities as strings, every core key present (null when not applicable); the LoRA and
+        speculative knobs only when they apply."""
         return {
             "contextLength": self.context_length,
             "gpuMemoryUtilization": self.gpu_memory_utilization,
@@ -65,7 +78,10 @@ class EffectiveConfig(BaseModel):
             "memoryLimit": bytes_to_quantity(self.memory_limit_bytes),
             "shmSize": bytes_to_quantity(self.shm_bytes),
             "startupTimeoutSeconds": self.startup_timeout_seconds,
-        }
+        } | {key: value for key, value in (("maxLoras", self.max_loras), ("maxLoraRank", self.max_lora_rank),
+                                           ("maxCpuLoras", self.max_cpu_loras),
+                                           ("numSpeculativeTokens", self.num_speculative_tokens))
+             if value is not None}
 
     @classmethod
     def from_wire(cls, data: dict[str, Any]) -> EffectiveConfig:
@@ -84,4 +100,12 @@ class EffectiveConfig(BaseModel):
             memory_limit_bytes=quantity_to_bytes(data["memoryLimit"]),
             shm_bytes=quantity_to_bytes(data["shmSize"]),
             startup_timeout_seconds=int(data["startupTimeoutSeconds"]),
+            max_loras=_optional_int(data.get("maxLoras")),
+            max_lora_rank=_optional_int(data.get("maxLoraRank")),
+            max_cpu_loras=_optional_int(data.get("maxCpuLoras")),
+            num_speculative_tokens=_optional_int(data.get("numSpeculativeTokens")),
         )
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)

@@ -23,6 +23,8 @@ class ObservedStatus(WireModel):
         served_context_length: the context the engine serves (vLLM max_model_len, SGLang context_len).
         weights_bytes: weights per GPU.
         load_seconds: seconds spent loading weights.
+        draft_kv_cache_bytes: a speculative draft's own KV pool per GPU, bytes (SGLang prints it after the target's).
+        draft_kv_cache_tokens: tokens the draft's pool holds.
         predicted_kv_cache_bytes: the plan's KV pool (calibrated, as planned) this is compared with.
         error_bytes: observed minus predicted KV pool (negative: the plan was optimistic).
         source_lines: the log lines the values come from.
@@ -37,6 +39,8 @@ class ObservedStatus(WireModel):
     served_context_length: int | None = None
     weights_bytes: int | None = None
     load_seconds: float | None = None
+    draft_kv_cache_bytes: int | None = None
+    draft_kv_cache_tokens: int | None = None
     predicted_kv_cache_bytes: int | None = None
     error_bytes: int | None = None
     source_lines: list[str] = Field(default_factory=list)

@@ -16,8 +16,11 @@ from pydantic import Field, field_validator, model_validator
 from .autoscaling import REPLICAS_MESSAGE, AutoscalingSpec
 from .base import WireModel
 from .kubetypes import EnvVarSource, Toleration
+from .lora import LoRASpec
 from .model_cache import ModelCache, TokenSecretRef
 from .quantity import GiB, Quantity, TiB, check_cpu_bounds, check_quantity_bounds
+from .routing import RoutingSpec, pool_port_problem
+from .speculative import DraftModel, SpeculativeSpec
 from .validation import (
     ENGINE_VERSION,
     ENGINE_VERSION_MAX,
@@ -156,6 +159,10 @@ class Architecture(WireModel):
         if sliding and self.sliding_window is None:
             raise ValueError("architecture.slidingWindow: required when some layers use sliding attention")
         return self
+
+
+DraftModel.model_rebuild(_types_namespace={"Architecture": Architecture})
+SpeculativeSpec.model_rebuild()
 
 
 class ModelSpec(WireModel):
@@ -439,9 +446,19 @@ class InferenceServerSpec(WireModel):
     """How many starts (1-20) the operator tries under one spec, stepping to a safer configuration after each
     classified failure, before phase Failed.
     """
+    lora: LoRASpec | None = None
+    """LoRA adapters served with the model and the engine's LoRA capacity (GPU buffers for maxLoras adapters of rank
+    maxLoraRank in every target module; maxCpuLoras in host memory). Unset: no LoRA."""
+    speculative: SpeculativeSpec | None = None
+    """Speculative decoding: a draft model, an EAGLE / EAGLE-3 head, the model's MTP layers, or n-gram lookup; the
+    budget adds the draft's weights, KV cache and larger CUDA graphs. Unset: none."""
     autoscaling: AutoscalingSpec | None = None
     """Scale replicas with KEDA on the engine's KV-cache usage and waiting requests, thresholds from the server's own
     capacity (needs KEDA and the chart's autoscaling.keda.enabled). Unset: no autoscaling; replicas is the count.
+    """
+    routing: RoutingSpec = Field(default_factory=RoutingSpec)
+    """The inference gateway: the InferencePool the engine pods join (create one or join one by name) and the model
+    name clients ask for (needs the Gateway API Inference Extension CRDs and the chart's gateway.enabled).
     """
 
     @model_validator(mode="after")
@@ -467,6 +484,10 @@ class InferenceServerSpec(WireModel):
             raise ValueError(
                 f"{REPLICAS_MESSAGE} ({scaling.min_replicas}..{scaling.max_replicas}), not {self.replicas}"
             )
+        problem = pool_port_problem(self.engine.kind.value, self.nodes, p.data, self.serving.port,
+                                    self.routing.inference_pool is not None)
+        if problem is not None:
+            raise ValueError(problem)
         if self.engine.kind is EngineKind.VLLM and self.memory.mem_fraction_static is not None:
             raise ValueError("memory.memFractionStatic: is an SGLang setting; vLLM uses gpuMemoryUtilization")
         if self.engine.kind is EngineKind.SGLANG and self.memory.gpu_memory_utilization is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -20,6 +20,7 @@ from .base import WireModel
 from .effective import EffectiveConfig
 from .model_cache import ModelStatus
 from .observed import ObservedStatus
+from .routing import RoutingStatus
 
 
 class Phase(StrEnum):
@@ -44,6 +45,8 @@ class ConditionType(StrEnum):
     ADMITTED = "Admitted"
     WEIGHTS_CACHED = "WeightsCached"
     AUTOSCALING = "Autoscaling"
+    INFERENCE_POOL = "InferencePool"
+    POOL_CONTEXT_COVERED = "PoolContextCovered"
 
 
 class Reason(StrEnum):
@@ -106,6 +109,20 @@ class Reason(StrEnum):
     SCALED_OBJECT_CREATED = "ScaledObjectCreated"
     AUTOSCALING_RESUMED = "AutoscalingResumed"
     GROUP_RECREATED = "GroupRecreated"
+    # InferencePool (spec.routing.inferencePool) and Admitted False when a pool's servers disagree
+    POOL_CREATED = "PoolCreated"
+    POOL_JOINED = "PoolJoined"
+    POOL_NOT_FOUND = "PoolNotFound"
+    POOL_SELECTOR_MISMATCH = "PoolSelectorMismatch"
+    POOL_NOT_OWNED = "PoolNotOwned"
+    POOL_CRD_MISSING = "InferencePoolCRDMissing"
+    GATEWAY_DISABLED = "GatewayDisabled"
+    POOL_MODEL_MISMATCH = "PoolModelMismatch"
+    # PoolContextCovered
+    CONTEXT_COVERED = "ContextCovered"
+    NO_REPLICA_HOLDS_LONGEST_CONTEXT = "NoReplicaHoldsLongestContext"
+    # Events only (routing)
+    POOL_RELABELED = "PoolRelabeled"
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]
@@ -135,7 +152,8 @@ class Condition(WireModel):
     """One Kubernetes-style condition. ``lastTransitionTime`` changes only when ``status`` changes."""
 
     type: ConditionType
-    """Ready, BudgetFits, Degraded, ObjectsAccepted, Admitted, WeightsCached or Autoscaling."""
+    """Ready, BudgetFits, Degraded, ObjectsAccepted, Admitted, WeightsCached, Autoscaling, InferencePool or
+    PoolContextCovered."""
     status: ConditionStatus
     """True, False or Unknown."""
     reason: Reason
@@ -148,6 +166,22 @@ class Condition(WireModel):
     """When status last changed (RFC 3339 UTC)."""
     observed_generation: int | None = None
     """metadata.generation the condition was computed for."""
+
+
+class BudgetExtra(WireModel):
+    """A budget term LoRA or speculative decoding adds (``ctxfit plan`` shows one row per term)."""
+
+    term: Annotated[str, Field(max_length=64)]
+    """What it is: `LoRA buffers`, `LoRA host`, `draft weights`, `MTP layers`, `draft KV pool`."""
+    bytes: int
+    """Its size on one GPU (host memory for `LoRA host`), bytes."""
+    in_budget: bool
+    """It comes out of the engine's budget (the KV pool shrinks by it); false: it must fit outside the budget or in
+    host memory."""
+    host_memory: bool = False
+    """Host memory (the container's limit), not GPU memory."""
+    source: Annotated[str, Field(max_length=512)] = ""
+    """The engine code or spec field it comes from."""
 
 
 class BudgetBytes(WireModel):
@@ -169,6 +203,9 @@ class BudgetBytes(WireModel):
     """Non-torch memory (NCCL and all-reduce buffers), bytes."""
     kv_cache_bytes: int
     """KV cache pool left for requests, bytes."""
+    extras: Annotated[list[BudgetExtra], Field(max_length=16)] = Field(default_factory=list)
+    """Terms LoRA and speculative decoding add (draft weights, MTP layers, LoRA buffers, a second draft KV pool);
+    empty without them."""
 
 
 class PlanStatus(WireModel):
@@ -227,6 +264,16 @@ class EffectiveStatus(WireModel):
     """/dev/shm emptyDir size in force, a quantity (`64Gi`)."""
     startup_timeout_seconds: int
     """Startup-probe budget in force, seconds."""
+    max_loras: int | None = None
+    """LoRA adapters the GPU buffers hold (vLLM `--max-loras`, SGLang `--max-loras-per-batch`). Omitted without
+    spec.lora."""
+    max_lora_rank: int | None = None
+    """Rank the LoRA buffers are sized for (`--max-lora-rank`). Omitted without spec.lora."""
+    max_cpu_loras: int | None = None
+    """LoRA adapters kept in host memory (vLLM `--max-cpu-loras`, SGLang `--max-loaded-loras`). Omitted without
+    spec.lora."""
+    num_speculative_tokens: int | None = None
+    """Draft tokens per step in force. Omitted without spec.speculative."""
 
     @classmethod
     def of(cls, effective: EffectiveConfig) -> EffectiveStatus:
@@ -238,8 +285,11 @@ class EffectiveStatus(WireModel):
         return EffectiveConfig.from_wire(self.model_dump(by_alias=True))
 
     def to_wire(self) -> dict[str, object]:
-        """Every key present (null where not applicable), as ``EffectiveConfig.to_wire``."""
-        return self.model_dump(by_alias=True, mode="json")
+        """As ``EffectiveConfig.to_wire``: every core key present (null where not applicable), the LoRA and
+        speculative knobs only when set."""
+        optional = ("maxLoras", "maxLoraRank", "maxCpuLoras", "numSpeculativeTokens")
+        dumped: dict[str, object] = self.model_dump(by_alias=True, mode="json")
+        return {k: v for k, v in dumped.items() if k not in optional or v is not None}
 
 
 class GroupLeader(WireModel):
@@ -359,6 +409,8 @@ class InferenceServerStatus(WireModel):
             every server, autoscaled or not.
         autoscaling: the autoscaling thresholds in force, the ScaledObject and the replica counts
             (``ctxfit.api.autoscaling``); absent without ``spec.autoscaling``.
+        routing: the InferencePool in force and the context this server's pods say they hold
+            (``ctxfit.api.routing``); absent without ``spec.routing.inferencePool``.
     """
 
     observed_generation: int | None = None
@@ -376,6 +428,7 @@ class InferenceServerStatus(WireModel):
     model: ModelStatus | None = None
     replicas: int | None = None
     autoscaling: AutoscalingStatus | None = None
+    routing: RoutingStatus | None = None
 
     @classmethod
     def from_body(cls, status: dict[str, Any] | None) -> InferenceServerStatus:

@@ -17,7 +17,14 @@ Hence: the calibrated prediction lies between the uncalibrated one and predictio
 residual (it only ever moves toward what was observed), ``|correction| < CLIP_BYTES``, and adding one
 sample of any value moves the correction by at most ``CLIP_BYTES``
 (tests/unit/budget/test_calibrate_properties.py checks these with Hypothesis).
-"""
+
+The driver's reserve per GPU product (issue 25, item 7): a sample may carry the CUDA-visible total the start-up
+printed (vLLM "Free memory on device (F/T GiB)", V0 "total_gpu_memory") and the node's NVML total; their difference
+is the reserve of that product under that driver. ``CalibrationTable.driver_reserve`` is the median over every
+sample of the product (any engine, version or layout: the reserve is the driver's), and ``apply_learned_reserve``
+puts it in place of the catalog's (``catalog/gpus.yaml`` ``driverReserveMiB``) before anything is budgeted. Such a
+sample's KV residual is recorded against the prediction at the total the engine printed, so the reserve is not
+counted twice (``reserve_neutral_residual``)."""
 
 from __future__ import annotations
 
@@ -36,6 +43,8 @@ CLIP_BYTES = 2 * GiB
 """A single residual counts as at most this much (bounded influence of an outlier)."""
 KEEP_SAMPLES = 20
 """Samples kept per key (the newest); ``count`` keeps counting."""
+MAX_RESERVE_BYTES = 8 * GiB
+"""A larger NVML-minus-CUDA difference is not a driver reserve (a wrong product label, a MIG slice)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -87,19 +96,37 @@ class Sample:
     observed_kv_bytes: int
     predicted_kv_bytes: int
     time: str
+    cuda_total_bytes: int | None = None
+    """The CUDA-visible total the start-up printed, bytes (None: not printed)."""
+    gpu_memory_bytes: int | None = None
+    """The GPU's NVML / GFD total the plan used, bytes."""
 
     def to_wire(self) -> dict[str, Any]:
         """Readable YAML/JSON keys."""
-        return {"id": self.sample_id, "server": self.server, "residualBytes": self.residual_bytes,
-                "residualGiB": round(self.residual_bytes / GiB, 3), "observedKvCacheBytes": self.observed_kv_bytes,
-                "predictedKvCacheBytes": self.predicted_kv_bytes, "time": self.time}
+        wire: dict[str, Any] = {"id": self.sample_id, "server": self.server, "residualBytes": self.residual_bytes,
+                                "residualGiB": round(self.residual_bytes / GiB, 3),
+                                "observedKvCacheBytes": self.observed_kv_bytes,
+                                "predictedKvCacheBytes": self.predicted_kv_bytes, "time": self.time}
+        if self.cuda_total_bytes and self.gpu_memory_bytes:
+            wire.update(cudaTotalBytes=self.cuda_total_bytes, gpuMemoryBytes=self.gpu_memory_bytes)
+        return wire
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> Sample:
         """Inverse of ``to_wire``. Raises ``KeyError``/``ValueError`` on malformed data."""
+        cuda, nvml = data.get("cudaTotalBytes"), data.get("gpuMemoryBytes")
         return cls(str(data["id"]), str(data.get("server", "")), int(data["residualBytes"]),
                    int(data.get("observedKvCacheBytes", 0)), int(data.get("predictedKvCacheBytes", 0)),
-                   str(data.get("time", "")))
+                   str(data.get("time", "")), int(cuda) if cuda is not None else None,
+                   int(nvml) if nvml is not None else None)
+
+    @property
+    def reserve_bytes(self) -> int | None:
+        """NVML total minus the printed CUDA total, when both are known and plausible (0 .. 8 GiB)."""
+        if not self.cuda_total_bytes or not self.gpu_memory_bytes:
+            return None
+        reserve = self.gpu_memory_bytes - self.cuda_total_bytes
+        return reserve if 0 <= reserve <= MAX_RESERVE_BYTES else None
 
 
 def _clip(value: int) -> int:
@@ -204,6 +231,16 @@ class CalibrationTable:
                 return Correction(offset, len(samples), scope, reason)
         return None
 
+    def driver_reserve(self, product: str) -> tuple[int, int] | None:
+        """(reserve bytes, samples) learned for a GPU product: the median of NVML minus the printed CUDA total over
+        its samples (any engine, version, TP, PP; of an even count the upper middle, the safe side); None without
+        one."""
+        reserves = sorted(r for k, e in sorted(self.entries.items()) if k.gpu == product for s in e.samples
+                          if (r := s.reserve_bytes) is not None)
+        if not reserves:
+            return None
+        return reserves[len(reserves) // 2], len(reserves)
+
     def to_wire(self) -> dict[str, Any]:
         """``{"entries": [...]}`` sorted by key."""
         return {"entries": [self.entries[k].to_wire() for k in sorted(self.entries)]}
@@ -248,6 +285,31 @@ class CalibratedEngine:
 
 
 ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
+def apply_learned_reserve(inputs: PlanInputs, table: CalibrationTable | None) -> tuple[PlanInputs, str | None]:
+    """``inputs`` with the CUDA-visible total from the product's learned driver reserve (``driver_reserve``), and
+    the sentence for the reasons; unchanged (None) without a learned reserve or a product."""
+    product = inputs.gpu.product if inputs.gpu else inputs.spec.gpu.product
+    learned = table.driver_reserve(product) if table is not None and product else None
+    if learned is None:
+        return inputs, None
+    reserve, n = learned
+    catalog = inputs.gpu_total_bytes - inputs.cuda_total_bytes
+    moved = dataclasses.replace(inputs, cuda_total_bytes=inputs.gpu_total_bytes - reserve)
+    return moved, (f"driver reserve of {product} learned from {n} start-up{'s' if n != 1 else ''}: "
+                   f"{reserve / 2**20:.0f} MiB (catalog {catalog / 2**20:.0f} MiB), CUDA total "
+                   f"{moved.cuda_total_bytes / GiB:.2f} GiB")
+
+
+def reserve_neutral_residual(observed_kv: int, predicted_kv: int, *, fraction: float | None,
+                             planned_cuda_total: int | None, printed_cuda_total: int | None) -> int:
+    """Observed minus predicted KV pool with the prediction moved to the CUDA total the engine printed: the pool
+    scales with the total by the memory fraction (vLLM ``requested = total x utilization``), so a wrong reserve
+    shows in the learned reserve, not in the KV residual as well. Without the totals: the plain residual."""
+    if not fraction or not planned_cuda_total or not printed_cuda_total:
+        return observed_kv - predicted_kv
+    return observed_kv - (predicted_kv + int(fraction * (printed_cuda_total - planned_cuda_total)))
 
 
 def calibrate_engine(engine: Engine, inputs: PlanInputs,

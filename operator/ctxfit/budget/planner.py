@@ -11,20 +11,22 @@ recurrent state, and max-num-seqs is capped so every running sequence's state fi
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ctxfit.api import EffectiveConfig, GiB, InferenceServerSpec
 from ctxfit.engines import BudgetTerms, Engine, get_engine
+from ctxfit.engines.flags import sliding_as_full
 from ctxfit.engines.weights import checkpoint_weights
 from ctxfit.vocab.inputs import PlanInputError, PlanInputs, resolve_inputs
 from ctxfit.vocab.modelsource import ModelSource
 
-from .calibrate import CalibrationTable, calibrate_engine
+from .calibrate import CalibrationTable, apply_learned_reserve, calibrate_engine
 from .capability import capability_problems
 from .context import DEFAULT_HEADROOM, DEFAULT_MINIMUM_CONTEXT, ContextChoice, choose_context, step_down_context
 from .hybrid import max_sequences, split_pool, state_bytes_per_sequence
-from .kv import kv_layout
+from .kv import KVLayout, kv_layout
 from .parallel import parallelism_problems
 from .result import Fit, Plan
 
@@ -37,13 +39,31 @@ FRACTION_CEILING = 0.95
 """Highest mem-fraction-static ctxfit suggests."""
 
 
+def draft_bytes_per_token(inputs: PlanInputs, engine: Engine, target: KVLayout, kv_cache_dtype: str) -> int:
+    """KV bytes per token per GPU the draft's attention layers add: its own geometry (vLLM's drafter layers get
+    their own KV specs) or, where the engine assumes it or the draft has none, the target's per-layer bytes times
+    the draft's layers (SGLang ``pool_configurator``: "assumes the draft shares the target's per-layer KV size")."""
+    draft = inputs.draft
+    if draft is None or not draft.layers:
+        return 0
+    if draft.architecture is not None and engine.draft_own_geometry(inputs):
+        own = kv_layout(draft.architecture, tensor_parallel=inputs.tp, kv_cache_dtype=kv_cache_dtype)
+        return own.kv_bytes_per_token
+    stage_layers = -(-(inputs.architecture.num_layers or 1) // inputs.pp)
+    return target.kv_bytes_per_token * draft.layers // max(1, stage_layers)
+
+
 def _fit(inputs: PlanInputs, engine: Engine, terms: BudgetTerms, kv_cache_dtype: str) -> Fit:
+    sizing = engine.sizing_dtype(inputs, kv_cache_dtype)
     layout = kv_layout(
         inputs.architecture,
         tensor_parallel=inputs.tp,
         pipeline_parallel=inputs.pp,
-        kv_cache_dtype=engine.sizing_dtype(inputs, kv_cache_dtype),
+        kv_cache_dtype=sizing,
     )
+    if inputs.draft is not None and engine.draft_pool_in_budget(inputs):
+        extra = draft_bytes_per_token(inputs, engine, layout, sizing)
+        layout = dataclasses.replace(layout, full_bytes_per_token=layout.full_bytes_per_token + extra)
     block = engine.block_size(inputs)
     pool = terms.kv_cache_bytes - engine.null_blocks(inputs) * block * layout.kv_bytes_per_token
     if inputs.hybrid is not None:  # the state of one running sequence comes out of the token pool
@@ -83,6 +103,9 @@ def plan(
     node_gpu_memory_mib: int | None = None,
     node_compute_capability: tuple[int, int] | None = None,
     hf_config: dict[str, Any] | None = None,
+    adapter_configs: Mapping[str, Mapping[str, Any]] | None = None,
+    draft_config: Mapping[str, Any] | None = None,
+    draft_model: ModelSource | None = None,
     pin: dict[str, Any] | None = None,
     model: ModelSource | None = None,
     default_headroom: float = DEFAULT_HEADROOM,
@@ -95,6 +118,10 @@ def plan(
         spec: validated InferenceServer spec.
         node_product, node_gpu_memory_mib, node_compute_capability: what the node's GFD labels say.
         hf_config: a config.json dict, used when the spec has no architecture.
+        adapter_configs: adapter name -> its adapter_config.json (LoRA rank and modules when the spec omits them).
+        draft_config: the speculative draft's config.json (its geometry and weights when the spec omits them).
+        draft_model: the draft resolved like the target (``ctxfit.hub``): its config stands for ``draft_config`` and
+            its checkpoint gives the draft's weights per GPU with the engine's sharding rules.
         model: a resolved model (``ctxfit.hub``): its config stands for ``hf_config`` and its checkpoint's tensors
             give the weights per GPU with the engine's sharding rules (``ctxfit.engines.weights``); spec fields win.
         pin: effective fields (snake_case) to hold fixed, e.g. ``{"kv_cache_dtype": "auto"}``;
@@ -122,9 +149,17 @@ def plan(
         node_gpu_memory_mib=node_gpu_memory_mib,
         node_compute_capability=node_compute_capability,
         hf_config=hf_config,
+        adapter_configs=adapter_configs,
+        draft_config=draft_model.config if draft_model is not None and draft_config is None else draft_config,
+        draft_weights=checkpoint_weights(spec, draft_model.checkpoint, draft_model.config)
+        if draft_model is not None else None,
     )
+    inputs, reserve_reason = apply_learned_reserve(inputs, calibration)
+    inputs, flag_notes = apply_engine_flags(get_engine(spec.engine.kind), inputs)
     engine, calibration_key, correction = calibrate_engine(get_engine(spec.engine.kind), inputs, calibration)
     reasons: list[str] = [correction.reason] if correction is not None else []
+    reasons += [reserve_reason] if reserve_reason else []
+    reasons.extend(flag_notes)
     if model is not None:
         arch_from = "spec.model.architecture" if spec.model.architecture is not None else "config.json"
         reasons.append(f"model resolved from {model.describe()} ({model.weight_format}): architecture from "
@@ -196,6 +231,37 @@ def plan(
     )
 
 
+def apply_engine_flags(engine: Engine, inputs: PlanInputs) -> tuple[PlanInputs, list[str]]:
+    """``inputs`` as the flags of ``spec.engine.args`` change them (``engines.flags``), with a note per flag.
+
+    Weights kept in host memory (``--cpu-offload-gb``) leave the GPU; sliding-window layers the engine keeps at full
+    length are budgeted as full attention. Flags in no parser ctxfit read are named in a note.
+
+    Raises:
+        PlanInputError: ``spec.engine.args`` sets a flag that is managed, refused, or conditional and not allowed
+            (the message names the flag and the spec field to use), or the spec asks for a flag the engine version
+            does not have (the field is the one that asks).
+    """
+    refused = engine.flag_refusals(inputs.spec) + engine.feature_problems(inputs)
+    if refused:
+        field = refused[0][0]
+        raise PlanInputError(field, "; ".join(m for f, m in refused if f == field))
+    effects = engine.flag_effects(inputs)
+    notes = list(effects.notes)
+    if effects.offload_weights_bytes:
+        on_gpu = max(0, inputs.weights_per_gpu_bytes - effects.offload_weights_bytes)
+        inputs = dataclasses.replace(
+            inputs, weights_per_gpu_bytes=on_gpu, loaded_weights_per_gpu_bytes=inputs.weights_per_gpu_bytes,
+            weights_source=f"{inputs.weights_source} - {effects.offload_weights_bytes / GiB:.2f} GiB --cpu-offload-gb")
+    if effects.sliding_as_full:
+        inputs = dataclasses.replace(inputs, architecture=sliding_as_full(inputs.architecture))
+    strange = engine.unknown_flags(inputs.spec)
+    if strange:
+        notes.append(f"engine.args: {', '.join(strange)} is in no {inputs.spec.engine.kind.value} version ctxfit read; "
+                     "its memory effect is not planned")
+    return inputs, notes
+
+
 def _refused(inputs: PlanInputs, engine: Engine, effective: EffectiveConfig, reasons: list[str]) -> Plan:
     """The plan of a spec the engines could not start (``budget.verdict``): full budget, no context."""
     terms = engine.budget(inputs, effective)
@@ -252,7 +318,7 @@ def _plan_step(inputs: PlanInputs, engine: Engine, effective: EffectiveConfig, g
     pool_tokens = max(0, fit.pool_bytes // max(1, fit.layout.kv_bytes_per_token))
     chosen = engine.finalize(inputs, chosen, pool_tokens)
     chosen, hybrid_note = _cap_sequences(inputs, chosen, terms, fit)
-    terms = engine.budget(inputs, chosen)
+    terms = _with_draft_pool(inputs, engine, engine.budget(inputs, chosen), fit, pool_tokens, chosen.kv_cache_dtype)
     rest = engine.check_rest(inputs, chosen, terms) if choice.fits else []
     blocking = engine.rest_blocking(inputs, chosen, terms) if choice.fits else []
     concurrency = 0.0
@@ -264,6 +330,23 @@ def _plan_step(inputs: PlanInputs, engine: Engine, effective: EffectiveConfig, g
     if hybrid_note and choice.fits:
         rest = [*rest, hybrid_note]
     return _Step(choice, fit, chosen, terms, rest, blocking, concurrency)
+
+
+def _with_draft_pool(inputs: PlanInputs, engine: Engine, terms: BudgetTerms, fit: Fit, pool_tokens: int,
+                     kv_cache_dtype: str) -> BudgetTerms:
+    """Where the draft's KV pool is sized after the target's (SGLang before 0.5.14: ``draft_runner_cache_size``
+    tokens of the draft's layers, ``model_runner.init_memory_pool``), it must fit outside the budget: add it as an
+    outside extra term."""
+    if inputs.draft is None or not inputs.draft.layers or engine.draft_pool_in_budget(inputs):
+        return terms
+    from ctxfit.engines.extras import ExtraTerm
+
+    per_token = draft_bytes_per_token(inputs, engine, fit.layout, engine.sizing_dtype(inputs, kv_cache_dtype))
+    pool = per_token * pool_tokens
+    term = ExtraTerm("draft KV pool", pool, False,
+                     f"{pool_tokens} tokens x {per_token} B of the draft's {inputs.draft.layers} layer(s), allocated "
+                     "after the target's pool (outside the budget)")
+    return dataclasses.replace(terms, outside_bytes=terms.outside_bytes + pool, extras=(*terms.extras, term))
 
 
 def _cap_sequences(

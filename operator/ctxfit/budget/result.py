@@ -81,6 +81,8 @@ class Plan:
                 "otherBytes": t.other_bytes,
                 "kvCacheBytes": t.kv_cache_bytes,
             },
+            "perGPUExtras": [{"term": e.label, "bytes": e.bytes, "inBudget": e.in_budget, "hostMemory": e.host,
+                              "source": e.source} for e in t.extras],
             "kvPoolBytes": self.kv_pool_bytes,
             "concurrency": round(self.concurrency, 2),
             "engineCommand": list(self.engine_command),

@@ -22,7 +22,14 @@ import yaml
 from pydantic import ValidationError
 
 from ctxfit.api import EngineKind, GiB
-from ctxfit.budget.calibrate import CalibrationEntry, CalibrationKey, CalibrationTable, Sample, correction
+from ctxfit.budget.calibrate import (
+    CalibrationEntry,
+    CalibrationKey,
+    CalibrationTable,
+    Sample,
+    correction,
+    reserve_neutral_residual,
+)
 from ctxfit.budget.planner import plan
 from ctxfit.engines.startup import logged_version, parse_startup
 from ctxfit.vocab.inputs import PlanInputError
@@ -166,7 +173,13 @@ def run(args: argparse.Namespace) -> int:
     key = CalibrationKey.parse(result.calibration_key or "")
     if error is not None and key is not None and report.kv_cache_bytes is not None:
         sample_id = "offline:" + hashlib.sha256(text.encode()).hexdigest()[:16]
-        table.add(key, Sample(sample_id, server.metadata.name, error, report.kv_cache_bytes, t.kv_cache_bytes, ""))
+        residual = reserve_neutral_residual(report.kv_cache_bytes, t.kv_cache_bytes,
+                                            fraction=result.effective.gpu_memory_utilization,
+                                            planned_cuda_total=t.cuda_total_bytes,
+                                            printed_cuda_total=report.cuda_total_bytes)
+        printed = report.cuda_total_bytes
+        table.add(key, Sample(sample_id, server.metadata.name, residual, report.kv_cache_bytes, t.kv_cache_bytes, "",
+                              printed, t.total_bytes if printed else None))
         entry = table.entries[key]
         calibration = {"key": key.text(), "correctionBytes": correction(s.residual_bytes for s in entry.samples),
                        "entry": entry.to_wire()}

@@ -31,8 +31,9 @@ def load_hf_config(path: str | Path, flag: str = "--hf-config") -> dict[str, Any
     return data
 
 
-def fetch_hf_config(repo_id: str, *, revision: str | None = None) -> dict[str, Any]:
-    """Download ``config.json`` of ``repo_id`` with huggingface_hub (needs network; HF_TOKEN for gated repos).
+def fetch_hf_config(repo_id: str, *, revision: str | None = None, filename: str = "config.json") -> dict[str, Any]:
+    """Download ``filename`` (``config.json``, or a LoRA adapter's ``adapter_config.json``) of ``repo_id`` with
+    huggingface_hub (needs network; HF_TOKEN for gated repos).
 
     Raises:
         ValueError: when the download fails (offline, gated, missing).
@@ -40,7 +41,8 @@ def fetch_hf_config(repo_id: str, *, revision: str | None = None) -> dict[str, A
     try:
         from huggingface_hub import hf_hub_download
 
-        path = hf_hub_download(repo_id=repo_id, filename="config.json", revision=revision)
+        path = hf_hub_download(repo_id=repo_id, filename=filename, revision=revision)
     except Exception as exc:  # huggingface_hub raises many types (offline, 401, 404)
-        raise ValueError(f"cannot fetch config.json of {repo_id}: {exc}") from exc
+        raise ValueError(f"cannot fetch {filename} of {repo_id}: {exc}") from exc
     return load_hf_config(path, "--fetch-config")
+

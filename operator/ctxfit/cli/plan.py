@@ -30,7 +30,8 @@ from ctxfit.vocab.inputs import PlanInputError
 
 from . import EXIT_DOES_NOT_FIT, EXIT_OK, fail
 from .load import ManifestError, load_manifest, validation_message
-from .resolve import add_resolve_arguments, resolve_for_cli
+from .resolve import add_resolve_arguments, extra_configs_for_cli, resolve_for_cli
+from .routing import plan_routing
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
     add_resolve_arguments(parser)
     parser.add_argument(
-        "--fetch-config", action="store_true", help="download only config.json with huggingface_hub (needs network)"
+        "--fetch-config", action="store_true",
+        help="download only config.json (and LoRA adapter_config.json, the draft's config.json) with huggingface_hub"
     )
     parser.add_argument("--calibration", help="a calibration table (ctxfit calibrate --save, or the operator's "
                         "ConfigMap) applied to the KV pool")
@@ -113,6 +115,9 @@ def render_table(result: Plan, name: str, cache_line: str = "", extra_lines: tup
         ("activation", t.activation_bytes, notes.get("activation", "")),
         ("CUDA graphs", t.cuda_graph_bytes, notes.get("CUDA graphs", "")),
         ("other", t.other_bytes, notes.get("other", "")),
+        *((e.label, e.bytes, e.source + ("" if e.in_budget else
+                                         " [host memory]" if e.host else " [outside the budget]"))
+          for e in t.extras),
         ("KV pool", t.kv_cache_bytes, ""),
     ]
     for label, value, source in rows:
@@ -142,12 +147,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         server = load_manifest(args.filename)
         hf_config, model = resolve_for_cli(server.spec, args)
+        adapter_configs, draft_model = extra_configs_for_cli(server.spec, args)
         table = None
         if args.calibration:
             from .calibrate import load_table
 
             table = load_table(args.calibration)
-        result, _ = plan_group(server.spec, hf_config=hf_config, model=model, calibration=table)
+        result, _ = plan_group(server.spec, hf_config=hf_config, model=model, calibration=table,
+                               adapter_configs=adapter_configs, draft_model=draft_model)
     except (ManifestError, PlanInputError) as exc:
         return fail(str(exc))
     except ValidationError as exc:  # e.g. a config.json whose fields break the Architecture rules
@@ -157,6 +164,9 @@ def run(args: argparse.Namespace) -> int:
     cache, note, cache_doc = plan_cache(server.spec, result, server.metadata.name, not args.no_default_storage_class)
     scaling_lines, scaling_doc = plan_autoscaling(server.spec, result, server.metadata.name)
     doc = result.to_json() | {"cache": cache_doc} | ({"autoscaling": scaling_doc} if scaling_doc is not None else {})
+    routing_lines, routing_doc = plan_routing(server.spec, result, server.metadata.name)
+    if routing_doc is not None:
+        doc["routing"] = routing_doc
     if args.output == "json":
         json.dump(doc, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -164,5 +174,5 @@ def run(args: argparse.Namespace) -> int:
         yaml.safe_dump(doc, sys.stdout, sort_keys=False)
     else:
         render_table(result, server.metadata.name, f"weights cache: {describe_cache(cache)}; {note}",
-                     tuple(scaling_lines))
+                     (*scaling_lines, *routing_lines))
     return EXIT_OK if result.fits else EXIT_DOES_NOT_FIT

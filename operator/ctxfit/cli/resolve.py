@@ -60,3 +60,39 @@ def resolve_for_cli(spec: InferenceServerSpec, args: argparse.Namespace) -> tupl
         return None, source
     except ResolveError as exc:
         raise ManifestError(exc.line()) from exc
+
+
+def extra_configs_for_cli(spec: InferenceServerSpec, args: argparse.Namespace
+                          ) -> tuple[dict[str, dict[str, Any]], ModelSource | None]:
+    """(adapter name -> adapter_config.json, the resolved draft) for ``plan``: adapters' adapter_config.json from the
+    Hub (``HF_ENDPOINT``, ``HF_TOKEN``, each one's revision) for Hub adapters without a rank (unknown modules: every
+    linear module, the larger budget); a Hub
+    draft without a geometry or weights resolved like the model (``ctxfit.hub.resolve_hub``: config.json and the
+    safetensors headers; the local HF cache with ``--offline``). A draft in the catalog needs nothing.
+
+    Raises:
+        ManifestError: a download failed (one line naming the repo).
+    """
+    from ctxfit.hub import ResolveError, resolve_hub
+
+    from .hfconfig import fetch_hf_config
+
+    offline = bool(getattr(args, "offline", False))
+    adapters: dict[str, dict[str, Any]] = {}
+    try:
+        if spec.lora is not None and not offline:
+            for adapter in spec.lora.adapters:
+                if adapter.from_hub and adapter.rank is None:
+                    adapters[adapter.name] = fetch_hf_config(adapter.source, revision=adapter.revision,
+                                                             filename="adapter_config.json")
+        draft = spec.speculative.draft if spec.speculative is not None else None
+        if draft is None or (draft.architecture is not None and draft.weights_per_gpu is not None):
+            return adapters, None
+        if lookup_model(draft.name) is not None or draft.name.count("/") != 1 or draft.name.startswith(("/", ".")):
+            return adapters, None
+        revision = None if draft.revision == "main" else draft.revision
+        return adapters, resolve_hub(draft.name, revision=revision, offline=offline)
+    except ResolveError as exc:
+        raise ManifestError(exc.line()) from exc
+    except ValueError as exc:
+        raise ManifestError(str(exc).splitlines()[0]) from exc

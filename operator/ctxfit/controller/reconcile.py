@@ -45,6 +45,7 @@ from .kube.keda import (
     pause_scaled_object,
     read_scaling,
 )
+from .kube.pools import MembersOf, PoolAPIMissing, PoolMemo, apply_pool, delete_pool, patch_pod_labels, read_routing
 from .kube.service_lane import ServiceLane
 from .rejections import RejectionBook, refused
 from .runtime.lanes import EventPoster
@@ -91,6 +92,7 @@ class Runtime:
     calibration: CalibrationStore | None = None
     claims: ClaimsApi | None = None
     keda: KedaMemo = field(default_factory=KedaMemo)
+    pools: PoolMemo = field(default_factory=PoolMemo)
     stopping: threading.Event = field(default_factory=threading.Event)
     services: ServiceLane | None = None
 
@@ -203,6 +205,26 @@ def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
     if rt.claims is not None and out.claim_delete is not None:
         rt.claims.delete_claim(body["metadata"]["namespace"], out.claim_delete)
     _apply_scaling(rt, body, out, snap, pausing=False)
+    _apply_routing(rt, body, out, snap)
+
+
+def _apply_routing(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
+    """The InferencePool (after the workload: its pods exist to be selected), a pool this server stopped
+    creating, and the context labels of its live pods (``kube/pools.py``; every write tests ownership)."""
+    meta = body["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    try:
+        if out.pool is not None:
+            pool = str(out.pool["metadata"]["name"])
+            live = snap.routing.pools.get(pool) if snap.routing is not None else None
+            with refused("InferencePool", pool, out.pool):
+                apply_pool(rt.kube, out.pool, live)
+        if out.pool_delete is not None:
+            delete_pool(rt.kube, namespace, *out.pool_delete)
+    except PoolAPIMissing:  # removed since it was read: the next pass says so in status
+        rt.pools.found_absent(time.monotonic())
+    for pod, (owner, labels) in sorted(out.pod_labels.items()):
+        patch_pod_labels(rt.kube, namespace, pod, name, owner, labels)
 
 
 def _multi_node(body: dict[str, Any]) -> bool:
@@ -306,11 +328,14 @@ UNKNOWN = _Unknown()
 
 def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...], pods: tuple[PodView, ...], *,
               body: dict[str, Any] | None = None, deployment: DeploymentView | None | _Unknown = UNKNOWN,
-              service_port: int | None | _Unknown = UNKNOWN, claim_seen: ClaimSeen | None = None) -> Result:
+              service_port: int | None | _Unknown = UNKNOWN, claim_seen: ClaimSeen | None = None,
+              members_of: MembersOf | None = None) -> Result:
     """Reconcile ``namespace/name`` once; never raises (see the module docstring).
 
-    ``body``, ``deployment``, ``service_port``, ``claim_seen``: what the caller's watches already show (kopf
-    indexes); omitted ones are read from the API. A stale ``body`` only costs a conflict and a retry with a fresh read.
+    ``body``, ``deployment``, ``service_port``, ``claim_seen``, ``members_of``: what the caller's watches already
+    show (kopf indexes; ``members_of(pool)``: the namespace's servers that name ``pool``); omitted ones are read
+    from the API (no members: a pool's other servers are not known). A stale ``body`` only costs a conflict and a
+    retry with a fresh read.
     """
     started = time.monotonic()
     try:
@@ -344,6 +369,9 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             calibration=rt.calibration.table() if rt.calibration is not None else None,  # cached; used to plan
             scaling=read_scaling(rt.kube, rt.keda, rt.settings.keda_enabled, namespace, name,
                                  spec_dict.get("autoscaling") is not None, old.autoscaling is not None),
+            routing=read_routing(rt.kube, rt.pools, rt.settings.gateway_enabled, namespace, name, spec_dict,
+                                 old.routing.pool if old.routing is not None else None, members_of),
+            created=str(meta.get("creationTimestamp") or ""),
         )
         engine_text = str((snap.spec.get("engine") or {}).get("kind", ""))
         # None (an invalid spec, which converge refuses before any diagnosis): classify knows every engine's text

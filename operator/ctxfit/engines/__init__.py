@@ -6,7 +6,7 @@ from typing import assert_never
 
 from ctxfit.api import EngineKind
 
-from .base import BudgetTerms, Engine, KVDtypeDecision
+from .base import BudgetTerms, Engine, KVDtypeDecision, Launch
 
 
 def get_engine(kind: EngineKind) -> Engine:
@@ -22,4 +22,4 @@ def get_engine(kind: EngineKind) -> Engine:
     assert_never(kind)
 
 
-__all__ = ["BudgetTerms", "Engine", "KVDtypeDecision", "get_engine"]
+__all__ = ["BudgetTerms", "Engine", "KVDtypeDecision", "Launch", "get_engine"]

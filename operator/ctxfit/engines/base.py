@@ -6,8 +6,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
+from ctxfit.engines.extras import ExtraTerm
 
 if TYPE_CHECKING:
+    from ctxfit.engines.flags import FlagEffects
     from ctxfit.vocab.inputs import PlanInputs
     from ctxfit.vocab.patterns import FailurePattern, PhaseMarker
     from ctxfit.vocab.startup import StartupReport
@@ -17,7 +19,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class BudgetTerms:
-    """Per-GPU memory budget, bytes. ``usable = weights + activation + cuda_graph + other + kv_cache``.
+    """Per-GPU memory budget, bytes. ``usable = weights + activation + cuda_graph + other + in-budget extras +
+    kv_cache``.
 
     Attributes:
         total_bytes: NVML / GFD total of one GPU.
@@ -30,6 +33,7 @@ class BudgetTerms:
         kv_cache_bytes: the KV pool (may be negative: then nothing fits).
         outside_bytes: memory the engine uses outside ``usable`` (CUDA context, graphs not deducted).
         notes: one line per term explaining its source.
+        extras: the terms LoRA and speculative decoding add (``engines.extras.ExtraTerm``), each with its source.
     """
 
     total_bytes: int
@@ -42,6 +46,12 @@ class BudgetTerms:
     kv_cache_bytes: int
     outside_bytes: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    extras: tuple[ExtraTerm, ...] = ()
+
+    @property
+    def extra_in_budget_bytes(self) -> int:
+        """The extras that come out of the budget, bytes."""
+        return sum(e.bytes for e in self.extras if e.in_budget)
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,24 @@ class KVDtypeDecision:
 
     kv_cache_dtype: str
     reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How the engine container starts and where it serves.
+
+    Attributes:
+        command: the container's ``command`` (program).
+        args: the container's ``args``.
+        ports: the API ports of the pod, in order (the first is ``spec.serving.port``); more than one when
+            each data-parallel rank serves its own (``ctxfit.engines.vllm.ranks``).
+        readiness_command: an exec readiness probe checking every port (None: an HTTP probe on the first).
+    """
+
+    command: list[str]
+    args: list[str]
+    ports: tuple[int, ...]
+    readiness_command: list[str] | None = None
 
 
 class Engine(Protocol):
@@ -74,6 +102,16 @@ class Engine(Protocol):
     state_pool_ratio: float | None
     """Hybrid models: the fixed ratio of recurrent-state pool to KV pool (SGLang ``mamba_full_memory_ratio``);
     None when state and KV share one block pool (vLLM)."""
+
+    def draft_own_geometry(self, inputs: PlanInputs) -> bool:
+        """The draft's KV follows its own geometry (vLLM; SGLang's separate draft pool before 0.5.14), else the
+        target's per-layer size (SGLang's joint cell from 0.5.14)."""
+        ...
+
+    def draft_pool_in_budget(self, inputs: PlanInputs) -> bool:
+        """The draft's KV shares the budgeted pool (each token costs target + draft bytes); False: a second pool
+        allocated after the target's, outside the budget."""
+        ...
 
     def default_image(self, version: str | None) -> str:
         """Container image for a version (the official one)."""
@@ -142,4 +180,32 @@ class Engine(Protocol):
 
     def engine_args(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> list[str]:
         """The engine's command line (program and flags, each flag and value a separate item)."""
+        ...
+
+    def flag_refusals(self, spec: InferenceServerSpec) -> list[tuple[str, str]]:
+        """Why the spec cannot run as planned: (spec field, message) per managed, refused or (not allowed)
+        conditional flag of ``engine.args`` (the message names the spec field to use), and per flag ctxfit would
+        render that the engine version does not have (``engines.flags``); empty when none."""
+        ...
+
+    def flag_effects(self, inputs: PlanInputs) -> FlagEffects:
+        """What the modelled flags of ``spec.engine.args`` change before budgeting (``engines.flags``)."""
+        ...
+
+    def feature_problems(self, inputs: PlanInputs) -> list[tuple[str, str]]:
+        """(spec field, message) for LoRA / speculative settings this engine version cannot run."""
+        ...
+
+    def unknown_flags(self, spec: InferenceServerSpec) -> list[str]:
+        """Flags of ``spec.engine.args`` in no version of the engine ctxfit read (their memory effect is unknown)."""
+        ...
+
+    def api_ports(self, spec: InferenceServerSpec) -> tuple[int, ...]:
+        """The API ports of one single-node pod: ``(serving.port,)``, or one per data-parallel rank when the engine
+        serves each rank on its own port (vLLM in an InferencePool, ``ctxfit.engines.vllm.ranks``)."""
+        ...
+
+    def launch(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> Launch:
+        """The single-pod container's command, args and API ports (``command`` + ``engine_args`` on
+        ``serving.port``, unless the engine serves one port per data-parallel rank)."""
         ...

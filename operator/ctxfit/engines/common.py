@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ctxfit.api import quantity_to_bytes
+from ctxfit.api import EffectiveConfig, quantity_to_bytes
 from ctxfit.vocab.defaults import (
     default_memory_limit_bytes,
     default_shm_bytes,
@@ -16,23 +16,34 @@ if TYPE_CHECKING:
     from ctxfit.vocab.inputs import PlanInputs
 
 
-def container_defaults(inputs: PlanInputs) -> tuple[int, int, int]:
-    """(memory_limit_bytes, shm_bytes, startup_timeout_seconds) from the spec or the defaults."""
+def container_defaults(inputs: PlanInputs, offload_bytes: int | None = None) -> tuple[int, int, int]:
+    """(memory_limit_bytes, shm_bytes, startup_timeout_seconds) from the spec or the defaults; ``offload_bytes``:
+    the host memory the engine's flags ask for (the engine's ``flags.host_bytes``), else read by
+    ``vocab.defaults.host_offload_bytes``."""
     spec = inputs.spec
     gpus = spec.gpu.count
-    replica_weights = inputs.weights_per_gpu_bytes * spec.parallelism.tensor * spec.parallelism.pipeline
+    replica_weights = inputs.read_weights_per_gpu_bytes * spec.parallelism.tensor * spec.parallelism.pipeline
     if spec.resources.memory:
         memory = quantity_to_bytes(spec.resources.memory)
     else:
-        memory = default_memory_limit_bytes(gpus, replica_weights, host_offload_bytes(spec.engine.args, gpus))
+        offload = host_offload_bytes(spec.engine.args, gpus) if offload_bytes is None else offload_bytes
+        memory = default_memory_limit_bytes(gpus, replica_weights, offload)
     shm = quantity_to_bytes(spec.resources.shm) if spec.resources.shm else default_shm_bytes(gpus)
     if spec.startup.timeout_seconds:
         startup = spec.startup.timeout_seconds
     else:
         startup = default_startup_timeout_seconds(
-            inputs.weights_per_gpu_bytes * spec.parallelism.tensor * spec.parallelism.pipeline
+            inputs.read_weights_per_gpu_bytes * spec.parallelism.tensor * spec.parallelism.pipeline
         )
     return memory, shm, startup
+
+
+def probe_effective(*, gpu_memory_utilization: float | None = None, mem_fraction_static: float | None = None,
+                    **knobs: int) -> EffectiveConfig:
+    """A placeholder configuration to render an engine's flags with (which flags, not their values)."""
+    return EffectiveConfig(context_length=1, gpu_memory_utilization=gpu_memory_utilization,
+                           mem_fraction_static=mem_fraction_static, max_num_seqs=1, cuda_graph_max_batch_size=1,
+                           memory_limit_bytes=1, shm_bytes=1, startup_timeout_seconds=30, **knobs)
 
 
 def format_fraction(value: float) -> str:

@@ -188,8 +188,25 @@ def nvswitch_system(product: str | None) -> bool:
     return any(marker in name for marker in NVSWITCH_MARKERS)
 
 
+PCIE_DIST_INIT_BASE = int(0.19 * GiB)
+PCIE_DIST_INIT_PER_RANK = int(0.05 * GiB)
+"""The distributed init on PCIe parts at TP x PP > 1 (SGLang's "Init torch distributed ends. mem usage=M GB": the
+NCCL communicators of the world and TP groups, SGLang's own all-reduce buffers): 0.29 GB at TP 2
+(https://github.com/sgl-project/sglang/issues/17402) and 0.39 GB at TP 4 on 4 x RTX PRO 6000
+(https://github.com/sgl-project/sglang/issues/40558, NCCL 2.29): 0.19 GiB + 0.05 GiB per rank. Two older TP 4 PCIe
+start-ups (L4, RTX 4090) lost less, so the term errs to the safe side there."""
+
+
+def dist_init_bytes(product: str | None, world_size: int) -> int:
+    """Memory the distributed init takes before weights load, bytes: none at world size 1, ``NCCL_INIT_NVSWITCH`` on
+    NVSwitch systems, ``0.19 GiB + 0.05 GiB x world size`` on PCIe parts (it grows with the ranks)."""
+    if world_size <= 1:
+        return 0
+    if nvswitch_system(product):
+        return NCCL_INIT_NVSWITCH
+    return PCIE_DIST_INIT_BASE + PCIE_DIST_INIT_PER_RANK * world_size
+
+
 def pre_load_used_bytes(product: str | None, world_size: int) -> int:
-    """GPU memory in use before weights load: CUDA context, plus the distributed init on NVSwitch systems."""
-    if world_size > 1 and nvswitch_system(product):
-        return CUDA_CONTEXT + NCCL_INIT_NVSWITCH
-    return CUDA_CONTEXT
+    """GPU memory in use before weights load: CUDA context plus the distributed init (``dist_init_bytes``)."""
+    return CUDA_CONTEXT + dist_init_bytes(product, world_size)

@@ -65,6 +65,8 @@ KNOBS: Mapping[FailureKind, tuple[tuple[str, Side], ...]] = MappingProxyType({
     FailureKind.SHARED_MEMORY_TOO_SMALL: (("shm_bytes", "low"),),
     FailureKind.STARTUP_PROBE_TIMEOUT: (("startup_timeout_seconds", "low"),),
     FailureKind.KV_CACHE_DTYPE_UNSUPPORTED: (("kv_cache_dtype", "same"),),
+    FailureKind.LORA_BUFFERS_OOM: (("max_loras", "high"), ("max_lora_rank", "high"), (FRACTION, "high")),
+    FailureKind.DRAFT_MODEL_OOM: (("num_speculative_tokens", "high"), (FRACTION, "high")),
 })
 """Kind -> the knobs it says were wrong, each with its failing side (the table above)."""
 

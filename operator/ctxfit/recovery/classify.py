@@ -55,6 +55,7 @@ from ctxfit.vocab.patterns import (
 
 from .download import DOWNLOAD_EVENT_PATTERNS, DOWNLOAD_PATTERNS
 from .evidence import EVIDENCE_MAX_CHARS, error_line, marker_evidence
+from .features import attribute
 from .generic import EVENT_PATTERNS, GENERIC_PATTERNS, GENERIC_PHASE_MARKERS
 from .limits import plausible_number
 from .oom_numbers import process_numbers
@@ -358,10 +359,11 @@ def classify(observation: Observation, engine: EngineKind | None = None) -> Fail
         candidates.append((RANK_EXIT, 2, Failure(kind, {"exitCode": exit_code},
                                                  f"{_termination(observation)} ({meaning})")))
     if candidates:
-        return _on_node(min(candidates, key=lambda c: (c[0], c[1]))[2], observation)
+        return _on_node(attribute(min(candidates, key=lambda c: (c[0], c[1]))[2], text), observation)
     line = error_line(text, _wrapper_markers())
     silent = not line and not observation.reason and observation.exit_code is None
-    return Failure(FailureKind.UNKNOWN, _with_exit({}, observation), line or _termination(observation), silent=silent)
+    return attribute(Failure(FailureKind.UNKNOWN, _with_exit({}, observation), line or _termination(observation),
+                             silent=silent), text)
 
 
 def _on_node(failure: Failure, observation: Observation) -> Failure:

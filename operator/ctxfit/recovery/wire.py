@@ -116,10 +116,15 @@ FIELDS: Mapping[str, tuple[str, Callable[[object], Any]]] = {
     "memoryLimit": ("memory_limit_bytes", _size),
     "shmSize": ("shm_bytes", _size),
     "startupTimeoutSeconds": ("startup_timeout_seconds", _whole(30, 7 * 24 * 3600)),
+    "maxLoras": ("max_loras", _whole(1, 256)),
+    "maxLoraRank": ("max_lora_rank", _whole(1, 1024)),
+    "maxCpuLoras": ("max_cpu_loras", _whole(1, 1024)),
+    "numSpeculativeTokens": ("num_speculative_tokens", _whole(1, 16)),
 }
 """Wire name -> (``EffectiveConfig`` field, parser raising ValueError with the problem)."""
 
-NULLABLE = ("gpuMemoryUtilization", "memFractionStatic")
+NULLABLE = ("gpuMemoryUtilization", "memFractionStatic", "maxLoras", "maxLoraRank", "maxCpuLoras",
+            "numSpeculativeTokens")
 ENGINE_KNOB = {EngineKind.VLLM: ("gpuMemoryUtilization", "memFractionStatic", "vLLM", "a vLLM"),
                EngineKind.SGLANG: ("memFractionStatic", "gpuMemoryUtilization", "SGLang", "an SGLang")}
 """Engine -> (its memory fraction, the other engine's, name, name with article)."""

@@ -28,11 +28,22 @@ weights x tensor x pipeline parallel size (each of those GPUs holds a distinct s
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
 
-from ctxfit.api import API_GROUP, API_VERSION, KIND, GiB, InferenceServerSpec, bytes_to_quantity, quantity_to_bytes
+from ctxfit.api import (
+    ADAPTER_ROOT,
+    API_GROUP,
+    API_VERSION,
+    DRAFT_ROOT,
+    KIND,
+    GiB,
+    InferenceServerSpec,
+    bytes_to_quantity,
+    quantity_to_bytes,
+)
 from ctxfit.api.model_cache import CacheMode, ModelCache, VolumeClaimTemplate
 from ctxfit.catalog import lookup_model
 
@@ -69,7 +80,7 @@ IGNORE_PATTERNS = ("original/*", "*.pth", "*.pt", "*.gguf", "*.onnx", "*.msgpack
 and formats no engine here loads."""
 
 DOWNLOAD_SCRIPT = """\
-import fnmatch, os, pathlib, threading, time
+import fnmatch, json, os, pathlib, threading, time
 from huggingface_hub import HfApi, snapshot_download
 repo, rev = os.environ["CTXFIT_MODEL"], os.environ["CTXFIT_REVISION"]
 allow = os.environ["CTXFIT_ALLOW"].split(",")
@@ -90,12 +101,21 @@ def report():
 threading.Thread(target=report, daemon=True).start()
 workers = int(os.environ["CTXFIT_WORKERS"])
 snapshot_download(repo, revision=rev, allow_patterns=allow, ignore_patterns=ignore, max_workers=workers)
+for extra_repo, extra_rev, link in json.loads(os.environ.get("CTXFIT_EXTRA", "[]")):
+    path = snapshot_download(extra_repo, revision=extra_rev, ignore_patterns=ignore, max_workers=workers)
+    os.makedirs(os.path.dirname(link), exist_ok=True)
+    if os.path.islink(link) or os.path.exists(link):
+        os.remove(link)
+    os.symlink(path, link)
+    print(f"ctxfit-download: {extra_repo}@{extra_rev} -> {link}", flush=True)
 stop.set()
 print(f"ctxfit-download: complete {total} of {total} bytes in {time.monotonic() - start:.0f} s", flush=True)
 """
 """The init container's program. Progress lines ``ctxfit-download: DONE of TOTAL bytes`` every 15 s
 (bytes in the repo's blob directory, ``.incomplete`` parts included) and a final ``complete`` line;
-``ctxfit.controller.converge.cache.parse_progress`` reads them."""
+``ctxfit.controller.converge.cache.parse_progress`` reads them. ``CTXFIT_EXTRA`` lists ``[repo, revision, link]``
+of the LoRA adapters and the speculative draft on the Hub (``extra_downloads``): each is downloaded whole into the
+same cache and linked where the engine reads it (``ADAPTER_ROOT/<name>``, ``DRAFT_ROOT``)."""
 
 
 @dataclass(frozen=True)
@@ -127,11 +147,25 @@ class CacheVolume:
 def checkpoint_bytes(spec: InferenceServerSpec, weights_per_gpu_bytes: int | None) -> int | None:
     """Bytes of the checkpoint on disk: the catalog's figure, else per-GPU weights x TP x PP, else None."""
     entry = lookup_model(spec.model.name)
+    draft = _draft_checkpoint_bytes(spec)
+    if entry is not None and entry.weights_total_bytes is not None:
+        return entry.weights_total_bytes + draft
+    if weights_per_gpu_bytes:
+        return weights_per_gpu_bytes * spec.parallelism.tensor * spec.parallelism.pipeline + draft
+    return None
+
+
+def _draft_checkpoint_bytes(spec: InferenceServerSpec) -> int:
+    """A Hub draft's checkpoint: the catalog's, else its weightsPerGPU x TP, else 0 (the 5 GiB margin)."""
+    draft = spec.speculative.draft if spec.speculative is not None else None
+    if draft is None:
+        return 0
+    entry = lookup_model(draft.name)
     if entry is not None and entry.weights_total_bytes is not None:
         return entry.weights_total_bytes
-    if weights_per_gpu_bytes:
-        return weights_per_gpu_bytes * spec.parallelism.tensor * spec.parallelism.pipeline
-    return None
+    if draft.weights_per_gpu is not None:
+        return quantity_to_bytes(draft.weights_per_gpu) * spec.parallelism.tensor
+    return 0
 
 
 def claim_size_bytes(checkpoint: int | None) -> int:
@@ -195,6 +229,17 @@ def _mount(cache: CacheVolume, read_only: bool) -> dict[str, Any]:
     return mount
 
 
+def extra_downloads(spec: InferenceServerSpec) -> list[list[str]]:
+    """``[repo, revision, link]`` of every Hub adapter (``spec.lora``) and Hub draft (``spec.speculative.draft``)."""
+    out: list[list[str]] = []
+    if spec.lora is not None:
+        out += [[a.source, a.revision, f"{ADAPTER_ROOT}/{a.name}"] for a in spec.lora.adapters if a.from_hub]
+    draft = spec.speculative.draft if spec.speculative is not None else None
+    if draft is not None and draft.name.count("/") == 1 and not draft.name.startswith(("/", ".")):
+        out.append([draft.name, draft.revision, DRAFT_ROOT])
+    return out
+
+
 def download_container(spec: InferenceServerSpec, image: str, cache: CacheVolume) -> dict[str, Any]:
     """The ``model-download`` init container (same image as the engine; see the module docstring)."""
     env: list[dict[str, Any]] = [
@@ -207,6 +252,9 @@ def download_container(spec: InferenceServerSpec, image: str, cache: CacheVolume
         {"name": "HF_HOME", "value": CACHE_MOUNT_PATH},
         {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"},
     ]
+    extras = extra_downloads(spec)
+    if extras:
+        env.append({"name": "CTXFIT_EXTRA", "value": json.dumps(extras, separators=(",", ":"))})
     if spec.model.token_secret_ref is not None:
         ref = spec.model.token_secret_ref
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}}})

@@ -21,6 +21,7 @@ from ctxfit.engines import get_engine
 
 from .affinity import node_affinity
 from .cache import CacheVolume, apply_cache
+from .inferencepool import ROUTING_ANNOTATIONS, ROUTING_LABELS, pool_pod_metadata
 from .labels import (
     ATTEMPT_ANNOTATION,
     TEMPLATE_HASH_ANNOTATION,
@@ -114,22 +115,48 @@ def _env(spec: InferenceServerSpec) -> list[dict[str, Any]]:
     return [var.to_wire() for var in spec.engine.env]
 
 
+def port_name(rank: int) -> str:
+    """Container/Service port name of a data-parallel rank's API port: ``http``, then ``http-rank1``..."""
+    return PORT_NAME if rank == 0 else f"{PORT_NAME}-rank{rank}"
+
+
+def _readiness(health_path: str, command: list[str] | None) -> dict[str, Any]:
+    if command is None:
+        return _probe(health_path, READINESS_PERIOD_SECONDS, 3)
+    return {"exec": {"command": command}, "periodSeconds": READINESS_PERIOD_SECONDS,
+            "timeoutSeconds": PROBE_TIMEOUT_SECONDS, "failureThreshold": 3, "successThreshold": 1}
+
+
 def render_pod_template(inp: RenderInput) -> dict[str, Any]:
-    """The Deployment's pod template (labels, annotations, one engine container, /dev/shm volume)."""
+    """The Deployment's pod template (labels, annotations, one engine container, /dev/shm volume).
+
+    In an InferencePool (``spec.routing.inferencePool``) the pod also carries the pool label, the context labels
+    for ``effective.context_length`` and the active-ports annotations (``render.inferencepool``).
+    """
     spec, effective = inp.spec, inp.effective
     engine = get_engine(spec.engine.kind)
-    labels = {**spec.pod.labels, **common_labels(inp.name, spec.engine.kind)}
-    annotations = {**spec.pod.annotations, **effective_annotations(effective, inp.attempt)}
+    launch = engine.launch(spec, effective)
+    user_labels = {k: v for k, v in spec.pod.labels.items() if k not in ROUTING_LABELS}
+    user_annotations = {k: v for k, v in spec.pod.annotations.items() if k not in ROUTING_ANNOTATIONS}
+    labels = {**user_labels, **common_labels(inp.name, spec.engine.kind)}
+    annotations = {**user_annotations, **effective_annotations(effective, inp.attempt)}
+    pool = spec.routing.inference_pool
+    if pool is not None:
+        pool_labels, pool_annotations = pool_pod_metadata(pool.pool_name(inp.name), effective.context_length,
+                                                          launch.ports)
+        labels.update(pool_labels)
+        annotations.update(pool_annotations)
     container: dict[str, Any] = {
         "name": CONTAINER_NAME,
         "image": image_for(inp),
-        "command": list(engine.command),
-        "args": engine.engine_args(spec, effective),
-        "ports": [{"name": PORT_NAME, "containerPort": spec.serving.port, "protocol": "TCP"}],
+        "command": launch.command,
+        "args": launch.args,
+        "ports": [{"name": port_name(rank), "containerPort": port, "protocol": "TCP"}
+                  for rank, port in enumerate(launch.ports)],
         "resources": _resources(spec, effective),
         "volumeMounts": [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}],
         "startupProbe": _probe(engine.health_path, STARTUP_PERIOD_SECONDS, startup_failure_threshold(effective)),
-        "readinessProbe": _probe(engine.health_path, READINESS_PERIOD_SECONDS, 3),
+        "readinessProbe": _readiness(engine.health_path, launch.readiness_command),
         "livenessProbe": _probe(engine.health_path, LIVENESS_PERIOD_SECONDS, LIVENESS_FAILURES, timeout=10),
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }

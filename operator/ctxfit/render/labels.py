@@ -59,6 +59,10 @@ def effective_annotations(effective: EffectiveConfig, attempt: int) -> dict[str,
         out[f"{DOMAIN}/gpu-memory-utilization"] = format_fraction(effective.gpu_memory_utilization)
     if effective.mem_fraction_static is not None:
         out[f"{DOMAIN}/mem-fraction-static"] = format_fraction(effective.mem_fraction_static)
+    for key, value in (("max-loras", effective.max_loras), ("max-lora-rank", effective.max_lora_rank),
+                       ("num-speculative-tokens", effective.num_speculative_tokens)):
+        if value is not None:
+            out[f"{DOMAIN}/{key}"] = str(value)
     return dict(sorted(out.items()))
 
 

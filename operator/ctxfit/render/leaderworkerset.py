@@ -22,6 +22,7 @@ from ctxfit.engines import get_engine
 from ctxfit.engines.group import GroupRoles, group_roles
 
 from .deployment import SHM_VOLUME, RenderInput, render_deployment, render_pod_template
+from .inferencepool import ROUTING_ANNOTATIONS, ROUTING_LABELS
 from .labels import (
     ATTEMPT_ANNOTATION,
     TEMPLATE_HASH_ANNOTATION,
@@ -55,8 +56,12 @@ def _group_spread(name: str) -> dict[str, Any]:
 
 def _role_template(base: dict[str, Any], inp: RenderInput, roles: GroupRoles, leader: bool) -> dict[str, Any]:
     template = copy.deepcopy(base)
-    template["metadata"]["labels"] = dict(sorted({**template["metadata"]["labels"],
-                                                  ROLE_LABEL: "leader" if leader else "worker"}.items()))
+    labels = {**template["metadata"]["labels"], ROLE_LABEL: "leader" if leader else "worker"}
+    if not leader:  # workers serve no API: never in a pool, no context labels
+        labels = {k: v for k, v in labels.items() if k not in ROUTING_LABELS}
+        for key in ROUTING_ANNOTATIONS:
+            template["metadata"]["annotations"].pop(key, None)
+    template["metadata"]["labels"] = dict(sorted(labels.items()))
     template["metadata"]["annotations"][SHM_ANNOTATION] = str(roles.shm_bytes)
     pod = template["spec"]
     container = pod["containers"][0]

@@ -11,7 +11,8 @@ from typing import Any
 from ctxfit.api import API_GROUP, API_VERSION, KIND
 from ctxfit.engines import get_engine
 
-from .deployment import PORT_NAME, RenderInput
+from .deployment import RenderInput, port_name
+from .inferencepool import server_ports
 from .labels import SERVER_LABEL, common_labels, owner_reference, selector_labels
 
 
@@ -21,8 +22,9 @@ def endpoint_url(name: str, namespace: str, port: int) -> str:
 
 
 def render_service(inp: RenderInput) -> dict[str, Any]:
-    """ClusterIP Service NAME, port ``http`` -> the engine's ``http`` container port."""
-    port = inp.spec.serving.port
+    """ClusterIP Service NAME, port ``http`` -> the engine's ``http`` container port (and, when each data-parallel
+    rank serves its own port, ``http-rankN`` -> that rank's port)."""
+    ports = server_ports(inp.spec)
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -35,7 +37,8 @@ def render_service(inp: RenderInput) -> dict[str, Any]:
         "spec": {
             "type": "ClusterIP",
             "selector": selector_labels(inp.name),
-            "ports": [{"name": PORT_NAME, "port": port, "targetPort": PORT_NAME, "protocol": "TCP"}],
+            "ports": [{"name": port_name(rank), "port": port, "targetPort": port_name(rank), "protocol": "TCP"}
+                      for rank, port in enumerate(ports)],
         },
     }
 
@@ -54,6 +57,6 @@ def render_pod_monitor(inp: RenderInput, scrape_interval: str = "30s") -> dict[s
         },
         "spec": {
             "selector": {"matchLabels": {SERVER_LABEL: inp.name}},
-            "podMetricsEndpoints": [{"port": PORT_NAME, "path": engine.metrics_path, "interval": scrape_interval}],
+            "podMetricsEndpoints": [{"port": port_name(0), "path": engine.metrics_path, "interval": scrape_interval}],
         },
     }

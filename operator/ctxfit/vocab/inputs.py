@@ -7,6 +7,7 @@ weights per GPU = ``spec.model.weightsPerGPU`` > catalog checkpoint bytes / (TP 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +15,7 @@ from ctxfit.api import Architecture, InferenceServerSpec, MiB, quantity_to_bytes
 from ctxfit.catalog import GPUProduct, HybridState, ModelEntry, MoE, lookup_gpu, lookup_model
 from ctxfit.vocab.version import parse_version
 
+from .extras import ExtrasError, ModelDims, ResolvedDraft, ResolvedLoRA, model_dims, resolve_draft, resolve_lora
 from .hfconfig import architecture_from_hf_config
 from .hybridconfig import hybrid_from_hf_config
 
@@ -77,6 +79,21 @@ class PlanInputs:
     total_layers: int | None = None
     quantization: str | None = None
     architectures: tuple[str, ...] = ()
+    loaded_weights_per_gpu_bytes: int | None = None
+    """Weights read per GPU when some stay in host memory (``--cpu-offload-gb``: ``weights_per_gpu_bytes`` is then
+    what stays on the GPU); None when every weight read is on the GPU. Host memory and load time follow this."""
+
+    lora: ResolvedLoRA | None = None
+    """``spec.lora`` resolved (``vocab.extras.resolve_lora``), None without LoRA."""
+    draft: ResolvedDraft | None = None
+    """``spec.speculative`` resolved (``vocab.extras.resolve_draft``), None without speculative decoding."""
+    dims: ModelDims | None = None
+    """Decoder dimensions of a dense MHA/GQA model (LoRA buffers), None when unknown."""
+
+    @property
+    def read_weights_per_gpu_bytes(self) -> int:
+        """Weights read from the checkpoint per GPU (host page cache, load time), bytes."""
+        return self.loaded_weights_per_gpu_bytes or self.weights_per_gpu_bytes
 
     @property
     def tp(self) -> int:
@@ -105,9 +122,13 @@ def resolve_inputs(
     node_gpu_memory_mib: int | None = None,
     node_compute_capability: tuple[int, int] | None = None,
     hf_config: dict[str, Any] | None = None,
+    adapter_configs: Mapping[str, Mapping[str, Any]] | None = None,
+    draft_config: Mapping[str, Any] | None = None,
     checkpoint_weights: tuple[int, str] | None = None,
+    draft_weights: tuple[int, str] | None = None,
 ) -> PlanInputs:
-    """Resolve ``spec`` (plus what a node or a config.json says) into ``PlanInputs``.
+    """Resolve ``spec`` (plus what a node, a config.json, the adapters' adapter_config.json and the draft's
+    config.json say) into ``PlanInputs``.
 
     ``checkpoint_weights``: (bytes per GPU, source) the engine's sharding rules gave for the resolved checkpoint
     (``ctxfit.engines.weights``); used when the spec has no ``weightsPerGPU``, before the catalog.
@@ -179,6 +200,19 @@ def resolve_inputs(
     except ValueError as exc:
         raise PlanInputError("spec.model.architecture", f"config.json: {exc}") from exc
     total_layers = hybrid.total_layers if hybrid else arch.num_layers
+    hidden = model.hidden_size if model else text.get("hidden_size")
+    intermediate = model.intermediate_size if model else text.get("intermediate_size")
+    vocab = model.vocab_size if model else text.get("vocab_size")
+    moe = model.moe if model else moe_from_hf_config(text)
+    dims = None if moe is not None or hybrid is not None else model_dims(
+        spec, arch, hidden, intermediate, vocab, total_layers)
+    nextn = text.get("num_nextn_predict_layers")
+    try:
+        lora = resolve_lora(spec, dims, adapter_configs)
+        draft = resolve_draft(spec, weights, arch.num_layers or total_layers or 1,
+                              nextn if isinstance(nextn, int) else None, draft_config, draft_weights)
+    except ExtrasError as exc:
+        raise PlanInputError(exc.field, str(exc).split(": ", 1)[1]) from exc
     return PlanInputs(
         spec=spec,
         gpu=gpu,
@@ -190,14 +224,17 @@ def resolve_inputs(
         weights_per_gpu_bytes=weights,
         weights_source=weights_source,
         engine_version=version,
-        vocab_size=model.vocab_size if model else text.get("vocab_size"),
-        hidden_size=model.hidden_size if model else text.get("hidden_size"),
-        intermediate_size=model.intermediate_size if model else text.get("intermediate_size"),
-        moe=model.moe if model else moe_from_hf_config(text),
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        moe=moe,
         hybrid=hybrid,
         total_layers=total_layers,
         quantization=quantization_method(text, spec.engine.args),
         architectures=tuple(a for a in hf.get("architectures") or () if isinstance(a, str)),
+        lora=lora,
+        draft=draft,
+        dims=dims,
     )
 
 

@@ -28,6 +28,8 @@ class FailureKind(StrEnum):
     CONTEXT_EXCEEDS_MODEL_LIMIT = "ContextExceedsModelLimit"
     GPU_OUT_OF_MEMORY = "GPUOutOfMemory"
     MAMBA_CACHE_TOO_SMALL = "MambaCacheTooSmall"
+    LORA_BUFFERS_OOM = "LoRABuffersOOM"
+    DRAFT_MODEL_OOM = "DraftModelOOM"
     INVALID_PARALLELISM = "InvalidParallelism"
     CUDA_DRIVER_TOO_OLD = "CUDADriverTooOld"
     UNSUPPORTED_GPU = "UnsupportedGPU"
@@ -53,6 +55,8 @@ MEMORY_KINDS = frozenset(
         FailureKind.KV_CACHE_DTYPE_UNSUPPORTED,
         FailureKind.GPU_OUT_OF_MEMORY,
         FailureKind.MAMBA_CACHE_TOO_SMALL,
+        FailureKind.LORA_BUFFERS_OOM,
+        FailureKind.DRAFT_MODEL_OOM,
     }
 )
 """Kinds caused by running out of some memory (GPU, host or /dev/shm): after one of them the policy never

@@ -49,6 +49,7 @@ FieldName = Literal[
     "max_running_requests",
     "load_seconds",
     "peak_torch_bytes",
+    "cuda_total_bytes",
 ]
 ValueKind = Literal["bytes", "int", "float"]
 Combine = Literal["min", "max", "first"]
@@ -102,6 +103,10 @@ class StartupReport:
         max_running_requests: SGLang's running-request cap.
         load_seconds: seconds spent loading weights.
         peak_torch_bytes: vLLM 0.6.4 "peak_torch_memory" (weights + activation).
+        cuda_total_bytes: the CUDA-visible total of one GPU (cudaMemGetInfo), when printed: with the node's
+            NVML total it gives the driver's reserve on that product (``budget.calibrate``).
+        draft_kv_cache_bytes: a speculative draft's own KV pool (SGLang's second pool line), the smallest rank's.
+        draft_kv_cache_tokens: tokens that pool holds.
         derived: names of fields computed from others (e.g. tokens = blocks x block size).
         source_lines: the log lines the values were read from (first match per field).
     """
@@ -120,6 +125,9 @@ class StartupReport:
     max_running_requests: int | None = None
     load_seconds: float | None = None
     peak_torch_bytes: int | None = None
+    cuda_total_bytes: int | None = None
+    draft_kv_cache_bytes: int | None = None
+    draft_kv_cache_tokens: int | None = None
     derived: tuple[str, ...] = ()
     source_lines: tuple[str, ...] = field(default_factory=tuple)
 

@@ -112,7 +112,8 @@ def test_names_status_and_columns() -> None:
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert columns["Context"] == ".status.contextLength"
     assert columns["Target"] == ".spec.context.target"
-    assert list(columns) == ["Model", "Engine", "GPUs", "Context", "KV Tokens", "Target", "Replicas", "Phase",
-                             "Ready", "Age"]
+    assert columns["Pool"] == ".status.routing.pool"
+    assert list(columns) == ["Model", "Engine", "GPUs", "Context", "KV Tokens", "Target", "Replicas", "Pool",
+                             "Phase", "Ready", "Age"]
     conditions = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["conditions"]
     assert conditions["x-kubernetes-list-type"] == "map"

@@ -22,7 +22,7 @@ from ctxfit.controller.converge import converge
 from ctxfit.controller.views.pods import GPUNode
 from ctxfit.vocab.inputs import resolve_inputs
 
-from tests.unit.controller.converge.test_flow import SETTINGS, never, snapshot
+from tests.unit.controller.builders import SETTINGS, never, snapshot
 
 ROOT = Path(__file__).resolve().parents[3]
 T4 = GPUNode("t4-0", "Tesla-T4", 15360, 4, (7, 5), 256 << 30, True)

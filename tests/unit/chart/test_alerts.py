@@ -28,7 +28,7 @@ FIXTURE_FILES = sorted(p for p in FIXTURES.glob("*.yaml"))
 ALERTS = {
     "CtxfitKVCacheHigh", "CtxfitKVCacheCritical", "CtxfitEnginePreempting", "CtxfitRequestsQueued",
     "CtxfitBelowTargetContext", "CtxfitSteppedDown", "CtxfitServerFailed", "CtxfitContextClamped",
-    "CtxfitPredictionDrift",
+    "CtxfitPredictionDrift", "CtxfitPoolContextBelowTarget",
 }
 
 
@@ -88,6 +88,8 @@ THRESHOLDS = {
                "CtxfitServerFailed", 'phase="Failed"', "10m", "page"),
     "clamped": ({"prometheusRule.contextClamped": {"for": "3m", "severity": "page"}},
                 "CtxfitContextClamped", "ctxfit_context_clamped", "3m", "page"),
+    "pool-context": ({"prometheusRule.poolContext": {"for": "30m", "severity": "page"}},
+                     "CtxfitPoolContextBelowTarget", "ctxfit_server_pool_target_context_length_tokens", "30m", "page"),
     "drift": ({"prometheusRule.predictionDrift": {"thresholdBytes": 536870912, "for": "1h", "severity": "warning"}},
               "CtxfitPredictionDrift", "> 536870912", "1h", "warning"),
 }
@@ -108,6 +110,7 @@ DEFAULTS = {
     "CtxfitBelowTargetContext": ("<", "15m"), "CtxfitSteppedDown": ("[1h]", None),
     "CtxfitServerFailed": ("== 1", "1m"), "CtxfitContextClamped": ("== 1", "1m"),
     "CtxfitPredictionDrift": ("abs(ctxfit_prediction_error_bytes)) > 1073741824", "5m"),
+    "CtxfitPoolContextBelowTarget": ("max by (namespace, pool)", "10m"),
 }
 
 

@@ -454,7 +454,8 @@ def test_engine_pod_monitor_selects_the_operators_engine_pods(sets: dict[str, An
     assert endpoint["port"] == "http" and endpoint["path"] == "/metrics"
     targets = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"]}
     assert targets == {"server": ["__meta_kubernetes_pod_label_ctxfit_io_server"],
-                       "engine_kind": ["__meta_kubernetes_pod_label_ctxfit_io_engine"]}
+                       "engine_kind": ["__meta_kubernetes_pod_label_ctxfit_io_engine"],
+                       "pool": ["__meta_kubernetes_pod_label_ctxfit_io_inference_pool"]}
 
 
 def test_engine_pod_monitor_matches_what_the_operator_renders() -> None:

@@ -47,7 +47,12 @@ GENERIC_GROUP = "group"
 CUSTOM_RESOURCES = {"LWS": CUSTOM_GROUPS["LWS_GROUP"], "KEDA": CUSTOM_GROUPS["KEDA_GROUP"]}
 # resources the chart grants only when a value turns the feature on (templates/rbac.yaml): without it the
 # operator must not be allowed them, with it exactly what the code uses
-OPTIONAL = {("keda.sh", "scaledobjects"): "autoscaling.keda.enabled"}
+OPTIONAL = {("keda.sh", "scaledobjects"): "autoscaling.keda.enabled",
+            ("inference.networking.k8s.io", "inferencepools"): "gateway.enabled"}
+# verbs of an always-granted resource that only a feature uses: granted only when its value is on
+OPTIONAL_VERBS = {("", "pods"): ({"patch"}, "gateway.enabled")}
+# kopf watches whose first argument names another API group (controller/app/routing.py: InferencePools)
+KOPF_GROUPS = {"POOL_GROUP": ("inference.networking.k8s.io", "inferencepools")}
 CLIENT_CALL = re.compile(r"^(read|get|list|create|replace|patch|delete)_(?:namespaced_|cluster_)?(\w+)$")
 # kopf's own needs (kopf 1.45 _core/reactor/observation.py, _core/engines/posting.py)
 KOPF = {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}}
@@ -137,6 +142,8 @@ def code_needs() -> tuple[Needs, list[str]]:
                     _add(needs, (KOPF_RESOURCES[first.value], first.value), "list", "watch")
                 elif ast.unparse(first) == "API_GROUP":
                     _add(needs, ("ctxfit.io", "inferenceservers"), "list", "watch")
+                elif ast.unparse(first) in KOPF_GROUPS:
+                    _add(needs, KOPF_GROUPS[ast.unparse(first)], "list", "watch")
                 else:
                     unknown.append(f"{path.name}:{call.lineno} {ast.unparse(call)}")
     for helper, resource, where in resource_calls:
@@ -173,6 +180,8 @@ MODES = {
     "cluster-wide": ({}, ["cluster"]),
     "namespaced": ({"watchNamespaces": ["team-a", "team-b"]}, ["team-a", "team-b"]),
     "leader-election": ({"replicaCount": 2}, ["cluster"]),
+    "gateway": ({"gateway.enabled": True}, ["cluster"]),
+    "gateway-namespaced": ({"gateway.enabled": True, "watchNamespaces": ["team-a"]}, ["team-a"]),
 }
 
 
@@ -185,6 +194,9 @@ def test_rbac_grants_exactly_what_the_code_uses(sets: dict[str, Any], namespaced
     off = {k for k, value in OPTIONAL.items() if not sets.get(value)}
     namespaced = {k: v for k, v in needs.items()
                   if k not in cluster and k not in leases and k not in own and k not in off}
+    for key, (verbs, value) in OPTIONAL_VERBS.items():
+        if key in namespaced and not sets.get(value):
+            namespaced[key] = namespaced[key] - verbs
     namespaced_mode = namespaced_scopes != ["cluster"]
     if namespaced_mode:
         cluster |= KOPF_NAMESPACED

@@ -42,6 +42,8 @@ CTXFIT_METRICS = {
     "ctxfit_workqueue_wait_seconds_bucket", "ctxfit_workqueue_wait_seconds_count", "ctxfit_workqueue_wait_seconds_sum",
     "ctxfit_api_requests_total", "ctxfit_api_request_duration_seconds_bucket",
     "ctxfit_api_request_duration_seconds_count", "ctxfit_api_request_duration_seconds_sum",
+    "ctxfit_server_pool_info", "ctxfit_server_pool_context_length_tokens",
+    "ctxfit_server_pool_target_context_length_tokens",
 }
 # Engine metrics (docs docs/engine-memory.md A.4: vLLM 0.11-0.33, B.3: SGLang 0.5.4-0.5.23).
 ENGINE_METRICS = {
@@ -120,7 +122,7 @@ def test_a_broken_expression_is_caught(tmp_path: Path) -> None:
 def test_dashboards_show_every_metric_the_alerts_use(name: str) -> None:
     alert_metrics = set().union(*(metric_names(rule["expr"])
                                   for rule in alert_rules(prometheus_rule_groups()).values()))
-    assert len(alert_metrics) == 13
+    assert len(alert_metrics) == 15
     shown = set().union(*(metric_names(expr) for _, expr in dashboard_targets(BOARDS[name])))
     assert alert_metrics <= shown, f"{name} lacks {sorted(alert_metrics - shown)}"
 

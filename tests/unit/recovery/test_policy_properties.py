@@ -40,6 +40,9 @@ SAFE: dict[FailureKind, dict[str, str]] = {
     K.SHARED_MEMORY_TOO_SMALL: {"shm_bytes": "up"},
     K.KV_CACHE_DTYPE_UNSUPPORTED: {"kv_cache_dtype": "16-bit or e5m2", "context_length": "down"},
     # (fp8 -> fp8_e5m2 when the message names fp8e5 among the GPU's FP8 types: checks/context.py)
+    K.LORA_BUFFERS_OOM: {"max_loras": "down", "mem_fraction_static": "down"},
+    K.DRAFT_MODEL_OOM: {"num_speculative_tokens": "down", "gpu_memory_utilization": "down",
+                        "mem_fraction_static": "down"},
     K.WEIGHTS_DO_NOT_FIT: {},
     K.INVALID_PARALLELISM: {},
     K.CUDA_DRIVER_TOO_OLD: {},

@@ -20,10 +20,11 @@ from ctxfit.api import API_GROUP, API_VERSION, PLURAL
 from ctxfit.render import SERVER_LABEL
 from ctxfit.render.labels import MANAGED_BY
 
+from ..settings import Settings
 from ..views.cache import ClaimView, claim_view
 from ..views.pods import DeploymentView, GPUNode, PodView, deployment_view, gpu_node, pod_view
 from ..views.workloads import owned_service_port
-from . import lifecycle
+from . import lifecycle, routing
 
 Key = tuple[str, str]
 
@@ -60,6 +61,7 @@ def _remember(memo: kopf.Memo, indexes: dict[str, Any]) -> lifecycle.State:
     if state.indexes is None:
         state.indexes = (indexes["pods_by_server"], indexes["gpu_nodes"], indexes["deployments_by_server"],
                          indexes["services_by_server"], indexes["claims_by_name"])
+        state.members = indexes.get(routing.MEMBERS_INDEX)
     return state
 
 
@@ -68,6 +70,7 @@ async def on_server(event: kopf.RawEvent, body: kopf.Body, name: str, namespace:
     """Any change of an InferenceServer (incl. the initial listing) -> reconcile it, except our own echo."""
     state = _remember(memo, indexes)
     key = (namespace, name)
+    routing.notify_members(state, event, body, namespace, name, indexes)
     if event.get("type") == "DELETED":
         state.known.discard(key)
         state.waiting_for_nodes.discard(key)
@@ -141,9 +144,16 @@ def _handler(fn: Callable[..., Any]) -> Any:
     return fn
 
 
-def build_registry() -> kopf.OperatorRegistry:
-    """A fresh kopf registry with ctxfit's handlers (``kopf.run(registry=...)``; tests build their own)."""
+def build_registry(gateway: bool | None = None) -> kopf.OperatorRegistry:
+    """A fresh kopf registry with ctxfit's handlers (``kopf.run(registry=...)``; tests build their own).
+
+    ``gateway``: also the inference gateway's index and watch (``app/routing.py``); None: ``CTXFIT_GATEWAY_ENABLED``.
+    """
     registry = kopf.OperatorRegistry()
+    if gateway is None:
+        gateway = Settings().gateway_enabled
+    if gateway:
+        routing.register(registry, _handler)
     kopf.on.login(registry=registry)(_handler(login))
     kopf.on.startup(registry=registry)(_handler(lifecycle.startup))
     kopf.on.cleanup(registry=registry)(_handler(lifecycle.cleanup))

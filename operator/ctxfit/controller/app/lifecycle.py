@@ -30,6 +30,7 @@ from ..telemetry.metrics import Metrics
 from ..views.cache import ClaimView
 from ..views.pods import DeploymentView, GPUNode, PodView
 from . import kopf_settings
+from .routing import members_of
 
 logger = logging.getLogger("ctxfit.controller")  # the operator's start/stop lines, as before
 APPLIED_MEMORY_SECONDS = 10.0
@@ -70,6 +71,8 @@ class State:
         events_seen: watch events per key; a reconcile's stored body replaces the cached one only if no
             event arrived meanwhile (the event's body is at least as new).
         owned_views: hash of the last view per owned Deployment/Service uid (unchanged ones enqueue nothing).
+        members, member_views: the gateway's ``servers_by_pool`` index (None without the gateway) and the last
+            member view per server (``app/routing.py``).
         indexes: kopf's (pods_by_server, gpu_nodes, deployments_by_server, services_by_server,
             claims_by_name) indexes,
             captured from the first handler call.
@@ -88,6 +91,8 @@ class State:
     events_seen: dict[Key, int] = field(default_factory=dict)
     applied: dict[Key, tuple[DeploymentView, float]] = field(default_factory=dict)
     indexes: tuple[Any, Any, Any, Any, Any] | None = None
+    members: Any = None
+    member_views: dict[Key, tuple[str, int]] = field(default_factory=dict)
     owned_views: dict[str, int] = field(default_factory=dict)
 
 
@@ -123,7 +128,8 @@ class Worker:
             result = await self.threads.run(
                 reconcile, self.runtime, namespace, name, nodes, pods,
                 body=unslim(state.bodies.get((namespace, name))), deployment=deployment,
-                service_port=next(iter(services_index.get(key, ())), None), claim_seen=claim_seen)
+                service_port=next(iter(services_index.get(key, ())), None), claim_seen=claim_seen,
+                members_of=members_of(state.members, namespace))
         except Stopped:
             return None
         if result.applied is not None:

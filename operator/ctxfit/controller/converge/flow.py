@@ -7,12 +7,12 @@ from __future__ import annotations
 from pydantic import ValidationError
 
 from ctxfit.api import InferenceServerSpec
-from ctxfit.api.status import Phase, now_rfc3339
+from ctxfit.api.status import Phase, Reason, now_rfc3339
 from ctxfit.recovery import Decision, Failure
 
 from ..settings import Settings
 from ..views.pods import PodView
-from . import attempts, policy, status
+from . import attempts, policy, routing, status
 from .autoscaling import converge_autoscaling, pause_live
 from .cache import observe_download, resolve
 from .desired import desired
@@ -45,8 +45,14 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
         return out
     out.spec = spec
     refused = policy.refusal(spec, settings)
-    if refused is not None:
-        status.mark_refused(out, refused, now, snap.generation)
+    pool_refused = routing.refusal(snap.name, snap.uid, snap.created, spec, snap.routing) if refused is None else None
+    if refused is not None or pool_refused is not None:
+        if pool_refused is not None:  # another server defines the pool's model: this one may not join it
+            status.mark_refused(out, pool_refused, now, snap.generation, reason=Reason.POOL_MODEL_MISMATCH)
+            st.routing = None
+            routing.drop_conditions(out)
+        else:
+            status.mark_refused(out, str(refused), now, snap.generation)
         st.observed_generation = snap.generation
         out.scale_to_zero = snap.deployment is not None and snap.deployment.replicas != 0
         pause_live(out, snap.scaling, snap.name, now, snap.generation)
@@ -68,5 +74,9 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
         status.mark_clamped(out, now, snap.generation)
     desired(snap, spec, out, settings, cache)
     converge_autoscaling(snap, spec, out, settings, now)
+    if snap.routing is not None:
+        server = routing.ServerFacts(snap.name, snap.namespace, snap.uid, snap.created, spec,
+                                     routing.pool_pods(snap.name, snap.pods))
+        routing.converge_routing(server, out, snap.routing, now=now, generation=snap.generation)
     st.observed_generation = snap.generation
     return out

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from ctxfit.api import InferenceServerSpec
-from ctxfit.api.status import BudgetBytes, EffectiveStatus, Phase, PlanStatus, Reason
+from ctxfit.api.status import BudgetBytes, BudgetExtra, EffectiveStatus, Phase, PlanStatus, Reason
 from ctxfit.budget.calibrate import CalibrationTable
 from ctxfit.budget.planner import Plan, plan
 from ctxfit.vocab.inputs import PlanInputError
@@ -20,9 +20,9 @@ from .groups import best_group_node, group_shortage
 from .status import mark_failed_spec, mark_no_node, mark_phase
 from .types import EventNote, Outcome, Snapshot
 
-HISTORY_NEUTRAL_FIELDS = ("replicas", "attempts", "pod", "autoscaling")
+HISTORY_NEUTRAL_FIELDS = ("replicas", "attempts", "pod", "autoscaling", "routing")
 """Spec fields whose change keeps the plan and the attempt history (they do not change what fits; adding or
-removing ``autoscaling`` restarts no engine)."""
+removing ``autoscaling`` restarts no engine; joining or leaving a pool keeps what the server learnt)."""
 
 
 def spec_key(spec: InferenceServerSpec) -> str:
@@ -107,6 +107,8 @@ def plan_status(result: Plan, spec: InferenceServerSpec, node: GPUNode | None, d
             total_bytes=t.total_bytes, usable_bytes=t.usable_bytes, weights_bytes=t.weights_bytes,
             activation_bytes=t.activation_bytes, cuda_graph_bytes=t.cuda_graph_bytes,
             other_bytes=t.other_bytes, kv_cache_bytes=t.kv_cache_bytes,
+            extras=[BudgetExtra(term=e.label, bytes=e.bytes, in_budget=e.in_budget, host_memory=e.host,
+                                source=e.source[:512]) for e in t.extras],
         ),
         gpu_product=spec.gpu.product or (node.product if node else None),
         gpu_memory_bytes=t.total_bytes,

@@ -120,13 +120,15 @@ def mark_fits(out: Outcome, result: Plan, spec: InferenceServerSpec, headroom: f
     out.status.set_condition(ConditionType.BUDGET_FITS, status, reason, text, now=now, generation=generation)
 
 
-def mark_refused(out: Outcome, message: str, now: str, generation: int) -> None:
-    """Refused by operator policy: Failed, ``Admitted`` False, Ready False (reason RefusedByPolicy), no
-    endpoint; a Warning Event when new."""
-    text = f"refused by operator policy: {message}"
-    set_condition(out, ConditionType.ADMITTED, "False", Reason.REFUSED_BY_POLICY, text, now, generation,
-                  EventNote("Warning", Reason.REFUSED_BY_POLICY, text))
-    mark_phase(out, Phase.FAILED, Reason.REFUSED_BY_POLICY, text, now, generation)
+def mark_refused(out: Outcome, message: str, now: str, generation: int,
+                 reason: Reason = Reason.REFUSED_BY_POLICY) -> None:
+    """Refused: Failed, ``Admitted`` False, Ready False, no endpoint; a Warning Event when new. ``reason``:
+    RefusedByPolicy (operator policy), or PoolModelMismatch (the server disagrees with its InferencePool,
+    ``converge/routing.py``)."""
+    text = f"refused by operator policy: {message}" if reason is Reason.REFUSED_BY_POLICY else f"refused: {message}"
+    set_condition(out, ConditionType.ADMITTED, "False", reason, text, now, generation,
+                  EventNote("Warning", reason, text))
+    mark_phase(out, Phase.FAILED, reason, text, now, generation)
     out.status.endpoint = None
 
 
@@ -135,7 +137,8 @@ def mark_admitted(out: Outcome, now: str, generation: int) -> None:
     old = out.status.condition(ConditionType.ADMITTED)
     if old is not None and old.status != "True":
         out.status.set_condition(ConditionType.ADMITTED, "True", Reason.ALLOWED_BY_POLICY,
-                                 "allowed by operator policy", now=now, generation=generation)
+                                 "allowed by operator policy" if old.reason is Reason.REFUSED_BY_POLICY
+                                 else "admitted: nothing refuses it any more", now=now, generation=generation)
 
 
 def mark_weights_cached(out: Outcome, status: ConditionStatus, reason: Reason, message: str, now: str,

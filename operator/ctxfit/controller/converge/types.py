@@ -17,6 +17,7 @@ from ctxfit.vocab.kinds import Failure
 
 from ..views.cache import ClaimView, StorageView
 from ..views.pods import DeploymentView, GPUNode, PodView
+from ..views.routing import RoutingSnapshot
 from ..views.workloads import ScaledObjectView
 
 
@@ -82,6 +83,8 @@ class Snapshot:
     claim: ClaimView | None = None
     download_log: Callable[[PodView], str] | None = None
     scaling: ScalingSnapshot | None = None
+    routing: RoutingSnapshot | None = None
+    created: str = ""
 
 
 @dataclass
@@ -106,6 +109,9 @@ class Outcome:
     scaled_object: dict[str, Any] | None = None
     scaled_object_delete: bool = False
     scaled_object_pause: bool = False
+    pool: dict[str, Any] | None = None
+    pool_delete: tuple[str, str] | None = None
+    pod_labels: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
 
     def requeue(self, seconds: float) -> None:
         """Look again after ``seconds`` at the latest (keeps the earliest request)."""

@@ -8,7 +8,7 @@ from datetime import datetime
 from ctxfit.api import GiB, InferenceServerSpec
 from ctxfit.api.observed import ObservedStatus
 from ctxfit.api.status import Attempt, AttemptOutcome, InferenceServerStatus, Reason, now_rfc3339
-from ctxfit.budget.calibrate import CalibrationKey, Sample
+from ctxfit.budget.calibrate import CalibrationKey, Sample, reserve_neutral_residual
 from ctxfit.engines.startup import parse_startup
 from ctxfit.recovery import Failure, FailureKind, Replan
 from ctxfit.vocab.startup import StartupReport
@@ -71,11 +71,15 @@ def to_observed(report: StartupReport, attempt: int, pod: str, predicted: int | 
         attempt=attempt, pod=pod, kv_cache_bytes=report.kv_cache_bytes, kv_cache_tokens=report.kv_cache_tokens,
         max_concurrency=report.max_concurrency, served_context_length=served, weights_bytes=report.weights_bytes,
         load_seconds=report.load_seconds, predicted_kv_cache_bytes=predicted, error_bytes=error,
+        draft_kv_cache_bytes=report.draft_kv_cache_bytes, draft_kv_cache_tokens=report.draft_kv_cache_tokens,
         source_lines=[line[:SOURCE_LINE_CHARS] for line in report.source_lines[:SOURCE_LINES]], observed_at=now,
     )
 
 
-def _sample(out: Outcome, uid: str, server: str, observed: ObservedStatus, now: str) -> None:
+def _sample(out: Outcome, uid: str, server: str, observed: ObservedStatus, now: str,
+            cuda_total: int | None = None, utilization: float | None = None) -> None:
+    """One calibration sample; with the CUDA total the engine printed it also teaches the product's driver
+    reserve, and its KV residual is taken at that total (``budget.calibrate.reserve_neutral_residual``)."""
     st = out.status
     if st.plan is None or observed.kv_cache_bytes is None or observed.predicted_kv_cache_bytes is None:
         return
@@ -83,8 +87,13 @@ def _sample(out: Outcome, uid: str, server: str, observed: ObservedStatus, now: 
     if key is None:
         return
     uncalibrated = observed.predicted_kv_cache_bytes - (st.plan.calibration_bytes or 0)
-    out.samples.append((key, Sample(f"{uid}/{observed.attempt}", server, observed.kv_cache_bytes - uncalibrated,
-                                    observed.kv_cache_bytes, uncalibrated, now)))
+    per_gpu = st.plan.per_gpu
+    planned_total = int(per_gpu.usable_bytes / utilization) if utilization and per_gpu is not None else None
+    residual = reserve_neutral_residual(observed.kv_cache_bytes, uncalibrated, fraction=utilization,
+                                        planned_cuda_total=planned_total, printed_cuda_total=cuda_total)
+    nvml = per_gpu.total_bytes if per_gpu is not None and cuda_total else None
+    out.samples.append((key, Sample(f"{uid}/{observed.attempt}", server, residual, observed.kv_cache_bytes,
+                                    uncalibrated, now, cuda_total if nvml else None, nvml)))
 
 
 def observe_startup(out: Outcome, spec: InferenceServerSpec, pod: PodView, read_startup: ReadStartup, *,
@@ -105,7 +114,7 @@ def observe_startup(out: Outcome, spec: InferenceServerSpec, pod: PodView, read_
         out.events.append(EventNote("Normal", Reason.OBSERVED, f"attempt {cur.number}: the engine log shows no KV "
                                     "cache accounting in a known wording (not observed)"))
         return
-    _sample(out, uid, server, observed, stamp)
+    _sample(out, uid, server, observed, stamp, report.cuda_total_bytes, cur.effective.gpu_memory_utilization)
     error = f" (error {observed.error_bytes / GiB:+.2f} GiB)" if observed.error_bytes is not None else ""
     out.events.append(EventNote(
         "Normal", Reason.OBSERVED,

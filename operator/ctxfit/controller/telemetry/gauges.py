@@ -42,6 +42,12 @@ GAUGES: dict[str, tuple[str, str]] = {
 }
 """Record field -> (metric name, help) of the gauges labelled (namespace, name, engine) only."""
 PHASE = ("ctxfit_server_phase", "1 for the server's current phase, 0 for the others.")
+POOL_INFO = ("ctxfit_server_pool_info", "1 for the InferencePool a server's pods serve in (label pool) and its role "
+             "(Created, Joined); join it onto any server metric with `* on (namespace, name) group_left (pool)`.")
+POOL_CONTEXT = ("ctxfit_server_pool_context_length_tokens", "Context the server's Ready pods hold in its InferencePool "
+                "(their llm-d.ai/context-length-range label, tokens); 0 while it has no Ready replica.")
+POOL_TARGET = ("ctxfit_server_pool_target_context_length_tokens", "Context the server promised its InferencePool "
+               "(spec.context.target, else the planned context; tokens).")
 KV_TOKENS = ("ctxfit_kv_cache_tokens", "KV cache pool per GPU in tokens: the plan's (source=predicted) and the "
              "engine's own start-up report (source=observed).")
 
@@ -68,6 +74,17 @@ def _values(status: InferenceServerStatus, target: int | None) -> dict[str, floa
     }
 
 
+def _pool(status: InferenceServerStatus, target: int | None) -> tuple[str, str, float, float | None] | None:
+    """(pool, role, context held by Ready replicas or 0, promised context) of a pooled server, else None."""
+    routing = status.routing
+    if routing is None:
+        return None
+    held = float(routing.context_length or 0) if (routing.ready_replicas or 0) > 0 else 0.0
+    plan = status.plan
+    promised = target if target is not None else (plan.context_length if plan is not None and plan.fits else None)
+    return routing.pool, routing.role, held, float(promised) if promised is not None else None
+
+
 class ServerGauges(Collector):
     """Records of reconciled servers (thread-safe) and their samples at scrape time."""
 
@@ -75,13 +92,19 @@ class ServerGauges(Collector):
         self._lock = threading.Lock()
         self._records: dict[Key, dict[str, float]] = {}
         self._phases: dict[Key, str | None] = {}
+        self._pools: dict[Key, tuple[str, str, float, float | None]] = {}
 
     def observe(self, key: Key, status: InferenceServerStatus, target: int | None) -> None:
         """Fold one reconciled status into ``key``'s record (unknown values keep the last known)."""
         known = {field: float(v) for field, v in _values(status, target).items() if v is not None}
+        pool = _pool(status, target)
         with self._lock:
             self._records.setdefault(key, {}).update(known)
             self._phases[key] = status.phase.value if status.phase is not None else None
+            if pool is None:
+                self._pools.pop(key, None)
+            else:
+                self._pools[key] = pool
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop every record of a deleted server (any engine)."""
@@ -89,6 +112,7 @@ class ServerGauges(Collector):
             for key in [k for k in self._records if k[0] == namespace and k[1] == name]:
                 self._records.pop(key, None)
                 self._phases.pop(key, None)
+                self._pools.pop(key, None)
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         """The families, without samples (registration does not call ``collect``)."""
@@ -99,11 +123,15 @@ class ServerGauges(Collector):
             yield GaugeMetricFamily(name, doc, labels=LABELS)
         yield GaugeMetricFamily(*PHASE, labels=(*LABELS, "phase"))
         yield GaugeMetricFamily(*KV_TOKENS, labels=(*LABELS, "source"))
+        yield GaugeMetricFamily(*POOL_INFO, labels=(*LABELS, "pool", "role"))
+        yield GaugeMetricFamily(*POOL_CONTEXT, labels=(*LABELS, "pool"))
+        yield GaugeMetricFamily(*POOL_TARGET, labels=(*LABELS, "pool"))
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         """Every family with one sample per known value (phase: one per phase, 1 for the current one)."""
         with self._lock:
             records = [(key, dict(values), self._phases.get(key)) for key, values in self._records.items()]
+            pools = list(self._pools.items())
         families: dict[str, Any] = {field: GaugeMetricFamily(name, doc, labels=LABELS)
                                     for field, (name, doc) in GAUGES.items()}
         phase = GaugeMetricFamily(*PHASE, labels=(*LABELS, "phase"))
@@ -118,6 +146,17 @@ class ServerGauges(Collector):
             for source in ("predicted", "observed"):
                 if f"kv_{source}" in values:
                     tokens.add_metric([*labels, source], values[f"kv_{source}"])
+        info = GaugeMetricFamily(*POOL_INFO, labels=(*LABELS, "pool", "role"))
+        held = GaugeMetricFamily(*POOL_CONTEXT, labels=(*LABELS, "pool"))
+        promised = GaugeMetricFamily(*POOL_TARGET, labels=(*LABELS, "pool"))
+        for key, (pool, role, context, target) in pools:
+            info.add_metric([*key, pool, role], 1)
+            held.add_metric([*key, pool], context)
+            if target is not None:
+                promised.add_metric([*key, pool], target)
         yield from families.values()
         yield phase
         yield tokens
+        yield info
+        yield held
+        yield promised

@@ -19,6 +19,7 @@ from ctxfit.vocab.text import clean_text
 from .cache import DownloadView, download_view
 from .nodes import driver_too_old, node_cuda, required_cuda
 from .pod_facts import PodFacts, pod_facts
+from .routing import pod_labels_of
 from .workloads import LiveDeployment, live_deployment
 
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
@@ -57,6 +58,7 @@ class PodView:
         download: the ``model-download`` init container (None: the pod has none).
         reason, message: the pod's ``status.reason``/``status.message`` (e.g. Evicted and why).
         uid: ``metadata.uid`` (a LeaderWorkerSet group recreated has a leader of the same name and a new uid).
+        routing_labels: its InferencePool and context labels, sorted (``views.routing.pod_labels_of``).
     """
 
     name: str
@@ -76,6 +78,7 @@ class PodView:
     reason: str | None = None
     message: str = ""
     uid: str = ""
+    routing_labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -135,6 +138,7 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         reason=status.get("reason"),
         message=str(status.get("message") or ""),
         uid=str(meta.get("uid") or ""),
+        routing_labels=tuple(sorted(pod_labels_of(meta.get("labels") or {}).items())),
     )
 
 

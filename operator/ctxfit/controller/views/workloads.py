@@ -205,15 +205,21 @@ def _list_change(have: list[Any], want: list[Any]) -> str:
 
 def owned_service_port(service: Mapping[str, Any], server: str) -> int | None:
     """The port of server ``server``'s Service as stored, or None when it is not the one ctxfit renders
-    (``render/service.py``: ClusterIP, selector ``{ctxfit.io/server: NAME}``, one port targeting ``http``):
-    None makes the operator apply the rendering again, exactly as for a missing Service."""
+    (``render/service.py``: ClusterIP, selector ``{ctxfit.io/server: NAME}``, one port targeting ``http``, or, when
+    each data-parallel rank serves its own port, ``http``, ``http-rank1``... on consecutive ports): None makes the
+    operator apply the rendering again, exactly as for a missing Service."""
     spec = service.get("spec") or {}
     ports = spec.get("ports") or []
     if (spec.get("type") or "ClusterIP") != "ClusterIP" or dict(spec.get("selector") or {}) != selector_labels(server):
         return None
-    if len(ports) != 1 or ports[0].get("targetPort") != PORT_NAME or "port" not in ports[0]:
+    if not ports or any("port" not in p for p in ports):
         return None
-    return int(ports[0]["port"])
+    first = int(ports[0]["port"])
+    for rank, port in enumerate(ports):
+        name = PORT_NAME if rank == 0 else f"{PORT_NAME}-rank{rank}"
+        if port.get("targetPort") != name or int(port["port"]) != first + rank:
+            return None
+    return first
 
 
 @dataclass(frozen=True)

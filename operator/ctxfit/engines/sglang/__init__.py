@@ -17,11 +17,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctxfit.api import AttentionKind, EffectiveConfig, EngineKind, InferenceServerSpec, MiB
-from ctxfit.engines.base import BudgetTerms, KVDtypeDecision
-from ctxfit.engines.common import container_defaults, format_fraction
+from ctxfit.engines.base import BudgetTerms, KVDtypeDecision, Launch
+from ctxfit.engines.common import container_defaults, format_fraction, probe_effective
+from ctxfit.engines.flags import FlagEffects, missing_in_version, refusals, unknown
 from ctxfit.vocab.version import parse_version
 
-from . import memory
+from . import features, flags, memory
 from .cuda import image_cuda
 
 if TYPE_CHECKING:
@@ -35,7 +36,9 @@ MAMBA_FULL_MEMORY_RATIO = 0.9
 """``ServerArgs.mamba_full_memory_ratio`` default (``server_args.py``): state pool = ratio x KV pool."""
 IMAGE_REPOSITORY = "lmsysorg/sglang"
 COMMAND = ("python3", "-m", "sglang.launch_server")
-DECODE_GRAPH_FLAG_SINCE = (0, 5, 23)
+DECODE_GRAPH_FLAG_SINCE = (0, 5, 14)
+"""``--cuda-graph-max-bs-decode`` exists from 0.5.14 and ``--cuda-graph-max-bs`` up to 0.5.19
+(tests/fixtures/engine-flags/sglang.json)."""
 PAGE_SIZE = 1
 
 
@@ -53,6 +56,14 @@ class SGLang:
     display_name = "SGLang"
     tp_splits_experts = True
     state_pool_ratio: float | None = MAMBA_FULL_MEMORY_RATIO
+
+    def draft_own_geometry(self, inputs: PlanInputs) -> bool:
+        """The draft worker's own pool (before 0.5.14) follows its model; the joint cell does not."""
+        return not features.draft_pool_in_budget(inputs)
+
+    def draft_pool_in_budget(self, inputs: PlanInputs) -> bool:
+        """See ``features.draft_pool_in_budget``."""
+        return features.draft_pool_in_budget(inputs)
 
     def default_image(self, version: str | None) -> str:
         """``lmsysorg/sglang:v<version>``."""
@@ -109,8 +120,8 @@ class SGLang:
         return kv_cache_dtype
 
     def block_size(self, inputs: PlanInputs) -> int:
-        """SGLang pages of one token by default (``--page-size 1``)."""
-        return PAGE_SIZE
+        """``--page-size`` from engine.args, else SGLang's default page of one token."""
+        return flags.page_size(inputs) or PAGE_SIZE
 
     def null_blocks(self, inputs: PlanInputs) -> int:
         """SGLang reserves no null page."""
@@ -134,10 +145,15 @@ class SGLang:
         gpu_mib = self._gpu_mem_mib(inputs)
         chunked = self._chunked_prefill(inputs)
         max_bs = spec.batching.cuda_graph_max_batch_size or memory.capacity_defaults(gpu_mib, inputs.tp)[1]
+        graphs_off = flags.graphs_off(flags.occurrences(spec))
+        reserve_bs = 0 if graphs_off and inputs.engine_version >= flags.DISABLED_GRAPH_RESERVE_SINCE else max_bs
         fraction = spec.memory.mem_fraction_static or memory.default_mem_fraction_static(
-            gpu_mib, inputs.tp, inputs.pp, chunked, max_bs
+            gpu_mib, inputs.tp, inputs.pp, chunked, reserve_bs, extra_mib=features.reserve_mib(inputs)
         )
-        mem_limit, shm, startup = container_defaults(inputs)
+        pool = int(fraction * memory.pre_free_bytes(inputs)) - inputs.weights_per_gpu_bytes
+        host = flags.host_bytes(spec, replica_weights_bytes=inputs.read_weights_per_gpu_bytes * inputs.tp * inputs.pp,
+                                kv_pool_bytes=pool)
+        mem_limit, shm, startup = container_defaults(inputs, host + features.host_bytes(inputs))
         return EffectiveConfig(
             context_length=0,
             gpu_memory_utilization=None,
@@ -148,6 +164,7 @@ class SGLang:
             memory_limit_bytes=mem_limit,
             shm_bytes=shm,
             startup_timeout_seconds=startup,
+            **features.default_knobs(inputs),
         )
 
     def finalize(self, inputs: PlanInputs, effective: EffectiveConfig, pool_tokens: int) -> EffectiveConfig:
@@ -159,7 +176,9 @@ class SGLang:
 
     def budget(self, inputs: PlanInputs, effective: EffectiveConfig) -> BudgetTerms:
         """See ``memory.budget``."""
-        return memory.budget(inputs, effective, chunked_prefill=self._chunked_prefill(inputs))
+        graphs_off = flags.graphs_off(flags.occurrences(inputs.spec))
+        return memory.budget(inputs, effective, chunked_prefill=self._chunked_prefill(inputs), graphs_off=graphs_off,
+                             extras=features.extra_terms(inputs, effective))
 
     def check_rest(self, inputs: PlanInputs, effective: EffectiveConfig, terms: BudgetTerms) -> list[str]:
         """Advisory: the ``1 - fraction`` slack is below SGLang's own reservation heuristic plus req_to_token."""
@@ -188,6 +207,22 @@ class SGLang:
             ]
         return []
 
+    def flag_refusals(self, spec: InferenceServerSpec) -> list[tuple[str, str]]:
+        """See ``engines.flags.refusals`` (the table: ``flags.RULES``)."""
+        text = (spec.engine.version or DEFAULT_VERSION).lstrip("v")
+        rendered = self.engine_args(spec, probe_effective(mem_fraction_static=0.8, max_loras=1, max_lora_rank=8,
+                                                          max_cpu_loras=1, num_speculative_tokens=1))
+        return [*refusals(flags.occurrences(spec), spec, "SGLang", text),
+                *missing_in_version(rendered, flags.TABLE, parse_version(text, default=(0, 5, 23)))]
+
+    def flag_effects(self, inputs: PlanInputs) -> FlagEffects:
+        """See ``flags.effects``."""
+        return flags.effects(inputs)
+
+    def unknown_flags(self, spec: InferenceServerSpec) -> list[str]:
+        """Flags in no SGLang parser read (``flags.TABLE.versions_read``)."""
+        return unknown(flags.occurrences(spec))
+
     def engine_args(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> list[str]:
         """``sglang.launch_server`` arguments (after the program), user ``engine.args`` last."""
         version = parse_version(spec.engine.version, default=(0, 5, 23))
@@ -205,7 +240,26 @@ class SGLang:
         args += ["--mem-fraction-static", format_fraction(effective.mem_fraction_static)]
         args += ["--kv-cache-dtype", effective.kv_cache_dtype]
         args += ["--max-running-requests", str(effective.max_num_seqs)]
+        if spec.batching.max_num_batched_tokens:
+            args += ["--chunked-prefill-size", str(spec.batching.max_num_batched_tokens)]
         graph_flag = "--cuda-graph-max-bs-decode" if version >= DECODE_GRAPH_FLAG_SINCE else "--cuda-graph-max-bs"
         args += [graph_flag, str(effective.cuda_graph_max_batch_size)]
         args += ["--enable-metrics"]
+        args += features.lora_args(spec, effective, version)
+        args += features.speculative_args(spec, effective, version)
+        if spec.routing.served_model_name:
+            args += ["--served-model-name", spec.routing.served_model_name]
         return args + list(spec.engine.args)
+
+    def feature_problems(self, inputs: PlanInputs) -> list[tuple[str, str]]:
+        """See ``features.problems``."""
+        return features.problems(inputs)
+
+    def api_ports(self, spec: InferenceServerSpec) -> tuple[int, ...]:
+        """``(serving.port,)``: SGLang's data-parallel ranks share one HTTP server."""
+        return (spec.serving.port,)
+
+    def launch(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> Launch:
+        """``sglang.launch_server`` on ``serving.port``: SGLang's data-parallel ranks share its one HTTP
+        server (its DP controller balances them), so a pool routes to one port per pod."""
+        return Launch(list(self.command), self.engine_args(spec, effective), (spec.serving.port,))

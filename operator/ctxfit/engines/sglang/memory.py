@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from ctxfit.api import EffectiveConfig, GiB, MiB
 from ctxfit.engines.base import BudgetTerms
+from ctxfit.engines.extras import ExtraTerm
 from ctxfit.engines.overhead import pre_load_used_bytes
 
 if TYPE_CHECKING:
@@ -94,11 +95,12 @@ def req_to_token_bytes(max_running_requests: int, context_length: int) -> int:
     return (max_running_requests + 1) * (context_length + 4) * 4
 
 
-def default_mem_fraction_static(gpu_mem_mib: int, tp: int, pp: int, chunked: int, max_bs: int) -> float:
+def default_mem_fraction_static(gpu_mem_mib: int, tp: int, pp: int, chunked: int, max_bs: int, *,
+                                extra_mib: int = 0) -> float:
     """SGLang's default fraction: ``round((gpu_mem - reserved) / gpu_mem, 3)`` (0.5.23 memory_hook).
 
     reserved (MiB) = 512 + max(chunked, 2048) x 1.5 + tp x pp / 8 x 1024 + max_bs x 2, at least 10240 on
-    GPUs above 60 GiB.
+    GPUs above 60 GiB, plus ``extra_mib`` (a draft's reserve, ``features.reserve_mib``).
     """
     reserved = (
         ACTIVATION_BASE_MIB
@@ -108,7 +110,7 @@ def default_mem_fraction_static(gpu_mem_mib: int, tp: int, pp: int, chunked: int
     )
     if gpu_mem_mib > BIG_GPU_MIB:
         reserved = max(reserved, BIG_GPU_MIN_RESERVE_MIB)
-    return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
+    return round((gpu_mem_mib - reserved - extra_mib) / gpu_mem_mib, 3)
 
 
 def default_max_running_requests(pool_tokens: int, context_length: int) -> int:
@@ -118,10 +120,12 @@ def default_max_running_requests(pool_tokens: int, context_length: int) -> int:
     return max(1, min(max(min(int(pool_tokens / context_length * 512), 4096), 2048), pool_tokens // 2))
 
 
-def budget(inputs: PlanInputs, effective: EffectiveConfig, *, chunked_prefill: int) -> BudgetTerms:
+def budget(inputs: PlanInputs, effective: EffectiveConfig, *, chunked_prefill: int, graphs_off: bool = False,
+           extras: tuple[ExtraTerm, ...] = ()) -> BudgetTerms:
     """Per-GPU budget for SGLang. ``usable = fraction x pre_free = weights + kv``; the activation, CUDA-graph
     and other (communication + req_to_token) terms are what the ``1 - fraction`` slack must hold
-    (``outside_bytes``).
+    (``outside_bytes``); ``graphs_off``: no decode CUDA graph is captured (``flags.graphs_off``); ``extras``: LoRA and
+    draft terms (``features.extra_terms``), in the budget (the pool shrinks) or in the slack.
 
     Raises:
         ValueError: when ``effective.mem_fraction_static`` is unset.
@@ -131,7 +135,7 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, chunked_prefill: i
     pre_free = pre_free_bytes(inputs)
     usable = int(effective.mem_fraction_static * pre_free)
     activation = activation_reserve_bytes(chunked_prefill)
-    graphs = graph_reserve_bytes(effective.cuda_graph_max_batch_size)
+    graphs = 0 if graphs_off else graph_reserve_bytes(effective.cuda_graph_max_batch_size)
     other = comm_reserve_bytes(inputs.tp, inputs.pp) + req_to_token_bytes(
         effective.max_num_seqs, max(effective.context_length, 0)
     )
@@ -139,7 +143,8 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, chunked_prefill: i
         f"usable: mem-fraction-static {effective.mem_fraction_static} x {pre_free / GiB:.2f} GiB free at load",
         f"weights: {inputs.weights_source}",
         f"activation: SGLang reserve for a {chunked_prefill}-token prefill chunk (in the 1 - fraction slack)",
-        f"CUDA graphs: {effective.cuda_graph_max_batch_size} x 2 MiB (in the slack)",
+        "CUDA graphs: none (disabled in engine.args)" if graphs_off
+        else f"CUDA graphs: {effective.cuda_graph_max_batch_size} x 2 MiB (in the slack)",
         "other: communication buffers + req_to_token pool (in the slack)",
     )
     return BudgetTerms(
@@ -150,7 +155,8 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, chunked_prefill: i
         activation_bytes=activation,
         cuda_graph_bytes=graphs,
         other_bytes=other,
-        kv_cache_bytes=usable - inputs.weights_per_gpu_bytes,
-        outside_bytes=activation + graphs + other,
+        kv_cache_bytes=usable - inputs.weights_per_gpu_bytes - sum(e.bytes for e in extras if e.in_budget),
+        outside_bytes=activation + graphs + other + sum(e.bytes for e in extras if not e.in_budget and not e.host),
         notes=notes,
+        extras=extras,
     )

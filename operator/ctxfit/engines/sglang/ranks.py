@@ -45,3 +45,20 @@ def first_per_rank(text: str, markers: tuple[str, ...]) -> str:
             seen.add(key)
         kept.append(line)
     return "\n".join(kept)
+
+
+def later_per_rank(text: str, markers: tuple[str, ...]) -> str:
+    """The lines ``first_per_rank`` drops: the second and later pool lines of each rank (a speculative draft's
+    pool, printed after the target's). Never raises."""
+    seen: set[tuple[str, str]] = set()
+    kept: list[str] = []
+    for raw in text.splitlines():
+        line = raw[:MAX_LINE_CHARS]
+        marker = next((m for m in markers if m in line), None)
+        if marker is None:
+            continue
+        key = (marker, rank_of(line, marker))
+        if key in seen:
+            kept.append(line)
+        seen.add(key)
+    return "\n".join(kept)

@@ -39,7 +39,7 @@ from ctxfit.vocab.patterns import NUM
 from ctxfit.vocab.startup import MAX_SOURCE_LINES, StartupPattern, StartupReport, scan
 
 from .load_window import load_window
-from .ranks import first_per_rank
+from .ranks import first_per_rank, later_per_rank
 
 _GB = r" ?(GB|GiB|MB)"
 ALL = "SGLang 0.1.13 - 0.5.23"
@@ -121,7 +121,8 @@ def parse_startup(text: str) -> StartupReport:
     """Read an SGLang start-up log into a ``StartupReport``; never raises.
 
     KV bytes are K size + V size (MHA) or KV size (MLA) of the smallest rank, each rank's first pool line (a draft
-    model's pool comes second, ``ctxfit.engines.sglang.ranks``); a sliding-window pool is its "SWAKVPool" line
+    model's pool comes second, ``ctxfit.engines.sglang.ranks``, and is read as ``draft_kv_cache_*``);
+    a sliding-window pool is its "SWAKVPool" line
     (bytes, and full size as tokens); CUDA-graph bytes are the decode
     graphs plus the prefill (piecewise) graphs, each of the largest rank; weights and load seconds of versions
     that print neither are derived from the "Load weight begin"/"end" pair (``load_window``); max concurrency is
@@ -137,6 +138,15 @@ def parse_startup(text: str) -> StartupReport:
         v = scan(pools, _KV_SIZES[1:]).kv_cache_bytes
         if k is not None and v is not None:
             report = report.with_values(kv_cache_bytes=k + v)
+    draft = scan(later_per_rank(text, (_KV_LINE,)), STARTUP_PATTERNS)
+    draft_bytes = draft.kv_cache_bytes
+    if draft_bytes is None:
+        k = scan(later_per_rank(text, (_KV_LINE,)), _KV_SIZES[:1]).kv_cache_bytes
+        v = scan(later_per_rank(text, (_KV_LINE,)), _KV_SIZES[1:]).kv_cache_bytes
+        draft_bytes = k + v if k is not None and v is not None else None
+    if draft.kv_cache_tokens is not None or draft_bytes is not None:
+        report = _with_lines(report.with_values(draft_kv_cache_tokens=draft.kv_cache_tokens,
+                                                draft_kv_cache_bytes=draft_bytes), draft.source_lines)
     prefill = scan(text, _PREFILL_GRAPHS)
     if prefill.cuda_graph_bytes is not None:
         report = _with_lines(report.with_values(cuda_graph_bytes=(report.cuda_graph_bytes or 0)

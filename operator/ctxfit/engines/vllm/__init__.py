@@ -21,11 +21,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
-from ctxfit.engines.base import BudgetTerms, KVDtypeDecision
-from ctxfit.engines.common import container_defaults, format_fraction
+from ctxfit.engines.base import BudgetTerms, KVDtypeDecision, Launch
+from ctxfit.engines.common import container_defaults, format_fraction, probe_effective
+from ctxfit.engines.flags import FlagEffects, missing_in_version, refusals, unknown
 from ctxfit.vocab.version import parse_version
 
-from . import memory
+from . import features, flags, memory
 from .cuda import image_cuda
 from .dtypes import resolve_kv_dtype
 
@@ -42,7 +43,13 @@ DEFAULT_UTILIZATION_OLD = 0.90
 DEFAULT_UTILIZATION_NEW = 0.92
 UTILIZATION_092_SINCE = (0, 20, 0)
 DEFAULT_CUDA_GRAPH_CAPTURE = 512
-CAPTURE_SIZE_FLAG_SINCE = (0, 11, 0)
+CAPTURE_SIZE_FLAG_SINCE = (0, 12, 0)
+"""``--max-cudagraph-capture-size`` exists from 0.12.0 (tests/fixtures/engine-flags/vllm.json; 0.11.0 has neither the
+flag nor ``CompilationConfig.max_cudagraph_capture_size``)."""
+GRAPH_SIZES_FLAG = ((0, 9, 0), (0, 12, 0))
+"""``--cuda-graph-sizes N`` (0.9.0-0.12.0): one value is the largest captured size ("if one value is provided, then
+the capture list would follow the pattern: [1, 2, 4] + [i for i in range(8, cuda_graph_sizes + 1, 8)]",
+``config.py SchedulerConfig.cuda_graph_sizes``); ctxfit renders it where the capture-size flag does not exist."""
 BLOCK_SIZE_GQA = 16
 BLOCK_SIZE_MLA = 64
 NULL_BLOCK_SINCE = (0, 20, 0)
@@ -62,6 +69,14 @@ class VLLM:
     display_name = "vLLM"
     tp_splits_experts = False
     state_pool_ratio: float | None = None  # state and KV share one block pool (V1 hybrid allocator)
+
+    def draft_own_geometry(self, inputs: PlanInputs) -> bool:
+        """The drafter's layers get their own KV specs."""
+        return True
+
+    def draft_pool_in_budget(self, inputs: PlanInputs) -> bool:
+        """The drafter's layers get KV blocks in the target's pool (module ``features``)."""
+        return True
 
     def default_image(self, version: str | None) -> str:
         """``vllm/vllm-openai:v<version>``."""
@@ -111,9 +126,13 @@ class VLLM:
         return effective
 
     def block_size(self, inputs: PlanInputs) -> int:
-        """KV block size in tokens: 16 (FlashAttention default), 64 for MLA backends (FlashMLA)."""
+        """KV block size in tokens: ``--block-size`` from engine.args, else 16 (FlashAttention default), 64 for MLA
+        backends (FlashMLA)."""
         from ctxfit.api import AttentionKind
 
+        given = flags.block_size(inputs)
+        if given is not None:
+            return given
         return BLOCK_SIZE_MLA if inputs.architecture.attention is AttentionKind.MLA else BLOCK_SIZE_GQA
 
     def null_blocks(self, inputs: PlanInputs) -> int:
@@ -147,7 +166,7 @@ class VLLM:
             inputs.cuda_total_bytes, version, product, memory.container_env(inputs), inputs.compute_capability,
             kv_cache_dtype, mla=memory.is_mla(inputs),
         )[1]
-        mem_limit, shm, startup = container_defaults(inputs)
+        mem_limit, shm, startup = container_defaults(inputs, flags.host_bytes(spec) + features.host_bytes(inputs))
         return EffectiveConfig(
             context_length=0,
             gpu_memory_utilization=spec.memory.gpu_memory_utilization or default_util,
@@ -158,6 +177,7 @@ class VLLM:
             memory_limit_bytes=mem_limit,
             shm_bytes=shm,
             startup_timeout_seconds=startup,
+            **features.default_knobs(inputs),
         )
 
     def budget(self, inputs: PlanInputs, effective: EffectiveConfig) -> BudgetTerms:
@@ -182,6 +202,24 @@ class VLLM:
         """vLLM checks its own budget at start-up; nothing outside it blocks a plan."""
         return []
 
+    def flag_refusals(self, spec: InferenceServerSpec) -> list[tuple[str, str]]:
+        """See ``engines.flags.refusals`` (the table: ``flags.RULES``)."""
+        from ctxfit.vocab.version import parse_version
+
+        text = (spec.engine.version or DEFAULT_VERSION).lstrip("v")
+        rendered = self.engine_args(spec, probe_effective(gpu_memory_utilization=0.9, max_loras=1, max_lora_rank=8,
+                                                          max_cpu_loras=1, num_speculative_tokens=1))
+        return [*refusals(flags.occurrences(spec), spec, "vLLM", text),
+                *missing_in_version(rendered, flags.TABLE, parse_version(text, default=(0, 20, 0)))]
+
+    def flag_effects(self, inputs: PlanInputs) -> FlagEffects:
+        """See ``flags.effects``."""
+        return flags.effects(inputs)
+
+    def unknown_flags(self, spec: InferenceServerSpec) -> list[str]:
+        """Flags in no vLLM parser read (``flags.TABLE.versions_read``)."""
+        return unknown(flags.occurrences(spec))
+
     def engine_args(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> list[str]:
         """``vllm serve`` arguments (after the program), user ``engine.args`` last."""
         from ctxfit.vocab.version import parse_version
@@ -205,4 +243,32 @@ class VLLM:
             args += ["--max-num-batched-tokens", str(spec.batching.max_num_batched_tokens)]
         if version >= CAPTURE_SIZE_FLAG_SINCE:
             args += ["--max-cudagraph-capture-size", str(effective.cuda_graph_max_batch_size)]
+        elif GRAPH_SIZES_FLAG[0] <= version < GRAPH_SIZES_FLAG[1]:
+            args += ["--cuda-graph-sizes", str(effective.cuda_graph_max_batch_size)]
+        args += features.lora_args(spec, effective, version)
+        args += features.speculative_args(spec, effective, version)
+        if spec.routing.served_model_name:
+            args += ["--served-model-name", spec.routing.served_model_name]
         return args + list(spec.engine.args)
+
+    def feature_problems(self, inputs: PlanInputs) -> list[tuple[str, str]]:
+        """See ``features.problems``."""
+        return features.problems(inputs)
+
+    def api_ports(self, spec: InferenceServerSpec) -> tuple[int, ...]:
+        """See ``ranks.rank_ports``."""
+        from . import ranks
+
+        return ranks.rank_ports(spec)
+
+    def launch(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> Launch:
+        """``vllm serve`` on ``serving.port``; in a pool with data parallelism, one API server per rank
+        (``ranks``: the ports ``serving.port + rank`` and an exec readiness probe over all of them)."""
+        from . import ranks
+
+        args = self.engine_args(spec, effective)
+        ports = self.api_ports(spec)
+        if len(ports) == 1:
+            return Launch(list(self.command), args, ports)
+        command, rank_args = ranks.rank_launch(spec, self.command, args)
+        return Launch(command, rank_args, ports, ranks.readiness_command(self.health_path, ports))

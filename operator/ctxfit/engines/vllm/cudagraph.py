@@ -106,17 +106,21 @@ def capture_sizes(max_size: int) -> list[int]:
     return [s for s in sizes if s <= max_size]
 
 
-def graph_counts(capture_max: int, max_num_seqs: int, max_num_batched_tokens: int) -> tuple[int, int]:
+def graph_counts(capture_max: int, max_num_seqs: int, max_num_batched_tokens: int, *, decode_query_len: int = 1,
+                 cases: int = 1) -> tuple[int, int]:
     """(PIECEWISE, FULL) graphs of a V1 server in the default ``FULL_AND_PIECEWISE`` mode.
 
     Args:
         capture_max: ``--max-cudagraph-capture-size`` (ctxfit always renders it from vLLM 0.11).
-        max_num_seqs: FULL decode graphs stop at ``max_num_seqs`` tokens (one token per request).
+        max_num_seqs: FULL decode graphs stop at ``max_num_seqs x decode_query_len`` tokens.
         max_num_batched_tokens: caps the capture size (``_set_cudagraph_sizes``).
+        decode_query_len: tokens per request in a decode step (1 + speculative tokens).
+        cases: LoRA captures every graph with and without LoRA (``features.graph_shape``).
     """
     largest = max(1, min(capture_max, max_num_batched_tokens))
     sizes = capture_sizes(largest)
-    return len(sizes), sum(1 for s in sizes if s <= max_num_seqs)
+    full = sum(1 for s in sizes if s <= max_num_seqs * decode_query_len)
+    return len(sizes) * cases, full * cases
 
 
 def _stage_layer_bytes(inputs: PlanInputs) -> float:
@@ -125,9 +129,10 @@ def _stage_layer_bytes(inputs: PlanInputs) -> float:
 
 
 def _graph_model_bytes(
-    inputs: PlanInputs, graphs: int, base: int, per_layer: int, moe_factor: float, mla_factor: float
+    inputs: PlanInputs, graphs: int, base: int, per_layer: int, moe_factor: float, mla_factor: float,
+    extra_layers: int = 0,
 ) -> int:
-    layers = -(-(inputs.architecture.num_layers or 32) // inputs.pp)
+    layers = -(-(inputs.architecture.num_layers or 32) // inputs.pp) + extra_layers
     if inputs.architecture.attention is AttentionKind.MLA:
         factor = mla_factor
     else:
@@ -135,23 +140,29 @@ def _graph_model_bytes(
     return int(base + per_layer * layers * factor * graphs / REFERENCE_GRAPHS)
 
 
-def estimate_bytes(inputs: PlanInputs, capture_max: int, *, max_num_seqs: int, max_num_batched_tokens: int) -> int:
+def estimate_bytes(inputs: PlanInputs, capture_max: int, *, max_num_seqs: int, max_num_batched_tokens: int,
+                   shape: tuple[int, int, int] = (1, 1, 0)) -> int:
     """The CUDA-graph estimate vLLM >= 0.20 deducts from one GPU's KV budget (V1 model runner), bytes.
 
     ``ESTIMATE_BASE + ESTIMATE_PER_LAYER x layers on the stage x factor x graphs / REFERENCE_GRAPHS``, the
     factor ``ESTIMATE_MLA_FACTOR`` for MLA attention, ``ESTIMATE_MOE_FACTOR`` for other MoE models, else 1
-    (module docstring).
+    (module docstring). ``shape``: (decode query length, LoRA graph cases, draft layers; ``features.graph_shape``).
     """
-    graphs = sum(graph_counts(capture_max, max_num_seqs, max_num_batched_tokens))
+    query, cases, extra = shape
+    graphs = sum(graph_counts(capture_max, max_num_seqs, max_num_batched_tokens, decode_query_len=query,
+                              cases=cases))
     return _graph_model_bytes(
-        inputs, graphs, ESTIMATE_BASE, ESTIMATE_PER_LAYER, ESTIMATE_MOE_FACTOR, ESTIMATE_MLA_FACTOR
+        inputs, graphs, ESTIMATE_BASE, ESTIMATE_PER_LAYER, ESTIMATE_MOE_FACTOR, ESTIMATE_MLA_FACTOR, extra
     )
 
 
-def cuda_graph_bytes(inputs: PlanInputs, capture_max: int, *, max_num_seqs: int, max_num_batched_tokens: int) -> int:
+def cuda_graph_bytes(inputs: PlanInputs, capture_max: int, *, max_num_seqs: int, max_num_batched_tokens: int,
+                     shape: tuple[int, int, int] = (1, 1, 0)) -> int:
     """V1's captured CUDA-graph pool for one GPU, bytes: ``estimate_bytes``'s shape with the ``POOL_*`` constants."""
-    graphs = sum(graph_counts(capture_max, max_num_seqs, max_num_batched_tokens))
-    return _graph_model_bytes(inputs, graphs, POOL_BASE, POOL_PER_LAYER, POOL_MOE_FACTOR, POOL_MLA_FACTOR)
+    query, cases, extra = shape
+    graphs = sum(graph_counts(capture_max, max_num_seqs, max_num_batched_tokens, decode_query_len=query,
+                              cases=cases))
+    return _graph_model_bytes(inputs, graphs, POOL_BASE, POOL_PER_LAYER, POOL_MOE_FACTOR, POOL_MLA_FACTOR, extra)
 
 
 def v0_cuda_graph_bytes(inputs: PlanInputs, capture_size: int) -> int:

@@ -23,8 +23,9 @@ Families (``Family``) and what differs between them:
   forward (``dequant.py``).
 - **V1 before 0.20**: ``gpu_worker.determine_available_memory`` budgets the same terms; the forward is
   ``max_num_batched_tokens`` (always chunked, ``batch_defaults``), whatever the context. The sampler step
-  (``overhead.SamplerWarmup``): none in 0.7 (logits of all tokens), a sorting warm-up in 0.8-0.16, a
-  leaner one from 0.17. The CUDA-graph estimate is printed but not deducted
+  (``overhead.SamplerWarmup``, ``bands.py``): none in 0.7 (logits of all tokens), FlashInfer's in 0.8-0.11 (a
+  sort without FlashInfer), a sort in 0.12-0.16, Triton's top-k/top-p from 0.17, FlashInfer's again from 0.21;
+  the fitted constants are per release band (``bands.BANDS``). The CUDA-graph estimate is printed but not deducted
   (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` defaults to 0 in 0.18/0.19). Before 0.12 the baseline
   snapshot precedes the distributed init, so the NCCL init lands in non-torch too.
 - **V1 from 0.20**: as V1, and the CUDA-graph estimate is deducted: 0.20.0 ``envs.py`` defaults
@@ -59,7 +60,7 @@ the other start-ups of startups.yaml); the same script prints the leave-one-out 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -77,9 +78,12 @@ from ctxfit.engines.overhead import (
     nvswitch_system,
 )
 
+from .bands import v1_band, v1_sampler_warmup
 from .cudagraph import cuda_graph_bytes as v1_cuda_graph_bytes
 from .cudagraph import estimate_bytes, v0_cuda_graph_bytes
 from .dequant import dequant_bytes
+from .features import extra_terms, graph_shape
+from .flags import eager_reason
 from .oracle import v1_falls_back_to_v0
 from .pipeline import v0_intermediate_tensor_bytes
 from .runner import MODEL_RUNNER_V2_ESTIMATES_SINCE, plan_uses_model_runner_v2, sampler_state_bytes
@@ -98,8 +102,6 @@ CUDAGRAPH_DEDUCTED_SINCE = (0, 20, 0)
 SNAPSHOT_AFTER_DISTRIBUTED_SINCE = (0, 12, 0)
 """Newer ``gpu_worker.init_device`` initializes "the distributed environment BEFORE taking memory snapshot"
 (both orders seen in public copies of v1/worker/gpu_worker.py; the 0.12 boundary is [unverified])."""
-SORTING_SAMPLER_UNTIL = (0, 17, 0)
-"""V1's sampler warm-up keeps ~10 full-vocabulary buffers before 0.17, ~4 from 0.17 (``overhead.SamplerWarmup``)."""
 
 V0_PROFILER_BASELINE_WINDOW = ((0, 6, 5), (0, 7, 0))
 V0_PROFILER_BASELINE_BYTES = int(1.46 * GiB)
@@ -126,20 +128,28 @@ class OverheadConstants:
 
 
 _V1 = OverheadConstants(
-    copies=ActivationCopies(sampler=3.698, sorting_sampler=9.7, forward=2.11, moe=2.083),
-    non_torch_bytes=int(0.320 * GiB),
-    nvlink_buffers_bytes=int(1.940 * GiB),
+    copies=ActivationCopies(sampler=3.674, sorting_sampler=9.7, forward=2.094, moe=2.083),
+    non_torch_bytes=int(0.335 * GiB),
+    nvlink_buffers_bytes=int(1.936 * GiB),
 )
-FITTED: dict[Family, OverheadConstants] = {
-    Family.V0: OverheadConstants(
-        copies=ActivationCopies(sampler=3.698, sorting_sampler=9.048, forward=1.953, moe=2.083),
+FITTED: dict[str, OverheadConstants] = {
+    Family.V0.value: OverheadConstants(
+        copies=ActivationCopies(sampler=3.674, sorting_sampler=8.417, forward=1.953, moe=2.083),
         non_torch_bytes=_V1.non_torch_bytes,
         nvlink_buffers_bytes=_V1.nvlink_buffers_bytes,
     ),
-    Family.V1: _V1,
-    Family.V1_020: _V1,
+    "vllm-v1-0.7": replace(_V1, non_torch_bytes=int(0.327 * GiB)),
+    "vllm-v1-0.12": replace(_V1, non_torch_bytes=int(0.147 * GiB)),
+    "vllm-v1-0.17": _V1,
+    Family.V1_020.value: replace(_V1, non_torch_bytes=int(0.637 * GiB)),
 }
-"""Per-family constants, printed by ``python bench/overhead_fit.py --fit`` (full-data fit)."""
+"""Per-band constants (``bands.py``: V0, the V1 bands 0.7-0.11 / 0.12-0.16 / 0.17-0.19, and 0.20+), printed by
+``python bench/overhead_fit.py --fit`` (full-data fit)."""
+
+
+def constants_band(fam: Family, version: tuple[int, int, int]) -> str:
+    """The ``FITTED`` key of a family and release: V0 and 0.20+ are one band each, V1 below 0.20 splits by release."""
+    return v1_band(version) if fam is Family.V1 else fam.value
 
 
 def family(
@@ -195,13 +205,14 @@ def batch_defaults(
     return 2048, 256
 
 
-def sampler_warmup(fam: Family, version: tuple[int, int, int]) -> SamplerWarmup:
-    """The profile run's sampler step for a family and version (``overhead.SamplerWarmup``)."""
+def sampler_warmup(fam: Family, version: tuple[int, int, int], env: Mapping[str, str] | None = None,
+                   image: str | None = None) -> SamplerWarmup:
+    """The profile run's sampler step (``overhead.SamplerWarmup``): V0 sorts the whole vocabulary
+    (``model_runner._dummy_run``); V1 by release, ``VLLM_USE_FLASHINFER_SAMPLER`` and the image
+    (``bands.v1_sampler_warmup``)."""
     if fam is Family.V0:
         return SamplerWarmup.SORTING
-    if version < V1_DEFAULT_SINCE:
-        return SamplerWarmup.LOGITS_ONLY
-    return SamplerWarmup.SORTING if version < SORTING_SAMPLER_UNTIL else SamplerWarmup.LEAN
+    return v1_sampler_warmup(version, env or {}, image)
 
 
 def is_mla(inputs: PlanInputs) -> bool:
@@ -236,6 +247,10 @@ class ProfileInputs:
     """Model Runner V2's penalty state: in no printed term, so outside the budget (``runner.sampler_state_bytes``)."""
     pp_intermediate_bytes: int = 0
     """V0 at PP > 1: intermediate tensors the (non-first) stage holds through its profile run (``pipeline.py``)."""
+    band: str = ""
+    """The ``FITTED`` key (``constants_band``); empty: the family's own."""
+    eager: str | None = None
+    """Why no CUDA graph is captured (``flags.eager_reason``), None when graphs are captured."""
 
 
 def cuda_graph_bytes(
@@ -252,9 +267,12 @@ def cuda_graph_bytes(
     if fam is Family.V0:
         return v0_cuda_graph_bytes(inputs, capture)
     seqs = effective.max_num_seqs
+    shape = graph_shape(inputs, effective)
     if fam is Family.V1_020 and not model_runner_v2:
-        return estimate_bytes(inputs, capture, max_num_seqs=seqs, max_num_batched_tokens=max_num_batched_tokens)
-    return v1_cuda_graph_bytes(inputs, capture, max_num_seqs=seqs, max_num_batched_tokens=max_num_batched_tokens)
+        return estimate_bytes(inputs, capture, max_num_seqs=seqs, max_num_batched_tokens=max_num_batched_tokens,
+                              shape=shape)
+    return v1_cuda_graph_bytes(inputs, capture, max_num_seqs=seqs, max_num_batched_tokens=max_num_batched_tokens,
+                               shape=shape)
 
 
 def _product(inputs: PlanInputs) -> str | None:
@@ -273,7 +291,8 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
     env = container_env(inputs)
     fam = family(version, env, inputs.compute_capability, effective.kv_cache_dtype, mla=is_mla(inputs))
     mrv2 = fam is Family.V1_020 and plan_uses_model_runner_v2(inputs, env)
-    deducted = fam is Family.V1_020 and (not mrv2 or version >= MODEL_RUNNER_V2_ESTIMATES_SINCE)
+    eager = eager_reason(inputs)
+    deducted = fam is Family.V1_020 and (not mrv2 or version >= MODEL_RUNNER_V2_ESTIMATES_SINCE) and eager is None
     tokens = max_num_batched_tokens
     if fam is Family.V0 and not inputs.spec.batching.max_num_batched_tokens:
         sliding = inputs.architecture.sliding_window is not None
@@ -299,16 +318,18 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
             tensor_parallel=inputs.tp,
             dequant_bytes=dequant_bytes(inputs),
         ),
-        warmup=sampler_warmup(fam, version),
+        warmup=sampler_warmup(fam, version, env, inputs.spec.engine.image),
         nvlink_multi_gpu=multi_gpu,
         nccl_init_in_budget_bytes=nccl_init,
-        cuda_graph_bytes=cuda_graph_bytes(inputs, effective, fam, tokens, model_runner_v2=mrv2),
+        cuda_graph_bytes=0 if eager else cuda_graph_bytes(inputs, effective, fam, tokens, model_runner_v2=mrv2),
         model_runner_v2=mrv2,
         graphs_deducted=deducted,
         sampler_state_bytes=(
             sampler_state_bytes(effective.max_num_seqs, inputs.vocab_size or DEFAULT_VOCAB) if mrv2 else 0
         ),
         pp_intermediate_bytes=v0_intermediate_tensor_bytes(inputs, tokens) if fam is Family.V0 else 0,
+        band=constants_band(fam, version),
+        eager=eager,
     )
 
 
@@ -334,7 +355,7 @@ class Overheads:
 
 def overheads(profile: ProfileInputs, constants: OverheadConstants | None = None) -> Overheads:
     """The overhead terms of ``profile`` under ``constants`` (default: ``FITTED[profile.family]``)."""
-    c = constants or FITTED[profile.family]
+    c = constants or FITTED[profile.band or profile.family.value]
     activation = activation_peak(profile.sizes, c.copies, warmup=profile.warmup)
     pp = profile.pp_intermediate_bytes
     note = activation.note + (f" + {pp / GiB:.2f} GiB pipeline intermediate tensors" if pp else "")
@@ -345,6 +366,17 @@ def overheads(profile: ProfileInputs, constants: OverheadConstants | None = None
     return Overheads(activation.bytes + pp, note, non_torch, graphs)
 
 
+def _graph_note(profile: ProfileInputs) -> str:
+    if profile.eager:
+        return f"CUDA graphs: none ({profile.eager})"
+    if profile.graphs_deducted:
+        if profile.model_runner_v2:
+            return "CUDA graphs: captured pool deducted from the budget (Model Runner V2, vLLM >= 0.29)"
+        return "CUDA graphs: estimate deducted from the budget (vLLM >= 0.20, V1 model runner)"
+    why = "Model Runner V2 < 0.29 deducts none" if profile.model_runner_v2 else "vLLM < 0.20 does not deduct them"
+    return f"CUDA graphs: ~{profile.cuda_graph_bytes / GiB:.2f} GiB outside the budget ({why})"
+
+
 def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_tokens: int) -> BudgetTerms:
     """Per-GPU budget terms for vLLM (bytes); ``kv_cache_bytes`` may be negative (nothing fits).
 
@@ -353,6 +385,8 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_to
     """
     profile = profile_inputs(inputs, effective, max_num_batched_tokens=max_num_batched_tokens)
     terms = overheads(profile)
+    extras = extra_terms(inputs, effective, max_num_batched_tokens)
+    in_budget = sum(e.bytes for e in extras if e.in_budget)
     deducted = profile.graphs_deducted
     outside = CUDA_CONTEXT + (0 if deducted else profile.cuda_graph_bytes) + profile.sampler_state_bytes
     topology = "NVSwitch all-reduce buffers" if profile.nvlink_multi_gpu else "no NVSwitch buffers"
@@ -360,16 +394,9 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_to
         f"usable: CUDA total {inputs.cuda_total_bytes / GiB:.2f} GiB x gpu-memory-utilization "
         f"{effective.gpu_memory_utilization}",
         f"weights: {inputs.weights_source}",
-        f"activation: {terms.activation_note} ({profile.family.value})",
+        f"activation: {terms.activation_note} ({profile.band or profile.family.value})",
         f"other: non-torch at TP {inputs.tp} ({topology})",
-        (
-            "CUDA graphs: captured pool deducted from the budget (Model Runner V2, vLLM >= 0.29)"
-            if profile.model_runner_v2
-            else "CUDA graphs: estimate deducted from the budget (vLLM >= 0.20, V1 model runner)"
-        )
-        if deducted
-        else f"CUDA graphs: ~{profile.cuda_graph_bytes / GiB:.2f} GiB outside the budget ("
-        + ("Model Runner V2 < 0.29 deducts none)" if profile.model_runner_v2 else "vLLM < 0.20 does not deduct them)"),
+        _graph_note(profile),
     )
     if profile.sampler_state_bytes:
         notes += (
@@ -384,7 +411,8 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_to
         activation_bytes=terms.activation_bytes,
         cuda_graph_bytes=terms.deducted_graph_bytes,
         other_bytes=terms.non_torch_bytes,
-        kv_cache_bytes=terms.kv_pool_bytes(profile),
+        kv_cache_bytes=terms.kv_pool_bytes(profile) - in_budget,
         outside_bytes=outside,
         notes=notes,
+        extras=extras,
     )

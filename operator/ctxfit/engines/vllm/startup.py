@@ -90,6 +90,13 @@ STARTUP_PATTERNS: tuple[StartupPattern, ...] = (
     StartupPattern("cuda_graph_bytes", "CUDA graph pool memory:", r"CUDA graph pool memory: " + NUM + _UNIT
                    + r" \(actual\)", "bytes", "max", "vLLM V1 0.19 - 0.28",
                    "v1/worker/gpu_worker.py compile_or_warm_up_model"),
+    # CUDA-visible total of one GPU (with the node's NVML total: the driver's reserve, budget/calibrate.py)
+    StartupPattern("cuda_total_bytes", "Free memory on device", r"Free memory on device[^(]{0,24}\([\d.]{1,12}/"
+                   + NUM + _UNIT + r"\)", "bytes", "min", "vLLM V1 0.9 - 0.33",
+                   "v1/worker/gpu_worker.py init_device / compile_or_warm_up_model (0.33 v1/worker/utils.py)"),
+    StartupPattern("cuda_total_bytes", "total_gpu_memory", r"total_gpu_memory(?:=|" + _SP + r"\(|" + r" \()"
+                   + NUM + _UNIT, "bytes", "min", "vLLM V0 0.6.4 - 0.10",
+                   "worker/worker.py determine_num_available_blocks"),
     # KV pool bytes
     StartupPattern("kv_cache_bytes", "Available KV cache memory:", r"Available KV cache memory: " + NUM + _UNIT,
                    "bytes", "min", V1, "v1/worker/gpu_worker.py determine_available_memory"),

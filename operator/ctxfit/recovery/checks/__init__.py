@@ -26,6 +26,7 @@ from .context import (
     check_kv_cache_dtype_unsupported,
     check_kv_cache_too_small,
 )
+from .features import check_draft_model_oom, check_lora_buffers_oom
 from .gpu import check_gpu_out_of_memory, check_mamba_cache_too_small
 from .memory import (
     check_graph_capture_oom,
@@ -50,6 +51,8 @@ POLICY_CHAIN: tuple[tuple[str, Check], ...] = (
     ("ModelAccessDenied", check_model_access_denied),
     ("AttemptsExhausted", check_attempts_exhausted),
     ("ContextCeiling", check_context_ceiling),
+    ("LoRABuffersOOM", check_lora_buffers_oom),
+    ("DraftModelOOM", check_draft_model_oom),
     ("KVCacheTooSmall", check_kv_cache_too_small),
     ("ContextExceedsModelLimit", check_context_exceeds_model_limit),
     ("NoKVCacheMemory", check_no_kv_cache_memory),

@@ -53,7 +53,9 @@ def test_vllm_startup_is_observed_once_with_error_event_and_one_sample() -> None
     assert obs.served_context_length == 131072 and obs.kv_cache_tokens and obs.kv_cache_tokens > 131072
     assert obs.load_seconds == 14.43 and obs.source_lines
     notes = [e for e in out.events if e.reason.value == "Observed"]
-    assert len(notes) == 1 and "predicted 13." in notes[0].message and "/ observed 12." in notes[0].message
+    predicted_gib = f"predicted {plan_kv.per_gpu.kv_cache_bytes / GiB:.2f} GiB"
+    observed_gib = f"/ observed {observed_bytes / GiB:.2f} GiB"
+    assert len(notes) == 1 and predicted_gib in notes[0].message and observed_gib in notes[0].message
     assert out.status.phase is not None and out.status.phase.value == "Ready"
     assert [s.sample_id for _, s in out.samples] == ["uid-1/1"]
     key, sample = out.samples[0]

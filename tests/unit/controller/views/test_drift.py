@@ -144,6 +144,11 @@ def _service() -> dict[str, Any]:
     pytest.param(lambda s: s["spec"].update(type="NodePort"), None, id="node-port"),
     pytest.param(lambda s: s["spec"]["ports"].append({"name": "x", "port": 1, "targetPort": 1}), None,
                  id="port-added"),
+    pytest.param(lambda s: s["spec"]["ports"].append({"name": "http-rank1", "port": s["spec"]["ports"][0]["port"] + 1,
+                                                     "targetPort": "http-rank1"}), "rendered",
+                 id="a-data-parallel-rank-port"),
+    pytest.param(lambda s: s["spec"]["ports"].append({"name": "http-rank1", "port": 9999, "targetPort": "http-rank1"}),
+                 None, id="a-rank-port-moved"),
 ])
 def test_service_edited_away_from_the_rendering_is_applied_again(edit: Any, port: str | None) -> None:
     from ctxfit.controller.views.workloads import owned_service_port
@@ -253,3 +258,24 @@ def test_group_drift_in_converge_is_reverted_with_an_event() -> None:
     assert len(drift) == 1 and drift[0].type == "Warning"
     assert drift[0].message == ("reverted a change to LeaderWorkerSet kimi: worker args 7 -> exec ray start "
                                 "--address=${LWS_LEADER_ADDRESS}:6379 --block, size 3 -> 2")
+
+
+def test_a_rendered_data_parallel_service_is_the_operators_own() -> None:
+    """A vLLM server in an InferencePool serves a port per rank; its rendered Service (http, http-rank1) is seen
+    as the operator's own rendering, so it is written once, not on every pass."""
+    from pathlib import Path
+
+    import yaml
+    from ctxfit.api import InferenceServer
+    from ctxfit.budget.multinode import plan_group
+    from ctxfit.controller.views.workloads import owned_service_port
+    from ctxfit.render import RenderInput
+    from ctxfit.render.leaderworkerset import render_service_for
+
+    golden = Path(__file__).resolve().parents[3] / "golden" / "gateway" / "vllm-dp2" / "inferenceserver.yaml"
+    srv = InferenceServer.model_validate(yaml.safe_load(golden.read_text()))
+    result, _ = plan_group(srv.spec)
+    service = render_service_for(RenderInput(name=srv.metadata.name, namespace="n", uid="u", spec=srv.spec,
+                                             effective=result.effective, attempt=1))
+    assert len(service["spec"]["ports"]) == 2
+    assert owned_service_port(service, srv.metadata.name) == 8000

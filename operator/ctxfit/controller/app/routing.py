@@ -1,0 +1,90 @@
+"""kopf wiring of the inference gateway (registered only with ``CTXFIT_GATEWAY_ENABLED``): the servers of each
+pool as an index, InferencePools ctxfit owns watched, and the other servers of a pool enqueued when one of
+them changes what the pool's status depends on (ports, context, Ready replicas, model).
+
+- index ``servers_by_pool``: (namespace, pool) -> ``views.routing.MemberView`` of every InferenceServer naming it;
+- ``on.event`` InferencePools labelled managed-by ctxfit: reconcile their server (an edit is reverted at once,
+  a deleted pool recreated);
+- ``notify_members`` (called by ``handlers.on_server`` for every event, echoes included): a member whose view
+  changed enqueues the other members of its old and new pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import kopf
+
+from ctxfit.api.routing import GIE_GROUP, GIE_VERSION, POOL_PLURAL
+from ctxfit.render import SERVER_LABEL
+from ctxfit.render.labels import MANAGED_BY
+
+from ..views.routing import MemberView, member_view
+
+if TYPE_CHECKING:
+    from .lifecycle import State
+
+Key = tuple[str, str]
+MEMBERS_INDEX = "servers_by_pool"
+
+
+async def index_members(namespace: str, body: kopf.Body, **_: Any) -> dict[Key, MemberView]:
+    """Index: (namespace, pool) -> the server's ``MemberView`` (nothing for a server that names no pool)."""
+    if not ((body.get("spec") or {}).get("routing") or {}).get("inferencePool"):
+        return {}
+    found = member_view(dict(body))
+    return {} if found is None else {(namespace, found[0]): found[1]}
+
+
+def members_of(index: Mapping[Key, Any] | None, namespace: str) -> Callable[[str], tuple[MemberView, ...]]:
+    """``members_of(pool)`` over the index (no index: nobody)."""
+    def lookup(pool: str) -> tuple[MemberView, ...]:
+        return tuple(index.get((namespace, pool), ())) if index is not None else ()
+    return lookup
+
+
+def notify_members(state: State, event: kopf.RawEvent, body: kopf.Body, namespace: str, name: str,
+                   indexes: Mapping[str, Any]) -> None:
+    """Enqueue the other servers of the pool(s) this server was and is in when its member view changed."""
+    index = indexes.get(MEMBERS_INDEX)
+    if index is None:
+        return
+    key = (namespace, name)
+    deleted = event.get("type") == "DELETED"
+    found = None if deleted or not ((body.get("spec") or {}).get("routing") or {}).get("inferencePool") \
+        else member_view(dict(body))
+    new = (found[0], hash(found[1])) if found is not None else None
+    old = state.member_views.get(key)
+    if new == old:
+        return
+    if new is None:
+        state.member_views.pop(key, None)
+    else:
+        state.member_views[key] = new
+    for pool in {p for p in (old[0] if old else None, new[0] if new else None) if p}:
+        for member in index.get((namespace, pool), ()):
+            if member.name != name:
+                state.queue.add((namespace, member.name))
+
+
+async def on_pool(event: kopf.RawEvent, namespace: str, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
+    """An InferencePool of ctxfit's changed or was deleted -> reconcile the server that renders it."""
+    state: State = memo.state
+    server = labels.get(SERVER_LABEL)
+    if server:
+        state.queue.add((namespace, server))
+
+
+def register(registry: kopf.OperatorRegistry, handler: Callable[[Callable[..., Any]], Any]) -> None:
+    """Add the gateway's index and watch to ``registry`` (needs RBAC on inferencepools: chart gateway.enabled)."""
+    from ctxfit.api import API_GROUP, API_VERSION, PLURAL
+
+    kopf.index(API_GROUP, API_VERSION, PLURAL, registry=registry, id=MEMBERS_INDEX)(handler(index_members))
+    owned: dict[str, Any] = {"app.kubernetes.io/managed-by": MANAGED_BY, SERVER_LABEL: kopf.PRESENT}
+    kopf.on.event(POOL_GROUP, GIE_VERSION, POOL_PLURAL, labels=owned, registry=registry, id="owned_pools")(
+        handler(on_pool))
+
+
+POOL_GROUP = GIE_GROUP
+"""The InferencePool API group (``tests/unit/chart/test_chart_rbac.py`` maps the watch above by this name)."""

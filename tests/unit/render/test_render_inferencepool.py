@@ -1,0 +1,316 @@
+"""InferencePool rendering (issue 26): golden files per engine and topology, and the routing contracts.
+
+Golden files: ``tests/golden/gateway/<case>/inferenceserver.yaml`` -> ``expected.yaml`` (the InferencePool when
+the server creates one, the workload and the Service, for attempt 1 of the planner's configuration).
+Regenerate only on purpose: ``CTXFIT_UPDATE_GOLDEN=1 pytest tests/unit/test_render_inferencepool.py``.
+tests/e2e/test_gateway_goldens.py applies every golden InferencePool to the real CRD.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from ctxfit.api import InferenceServer, InferenceServerSpec
+from ctxfit.api.routing import MAX_TARGET_PORTS
+from ctxfit.api.validation import LABEL_VALUE, managed_flag_in
+from ctxfit.budget.multinode import plan_group
+from ctxfit.engines.vllm.ranks import RANKS_SCRIPT, READY_SCRIPT
+from ctxfit.render import RenderInput
+from ctxfit.render.deployment import port_name
+from ctxfit.render.inferencepool import (
+    ACTIVE_PORTS_ANNOTATIONS,
+    CONTEXT_LABEL,
+    CONTEXT_RANGE_LABEL,
+    POOL_LABEL,
+    context_range,
+    pool_input,
+    render_inference_pool,
+    selects,
+    server_ports,
+)
+from ctxfit.render.leaderworkerset import render_service_for, render_workload
+
+GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "gateway"
+CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "inferenceserver.yaml").exists())
+UID = "00000000-0000-4000-8000-000000000026"
+NAMESPACE = "inference"
+
+
+def server(case: str) -> InferenceServer:
+    return InferenceServer.model_validate(yaml.safe_load((GOLDEN / case / "inferenceserver.yaml").read_text()))
+
+
+def render_input(case: str) -> RenderInput:
+    srv = server(case)
+    result, _ = plan_group(srv.spec)
+    assert result.fits, result.reasons
+    return RenderInput(name=srv.metadata.name, namespace=NAMESPACE, uid=UID, spec=srv.spec,
+                       effective=result.effective, attempt=1, gpu_product=srv.spec.gpu.product)
+
+
+def rendered(case: str) -> list[dict[str, Any]]:
+    inp = render_input(case)
+    docs = []
+    if inp.spec.routing.inference_pool is not None and inp.spec.routing.inference_pool.create is not None:
+        docs.append(render_inference_pool(pool_input(inp.name, NAMESPACE, UID, inp.spec)))
+    return [*docs, render_workload(inp), render_service_for(inp)]
+
+
+def serving_templates(workload: dict[str, Any]) -> list[dict[str, Any]]:
+    """(template, serves the API) of every pod template of a workload."""
+    if workload["kind"] == "Deployment":
+        return [workload["spec"]["template"]]
+    return [workload["spec"]["leaderWorkerTemplate"]["leaderTemplate"]]
+
+
+def worker_template(workload: dict[str, Any]) -> dict[str, Any] | None:
+    if workload["kind"] != "LeaderWorkerSet":
+        return None
+    return dict(workload["spec"]["leaderWorkerTemplate"]["workerTemplate"])
+
+
+def test_every_engine_and_topology_has_a_golden_case() -> None:
+    specs = [server(c).spec for c in CASES]
+    for engine in ("vllm", "sglang"):
+        mine = [s for s in specs if s.engine.kind.value == engine]
+        assert any(s.nodes == 1 and s.parallelism.data == 1 for s in mine), engine  # single pod
+        assert any(s.nodes == 1 and s.parallelism.data > 1 for s in mine), engine  # data parallel
+        assert any(s.nodes > 1 for s in mine), engine  # LeaderWorkerSet
+    assert any(s.routing.inference_pool and s.routing.inference_pool.join for s in specs)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_golden(case: str) -> None:
+    docs = rendered(case)
+    expected = GOLDEN / case / "expected.yaml"
+    text = yaml.safe_dump_all(docs, sort_keys=False, width=120)
+    if os.environ.get("CTXFIT_UPDATE_GOLDEN") == "1":
+        expected.write_text(text)
+    assert expected.exists(), f"missing {expected}: run with CTXFIT_UPDATE_GOLDEN=1"
+    assert list(yaml.safe_load_all(expected.read_text())) == docs
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_selector_is_exactly_the_serving_pods(case: str) -> None:
+    """The pool selects every pod that serves the API (single pods, LWS leaders) and no LWS worker."""
+    inp = render_input(case)
+    pool_routing = inp.spec.routing.inference_pool
+    assert pool_routing is not None
+    pool = {"spec": {"selector": {"matchLabels": {POOL_LABEL: pool_routing.pool_name(inp.name)}}}}
+    workload = render_workload(inp)
+    for template in serving_templates(workload):
+        assert selects(pool, template["metadata"]["labels"])
+    worker = worker_template(workload)
+    if worker is not None:
+        labels = worker["metadata"]["labels"]
+        assert not selects(pool, labels)
+        assert CONTEXT_RANGE_LABEL not in labels and CONTEXT_LABEL not in labels
+        assert not set(ACTIVE_PORTS_ANNOTATIONS) & set(worker["metadata"]["annotations"])
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_ports_labels_and_annotations_agree(case: str) -> None:
+    """targetPorts are the serving container's ports (one per rank), the active-ports annotations name them, the
+    context labels carry the effective context in the router's ``min-max`` format."""
+    inp = render_input(case)
+    ports = server_ports(inp.spec)
+    for template in serving_templates(render_workload(inp)):
+        container = template["spec"]["containers"][0]
+        assert [p["containerPort"] for p in container["ports"]] == list(ports)
+        assert [p["name"] for p in container["ports"]] == [port_name(r) for r in range(len(ports))]
+        annotations, labels = template["metadata"]["annotations"], template["metadata"]["labels"]
+        for key in ACTIVE_PORTS_ANNOTATIONS:
+            assert annotations[key] == ",".join(map(str, ports))
+        tokens = inp.effective.context_length
+        assert labels[CONTEXT_RANGE_LABEL] == f"0-{tokens}" and labels[CONTEXT_LABEL] == str(tokens)
+        assert re.match(LABEL_VALUE, labels[CONTEXT_RANGE_LABEL]) and len(labels[CONTEXT_RANGE_LABEL]) <= 63
+    pool = inp.spec.routing.inference_pool
+    if pool is not None and pool.create is not None:
+        doc = render_inference_pool(pool_input(inp.name, NAMESPACE, UID, inp.spec))
+        assert [p["number"] for p in doc["spec"]["targetPorts"]] == list(ports)
+
+
+def test_data_parallel_vllm_serves_one_port_per_rank() -> None:
+    inp = render_input("vllm-dp2")
+    container = render_workload(inp)["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"][:2] == ["python3", "-c"]
+    assert container["args"][:3] == ["2", "1", "8000"]
+    program = container["args"][3:]
+    assert program[:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
+    assert "--port" not in program and "--data-parallel-rank" not in program  # the launcher's, per rank
+    assert program[program.index("--data-parallel-size") + 1] == "2"
+    assert container["readinessProbe"]["exec"]["command"][-2:] == ["8000", "8001"]
+    assert container["startupProbe"]["httpGet"]["port"] == "http"
+    service = render_service_for(inp)
+    assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [("http", 8000), ("http-rank1", 8001)]
+
+
+def test_data_parallel_sglang_and_unpooled_vllm_keep_one_port() -> None:
+    assert server_ports(server("sglang-dp2").spec) == (8000,)
+    spec = server("vllm-dp2").spec.model_copy(update={"routing": server("sglang-single").spec.routing
+                                                       .model_copy(update={"inference_pool": None})})
+    assert server_ports(spec) == (8000,)
+    old = server("vllm-dp2").spec.model_copy(deep=True)
+    old.engine.version = "0.9.2"
+    assert server_ports(old) == (8000,)
+
+
+def test_served_model_name_is_rendered_and_managed() -> None:
+    for case, flag in (("vllm-single", "llama-3.1-8b"), ("sglang-single", "qwen3-32b")):
+        args = render_workload(render_input(case))["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args[args.index("--served-model-name") + 1] == flag
+        assert managed_flag_in(["--served-model-name", "x"], server(case).spec.engine.kind.value) is not None
+    with pytest.raises(ValueError, match="spec.routing.servedModelName"):
+        raw = yaml.safe_load((GOLDEN / "vllm-single" / "inferenceserver.yaml").read_text())
+        raw["spec"]["engine"]["args"] = ["--served-model-name=other"]
+        InferenceServer.model_validate(raw)
+
+
+def test_user_labels_cannot_claim_a_pool() -> None:
+    raw = yaml.safe_load((GOLDEN / "sglang-single" / "inferenceserver.yaml").read_text())
+    raw["spec"]["routing"] = {}
+    raw["spec"]["pod"] = {"labels": {POOL_LABEL: "someone-elses", CONTEXT_RANGE_LABEL: "0-999999", "team": "a"},
+                          "annotations": {ACTIVE_PORTS_ANNOTATIONS[0]: "9999"}}
+    srv = InferenceServer.model_validate(raw)
+    result, _ = plan_group(srv.spec)
+    inp = RenderInput(name="x", namespace=NAMESPACE, uid=UID, spec=srv.spec, effective=result.effective, attempt=1)
+    meta = render_workload(inp)["spec"]["template"]["metadata"]
+    assert POOL_LABEL not in meta["labels"] and CONTEXT_RANGE_LABEL not in meta["labels"]
+    assert meta["labels"]["team"] == "a"
+    assert ACTIVE_PORTS_ANNOTATIONS[0] not in meta["annotations"]
+
+
+def test_shared_pool_lists_every_servers_ports() -> None:
+    creator = render_input("vllm-single")
+    joined = server_ports(server("vllm-dp2").spec)
+    doc = render_inference_pool(pool_input(creator.name, NAMESPACE, UID, creator.spec, (joined, (8000,))))
+    assert [p["number"] for p in doc["spec"]["targetPorts"]] == [8000, 8001]
+    assert doc["metadata"]["ownerReferences"][0]["uid"] == UID
+    assert doc["metadata"]["annotations"] == {"ctxfit.io/model": "meta-llama/Llama-3.1-8B-Instruct",
+                                              "ctxfit.io/served-model-name": "llama-3.1-8b"}
+
+
+def test_a_joiner_renders_no_pool() -> None:
+    inp = render_input("vllm-join-l4")
+    with pytest.raises(ValueError, match="create is not set"):
+        pool_input(inp.name, NAMESPACE, UID, inp.spec)
+    labels = render_workload(inp)["spec"]["template"]["metadata"]["labels"]
+    assert labels[POOL_LABEL] == "llama31-8b"
+
+
+def test_context_range_is_what_the_router_parses() -> None:
+    """llm-d's ``parseContextRange``: one ``min-max`` pair of integers with min <= max."""
+    for tokens in (16, 8192, 131072, 1 << 27):
+        lo, hi = context_range(tokens).split("-")
+        assert int(lo) == 0 and int(hi) == tokens
+
+
+def _spec(case: str, **update: Any) -> dict[str, Any]:
+    raw = yaml.safe_load((GOLDEN / case / "inferenceserver.yaml").read_text())
+    raw["spec"].update(update)
+    return raw
+
+
+def test_too_many_rank_ports_are_refused() -> None:
+    data = MAX_TARGET_PORTS + 1
+    raw = _spec("vllm-dp2", parallelism={"data": data}, gpu={"count": data, "product": "NVIDIA-H100-80GB-HBM3"})
+    with pytest.raises(ValueError, match="at most 8"):
+        InferenceServer.model_validate(raw)
+    raw["spec"]["routing"] = {}
+    assert InferenceServer.model_validate(raw).spec.parallelism.data == data  # no pool: one port
+    raw = _spec("vllm-dp2", serving={"port": 65535})
+    with pytest.raises(ValueError, match="above 65535"):
+        InferenceServerSpec.model_validate(raw["spec"])
+
+
+def test_create_xor_join_and_picker_port() -> None:
+    for pool in ({}, {"create": {}, "join": {"name": "p"}}):
+        with pytest.raises(ValueError, match="exactly one of create and join"):
+            InferenceServer.model_validate(_spec("sglang-single", routing={"inferencePool": pool}))
+    with pytest.raises(ValueError, match="port: required when kind is Service"):
+        InferenceServer.model_validate(_spec("sglang-single", routing={
+            "inferencePool": {"create": {"endpointPickerRef": {"name": "epp"}}}}))
+    ok = InferenceServer.model_validate(_spec("sglang-single", routing={
+        "inferencePool": {"create": {"endpointPickerRef": {"name": "epp", "kind": "Gateway",
+                                                           "group": "example.com"}}}}))
+    assert ok.spec.routing.inference_pool is not None
+
+
+# ---- the rank launcher and the multi-rank readiness check, run for real
+
+
+FAKE_RANK = (
+    "import os, sys, time\n"
+    "port, rank = sys.argv[sys.argv.index('--port') + 1], sys.argv[sys.argv.index('--data-parallel-rank') + 1]\n"
+    "line = f'rank {rank} port {port} gpus {os.environ[\"CUDA_VISIBLE_DEVICES\"]} args {sys.argv[1:3]}\\n'\n"
+    "os.write(1, line.encode())  # one write: the ranks share the pipe\n"
+    "time.sleep(0.2 if rank == os.environ.get('FAIL_RANK') else 30)\n"
+    "sys.exit(3 if rank == os.environ.get('FAIL_RANK') else 0)\n"
+)
+
+
+def _launch(env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", RANKS_SCRIPT, "3", "2", "8100", sys.executable, "-c", FAKE_RANK,
+                             "--model", "m"], stdout=subprocess.PIPE, text=True, env={**os.environ, **env})
+
+
+def test_launcher_starts_every_rank_on_its_gpus_and_port_and_fails_with_a_failed_rank() -> None:
+    proc = _launch({"FAIL_RANK": "1"})
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 3, out
+    lines = sorted(line for line in out.splitlines() if line.startswith("rank"))
+    assert lines == ["rank 0 port 8100 gpus 0,1 args ['--model', 'm']",
+                     "rank 1 port 8101 gpus 2,3 args ['--model', 'm']",
+                     "rank 2 port 8102 gpus 4,5 args ['--model', 'm']"]
+
+
+def test_launcher_forwards_sigterm_to_every_rank() -> None:
+    proc = _launch({})
+    deadline = time.monotonic() + 30
+    seen = 0
+    assert proc.stdout is not None
+    while seen < 3 and time.monotonic() < deadline:
+        if proc.stdout.readline().startswith("rank"):
+            seen += 1
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=20)
+    assert time.monotonic() - t0 < 10
+    assert proc.returncode == 128 + signal.SIGTERM  # the ranks died of SIGTERM; the launcher says so
+
+
+class _Health(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_readiness_needs_every_rank() -> None:
+    servers = [HTTPServer(("127.0.0.1", 0), _Health) for _ in range(2)]
+    for s in servers:
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    ports = [str(s.server_address[1]) for s in servers]
+    try:
+        ok = subprocess.run([sys.executable, "-c", READY_SCRIPT, "/health", *ports], capture_output=True, timeout=30)
+        assert ok.returncode == 0, ok.stderr
+        servers[1].shutdown()
+        servers[1].server_close()
+        bad = subprocess.run([sys.executable, "-c", READY_SCRIPT, "/health", *ports], capture_output=True, timeout=30)
+        assert bad.returncode != 0
+    finally:
+        servers[0].shutdown()
+        servers[0].server_close()
