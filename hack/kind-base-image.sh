@@ -25,8 +25,14 @@ KIND_BASE_IMAGE=${KIND_BASE_IMAGE:-localhost/ctxfit-kind-base:$KIND_VERSION-book
 PAUSE_IMAGE=${PAUSE_IMAGE:-localhost/ctxfit-pause:1}
 log() { printf '[kind-base %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
+# the image carries a digest of this script and kind's version; a change rebuilds it
+INPUTS=$( (cat "$0"; echo "$KIND_VERSION $PAUSE_IMAGE") | sha256sum | cut -c1-16)
+OLD_ID=""
 if $ENGINE image inspect "$KIND_BASE_IMAGE" >/dev/null 2>&1; then
-  echo "$KIND_BASE_IMAGE"; exit 0
+  label=$($ENGINE image inspect --format '{{ index .Config.Labels "io.ctxfit.inputs" }}' "$KIND_BASE_IMAGE" 2>/dev/null || true)
+  [ "$label" = "$INPUTS" ] && { echo "$KIND_BASE_IMAGE"; exit 0; }
+  OLD_ID=$($ENGINE image inspect --format '{{.Id}}' "$KIND_BASE_IMAGE")
+  log "$KIND_BASE_IMAGE was built from other inputs: rebuilding"
 fi
 command -v debootstrap >/dev/null || { log "debootstrap is required (apt-get install debootstrap)"; exit 1; }
 [ "$(id -u)" = 0 ] || { log "debootstrap needs root"; exit 1; }
@@ -100,13 +106,15 @@ cp /etc/ssl/certs/ca-certificates.crt "$R/etc/ssl/certs/ca-certificates.crt"
 rm -rf "$R/var/cache/apt/archives/"*.deb "$R/var/lib/apt/lists/"* "$R/var/log/"*
 tar -C "$R" --numeric-owner -cf "$W/rootfs.tar" .
 rm -rf "$R"
-cat > "$W/Containerfile" <<'CF'
+cat > "$W/Containerfile" <<CF
 FROM scratch
 ADD rootfs.tar /
+LABEL io.ctxfit.inputs=$INPUTS
 ENV container=docker
 STOPSIGNAL SIGRTMIN+3
 ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]
 CF
 $BUILD -q -t "$KIND_BASE_IMAGE" -f "$W/Containerfile" "$W" >&2
+[ -z "$OLD_ID" ] || $ENGINE rmi "$OLD_ID" >/dev/null 2>&1 || true
 log "$KIND_BASE_IMAGE ready ($(( $(date +%s) - start )) s)"
 echo "$KIND_BASE_IMAGE"

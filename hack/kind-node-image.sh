@@ -24,8 +24,21 @@ KIND_NODE_IMAGE=${KIND_NODE_IMAGE:-localhost/ctxfit-kind-node:$K8S_VERSION}
 log() { printf '[kind-node-image %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 [ "$ENGINE" != buildah ] || { log "needs docker or podman (a running build container)"; exit 1; }
 
+# the image carries a digest of what made it (these scripts, the versions); a change rebuilds it
+INPUTS=$( (cat "$0" "$HACK/kind-base-image.sh" "$HACK/kind_node.py" "$HACK/kind-node/"* "$HACK/images.py";
+           echo "$K8S_VERSION $KIND_VERSION $LOCAL_PATH_VERSION") | sha256sum | cut -c1-16)
+label() { $ENGINE image inspect --format '{{ index .Config.Labels "io.ctxfit.inputs" }}' "$1" 2>/dev/null || true; }
+current() { [ "$(label "$KIND_NODE_IMAGE")" = "$INPUTS" ]; }
+current && { echo "$KIND_NODE_IMAGE"; exit 0; }
+# one build at a time on this machine (the base image too); the one that waited finds it built
+mkdir -p "${XDG_CACHE_HOME:-$HOME/.cache}/ctxfit"
+exec {LOCK}>"${XDG_CACHE_HOME:-$HOME/.cache}/ctxfit/.kind-node-image.lock"
+flock -n "$LOCK" || { log "waiting for another build of the kind node image"; flock "$LOCK"; }
+current && { echo "$KIND_NODE_IMAGE"; exit 0; }
+OLD_ID=""
 if $ENGINE image inspect "$KIND_NODE_IMAGE" >/dev/null 2>&1; then
-  echo "$KIND_NODE_IMAGE"; exit 0
+  OLD_ID=$($ENGINE image inspect --format '{{.Id}}' "$KIND_NODE_IMAGE")
+  log "$KIND_NODE_IMAGE was built from other inputs: rebuilding"
 fi
 start=$(date +%s)
 BIN=$(bash "$HACK/k8s-bins.sh" kubernetes node kind-node | tail -1)
@@ -89,11 +102,14 @@ while read -r archive; do
     --digests - < "$archive" >/dev/null
   rm -f "$archive"
 done < "$W/archives"
-in_node ctr --namespace=k8s.io images list -q | grep -v '^sha256:' >&2
+in_node ctr --namespace=k8s.io images list -q | grep -v -e '^sha256:' -e '^import-' >&2
 in_node pkill containerd || true
 sleep 1
 
 $ENGINE commit --change 'ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]' \
-  --change 'ENV HTTP_PROXY="" HTTPS_PROXY="" NO_PROXY=""' "$ID" "$KIND_NODE_IMAGE" >/dev/null
+  --change 'ENV HTTP_PROXY="" HTTPS_PROXY="" NO_PROXY=""' --change "LABEL io.ctxfit.inputs=$INPUTS" \
+  "$ID" "$KIND_NODE_IMAGE" >/dev/null
+# the image this one replaces (kept while a kind cluster still runs on it)
+[ -z "$OLD_ID" ] || $ENGINE rmi "$OLD_ID" >/dev/null 2>&1 || true
 log "$KIND_NODE_IMAGE built ($(( $(date +%s) - start )) s)"
 echo "$KIND_NODE_IMAGE"
