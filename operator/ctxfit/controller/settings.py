@@ -33,11 +33,14 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.settings`` (no modu
 | ``CTXFIT_KEDA_ENABLED`` | false | render a KEDA ScaledObject for servers with ``spec.autoscaling`` |
 | ``CTXFIT_PROMETHEUS_ADDRESS`` | empty | Prometheus URL the ScaledObjects' triggers query (needed with KEDA) |
 | ``CTXFIT_GATEWAY_ENABLED`` | false | manage the InferencePools and pool labels of ``spec.routing`` servers |
+| ``POD_NAME`` | host name | the pod's name (downward API, set by the chart): Lease holder, Events' reportingInstance |
+| ``POD_NAMESPACE`` | ``default`` | the pod's namespace (downward API, set by the chart) |
 """
 
 from __future__ import annotations
 
 import os
+import socket
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
@@ -86,6 +89,9 @@ class Settings(BaseSettings):
     keda_enabled: bool = False
     prometheus_address: str = ""
     gateway_enabled: bool = False
+    pod_name: str = Field(default_factory=lambda: os.environ.get("POD_NAME") or socket.gethostname())
+    """Not a ``CTXFIT_`` variable: ``POD_NAME``, the name the chart gives it from the downward API (in a pod the host
+    name is the pod's name too, cut to 63 characters; outside one it is the machine's)."""
 
     @field_validator("log_level", mode="before")
     @classmethod
