@@ -71,12 +71,16 @@ from proc_stats import CpuMeter, control_plane_pids, cpu_seconds, peak_rss_mib, 
 GROUP, VERSION, PLURAL = "ctxfit.io", "v1alpha1", "inferenceservers"
 
 
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+"""The servers' model (``--model``: a fixture repo in no catalog is resolved from the local Hub stand-in)."""
+
+
 def server(i: int) -> dict[str, Any]:
-    """A small, plannable server (Llama-3.1-8B on one H100); names bench-000..."""
+    """A small, plannable server (Llama-3.1-8B, or ``--model``, on one H100); names bench-000..."""
     return {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceServer",
         "metadata": {"name": f"bench-{i:03d}"},
-        "spec": {"model": {"name": "meta-llama/Llama-3.1-8B-Instruct"}, "engine": {"kind": "vllm"},
+        "spec": {"model": {"name": MODEL}, "engine": {"kind": "vllm"},
                  "gpu": {"count": 1, "product": "NVIDIA-H100-80GB-HBM3"}, "context": {"target": 32768}},
     }
 
@@ -170,6 +174,32 @@ def run_ceiling(kubeconfig: Path, kubectl: list[str], env: dict[str, str], names
 def run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate: float = 0.0,
         ceiling_threads: tuple[int, ...] = (), backlog: bool = False, state_file: Path | None = None,
         ceiling_claims: bool = False, default_cache: str = "") -> int:
+    hub = None
+    if not _in_catalog(MODEL):  # resolved by the operator, from the Hub stand-in
+        sys.path.insert(0, str(ROOT))
+        from tests.hubfixtures.server import HubStandIn
+
+        hub = HubStandIn().start()
+    try:
+        return _run(kubeconfig, kubectl, count, timeout, rate, ceiling_threads, backlog, state_file, ceiling_claims,
+                    default_cache, hub)
+    finally:
+        if hub is not None:
+            asked = sum(1 for _, path in hub.requests if path.startswith(f"/api/models/{MODEL}"))
+            print(f"Hub stand-in: {asked} model-info request(s) for {MODEL} ({len(hub.requests)} requests, "
+                  f"{hub.weight_bytes_served():,} bytes of weight files) for {count} servers", flush=True)
+            hub.stop()
+
+
+def _in_catalog(name: str) -> bool:
+    from ctxfit.catalog import lookup_model
+
+    return lookup_model(name) is not None
+
+
+def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate: float,
+         ceiling_threads: tuple[int, ...], backlog: bool, state_file: Path | None, ceiling_claims: bool,
+         default_cache: str, hub: Any) -> int:
     namespace = f"bench-{uuid.uuid4().hex[:6]}"
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     subprocess.run([*kubectl, "apply", "-f", str(ROOT / "crds" / "inferenceservers.ctxfit.io.yaml")], env=env,
@@ -181,7 +211,8 @@ def run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate: 
     log = open(Path(f"/tmp/{namespace}-operator.log"), "wb")  # noqa: SIM115 - closed in finally
     metrics_port = cc.free_ports(1)[0]
     op_env = {**env, "CTXFIT_WATCH_NAMESPACES": namespace, "CTXFIT_METRICS_PORT": str(metrics_port),
-              "CTXFIT_HEALTH_PORT": "0", **({"CTXFIT_DEFAULT_CACHE": default_cache} if default_cache else {})}
+              "CTXFIT_HEALTH_PORT": "0", **({"CTXFIT_DEFAULT_CACHE": default_cache} if default_cache else {}),
+              **({"HF_ENDPOINT": hub.url} if hub is not None else {})}
     if os.environ.get("CTXFIT_BENCH_OPERATOR_PATH"):  # another checkout's operator, same bench and ceiling
         op_env["PYTHONPATH"] = os.environ["CTXFIT_BENCH_OPERATOR_PATH"]
     profile = ["-m", "cProfile", "-o", f"/tmp/{namespace}.prof"] if os.environ.get("CTXFIT_BENCH_PROFILE") else []
@@ -321,6 +352,7 @@ def run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate: 
 
 
 def main() -> int:
+    global MODEL  # the servers' model (--model), read by the body builder and the Hub figures
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=120,
@@ -337,9 +369,13 @@ def main() -> int:
     parser.add_argument("--default-cache", choices=("auto", "emptyDir"), default="",
                         help="the operator's CTXFIT_DEFAULT_CACHE (auto: a weights claim per server when the "
                              "cluster has a default StorageClass, as the harness has; emptyDir: no claim)")
+    parser.add_argument("--model", default=MODEL,
+                        help="the servers' model; a fixture repo in no catalog (e.g. Qwen/Qwen2.5-7B) is resolved "
+                             "by the operator from the local Hub stand-in (tests/hubfixtures), once for all servers")
     parser.add_argument("--kubeconfig", default=os.environ.get("CTXFIT_KUBECONFIG"),
                         help="reuse a running cluster (default: start a temporary one)")
     args = parser.parse_args()
+    MODEL = args.model
     threads = tuple(n for n in (int(part) for part in args.ceiling_threads.split(",") if part.strip()) if n > 0)
     if args.kubeconfig:
         kubectl = ["kubectl"]

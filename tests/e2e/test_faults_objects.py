@@ -91,6 +91,17 @@ REFUSED_AT_ADMISSION = {
     "gpu-product": (variant("spec.gpu.product", "NVIDIA H100 (80GB)"), "spec.gpu.product"),
     "annotation-huge": (variant("spec.pod", {"annotations": {"a": "x" * 300000}}), "spec.pod.annotations.a"),
     "memory-huge": (variant("spec.resources", {"memory": "1e30"}), "resources.memory"),
+    # issue 28, item 7: what the API server would refuse in the pod, refused at kubectl apply
+    "subpath-backsteps": (variant("spec.model.cache", {"persistentVolumeClaim": {"claimName": "shared",
+                                                                                   "subPath": "../../etc"}}),
+                          "subPath"),
+    "subpath-absolute": (variant("spec.model.cache", {"persistentVolumeClaim": {"claimName": "shared",
+                                                                                  "subPath": "/etc"}}), "subPath"),
+    "hostpath-backsteps": (variant("spec.model.cache", {"hostPath": {"path": "/models/../etc"}}), "hostPath"),
+    "claim-name": (variant("spec.model.cache", {"persistentVolumeClaim": {"claimName": "Not_A_Claim"}}),
+                   "claimName"),
+    "token-secret-name": (variant("spec.model.tokenSecretRef", {"name": "Not_A_Secret"}), "tokenSecretRef"),
+    "env-value-huge": (variant("spec.engine.env", [{"name": "X", "value": "x" * 40000}]), "spec.engine.env[0].value"),
     # class 4: tests/fixtures/operator-faults.md section 6 and variants in both spellings and both engines
     "args-section-6": (variant("spec.engine.args", ["--max-model-len", "1048576", "--port", "9999",
                                                     "--gpu-memory-utilization=0.99", "--host", "other"]),

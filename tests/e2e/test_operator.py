@@ -195,16 +195,26 @@ def test_invalid_spec_rejected_by_api_server(api: ServerClient, patch: dict[str,
 
 
 def test_planner_rejected_spec_gets_condition(api: ServerClient, op: OperatorProcess) -> None:
-    """Scenario 7b: admitted but unplannable (unknown model) -> condition + Event; the operator carries on."""
+    """Scenario 7b: admitted but unplannable (a minimum context above the model's maximum) -> condition + Event; a
+    model in no catalog while the Hub cannot be reached (here: none at all) waits in Planning, nothing started;
+    the operator carries on."""
     obj = manifest("kimi-128k.yaml")
-    obj["metadata"]["name"] = "mystery"
-    obj["spec"]["model"] = {"name": "acme/mystery-model"}
+    obj["metadata"]["name"] = "overlong"
+    obj["spec"]["context"] = {"target": 1_000_000, "minimum": 1_000_000}
     api.create(obj)
-    server = api.wait_phase("mystery", "Failed")
+    server = api.wait_phase("overlong", "Failed")
     fits = condition(server, "BudgetFits")
     assert (fits["status"], fits["reason"]) == ("False", "InvalidSpec")
-    assert "not in the catalog" in fits["message"]
-    assert any(e["reason"] == "InvalidSpec" for e in api.events("mystery"))
+    assert "above the model's maximum context" in fits["message"]
+    assert any(e["reason"] == "InvalidSpec" for e in api.events("overlong"))
+    mystery = manifest("kimi-128k.yaml")
+    mystery["metadata"]["name"] = "mystery"
+    mystery["spec"]["model"] = {"name": "acme/mystery-model"}
+    api.create(mystery)
+    waiting = api.wait(lambda: (s := api.get("mystery")) and condition(s, "ModelResolved")["reason"] == "HubUnreachable"
+                       and s, "mystery waiting for the Hub")
+    assert waiting["status"]["phase"] == "Planning" and not waiting["status"].get("attempts")
+    assert api.deployment("mystery", missing_ok=True) is None
     good = copy.deepcopy(manifest("kimi-128k.yaml"))
     api.create(good)
     api.wait_phase("kimi-k25", "Ready")

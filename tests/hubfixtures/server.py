@@ -29,16 +29,17 @@ TOKEN = "hf_ctxfit_fixture_token"
 
 
 class HubStandIn:
-    """Start with ``start()``; ``url`` is the HF_ENDPOINT. ``extra_revisions`` maps repo -> {name: sha} (tags)."""
+    """Start with ``start()``; ``url`` is the HF_ENDPOINT (``host``: the address to listen on, e.g. the host end of
+    the harness's real node, so its pods reach it)."""
 
-    def __init__(self, token: str = TOKEN) -> None:
+    def __init__(self, token: str = TOKEN, host: str = "127.0.0.1") -> None:
         self.repos: dict[str, FixtureRepo] = fixture_repos()
         self.token = token
         self.down = False
         self.served: Counter[str] = Counter()
         self.requests: list[tuple[str, str]] = []
         self.lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = ThreadingHTTPServer((host, 0), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 

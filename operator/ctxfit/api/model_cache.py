@@ -20,12 +20,16 @@ The operator never reads the token Secret: it is rendered as ``HF_TOKEN`` from a
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from .base import WireModel
 from .quantity import Quantity, TiB, check_quantity_bounds
+from .validation import CONFIG_KEY, DNS1123_SUBDOMAIN
+
+if TYPE_CHECKING:
+    from .resolution import ResolvedModel
 
 MODES = ("volumeClaimTemplate", "persistentVolumeClaim", "hostPath", "emptyDir")
 """Wire names of the cache modes, in the order the docs list them."""
@@ -46,9 +50,9 @@ AccessMode = Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany", "Read
 class TokenSecretRef(WireModel):
     """A key of a Secret in the server's namespace holding a Hugging Face token (gated/private models)."""
 
-    name: Annotated[str, Field(min_length=1, max_length=253)]
+    name: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)]
     """Secret in the server's namespace holding the Hugging Face token (rendered as `HF_TOKEN`)."""
-    key: Annotated[str, Field(min_length=1, max_length=253)] = "token"
+    key: Annotated[str, Field(min_length=1, max_length=253, pattern=CONFIG_KEY)] = "token"
     """Key of the token in that Secret."""
 
 
@@ -59,7 +63,7 @@ def _read_write_once() -> list[AccessMode]:
 class VolumeClaimTemplate(WireModel):
     """An operator-owned claim. ``size`` absent: checkpoint bytes x 1.1 + 5 GiB (``render.cache``)."""
 
-    storage_class_name: Annotated[str, Field(min_length=1, max_length=253)] | None = None
+    storage_class_name: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)] | None = None
     """StorageClass of the operator-owned claim; unset: the cluster's default StorageClass."""
     access_modes: list[AccessMode] = Field(default_factory=_read_write_once)
     """Access modes of the claim (`ReadWriteOnce` by default; `ReadWriteMany` to share across nodes)."""
@@ -77,10 +81,18 @@ class VolumeClaimTemplate(WireModel):
 class UserClaim(WireModel):
     """The user's claim; ``readOnly: true`` = weights preloaded under ``subPath``, never downloaded."""
 
-    claim_name: Annotated[str, Field(min_length=1, max_length=253)]
+    claim_name: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)]
     """Existing PersistentVolumeClaim in the server's namespace (e.g. a ReadWriteMany share holding weights)."""
-    sub_path: str | None = None
-    """Directory inside the claim used as the Hugging Face cache; unset: the claim's root."""
+    sub_path: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    """Directory inside the claim used as the Hugging Face cache (a relative path without `..`); unset: the
+    claim's root."""
+
+    @field_validator("sub_path")
+    @classmethod
+    def _relative(cls, value: str | None) -> str | None:
+        if value is not None and (value.startswith("/") or ".." in value.split("/")):
+            raise ValueError("model.cache.persistentVolumeClaim.subPath: a relative path without '..' elements")
+        return value
     read_only: bool = False
     """The weights are preloaded: mount read-only and never download."""
 
@@ -88,8 +100,16 @@ class UserClaim(WireModel):
 class HostPathCache(WireModel):
     """A node-local directory used as the Hugging Face cache."""
 
-    path: Annotated[str, Field(min_length=1, pattern=r"^/")]
-    """Absolute node-local directory used as the Hugging Face cache (kept on the node across attempts)."""
+    path: Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^/")]
+    """Absolute node-local directory used as the Hugging Face cache (kept on the node across attempts); no `..`
+    elements."""
+
+    @field_validator("path")
+    @classmethod
+    def _no_backsteps(cls, value: str) -> str:
+        if ".." in value.split("/"):
+            raise ValueError("model.cache.hostPath.path: no '..' elements")
+        return value
 
 
 class EmptyDirCache(WireModel):
@@ -124,6 +144,14 @@ class ModelCache(WireModel):
 
 
 CACHE_CEL_RULES: dict[str, list[dict[str, str]]] = {
+    # core validation refuses these in the pod (``validateLocalDescendingPath``, ``validatePathNoBacksteps``):
+    # the CRD refuses them at ``kubectl apply`` instead of a Deployment the API server then refuses
+    "UserClaim": [{"rule": "!has(self.subPath) || (!self.subPath.startsWith('/') && "
+                           "!self.subPath.split('/').exists(p, p == '..'))",
+                   "message": "model.cache.persistentVolumeClaim.subPath: a relative path without '..' elements",
+                   "reason": "FieldValueInvalid"}],
+    "HostPathCache": [{"rule": "!self.path.split('/').exists(p, p == '..')",
+                       "message": "model.cache.hostPath.path: no '..' elements", "reason": "FieldValueInvalid"}],
     "ModelCache": [
         {
             "rule": "[has(self.volumeClaimTemplate), has(self.persistentVolumeClaim), has(self.hostPath), "
@@ -138,25 +166,36 @@ CACHE_CEL_RULES: dict[str, list[dict[str, str]]] = {
 
 
 class ModelStatus(WireModel):
-    """``status.model``: the cache in force and what the download did.
+    """``status.model``: what resolution found, the cache in force and what the download did.
 
     Attributes:
-        cache: the mode in force (after the default rule).
+        resolved: the resolved model (``ctxfit.api.resolution``; before the cache is chosen it is the only field).
+        cache: the mode in force (after the default rule); None until the cache step ran.
         claim_name: the PersistentVolumeClaim mounted (operator-owned or the user's).
-        claim_bytes: the operator-owned claim's requested size, bytes.
+        claim_bytes: the operator-owned claim's requested size as stored (what the claim has), bytes; absent
+            until the claim exists.
+        claim_wanted_bytes: the size the operator asks that claim to have (the spec's size, or a growth after
+            a full download) while the claim is smaller: an expansion pending, or refused (condition
+            ``ObjectsAccepted``), or a replacement claim not created yet; absent once the claim has it.
         ephemeral_bytes: the ``ephemeral-storage`` request for ``emptyDir``, bytes.
         bytes: checkpoint bytes the download reported (its last progress line), when known.
         download_seconds: how long the last completed download took (init container start -> end).
         changed_at: when the claim last changed (grown or replaced); download failures that ended
             before it belong to the old claim and are ignored (RFC 3339).
         note: why this mode (e.g. no default StorageClass).
+        owned_claim: the operator's own weights claim of this server, in every mode: kept (and not deleted)
+            while another mode is in force, mounted again when ``volumeClaimTemplate`` comes back, so a cache
+            mode round trip never abandons a filled claim.
     """
 
-    cache: CacheMode
+    resolved: ResolvedModel | None = None  # defined in .resolution (imports .spec, which imports this module)
+    cache: CacheMode | None = None
     claim_name: str | None = None
     claim_bytes: int | None = None
+    claim_wanted_bytes: int | None = None
     ephemeral_bytes: int | None = None
     bytes: int | None = None
     download_seconds: int | None = None
     changed_at: str | None = None
     note: str | None = None
+    owned_claim: str | None = None

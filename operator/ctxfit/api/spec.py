@@ -34,6 +34,8 @@ from .validation import (
     MAX_ARG_LENGTH,
     MAX_ARGS,
     MAX_ENV,
+    MAX_ENV_BYTES,
+    MAX_ENV_VALUE,
     MAX_LABELS,
     MAX_TOLERATIONS,
     QUALIFIED_NAME,
@@ -207,8 +209,8 @@ class EnvVar(WireModel):
     name: Annotated[str, Field(min_length=1, max_length=253, pattern=ENV_VAR_NAME)]
     """Environment variable name (a C identifier-like name: letters, digits, `_`, `-`, `.`; not starting with a
     digit)."""
-    value: str | None = None
-    """Literal value; give value or valueFrom."""
+    value: Annotated[str, Field(max_length=MAX_ENV_VALUE)] | None = None
+    """Literal value (at most 32 KiB; all values of a server at most 64 KiB); give value or valueFrom."""
     value_from: EnvVarSource | None = None
     """A Kubernetes EnvVarSource (secretKeyRef, configMapKeyRef, fieldRef, resourceFieldRef)."""
 
@@ -245,6 +247,9 @@ class EngineSpec(WireModel):
         flag = managed_flag_in(self.args, self.kind.value)
         if flag is not None:
             raise ValueError(managed_flag_message(flag))
+        total = sum(len((var.value or "").encode()) for var in self.env)
+        if total > MAX_ENV_BYTES:
+            raise ValueError(f"engine.env: the values total {total} bytes, at most {MAX_ENV_BYTES}")
         return self
 
 

@@ -20,7 +20,10 @@ from .base import WireModel
 from .effective import EffectiveConfig
 from .model_cache import ModelStatus
 from .observed import ObservedStatus
+from .resolution import ResolvedModel
 from .routing import RoutingStatus
+
+ModelStatus.model_rebuild(_types_namespace={"ResolvedModel": ResolvedModel})
 
 
 class Phase(StrEnum):
@@ -45,6 +48,7 @@ class ConditionType(StrEnum):
     ADMITTED = "Admitted"
     WEIGHTS_CACHED = "WeightsCached"
     AUTOSCALING = "Autoscaling"
+    MODEL_RESOLVED = "ModelResolved"
     INFERENCE_POOL = "InferencePool"
     POOL_CONTEXT_COVERED = "PoolContextCovered"
 
@@ -83,6 +87,17 @@ class Reason(StrEnum):
     PRELOADED = "Preloaded"
     NOT_CACHED = "NotCached"
     CLAIM_GROWN = "ClaimGrown"
+    # ModelResolved (resolution of spec.model before the first plan; docs/design/model-resolution.md)
+    RESOLVED = "Resolved"
+    RESOLVING = "Resolving"
+    HUB_UNREACHABLE = "HubUnreachable"
+    MODEL_ACCESS_DENIED = "ModelAccessDenied"
+    MODEL_NOT_FOUND = "ModelNotFound"
+    REVISION_NOT_FOUND = "RevisionNotFound"
+    UNSUPPORTED_ARCHITECTURE = "UnsupportedArchitecture"
+    INVALID_CHECKPOINT = "InvalidCheckpoint"
+    RESOLVER_NOT_CONFIGURED = "ResolverNotConfigured"
+    REVISION_MOVED = "RevisionMoved"
     # Events only
     OBSERVED = "Observed"
     PLANNED = "Planned"
@@ -90,6 +105,8 @@ class Reason(StrEnum):
     SPEC_CHANGED = "SpecChanged"
     # ObjectsAccepted (the API server refused a rendered object) and Admitted (operator policy)
     OBJECT_REJECTED = "ObjectRejected"
+    FOREIGN_OBJECT = "ForeignObject"
+    LWS_NOT_INSTALLED = "LeaderWorkerSetNotInstalled"
     OBJECTS_ACCEPTED = "Accepted"
     REFUSED_BY_POLICY = "RefusedByPolicy"
     ALLOWED_BY_POLICY = "AllowedByPolicy"
@@ -152,8 +169,8 @@ class Condition(WireModel):
     """One Kubernetes-style condition. ``lastTransitionTime`` changes only when ``status`` changes."""
 
     type: ConditionType
-    """Ready, BudgetFits, Degraded, ObjectsAccepted, Admitted, WeightsCached, Autoscaling, InferencePool or
-    PoolContextCovered."""
+    """Ready, BudgetFits, Degraded, ObjectsAccepted, Admitted, WeightsCached, Autoscaling, ModelResolved,
+    InferencePool or PoolContextCovered."""
     status: ConditionStatus
     """True, False or Unknown."""
     reason: Reason

@@ -9,7 +9,8 @@ instead of crash-looping on a traceback or rendering the bad value into the engi
 Bounds are the spec's (``spec.py``): context 16..2^27 tokens (``ContextSpec``), maxNumSeqs 1..65536 and
 CUDA-graph batch 1..4096 (``BatchingSpec``), memory and /dev/shm 1Mi..64Ti (``ResourcesSpec``), startup
 30 s..7 d (``StartupSpec``), gpuMemoryUtilization (0, 1], memFractionStatic (0, 1), kvCacheDtype one of
-``KV_CACHE_DTYPES`` (``MemorySpec``), attempts 1..20 numbered 1, 2, ... (``InferenceServerSpec.attempts``).
+``KV_CACHE_DTYPES`` (``MemorySpec``), attempts 1..20 numbered 1, 2, ... (``InferenceServerSpec.attempts``);
+``status.model`` sizes 0..64 TiB (``VolumeClaimTemplate.size``), a claim name that is a claim name.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from .status import EffectiveStatus, InferenceServerStatus, parse_rfc3339
 from .validation import LABEL_VALUE, LABEL_VALUE_MAX
 
 MAX_ATTEMPTS = 20
+DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+"""A PersistentVolumeClaim name (RFC 1123 subdomain, k8s.io/apimachinery ``IsDNS1123Subdomain``)."""
 
 
 def _bounded(where: str, value: float | None, low: float, high: float, *, low_open: bool = False,
@@ -86,6 +89,20 @@ def check_status(status: InferenceServerStatus) -> None:
         _bounded("status.plan.headroom", plan.headroom, 0, 1, high_open=True)
         if plan.gpu_memory_bytes is not None:
             _bounded("status.plan.gpuMemoryBytes", plan.gpu_memory_bytes, 1, 2 * TiB)
+    if status.model is not None:
+        model = status.model
+        for key, value in (("claimBytes", model.claim_bytes), ("claimWantedBytes", model.claim_wanted_bytes),
+                           ("ephemeralBytes", model.ephemeral_bytes), ("bytes", model.bytes)):
+            _bounded(f"status.model.{key}", value, 0, 64 * TiB)
+        _bounded("status.model.downloadSeconds", model.download_seconds, 0, 365 * 24 * 3600)
+        name = model.claim_name
+        if name is not None and (len(name) > 253 or not re.fullmatch(DNS_SUBDOMAIN, name)):
+            raise ValueError(f"status.model.claimName: {name[:80]!r} is not a claim name")
+        if model.changed_at is not None:
+            try:
+                parse_rfc3339(model.changed_at)
+            except ValueError:
+                raise ValueError(f"status.model.changedAt: {model.changed_at!r} is not an RFC 3339 time") from None
     if status.spec_key is not None and not re.fullmatch(r"[0-9a-f]{1,64}", status.spec_key):
         raise ValueError(f"status.specKey: {status.spec_key[:80]!r} is not a digest")
 

@@ -14,14 +14,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
 from ctxfit.api import EngineKind
-from ctxfit.api.status import InferenceServerStatus, Reason, now_rfc3339
+from ctxfit.api.model_cache import CacheMode
+from ctxfit.api.status import InferenceServerStatus, Phase, Reason, now_rfc3339
 from ctxfit.api.status_check import read_status
 from ctxfit.recovery import Failure, Observation, classify
 from ctxfit.recovery.download import as_download_failure
@@ -33,10 +34,14 @@ from ctxfit.vocab.text import clean_lines, clean_text
 from . import rejections
 from .converge import Outcome, Snapshot, converge
 from .converge.autoscaling import paused_rendering
+from .converge.cache import owned_claim_name
+from .converge.status import mark_phase
+from .converge.types import ScalingSnapshot
 from .kube.calibration import CalibrationStore
 from .kube.claims import ClaimsApi
 from .kube.client import Conflict, Kube
-from .kube.groups import apply_group, get_group, scale_group_to_zero
+from .kube.groups import GroupsMemo, GroupsNotInstalled, apply_group, get_group, scale_group_to_zero
+from .kube.guarded import Foreign
 from .kube.keda import (
     KedaMemo,
     KedaNotInstalled,
@@ -46,14 +51,16 @@ from .kube.keda import (
     read_scaling,
 )
 from .kube.pools import MembersOf, PoolAPIMissing, PoolMemo, apply_pool, delete_pool, patch_pod_labels, read_routing
+from .kube.resolution import Resolutions
 from .kube.service_lane import ServiceLane
-from .rejections import RejectionBook, refused
+from .rejections import CLAIM_KIND, RejectionBook, refused
 from .runtime.lanes import EventPoster
 from .settings import Settings
 from .telemetry.decision_log import decisions, log_decisions
 from .telemetry.metrics import Metrics
 from .views.cache import ClaimView
 from .views.pods import DeploymentView, GPUNode, PodView, deployment_view
+from .views.workloads import ServiceView
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +86,9 @@ class Runtime:
 
     ``services``: the lane that writes Services off the reconcile path (``service_lane``; None: inline).
 
+    ``resolutions``: the shared model resolutions (``kube/resolution.py``; None: models in no catalog are not
+    resolved and plan from the spec alone).
+
     ``stopping``: set when the operator stops; a reconcile in a worker thread writes nothing more (each
     write is re-derived by the next pass, in this process or the next, so stopping between two is safe).
     """
@@ -92,9 +102,11 @@ class Runtime:
     calibration: CalibrationStore | None = None
     claims: ClaimsApi | None = None
     keda: KedaMemo = field(default_factory=KedaMemo)
+    groups: GroupsMemo = field(default_factory=GroupsMemo)
     pools: PoolMemo = field(default_factory=PoolMemo)
     stopping: threading.Event = field(default_factory=threading.Event)
     services: ServiceLane | None = None
+    resolutions: Resolutions | None = None
 
 
 @dataclass(frozen=True)
@@ -171,39 +183,96 @@ def _apply_scaling(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
     obj = out.scaled_object
     try:
         if pausing and out.scaled_object_pause:
-            pause_scaled_object(rt.kube, meta["namespace"], meta["name"])
+            with refused("ScaledObject/pause", meta["name"], None):
+                pause_scaled_object(rt.kube, meta["namespace"], meta["name"], snap.uid, live)
         if obj is not None and paused_rendering(obj) is pausing:
             with refused("ScaledObject", meta["name"], obj):
                 apply_scaled_object(rt.kube, obj, live)
         if not pausing and out.scaled_object_delete:
-            delete_scaled_object(rt.kube, meta["namespace"], meta["name"])
+            with refused("ScaledObject/delete", meta["name"], None):
+                delete_scaled_object(rt.kube, meta["namespace"], meta["name"], snap.uid)
     except KedaNotInstalled:  # removed since it was read: the next pass says so in status
         rt.keda.found_absent(time.monotonic())
+
+
+def _apply_claim(rt: Runtime, out: Outcome) -> None:
+    if rt.claims is not None and out.claim is not None:
+        with refused(rejections.claim_kind(out), str(out.claim["metadata"]["name"]), out.claim):
+            rt.claims.apply_claim(out.claim, exists=out.claim_exists)
+
+
+SERVICE_WAIT_SECONDS = 1.0
+DRIFT_EVENT_SECONDS = 30.0
+"""The same drift revert (same fields, same values) gets one Event per this many seconds."""
+
+
+def _hold_ready_for_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
+    """A server whose Service is being written by the lane right now, and not yet seen as the server's, is not
+    Ready yet: the write may still find the name taken (``guarded.Foreign``), and status never says Ready with an
+    endpoint through a Service that is not the server's. Looked at again in ``SERVICE_WAIT_SECONDS``."""
+    if rt.services is None or out.status.phase is not Phase.READY or snap.service_port is not None:
+        return
+    if not rt.services.busy((snap.namespace, snap.name)):
+        return
+    mark_phase(out, Phase.STARTING, Reason.ENGINE_STARTING,
+               f"engine Ready; waiting for its Service {snap.name}", now_rfc3339(snap.now), snap.generation)
+    out.requeue(SERVICE_WAIT_SECONDS)
+
+
+def _check_mounted_claim(rt: Runtime, out: Outcome, snap: Snapshot, *, created: bool) -> None:
+    """Before a workload is written: the operator's claim it mounts is the server's - created in this pass, seen
+    as the server's in the snapshot, or read now (a claim of that name that is not the server's raises
+    ``guarded.Foreign``: no pod template ever names it, whatever the replica count). An absent claim is fine (the
+    pass that creates it checks it first)."""
+    model = out.status.model
+    if rt.claims is None or model is None or model.cache is not CacheMode.VOLUME_CLAIM_TEMPLATE or not model.claim_name:
+        return
+    name = model.claim_name
+    if created and out.claim is not None and out.claim["metadata"]["name"] == name:
+        return
+    seen = snap.claim if snap.claim is not None and snap.claim.name == name else None
+    if seen is not None and (seen.holder is None or seen.holder.owns(snap.uid, CLAIM_KIND)):
+        return
+    live = rt.claims.get_claim(snap.namespace, name)
+    if live is not None and live.holder is not None and not live.holder.owns(snap.uid, CLAIM_KIND):
+        with refused(CLAIM_KIND, name, out.claim):
+            raise Foreign(CLAIM_KIND, name, live.holder)
 
 
 def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
     _not_stopping(rt)
     meta = body["metadata"]
     _apply_scaling(rt, body, out, snap, pausing=True)
+    # A claim not yet known to be the server's is created (or found to be another's: Foreign) before the
+    # workload that mounts it, so no pod ever mounts a claim of that name that is not the server's. A claim
+    # that is the server's is grown after the workload (the engine starts first; the scheduler waits).
+    claim_first = out.claim is not None and not out.claim_exists
+    if claim_first:
+        _apply_claim(rt, out)
     if out.deployment is not None:
+        _check_mounted_claim(rt, out, snap, created=claim_first)
         with refused(out.deployment["kind"], meta["name"], out.deployment):
             if out.deployment["kind"] == LWS_KIND:
-                apply_group(rt.kube, out.deployment, exists=snap.deployment is not None)
+                try:
+                    apply_group(rt.kube, out.deployment, exists=snap.deployment is not None)
+                except GroupsNotInstalled:  # removed since it was read: the next pass says so in status
+                    rt.groups.found_absent(time.monotonic())
+                    out.requeue(0.1)
             else:
                 rt.kube.apply(out.deployment, exists=snap.deployment is not None)
     if out.scale_to_zero:
-        with refused("Deployment/scale", meta["name"], None):
+        kind = LWS_KIND if _multi_node(body) else "Deployment"
+        with refused(f"{kind}/scale", meta["name"], None):
             if _multi_node(body):
-                scale_group_to_zero(rt.kube, meta["namespace"], meta["name"])
+                scale_group_to_zero(rt.kube, meta["namespace"], meta["name"], snap.uid)
             else:
-                rt.kube.scale_to_zero(meta["namespace"], meta["name"])
-    # The claim right after the Deployment (the engine starts first; the scheduler waits for the claim),
-    # and a replaced claim deleted once the Deployment no longer mounts it.
-    if rt.claims is not None and out.claim is not None:
-        with refused("PersistentVolumeClaim", str(out.claim["metadata"]["name"]), out.claim):
-            rt.claims.apply_claim(out.claim, exists=out.claim_exists)
+                rt.kube.scale_to_zero(meta["namespace"], meta["name"], snap.uid)
+    if not claim_first:
+        _apply_claim(rt, out)
+    # a replaced claim is deleted once the workload no longer mounts it
     if rt.claims is not None and out.claim_delete is not None:
-        rt.claims.delete_claim(body["metadata"]["namespace"], out.claim_delete)
+        with refused("PersistentVolumeClaim/delete", out.claim_delete, {"delete": out.claim_delete}):
+            rt.claims.delete_claim(meta["namespace"], out.claim_delete, snap.uid)
     _apply_scaling(rt, body, out, snap, pausing=False)
     _apply_routing(rt, body, out, snap)
 
@@ -235,21 +304,22 @@ def _multi_node(body: dict[str, Any]) -> bool:
 
 def _apply_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
     """Write the Service inline, or hand it to ``rt.services`` (``service_lane``): then the error of the last
-    write of the same rendering is raised here, as the inline write would have raised it, and ``out.service``
-    is cleared (not applied yet: the lane tells the refusal book when it is)."""
+    write of the same rendering was raised by ``_write`` before anything else, as the inline write would have
+    raised it, and ``out.service`` is cleared (not applied yet: the lane tells the refusal book when it is)."""
     if out.service is None:
         return
     _not_stopping(rt)
     exists = snap.service_port is not None
+    via = _service_via(snap.deployment, {"spec": snap.spec})
     if rt.services is None:
         with refused("Service", out.service["metadata"]["name"], out.service):
-            rt.kube.apply(out.service, exists=exists)
+            if via:
+                rt.kube.apply(out.service, exists=exists, via=via)
+            else:
+                rt.kube.apply(out.service, exists=exists)
         return
     key = (snap.namespace, snap.name)
-    failure = rt.services.take_failure(key, out.service)
-    if failure is not None:
-        raise failure
-    wait = rt.services.submit(key, out.service, exists=exists)
+    wait = rt.services.submit(key, out.service, exists=exists, via=via)
     if wait is None:
         out.requeue(SERVICE_RETRY_SECONDS)  # stopping, or a full backlog: try again later
     elif wait > 0:
@@ -266,6 +336,10 @@ def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: O
     fresh plan (no attempt in status yet) applies the Deployment first: it re-derives identically from
     the spec, so a crash or conflict in between is harmless, and the engine starts one round-trip sooner.
     """
+    if out.service is not None and rt.services is not None:  # the lane's refusal of this very rendering, before
+        failure = rt.services.take_failure((snap.namespace, snap.name), out.service)  # a status that says Ready
+        if failure is not None:
+            raise failure
     fresh_plan = not old.attempts
     if fresh_plan:
         _apply_objects(rt, body, out, snap)
@@ -279,6 +353,9 @@ def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: O
         _not_stopping(rt)
         stored = rt.kube.replace_status(body, new_wire)
     for note in out.events:
+        if note.reason is Reason.DRIFT_REVERTED and not rt.rejections.should_post(
+                (snap.namespace, snap.name), f"drift: {note.message}", time.monotonic(), DRIFT_EVENT_SECONDS):
+            continue  # the same revert again before the watch showed the first one: one Event
         if rt.events is not None and note.type == "Normal":  # Warnings (failures) are posted inline
             rt.events.post(body, note.type, note.reason.value, note.message)
         else:
@@ -297,10 +374,21 @@ ClaimSeen = Callable[[str], ClaimView | None]
 """``claim_seen(claim name)``: the operator's claim of that name as its watch shows it (None: not seen)."""
 
 
-def _claim(rt: Runtime, namespace: str, name: str, spec: dict[str, Any], old: InferenceServerStatus,
+def _claim(rt: Runtime, namespace: str, name: str, uid: str, spec: dict[str, Any], old: InferenceServerStatus,
            claim_seen: ClaimSeen | None = None) -> ClaimView | None:
     """The cache's claim as it exists: the operator's (from its watch when ``claim_seen`` is given, else
-    read), or the user's (read) (None: absent, or no claim in this mode)."""
+    read), or the user's (read) (None: absent, or no claim in this mode). A claim of the operator's name that
+    is not the server's (``ownership``) counts as absent: creating it then ends in ``guarded.Foreign``."""
+    found = _found_claim(rt, namespace, name, spec, old, claim_seen)
+    user = ((spec.get("model") or {}).get("cache") or {}).get("persistentVolumeClaim")
+    if found is not None and not user and found.holder is not None \
+            and not found.holder.owns(uid, "PersistentVolumeClaim"):
+        return None
+    return found
+
+
+def _found_claim(rt: Runtime, namespace: str, name: str, spec: dict[str, Any], old: InferenceServerStatus,
+                 claim_seen: ClaimSeen | None = None) -> ClaimView | None:
     if rt.claims is None:
         return None
     cache = (spec.get("model") or {}).get("cache") or {}
@@ -313,10 +401,54 @@ def _claim(rt: Runtime, namespace: str, name: str, spec: dict[str, Any], old: In
         # A fresh plan: created without a read (exists: 409, kept); the passes before the status records
         # it see the claim this process just created instead of creating it again.
         return rt.claims.created(namespace, claim_name_for(name))
-    claim = old.model.claim_name or claim_name_for(name)
+    claim = owned_claim_name(old.model) or claim_name_for(name)
     if claim_seen is not None:  # not seen yet: maybe just created by this process
         return claim_seen(claim) or rt.claims.created(namespace, claim)
     return rt.claims.get_claim(namespace, claim)
+
+
+def _service_via(workload: DeploymentView | None, body: dict[str, Any]) -> tuple[str, ...]:
+    """The uid of a multi-node server's own LeaderWorkerSet: the headless Service its controller creates under the
+    server's name (subdomain policy ``Shared``, sigs.k8s.io/lws ``reconcileHeadlessServices``) is the server's
+    Service (ctxfit points it at the leaders). () otherwise."""
+    holder = workload.holder if workload is not None else None
+    return (holder.uid,) if _multi_node(body) and holder is not None and holder.uid else ()
+
+
+def _group_view(rt: Runtime, body: dict[str, Any], namespace: str, name: str,
+                deployment: DeploymentView | None) -> tuple[DeploymentView | None, bool]:
+    """For a multi-node server: its LeaderWorkerSet (read when the Deployment index has nothing, or when the view
+    is this process's own write: the group's uid decides whose its headless Service is), and whether the API
+    server serves LeaderWorkerSets at all (``GroupsMemo``: asked at most once a minute while it does not)."""
+    if not _multi_node(body):
+        return deployment, True
+    now = time.monotonic()
+    if rt.groups.absent(now):
+        return deployment, False
+    try:
+        if deployment is None:  # not in the Deployment index: read the LeaderWorkerSet
+            deployment = deployment_view(get_group(rt.kube, namespace, name))
+        elif not (deployment.holder and deployment.holder.uid):
+            deployment = deployment_view(get_group(rt.kube, namespace, name)) or deployment
+    except GroupsNotInstalled:
+        rt.groups.found_absent(now)
+        return deployment, False
+    return deployment, True
+
+
+def _ours(view: DeploymentView | None, uid: str) -> DeploymentView | None:
+    """``view`` when the workload is the server's (or its holder is not known: a view built, not read)."""
+    if view is None or view.holder is None or view.holder.owns(uid, "Deployment"):
+        return view
+    return None
+
+
+def _own_scaling(scaling: ScalingSnapshot | None, uid: str) -> ScalingSnapshot | None:
+    """``scaling`` with a live ScaledObject that is not the server's left out (absent, for converge)."""
+    live = scaling.live if scaling is not None else None
+    if scaling is None or live is None or live.holder is None or live.holder.owns(uid, "ScaledObject"):
+        return scaling
+    return replace(scaling, live=None)
 
 
 class _Unknown:
@@ -328,14 +460,16 @@ UNKNOWN = _Unknown()
 
 def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...], pods: tuple[PodView, ...], *,
               body: dict[str, Any] | None = None, deployment: DeploymentView | None | _Unknown = UNKNOWN,
-              service_port: int | None | _Unknown = UNKNOWN, claim_seen: ClaimSeen | None = None,
-              members_of: MembersOf | None = None) -> Result:
+              service_port: ServiceView | int | None | _Unknown = UNKNOWN,
+              claim_seen: ClaimSeen | None = None, members_of: MembersOf | None = None) -> Result:
     """Reconcile ``namespace/name`` once; never raises (see the module docstring).
 
     ``body``, ``deployment``, ``service_port``, ``claim_seen``, ``members_of``: what the caller's watches already
     show (kopf indexes; ``members_of(pool)``: the namespace's servers that name ``pool``); omitted ones are read
     from the API (no members: a pool's other servers are not known). A stale ``body`` only costs a conflict and a
-    retry with a fresh read.
+    retry with a fresh read. An object of a child's name that is not the server's (``ownership``) counts as
+    absent: converge renders it, and the write ends in ``guarded.Foreign`` (a condition and an Event) instead of
+    touching it.
     """
     started = time.monotonic()
     try:
@@ -345,12 +479,15 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         if body is None or body["metadata"].get("deletionTimestamp"):
             rt.metrics.forget(namespace, name)
             return Result(None)
+        uid = str(body["metadata"].get("uid") or "")
         if isinstance(deployment, _Unknown):
             deployment = deployment_view(rt.kube.get_deployment(namespace, name))
-        if deployment is None and _multi_node(body):  # not in the Deployment index: read the LeaderWorkerSet
-            deployment = deployment_view(get_group(rt.kube, namespace, name))
+        deployment, groups_served = _group_view(rt, body, namespace, name, deployment)
+        deployment = _ours(deployment, uid)
         if isinstance(service_port, _Unknown):
             service_port = rt.kube.service_port(namespace, name)
+        if isinstance(service_port, ServiceView):
+            service_port = service_port.port_for(uid, _service_via(deployment, body))
         meta = body["metadata"]
         old, problem = read_status(body.get("status"))
         if problem is not None:  # stored status is input: never trusted past the spec's bounds
@@ -363,12 +500,15 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
             spec=spec_dict, status=old, nodes=nodes, pods=pods, deployment=deployment,
             service_port=service_port, now=datetime.now(UTC), storage=rt.claims.storage() if rt.claims else None,
-            claim=_claim(rt, namespace, name, spec_dict, old, claim_seen),
+            claim=_claim(rt, namespace, name, uid, spec_dict, old, claim_seen),
             download_log=lambda pod: rt.kube.log_tail(namespace, pod.name, DOWNLOAD_CONTAINER, previous=False,
                                                       lines=DOWNLOAD_LOG_LINES),
             calibration=rt.calibration.table() if rt.calibration is not None else None,  # cached; used to plan
-            scaling=read_scaling(rt.kube, rt.keda, rt.settings.keda_enabled, namespace, name,
-                                 spec_dict.get("autoscaling") is not None, old.autoscaling is not None),
+            scaling=_own_scaling(read_scaling(rt.kube, rt.keda, rt.settings.keda_enabled, namespace, name,
+                                              spec_dict.get("autoscaling") is not None, old.autoscaling is not None),
+                                 uid),
+            groups_served=groups_served,
+            resolution=rt.resolutions.view((namespace, name), spec_dict) if rt.resolutions is not None else None,
             routing=read_routing(rt.kube, rt.pools, rt.settings.gateway_enabled, namespace, name, spec_dict,
                                  old.routing.pool if old.routing is not None else None, members_of),
             created=str(meta.get("creationTimestamp") or ""),
@@ -383,12 +523,17 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         out = converge(snap, rt.settings, lambda pod, _restarts: diagnose(rt, namespace, pod, engine), read_startup)
         rejections.hold(rt.rejections, (namespace, name), out, time.monotonic(), now_rfc3339(snap.now),
                         snap.generation)
+        _hold_ready_for_service(rt, out, snap)
         try:
             stored = _write(rt, body, old, out, snap)
         except rejections.Rejected as exc:
             rt.metrics.reconcile_errors.labels(f"rejected_{exc.code}").inc()
-            delay = rejections.record(rt.kube, rt.rejections, (namespace, name), exc, out.status, snap.generation)
-            return Result(delay, conflict=True)
+            delay, stored = rejections.record(rt.kube, rt.rejections, (namespace, name), exc, out.status,
+                                              snap.generation)
+            return Result(delay, stored=stored, conflict=True)
+        if out.resolution_request is not None and rt.resolutions is not None:
+            _not_stopping(rt)
+            rt.resolutions.request((namespace, name), out.resolution_request, body)
         if isinstance(stored, _Deferred):
             assert out.deployment is not None
             return Result(0.0, applied=deployment_view(out.deployment))

@@ -24,7 +24,12 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.settings`` (no modu
 | ``CTXFIT_ALLOWED_IMAGE_PREFIXES`` | empty = any | comma-separated image prefixes a server may use |
 | ``CTXFIT_ALLOW_WILDCARD_TOLERATIONS`` | true | false: refuse tolerations without a key |
 | ``CTXFIT_ALLOWED_TOLERATION_KEYS`` | empty = any | comma-separated toleration keys a server may use |
-| ``CTXFIT_ALLOW_SECRET_ENV`` | true | false: refuse ``engine.env[].valueFrom.secretKeyRef`` |
+| ``CTXFIT_ALLOW_SECRET_ENV`` | true | false: refuse every Secret named (env ``secretKeyRef``, ``tokenSecretRef``) |
+| ``CTXFIT_ALLOWED_SECRETS`` | empty | Secret names allowed even when ``CTXFIT_ALLOW_SECRET_ENV`` is false |
+| ``CTXFIT_ALLOW_HOST_PATH`` | true | false: refuse ``model.cache.hostPath`` |
+| ``CTXFIT_ALLOWED_HOST_PATH_PREFIXES`` | empty: not system dirs | directories a ``hostPath`` cache must be under |
+| ``CTXFIT_ALLOW_SECURITY_ANNOTATIONS`` | false | true: allow ``pod.annotations`` setting AppArmor/seccomp/runtime |
+| ``CTXFIT_ALLOWED_GPU_PRODUCTS`` | empty = any | ``gpu.product`` values a server may ask for |
 | ``CTXFIT_STARTUP_LOG_BYTES`` | 1048576 | head of a Ready engine's log read for its start-up accounting (0 disables) |
 | ``CTXFIT_CALIBRATION_CONFIGMAP`` | ``ctxfit-calibration`` | ConfigMap of KV residual samples (empty disables) |
 | ``CTXFIT_CALIBRATION_NAMESPACE`` | ``POD_NAMESPACE`` / ``default`` | namespace of that ConfigMap (the operator's) |
@@ -32,6 +37,15 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.settings`` (no modu
 | ``CTXFIT_LOG_LEVEL`` | INFO | DEBUG, INFO (one line per decision per server), WARNING or ERROR |
 | ``CTXFIT_KEDA_ENABLED`` | false | render a KEDA ScaledObject for servers with ``spec.autoscaling`` |
 | ``CTXFIT_PROMETHEUS_ADDRESS`` | empty | Prometheus URL the ScaledObjects' triggers query (needed with KEDA) |
+| ``CTXFIT_RESOLVER_IMAGE`` | empty | the operator's own image, run by resolver pods (gated repos, preloaded claims) |
+| ``CTXFIT_RESOLVER_NODE_SELECTOR`` | empty | ``key=value,...``: where resolver pods run (e.g. a CPU pool) |
+| ``CTXFIT_RESOLVER_TOLERATIONS`` | empty | ``key[=value][:Effect],...``: taints resolver pods tolerate |
+| ``CTXFIT_MODEL_RECHECK_SECONDS`` | 21600 | a moving branch (revision not a commit) is re-checked this often |
+| ``CTXFIT_RESOLVE_BACKOFF_SECONDS`` | 5 | first retry of a resolution while the Hub is unreachable; doubles |
+| ``CTXFIT_RESOLVE_BACKOFF_MAX_SECONDS`` | 300 | cap of that wait |
+| ``CTXFIT_TOKEN_RECHECK_SECONDS`` | 600 | a token's ModelAccessDenied is retried this often (the Secret may be fixed) |
+| ``CTXFIT_RESOLVE_TIMEOUT_SECONDS`` | 120 | a resolution (or resolver pod run) not done by then: HubUnreachable |
+| ``CTXFIT_RESOLVE_POLL_SECONDS`` | 2 | a server waiting for a resolution looks again this often |
 | ``CTXFIT_GATEWAY_ENABLED`` | false | manage the InferencePools and pool labels of ``spec.routing`` servers |
 | ``POD_NAME`` | host name | the pod's name (downward API, set by the chart): Lease holder, Events' reportingInstance |
 | ``POD_NAMESPACE`` | ``default`` | the pod's namespace (downward API, set by the chart) |
@@ -81,6 +95,11 @@ class Settings(BaseSettings):
     allow_wildcard_tolerations: bool = True
     allowed_toleration_keys: Annotated[tuple[str, ...], NoDecode] = ()
     allow_secret_env: bool = True
+    allowed_secrets: Annotated[tuple[str, ...], NoDecode] = ()
+    allow_host_path: bool = True
+    allowed_host_path_prefixes: Annotated[tuple[str, ...], NoDecode] = ()
+    allow_security_annotations: bool = False
+    allowed_gpu_products: Annotated[tuple[str, ...], NoDecode] = ()
     startup_log_bytes: Annotated[int, Field(ge=0, le=64 * 1024 * 1024)] = 1024 * 1024
     calibration_configmap: str = "ctxfit-calibration"
     calibration_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
@@ -88,6 +107,21 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     keda_enabled: bool = False
     prometheus_address: str = ""
+    resolver_image: str = ""
+    """Image of resolver pods (the operator's own; the chart sets it): gated repositories and preloaded claims are
+    resolved in the server's namespace, so the operator never reads a Secret (``kube/resolution.py``)."""
+    resolver_node_selector: Annotated[tuple[str, ...], NoDecode] = ()
+    """``key=value`` labels a resolver pod's node must have (none: anywhere; it needs no GPU)."""
+    resolver_tolerations: Annotated[tuple[str, ...], NoDecode] = ()
+    """``key[=value][:Effect]`` taints resolver pods tolerate (``Equal`` with a value, else ``Exists``)."""
+    model_recheck_seconds: Annotated[float, Field(gt=0)] = 6 * 3600.0
+    resolve_backoff_seconds: Annotated[float, Field(gt=0)] = 5.0
+    resolve_backoff_max_seconds: Annotated[float, Field(gt=0)] = 300.0
+    resolve_poll_seconds: Annotated[float, Field(gt=0)] = 2.0
+    """How often a server waiting for a resolution looks again (a resolver pod is read, not watched)."""
+    token_recheck_seconds: Annotated[float, Field(gt=0)] = 600.0
+    resolve_timeout_seconds: Annotated[float, Field(gt=0)] = 120.0
+    """A resolution (the operator's own Hub calls, or a resolver pod's run) not done by then failed as unreachable."""
     gateway_enabled: bool = False
     pod_name: str = Field(default_factory=lambda: os.environ.get("POD_NAME") or socket.gethostname())
     """Not a ``CTXFIT_`` variable: ``POD_NAME``, the name the chart gives it from the downward API (in a pod the host
@@ -98,7 +132,9 @@ class Settings(BaseSettings):
     def _upper(cls, value: object) -> object:
         return (value.strip().upper() or "INFO") if isinstance(value, str) else value
 
-    @field_validator("watch_namespaces", "allowed_image_prefixes", "allowed_toleration_keys", mode="before")
+    @field_validator("watch_namespaces", "allowed_image_prefixes", "allowed_toleration_keys", "allowed_secrets",
+                     "allowed_host_path_prefixes", "allowed_gpu_products", "resolver_node_selector",
+                     "resolver_tolerations", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
         if isinstance(value, str):

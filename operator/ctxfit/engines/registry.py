@@ -14,7 +14,12 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from ctxfit.vocab.hfconfig import architecture_from_hf_config
+
+if TYPE_CHECKING:
+    from ctxfit.api import InferenceServerSpec
 
 TRANSFORMERS_BACKEND_FLAGS = ("--model-impl=transformers",)
 
@@ -97,3 +102,22 @@ def _ranges(versions: list[str], ordered: list[str]) -> str:
             parts.append(ordered[start] if start == a else f"{ordered[start]}-{ordered[a]}")
             start = b if b is not None else start
     return ", ".join(parts)
+
+
+def unsupported(config: dict[str, Any], spec: InferenceServerSpec) -> str | None:
+    """Why ``spec`` cannot plan or serve a model with this config.json, in one line, else None: the field ctxfit
+    could not map (``ctxfit.vocab.hfconfig``; skipped when the spec gives ``model.architecture``), or the engine
+    version's registry (``check_architecture``; the engine's default version when the spec names none)."""
+    if spec.model.architecture is None:
+        try:
+            architecture_from_hf_config(config)
+        except (ValueError, TypeError, KeyError, AssertionError) as exc:
+            return f"config.json: {exc}"
+    from .sglang import DEFAULT_VERSION as SGLANG_DEFAULT
+    from .vllm import DEFAULT_VERSION as VLLM_DEFAULT
+
+    kind = str(getattr(spec.engine.kind, "value", spec.engine.kind))
+    version = spec.engine.version or (SGLANG_DEFAULT if kind == "sglang" else VLLM_DEFAULT)
+    archs = config.get("architectures")
+    check = check_architecture(archs if isinstance(archs, list) else [], kind, version, list(spec.engine.args or []))
+    return check.message if check.served is False else None

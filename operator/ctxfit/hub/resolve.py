@@ -65,15 +65,15 @@ def _classify(exc: BaseException, repo: str) -> ResolveError:
 
 
 def resolve_hub(repo: str, *, revision: str | None = None, token: str | bool | None = None,
-                endpoint: str | None = None, offline: bool = False) -> ModelSource:
+                endpoint: str | None = None, offline: bool = False, cache_dir: str | None = None) -> ModelSource:
     """Resolve ``repo`` at ``revision`` from the Hub (``endpoint`` or ``HF_ENDPOINT``); ``offline`` reads only the
-    local HF cache.
+    local HF cache; ``cache_dir``: where config.json is downloaded (default: the HF cache).
 
     Raises:
         ResolveError: typed (unreachable, access denied, not found, revision not found, not cached, bad checkpoint).
     """
     if offline:
-        return _resolve_cached(repo, revision)
+        return _resolve_cached(repo, revision, cache_dir)
     from huggingface_hub import HfApi, hf_hub_download
     from huggingface_hub.utils import disable_progress_bars  # type: ignore[attr-defined]
 
@@ -85,10 +85,11 @@ def resolve_hub(repo: str, *, revision: str | None = None, token: str | bool | N
         files = {s.rfilename: s.size for s in info.siblings or []}
         if "config.json" not in files:
             raise ResolveError(ResolveKind.INVALID_CHECKPOINT, repo, "the repo has no config.json")
-        path = hf_hub_download(repo, "config.json", revision=sha, token=token, endpoint=endpoint)
+        path = hf_hub_download(repo, "config.json", revision=sha, token=token, endpoint=endpoint, cache_dir=cache_dir)
         config = _read_config(Path(path), repo)
         if MODELOPT_FILE in files and "quantization_config" not in config:
-            quant = hf_hub_download(repo, MODELOPT_FILE, revision=sha, token=token, endpoint=endpoint)
+            quant = hf_hub_download(repo, MODELOPT_FILE, revision=sha, token=token, endpoint=endpoint,
+                                    cache_dir=cache_dir)
             config = with_modelopt(config, _read_config(Path(quant), repo))
         shards = sorted(f for f in files if f.endswith(".safetensors"))
         checkpoint: Checkpoint | None
@@ -96,7 +97,7 @@ def resolve_hub(repo: str, *, revision: str | None = None, token: str | bool | N
             meta = api.get_safetensors_metadata(repo, revision=sha)
             tensors = [Tensor(name, info_.dtype, tuple(info_.shape)) for fm in meta.files_metadata.values()
                        for name, info_ in fm.tensors.items()]
-            checkpoint = Checkpoint(group_tensors(tensors), tuple(meta.files_metadata),
+            checkpoint = Checkpoint(group_tensors(tensors), tuple(sorted(meta.files_metadata)),
                                     sum(files[f] or 0 for f in meta.files_metadata if f in files) or None)
         else:
             checkpoint = _fallback([(f, files[f] or 0) for f in files if f.endswith(WEIGHT_SUFFIXES)])
@@ -133,7 +134,7 @@ def save_resolution(source: ModelSource) -> None:
             return
 
 
-def _resolve_cached(repo: str, revision: str | None) -> ModelSource:
+def _resolve_cached(repo: str, revision: str | None, cache_dir: str | None = None) -> ModelSource:
     """Offline: ctxfit's own resolution cache, else the local HF cache (``snapshot_download(local_files_only=True)``,
     a full download made earlier)."""
     from huggingface_hub import snapshot_download
@@ -148,7 +149,7 @@ def _resolve_cached(repo: str, revision: str | None) -> ModelSource:
             pass  # a damaged entry: try the HF cache
 
     try:
-        folder = snapshot_download(repo, revision=revision, local_files_only=True)
+        folder = snapshot_download(repo, revision=revision, local_files_only=True, cache_dir=cache_dir)
     except Exception as exc:  # noqa: BLE001
         raise _classify(exc, repo) from exc
     source = resolve_local(folder, origin="cache", repo=repo)

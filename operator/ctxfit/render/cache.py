@@ -47,7 +47,7 @@ from ctxfit.api import (
 from ctxfit.api.model_cache import CacheMode, ModelCache, VolumeClaimTemplate
 from ctxfit.catalog import lookup_model
 
-from .labels import DOMAIN, common_labels, owner_reference
+from .labels import DOMAIN, OWNER_UID_ANNOTATION, common_labels, owner_reference
 
 CACHE_VOLUME = "model-cache"
 CACHE_MOUNT_PATH = "/models"
@@ -196,9 +196,11 @@ def claim_name_for(server: str, generation: int = 1) -> str:
 
 def render_claim(server: str, namespace: str, uid: str, spec: InferenceServerSpec, template: VolumeClaimTemplate,
                  claim_name: str, size_bytes: int) -> dict[str, Any]:
-    """The operator-owned PVC; owned by the InferenceServer (garbage-collected with it) unless ``retain``."""
+    """The operator-owned PVC; owned by the InferenceServer (garbage-collected with it) unless ``retain``, and
+    marked with its uid (``ctxfit.io/owner-uid``) in both cases, so a retained claim stays known as its own."""
     meta: dict[str, Any] = {"name": claim_name, "namespace": namespace,
-                            "labels": common_labels(server, spec.engine.kind)}
+                            "labels": common_labels(server, spec.engine.kind),
+                            "annotations": {OWNER_UID_ANNOTATION: uid}}
     if not template.retain:
         meta["ownerReferences"] = [owner_reference(f"{API_GROUP}/{API_VERSION}", KIND, server, uid)]
     body: dict[str, Any] = {"accessModes": list(template.access_modes),

@@ -22,6 +22,10 @@ SERVER_LABEL = f"{DOMAIN}/server"
 ENGINE_LABEL = f"{DOMAIN}/engine"
 ATTEMPT_ANNOTATION = f"{DOMAIN}/attempt"
 TEMPLATE_HASH_ANNOTATION = f"{DOMAIN}/pod-template-hash"
+OWNER_UID_ANNOTATION = f"{DOMAIN}/owner-uid"
+"""On the operator's weights claims: the uid of the InferenceServer that created it. A retained claim has no
+ownerReference (it outlives its server), so this is how the operator knows it is its own
+(``controller/views/ownership.py``)."""
 COMPONENT = "inference-server"
 MANAGED_BY = "ctxfit"
 

@@ -115,6 +115,27 @@ DEFAULT_ENGINE_VERSION = {"vllm": (0, 20, 0), "sglang": (0, 5, 23)}
 """Version assumed when ``spec.engine.version`` is unset (the behaviour of current releases)."""
 
 
+def check_pipeline(spec: InferenceServerSpec, layers: int | None) -> None:
+    """A pipeline of more stages than the model has layers cannot start: every stage needs at least one layer
+    (vLLM ``model_executor.models.utils.get_pp_indices`` partitions ``num_hidden_layers`` over the PP ranks;
+    SGLang's ``get_pp_indices`` too). Raises ``PlanInputError``; None ``layers`` (not known): nothing to check."""
+    pp = spec.parallelism.pipeline
+    if layers is not None and pp > layers:
+        raise PlanInputError("spec.parallelism.pipeline",
+                             f"{pp} pipeline stages for a model of {layers} layers: every stage needs at least one "
+                             f"layer; use at most {layers}")
+
+
+def known_layers(spec: InferenceServerSpec) -> int | None:
+    """The model's layer count from the spec or the catalog (no Hub read), None when neither says."""
+    model = lookup_model(spec.model.name)
+    if spec.model.architecture is not None and spec.model.architecture.num_layers is not None:
+        return spec.model.architecture.num_layers
+    if model is not None:
+        return model.hybrid.total_layers if model.hybrid else model.architecture.num_layers
+    return None
+
+
 def resolve_inputs(
     spec: InferenceServerSpec,
     *,

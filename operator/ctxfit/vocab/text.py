@@ -47,3 +47,17 @@ def clean_text(text: str | bytes) -> str:
 def clean_lines(lines: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """``clean_text`` of each line."""
     return tuple(clean_text(line) for line in lines)
+
+
+STATUS_TEXT_BYTES = 4096
+"""Longest text kept from an object's status (a termination message, a scheduler or kubelet message): the
+kubelet's own cap on termination messages (``terminationMessagePath``: 4096 bytes). Views are kept per pod in the
+operator's indexes, so a longer text (written by anything that may update pod status) must not grow them."""
+
+
+def capped(text: object, limit: int = STATUS_TEXT_BYTES) -> str:
+    """``text`` as a string of at most ``limit`` bytes of UTF-8 (cut on a character boundary)."""
+    raw = str(text or "").encode("utf-8", errors="replace")
+    if len(raw) <= limit:
+        return str(text or "")
+    return raw[:limit].decode("utf-8", errors="ignore")

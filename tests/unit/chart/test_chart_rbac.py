@@ -142,6 +142,8 @@ def code_needs() -> tuple[Needs, list[str]]:
                     _add(needs, (KOPF_RESOURCES[first.value], first.value), "list", "watch")
                 elif ast.unparse(first) == "API_GROUP":
                     _add(needs, ("ctxfit.io", "inferenceservers"), "list", "watch")
+                elif ast.unparse(first) in CUSTOM_GROUPS:  # the operator's LeaderWorkerSets, ScaledObjects
+                    _add(needs, CUSTOM_GROUPS[ast.unparse(first)], "list", "watch")
                 elif ast.unparse(first) in KOPF_GROUPS:
                     _add(needs, KOPF_GROUPS[ast.unparse(first)], "list", "watch")
                 else:

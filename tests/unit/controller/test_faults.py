@@ -18,7 +18,7 @@ from ctxfit.engines import get_engine
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
-from tests.unit.controller.test_reconcile import RTX, FakeKube, reconcile, runtime, server
+from tests.unit.controller.test_reconcile import OWNED_BY, RTX, FakeKube, reconcile, runtime, server
 
 
 class RefusingKube(FakeKube):
@@ -33,14 +33,14 @@ class RefusingKube(FakeKube):
         self.server = stored
         return stored
 
-    def apply(self, obj: dict[str, Any], *, exists: bool) -> None:
+    def apply(self, obj: dict[str, Any], *, exists: bool, via: tuple[str, ...] = ()) -> None:
         if obj["kind"] == self.refuse:
             self.calls.append(f"refused:{obj['kind']}")
             exc = ApiException(status=403, reason="Forbidden")
             exc.body = json.dumps({"kind": "Status", "message": f'{obj["kind"].lower()}s "kimi-k25" is forbidden: '
                                    "exceeded quota: no-more, requested: count/x=1, used: 0, limited: 0\x1b[31m"})
             raise exc
-        super().apply(obj, exists=exists)
+        super().apply(obj, exists=exists, via=via)
 
 
 def _conditions(kube: FakeKube) -> dict[str, dict[str, Any]]:
@@ -75,7 +75,8 @@ def test_refused_service_holds_ready_and_recovers_when_accepted() -> None:
     from ctxfit.controller.views.pods import deployment_view
     assert kube.server is not None
     stored = kube.server
-    deployment = deployment_view({"metadata": {"annotations": {}}, "spec": {"replicas": 1}})
+    deployment = deployment_view({"metadata": {"annotations": {}, "ownerReferences": [OWNED_BY]},
+                                  "spec": {"replicas": 1}})
     result = reconcile(rt, "ns", "kimi-k25", (RTX,), (), body=stored, deployment=deployment, service_port=None)
     assert "refused:Service" in kube.calls
     assert _conditions(kube)["ObjectsAccepted"]["status"] == "False"

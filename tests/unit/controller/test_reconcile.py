@@ -50,11 +50,16 @@ class FakeKube:
     def post_event(self, server: dict[str, Any], type_: str, reason: str, message: str) -> None:
         self.calls.append(f"event:{reason}")
 
-    def apply(self, obj: dict[str, Any], *, exists: bool) -> None:
+    def apply(self, obj: dict[str, Any], *, exists: bool, via: tuple[str, ...] = ()) -> None:
         self.calls.append(f"apply:{obj['kind']}")
 
     def scale_to_zero(self, namespace: str, name: str) -> None:
         self.calls.append("scale0")
+
+
+OWNED_BY = {"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer", "name": "kimi-k25", "uid": "uid-1",
+            "controller": True}
+"""The ownerReference of ``server()``'s children (``controller/views/ownership.py``)."""
 
 
 def server() -> dict[str, Any]:
@@ -218,8 +223,21 @@ def test_owned_objects_enqueue_their_server_only_when_what_is_compared_changes()
     assert len(added) == 5
     service["spec"]["selector"]["extra"] = "x"
     call("MODIFIED", service, "services")
+    scaled: dict[str, Any] = {
+        "metadata": {"name": "kimi", "namespace": "ns", "uid": "so1", "annotations": {
+            "autoscaling.keda.sh/paused": "false"}},
+        "spec": {"minReplicaCount": 1}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    before = len(added)
+    call("ADDED", scaled, "scaledobjects")
+    scaled["status"]["lastActiveTime"] = "2026-01-01T00:00:00Z"
+    call("MODIFIED", scaled, "scaledobjects")
+    assert len(added) == before + 1, "KEDA's own status churn enqueues nothing"
+    scaled["metadata"]["annotations"]["autoscaling.keda.sh/paused"] = "true"
+    call("MODIFIED", scaled, "scaledobjects")  # paused by hand
+    call("DELETED", scaled, "scaledobjects")  # deleted by hand
+    assert len(added) == before + 3
     call("DELETED", service, "services")
-    assert added == [("ns", "kimi")] * 7
+    assert added == [("ns", "kimi")] * 10
 
 
 class FakeClaims:
@@ -246,13 +264,15 @@ class FakeClaims:
         self.kube.calls.append(f"delete-claim:{name}")
 
 
-def test_the_cache_claim_follows_the_deployment_and_is_read_once_it_exists() -> None:
+def test_the_cache_claim_comes_before_the_deployment_and_is_read_once_it_exists() -> None:
+    """A fresh plan creates the claim without reading it first, and before the Deployment that mounts it: a
+    claim of that name that is not the server's ends the pass (``guarded.Foreign``) before any pod could mount
+    it (issue 28)."""
     kube = FakeKube(server())
     rt = runtime(kube)
     rt.claims = FakeClaims(kube)  # type: ignore[assignment]
     first = reconcile(rt, "ns", "kimi-k25", (RTX,), ())
-    assert kube.calls[:2] == ["apply:Deployment", "apply:PersistentVolumeClaim:kimi-k25-weights"], \
-        "a fresh plan creates the claim without reading it first"
+    assert kube.calls[:2] == ["apply:PersistentVolumeClaim:kimi-k25-weights", "apply:Deployment"]
     assert first.stored is not None
     again = FakeKube(first.stored)
     rt.claims = FakeClaims(again)  # type: ignore[assignment]

@@ -11,6 +11,8 @@ No handler sleeps, patches or returns results into status: kopf stores nothing o
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -19,11 +21,14 @@ import kopf
 from ctxfit.api import API_GROUP, API_VERSION, PLURAL
 from ctxfit.render import SERVER_LABEL
 from ctxfit.render.labels import MANAGED_BY
+from ctxfit.render.leaderworkerset import LWS_PLURAL
 
+from ..kube.groups import LWS_GROUP, LWS_VERSION
+from ..kube.keda import KEDA_GROUP, KEDA_PLURAL, KEDA_VERSION
 from ..settings import Settings
 from ..views.cache import ClaimView, claim_view
 from ..views.pods import DeploymentView, GPUNode, PodView, deployment_view, gpu_node, pod_view
-from ..views.workloads import owned_service_port
+from ..views.workloads import ServiceView, scaled_object_view, service_view
 from . import lifecycle, routing
 
 Key = tuple[str, str]
@@ -44,10 +49,11 @@ async def index_deployments(namespace: str, name: str, body: kopf.Body, **_: Any
     return {(namespace, name): deployment_view(body)}
 
 
-async def index_services(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Key, int | None]:
-    """Index: (namespace, name) -> the engine Service's port (the Service is named like its server); None when
-    the Service was edited away from the rendering (``drift.owned_service_port``), so it is applied again."""
-    return {(namespace, name): owned_service_port(dict(body), name)}
+async def index_services(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Key, ServiceView]:
+    """Index: (namespace, name) -> the engine Service's ``ServiceView`` (the Service is named like its server): its
+    port, None when it was edited away from the rendering (``drift.owned_service_port``), so it is applied again,
+    and whose it is (a Service that is not the server's counts as absent: ``reconcile``)."""
+    return {(namespace, name): service_view(dict(body), name)}
 
 
 async def index_claims(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Key, ClaimView | None]:
@@ -86,7 +92,7 @@ async def on_server(event: kopf.RawEvent, body: kopf.Body, name: str, namespace:
     state.known.add(key)
     if state.written.get(key) == body.metadata.get("resourceVersion"):
         return
-    state.bodies[key] = lifecycle.slim(event["object"])
+    lifecycle.keep_body(state.bodies, key, lifecycle.slim(event["object"]))
     state.events_seen[key] = state.events_seen.get(key, 0) + 1
     state.queue.add(key)
 
@@ -108,13 +114,17 @@ async def on_pod(event: kopf.RawEvent, body: kopf.Body, namespace: str, labels: 
 
 async def on_owned(event: kopf.RawEvent, body: kopf.Body, namespace: str, name: str, resource: kopf.Resource,
                    memo: kopf.Memo, **indexes: Any) -> None:
-    """An owned Deployment or Service (named like its server) changed in what the operator compares (template,
-    replicas asked for and present, ReplicaFailure, port) or was deleted -> reconcile its server now, not at the
-    resync."""
+    """An owned Deployment, LeaderWorkerSet, Service or ScaledObject (named like its server) changed in what the
+    operator compares (template, replicas asked for and present, ReplicaFailure, port, the ScaledObject's spec,
+    pause annotation and Ready) or was deleted -> reconcile its server now, not at the resync."""
     state = _remember(memo, indexes)
     uid = str(body.metadata.uid)
-    view = hash(deployment_view(dict(body)) if resource.plural == "deployments"
-                else owned_service_port(dict(body), name))  # a hash: the index keeps the view itself
+    if resource.plural == "services":
+        view = hash(service_view(dict(body), name))  # a hash: the index keeps the view itself
+    elif resource.plural == KEDA_PLURAL:
+        view = hash(json.dumps(dataclasses.asdict(scaled_object_view(dict(body))), sort_keys=True, default=str))
+    else:
+        view = hash(deployment_view(dict(body)))
     if resource.plural == "services" and state.runtime.services is not None:
         state.runtime.services.seen((namespace, name))  # the index shows this Service as it is now
     if event.get("type") == "DELETED":
@@ -144,11 +154,14 @@ def _handler(fn: Callable[..., Any]) -> Any:
     return fn
 
 
-def build_registry(gateway: bool | None = None) -> kopf.OperatorRegistry:
+def build_registry(scaled_objects: bool = False, gateway: bool | None = None) -> kopf.OperatorRegistry:
     """A fresh kopf registry with ctxfit's handlers (``kopf.run(registry=...)``; tests build their own).
 
-    ``gateway``: also the inference gateway's index and watch (``app/routing.py``); None: ``CTXFIT_GATEWAY_ENABLED``.
-    """
+    ``scaled_objects``: also watch the operator's KEDA ScaledObjects (``Settings.keda_enabled``: the chart grants
+    list/watch on them only then), so one deleted or paused by hand is seen at once, not at the resync. The
+    operator's LeaderWorkerSets are always watched (a hand edit of a group is drift, seen at once); kopf watches
+    a resource only while the API server serves it. ``gateway``: also the inference gateway's index and watch
+    (``app/routing.py``); None: ``CTXFIT_GATEWAY_ENABLED``."""
     registry = kopf.OperatorRegistry()
     if gateway is None:
         gateway = Settings().gateway_enabled
@@ -171,4 +184,9 @@ def build_registry(gateway: bool | None = None) -> kopf.OperatorRegistry:
     kopf.on.event("nodes", registry=registry)(_handler(on_node))
     kopf.on.event("deployments", labels=owned, registry=registry, id="owned_deployments")(_handler(on_owned))
     kopf.on.event("services", labels=owned, registry=registry, id="owned_services")(_handler(on_owned))
+    kopf.on.event(LWS_GROUP, LWS_VERSION, LWS_PLURAL, labels=owned, registry=registry, id="owned_groups")(
+        _handler(on_owned))
+    if scaled_objects:
+        kopf.on.event(KEDA_GROUP, KEDA_VERSION, KEDA_PLURAL, labels=owned, registry=registry,
+                      id="owned_scaled_objects")(_handler(on_owned))
     return registry

@@ -19,6 +19,7 @@ from ..kube.calibration import CalibrationStore
 from ..kube.claims import ClaimsApi
 from ..kube.client import Kube, load_api_client
 from ..kube.leader import LeaderElector
+from ..kube.resolution import Resolutions
 from ..kube.service_lane import ServiceLane
 from ..reconcile import Runtime, reconcile
 from ..runtime.lanes import EventPoster
@@ -136,7 +137,7 @@ class Worker:
         if result.stored is not None:
             state.written[(namespace, name)] = str(result.stored["metadata"].get("resourceVersion"))
             if state.events_seen.get((namespace, name), 0) == seen:  # else the event's body is newer
-                state.bodies[(namespace, name)] = slim(result.stored)
+                keep_body(state.bodies, (namespace, name), slim(result.stored))
         if result.conflict:
             state.bodies.pop((namespace, name), None)
         if result.waiting_for_nodes:
@@ -173,6 +174,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
             pass
 
     runtime.services = ServiceLane(kube.apply, runtime.rejections, service_failed)
+    runtime.resolutions = Resolutions(kube, cfg, service_failed)  # a finished resolution wakes its servers
 
     work = Worker(runtime, threads)
     queue = WorkQueue(work, cfg.workers, reserved=cfg.workers - max(1, cfg.workers // LATER_PASS_SHARE),
@@ -199,6 +201,8 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     if state is None:
         return
     state.runtime.stopping.set()
+    if state.runtime.resolutions is not None:
+        state.runtime.resolutions.close()
     await state.queue.close()
     lanes = [lane for lane in (state.runtime.events, state.runtime.services) if lane is not None]
     closed = await asyncio.gather(  # at most STOP_GRACE_SECONDS in all, not per stage
@@ -213,6 +217,19 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     exit_after: Callable[[int], None] | None = getattr(memo, "exit_after_cleanup", None)
     if exit_after is not None:  # kopf then waits up to 5 s for a task of its own that never ends (pods' pause-waiter)
         asyncio.get_running_loop().call_later(KOPF_EXIT_SECONDS, exit_after, 0)
+
+
+MAX_CACHED_BODY_BYTES = 256 * 1024
+"""A server's body larger than this (as compact JSON) is not kept between passes: the next pass reads it (memory
+is bounded in bytes per server, whatever a spec or a status holds)."""
+
+
+def keep_body(bodies: dict[Key, bytes], key: Key, text: bytes) -> None:
+    """Keep ``text`` (``slim``) as ``key``'s newest body, unless it is over ``MAX_CACHED_BODY_BYTES``."""
+    if len(text) <= MAX_CACHED_BODY_BYTES:
+        bodies[key] = text
+    else:
+        bodies.pop(key, None)
 
 
 def slim(body: Mapping[str, Any]) -> bytes:

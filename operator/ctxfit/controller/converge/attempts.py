@@ -64,11 +64,12 @@ def supersede(out: Outcome, cur: Attempt, now: str) -> None:
         out.finished.append(cur)
 
 
-def start_over(out: Outcome, key: str, now: str) -> None:
-    """What the plan depends on changed (``spec_key``): supersede the running attempt, forget the plan and the
-    history (``key`` is the new ``spec_key``); the pass plans again."""
+def start_over(out: Outcome, key: str, now: str, announce: bool = True) -> None:
+    """What the plan depends on changed (``spec_key``, or a moving branch moved: ``announce`` False, its own
+    Event): supersede the running attempt, forget the plan and the history (``key`` is the new ``spec_key``); the
+    pass plans again."""
     st = out.status
-    if st.spec_key is not None:
+    if st.spec_key is not None and announce:
         out.events.append(EventNote("Normal", Reason.SPEC_CHANGED, "spec changed: planning again"))
     if st.current_attempt is not None:
         supersede(out, st.current_attempt, now)

@@ -32,7 +32,7 @@ from ctxfit.recovery import Failure, FailureKind, PolicyContext
 from ctxfit.recovery.download import ClaimFacts, decide_download, grown_claim_bytes
 from ctxfit.render.cache import CacheVolume, checkpoint_bytes, claim_name_for, render_claim, resolve_cache
 
-from ..views.cache import parse_progress
+from ..views.cache import ClaimView, parse_progress
 from .status import mark_phase, mark_weights_cached
 from .types import DiagnoseDownload, EventNote, Outcome, RecordFailure, Snapshot
 
@@ -56,7 +56,8 @@ def resolve(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str,
     time, the mode already in ``status.model`` stays (a failed list must not change the pod template).
     """
     st = out.status
-    old = st.model
+    resolved = st.model.resolved if st.model is not None else None
+    old = st.model if st.model is not None and st.model.cache is not None else None  # None: only resolved so far
     if snap.storage is None and old is None:
         return None
     checkpoint = checkpoint_bytes(spec, _weights_bytes(out))
@@ -66,16 +67,25 @@ def resolve(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str,
         has_default = old is not None and old.cache is CacheMode.VOLUME_CLAIM_TEMPLATE
     owned = old is not None and old.cache is CacheMode.VOLUME_CLAIM_TEMPLATE
     cache, mode_spec, note = resolve_cache(spec, server=snap.name, has_default_storage_class=has_default,
-                                           checkpoint=checkpoint, claim_name=old.claim_name if owned and old else None)
-    grown = old.claim_bytes if owned and old is not None and old.claim_bytes else 0
+                                           checkpoint=checkpoint, claim_name=owned_claim_name(old))
+    have = snap.claim if snap.claim is not None and snap.claim.name == cache.claim_name else None
+    # the size asked for: the spec's, a growth still to apply (wanted), never below what the claim has (a
+    # claim cannot shrink; after a cache mode round trip the kept claim may be the larger one)
+    grown = max(old.claim_bytes or 0, old.claim_wanted_bytes or 0) if owned and old is not None else 0
+    grown = max(grown, have.request_bytes or 0) if have is not None else grown
     if cache.mode is CacheMode.VOLUME_CLAIM_TEMPLATE and grown > (cache.size_bytes or 0):
         cache = replace(cache, size_bytes=grown)
+    claim_bytes = wanted = None
+    if cache.mode is CacheMode.VOLUME_CLAIM_TEMPLATE:  # status says what the claim has, and what it is asked
+        claim_bytes = have.request_bytes if have is not None else None
+        wanted = cache.size_bytes if claim_bytes is None or claim_bytes < (cache.size_bytes or 0) else None
     st.model = ModelStatus(
-        cache=cache.mode, claim_name=cache.claim_name,
-        claim_bytes=cache.size_bytes if cache.mode is CacheMode.VOLUME_CLAIM_TEMPLATE else None,
+        cache=cache.mode, claim_name=cache.claim_name, claim_bytes=claim_bytes, claim_wanted_bytes=wanted,
         ephemeral_bytes=cache.size_bytes if cache.mode is CacheMode.EMPTY_DIR else None,
         bytes=old.bytes if old else None, download_seconds=old.download_seconds if old else None,
-        changed_at=old.changed_at if old else None, note=note,
+        changed_at=old.changed_at if old else None, note=note, resolved=resolved,
+        owned_claim=cache.claim_name if cache.mode is CacheMode.VOLUME_CLAIM_TEMPLATE else
+        (old.owned_claim or (old.claim_name if owned else None)) if old is not None else None,
     )
     if cache.mode is CacheMode.EMPTY_DIR:
         mark_weights_cached(out, "False", Reason.NOT_CACHED, note if spec.model.cache is None else
@@ -84,13 +94,34 @@ def resolve(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str,
         mark_weights_cached(out, "True", Reason.PRELOADED, f"preloaded in claim {cache.claim_name} (read-only)", now,
                         snap.generation)
     started = st.current_attempt is not None and st.phase is not Phase.FAILED
-    if started and mode_spec.volume_claim_template is not None and cache.claim_name and cache.size_bytes:
-        have = snap.claim if snap.claim is not None and snap.claim.name == cache.claim_name else None
-        if have is None or (have.request_bytes or 0) < cache.size_bytes:
-            out.claim = render_claim(snap.name, snap.namespace, snap.uid, spec, mode_spec.volume_claim_template,
-                                     cache.claim_name, cache.size_bytes)
+    template = mode_spec.volume_claim_template
+    if template is not None and cache.claim_name and cache.size_bytes:
+        grow = started and (have is None or (have.request_bytes or 0) < cache.size_bytes)
+        if grow or (have is not None and retention_differs(have, snap.uid, template.retain)):
+            out.claim = render_claim(snap.name, snap.namespace, snap.uid, spec, template, cache.claim_name,
+                                     cache.size_bytes)
             out.claim_exists = have is not None
     return cache
+
+
+def owned_claim_name(old: ModelStatus | None) -> str | None:
+    """The operator's own claim of the server as ``status.model`` records it (in any mode), None: none yet."""
+    if old is None:
+        return None
+    if old.cache is CacheMode.VOLUME_CLAIM_TEMPLATE:
+        return old.claim_name or old.owned_claim
+    return old.owned_claim
+
+
+def retention_differs(claim: ClaimView, uid: str, retain: bool) -> bool:
+    """The server's claim is not kept as ``retain`` says: an ownerReference to the server (deleted with it)
+    exactly when not retained, and the ``ctxfit.io/owner-uid`` marker in both cases (``render.cache.render_claim``).
+    False when its metadata is not known (a claim just created from the rendering)."""
+    holder = claim.holder
+    if holder is None:
+        return False
+    referenced = any(owner == uid for _, owner in holder.owners)
+    return referenced == retain or holder.marker != uid
 
 
 def _seconds(start: str | None, end: datetime | str | None) -> int | None:
@@ -126,8 +157,12 @@ def _grow_claim(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, cache: 
         generation = int(old_name.rsplit("-", 1)[1]) + 1 if old_name.rsplit("-", 1)[1].isdigit() else 2
         name, how = claim_name_for(snap.name, generation), "replaced by a new claim (its StorageClass cannot expand)"
         out.claim_delete = old_name
-    st.model.claim_name, st.model.claim_bytes, st.model.changed_at = name, grown, now
-    return (f"claim {old_name} of {bytes_to_quantity(cache.size_bytes)} is full ({failure.evidence[:160]}); "
+    st.model.claim_name, st.model.claim_wanted_bytes, st.model.changed_at = name, grown, now
+    if name != old_name:
+        st.model.claim_bytes = None  # the new claim does not exist yet
+    have = snap.claim if snap.claim is not None and snap.claim.name == old_name else None
+    size = have.request_bytes if have is not None and have.request_bytes else cache.size_bytes
+    return (f"claim {old_name} of {bytes_to_quantity(size)} is full ({failure.evidence[:160]}); "
             f"{how}: {name} of {bytes_to_quantity(grown)}, same engine configuration")
 
 

@@ -12,7 +12,7 @@ from ctxfit.recovery import Decision, Failure
 
 from ..settings import Settings
 from ..views.pods import PodView
-from . import attempts, policy, routing, status
+from . import attempts, policy, resolution, routing, status
 from .autoscaling import converge_autoscaling, pause_live
 from .cache import observe_download, resolve
 from .desired import desired
@@ -20,6 +20,9 @@ from .plan import first_plan, spec_key
 from .pods import observe_attempt, record_download_failure
 from .status import mark_failed_spec
 from .types import Diagnose, Outcome, ReadStartup, Snapshot
+
+GROUPS_RECHECK_SECONDS = 60.0
+"""How often a multi-node server looks for LeaderWorkerSets again while they are not served."""
 
 
 def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
@@ -58,11 +61,23 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
         pause_live(out, snap.scaling, snap.name, now, snap.generation)
         return out
     status.mark_admitted(out, now, snap.generation)
+    if spec.nodes > 1 and not snap.groups_served:
+        status.mark_groups_missing(out, spec.nodes, GROUPS_RECHECK_SECONDS, now, snap.generation)
+        out.requeue(GROUPS_RECHECK_SECONDS)
+        st.observed_generation = snap.generation
+        return out
     key = spec_key(spec)
+    spec_changed = st.spec_key is not None and st.spec_key != key  # (a first pass is no change)
     if st.spec_key != key:
         attempts.start_over(out, key, now)
-    if st.plan is None:
-        first_plan(snap, spec, out, settings, now)
+    found = resolution.step(snap, spec, out, now, settings, spec_changed)
+    if out.replan_resolution:  # a moving branch moved: plan again with the new commit
+        attempts.start_over(out, key, now, announce=False)
+        found = resolution.step(snap, spec, out, now, settings, False)
+    if st.plan is None and found.ready:
+        first_plan(snap, spec, out, settings, now, model=found.source)
+        if out.plan_result is not None:
+            resolution.record(out, spec, snap.namespace, found.source, out.plan_result, now, snap.generation)
     attempts.reopen(out, snap.generation, now)
     cache = resolve(snap, spec, out, now, settings.default_cache)
     def record(pod: PodView, failure: Failure, decision: Decision | None) -> None:

@@ -11,12 +11,14 @@ from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import BudgetBytes, BudgetExtra, EffectiveStatus, Phase, PlanStatus, Reason
 from ctxfit.budget.calibrate import CalibrationTable
 from ctxfit.budget.planner import Plan, plan
-from ctxfit.vocab.inputs import PlanInputError
+from ctxfit.vocab.inputs import PlanInputError, check_pipeline, known_layers
+from ctxfit.vocab.modelsource import ModelSource
 
 from ..settings import Settings
 from ..views.pods import GPUNode, PodView, describe_nodes, eligible_nodes
 from . import attempts, status
 from .groups import best_group_node, group_shortage
+from .resolution import inputs_from_status
 from .status import mark_failed_spec, mark_no_node, mark_phase
 from .types import EventNote, Outcome, Snapshot
 
@@ -26,17 +28,24 @@ removing ``autoscaling`` restarts no engine; joining or leaving a pool keeps wha
 
 
 def spec_key(spec: InferenceServerSpec) -> str:
-    """Digest of the spec fields the plan and attempt history depend on (all but ``HISTORY_NEUTRAL_FIELDS``)."""
+    """Digest of the spec fields the plan and attempt history depend on (all but ``HISTORY_NEUTRAL_FIELDS``, and
+    the weights claim's ``retain``: it changes the claim's ownerReference, never the pod; hashed as ``false`` so
+    the digest of a server without it is the one it always had)."""
     wire = spec.to_wire()
     for name in HISTORY_NEUTRAL_FIELDS:
         wire.pop(name, None)
+    template = ((wire.get("model") or {}).get("cache") or {}).get("volumeClaimTemplate")  # type: ignore[attr-defined]
+    if isinstance(template, dict) and "retain" in template:
+        template["retain"] = False
     return hashlib.sha256(json.dumps(wire, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Settings,
-              pin: dict[str, Any] | None = None, calibration: CalibrationTable | None = None) -> Plan:
+             pin: dict[str, Any] | None = None, calibration: CalibrationTable | None = None,
+             model: ModelSource | None = None) -> Plan:
     return plan(
         spec,
+        model=model,
         node_product=node.product if node else None,
         node_gpu_memory_mib=node.gpu_memory_mib if node else None,
         node_compute_capability=node.compute if node else None,
@@ -47,9 +56,17 @@ def plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Settings
     )
 
 
-def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings, now: str) -> bool:
-    """Choose a node and plan. Returns True when attempt 1 was created (False: waiting or failed)."""
+def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings, now: str,
+               model: ModelSource | None = None) -> bool:
+    """Choose a node and plan (with the resolved ``model``, when one was read: ``converge.resolution``). Returns
+    True when attempt 1 was created (False: waiting or failed); the plan, when one was made, is
+    ``out.plan_result``."""
     st = out.status
+    try:  # a verdict the nodes cannot change comes before waiting for nodes (pipeline 64 on 32 layers)
+        check_pipeline(spec, known_layers(spec) if model is None else _config_layers(model.config))
+    except PlanInputError as exc:
+        mark_failed_spec(out, str(exc), now, snap.generation)
+        return False
     operator_image = settings.image_for(spec.engine.kind.value)
     nodes = eligible_nodes(spec, snap.nodes, operator_image)
     shortage = group_shortage(spec, nodes)
@@ -60,10 +77,11 @@ def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings
         return False
     node = best_group_node(spec, nodes)
     try:
-        result = plan_for(spec, node, settings, calibration=snap.calibration)
+        result = plan_for(spec, node, settings, calibration=snap.calibration, model=model)
     except (PlanInputError, ValueError) as exc:
         mark_failed_spec(out, str(exc), now, snap.generation)
         return False
+    out.plan_result = result
     st.node_product = spec.gpu.product or node.product
     st.plan = plan_status(result, spec, node, settings.default_headroom)
     if not result.fits:
@@ -87,7 +105,11 @@ def node_of(snap: Snapshot, pod: PodView | None, product: str | None) -> GPUNode
 
 
 def replan(spec: InferenceServerSpec, pin: dict[str, Any], node: GPUNode | None,
-            settings: Settings) -> tuple[int, str]:
+           settings: Settings, out: Outcome) -> tuple[int, str]:
+    """A re-plan of the same spec (step-down, verify): the resolved architecture and weights come back from
+    ``status.model.resolved`` (no Hub request)."""
+    model = out.status.model
+    spec = inputs_from_status(spec, model.resolved if model is not None else None)
     result = plan_for(spec, node, settings, pin=pin)
     return result.context_length, (result.reasons[-1] if result.reasons else "")
 
@@ -116,3 +138,11 @@ def plan_status(result: Plan, spec: InferenceServerSpec, node: GPUNode | None, d
         calibration_key=result.calibration_key,
         calibration_bytes=result.calibration_bytes or None,
     )
+
+
+def _config_layers(config: dict[str, object]) -> int | None:
+    """``num_hidden_layers`` of a resolved config.json (its ``text_config`` for a multimodal model), None when
+    it does not say (``resolve_inputs`` checks again with the layers it derives)."""
+    text = config.get("text_config")
+    layers = (text if isinstance(text, dict) else config).get("num_hidden_layers")
+    return layers if isinstance(layers, int) and not isinstance(layers, bool) else None

@@ -56,7 +56,7 @@ def observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, set
             (failed, diagnose(failed, failed.restart_count))
         node = node_of(snap, failed, st.node_product)
         attempts.fail(out, spec, cur, failed, failure, node, settings, snap.now, snap.generation,
-                      lambda s, pin: replan(s, pin, node, settings))
+                      lambda s, pin: replan(s, pin, node, settings, out))
         return
     groups = snap.deployment.replicas if snap.deployment is not None else None
     if follow_group(out, spec, cur, pods, settings.group_restart_budget, now, snap.generation, groups):
@@ -71,7 +71,7 @@ def observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, set
             node = node_of(snap, ready[0], st.node_product)
             observe_startup(out, spec, ready[0], read_startup, uid=snap.uid, server=f"{snap.namespace}/{snap.name}",
                             node=node, settings=settings, now=snap.now, generation=snap.generation,
-                            replan=lambda s, pin: replan(s, pin, node, settings))
+                            replan=lambda s, pin: replan(s, pin, node, settings, out))
     elif cur.not_before is None or parse_rfc3339(cur.not_before) <= snap.now:
         follow_pods(out, cur, pods, gone, snap.deployment, node_names, now, snap.generation)
 
@@ -83,4 +83,4 @@ def record_download_failure(snap: Snapshot, spec: InferenceServerSpec, out: Outc
     assert cur is not None
     node = node_of(snap, pod, out.status.node_product)
     attempts.fail(out, spec, cur, pod, failure, node, settings, snap.now, snap.generation,
-                  lambda s, pin: replan(s, pin, node, settings), decision=decision)
+                  lambda s, pin: replan(s, pin, node, settings, out), decision=decision)

@@ -11,7 +11,20 @@ ask for, for clusters where that is not enough:
 - ``CTXFIT_ALLOW_WILDCARD_TOLERATIONS=false``: refuse a toleration without a key (operator Exists with no
   key tolerates every taint, e.g. control-plane nodes);
 - ``CTXFIT_ALLOWED_TOLERATION_KEYS``: toleration keys allowed (empty: any key);
-- ``CTXFIT_ALLOW_SECRET_ENV=false``: refuse ``engine.env[].valueFrom.secretKeyRef``.
+- ``CTXFIT_ALLOW_SECRET_ENV=false``: refuse every Secret the spec names: ``engine.env[].valueFrom.secretKeyRef``
+  and ``model.tokenSecretRef`` (rendered as ``HF_TOKEN`` into the download container, which runs the same image);
+  ``CTXFIT_ALLOWED_SECRETS``: names allowed all the same (e.g. the shared ``hf-token``);
+- ``CTXFIT_ALLOW_HOST_PATH=false``: refuse ``model.cache.hostPath``; ``CTXFIT_ALLOWED_HOST_PATH_PREFIXES``: the
+  directories it must be under; without them a system directory (``/``, ``/etc``, ``/var/lib/kubelet``,
+  ``SYSTEM_PATHS``) or one above it is refused, and a path is compared normalized (``/models/../etc`` is ``/etc``);
+- ``CTXFIT_ALLOW_SECURITY_ANNOTATIONS`` (default false): ``pod.annotations`` that change a container's isolation
+  (AppArmor, seccomp, CRI-O/containerd runtime options: ``SECURITY_ANNOTATION_PREFIXES``) are refused;
+- ``CTXFIT_ALLOWED_GPU_PRODUCTS``: the ``gpu.product`` values allowed (the GFD label the pod selects nodes by).
+
+Every spec path into the pod is covered: image (``engine.image``, and the download init container, which runs
+the same image), Secrets (``engine.env``, ``model.tokenSecretRef``), host paths (``model.cache.hostPath``),
+privileges (``pod.annotations``; the spec has no securityContext), node choice (``pod.tolerations``,
+``gpu.product``); tests/unit/controller/converge/test_policy_paths.py walks them field by field.
 
 A refused server is Failed with ``Admitted`` False (reason ``RefusedByPolicy``), a Warning Event, and no
 Deployment (an existing one is scaled to zero). A server refused before it was planned starts once the
@@ -20,10 +33,65 @@ settings allow it; one refused later (settings narrowed) starts again after a ch
 
 from __future__ import annotations
 
+import posixpath
+
 from ctxfit.api import InferenceServerSpec
 from ctxfit.render.deployment import engine_image
 
 from ..settings import Settings
+
+SYSTEM_PATHS = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/opt", "/proc",
+                "/root", "/run", "/sbin", "/srv", "/sys", "/usr", "/var", "/var/lib", "/var/lib/kubelet",
+                "/var/lib/docker", "/var/lib/containerd", "/var/lib/etcd", "/var/log", "/var/run", "/tmp")
+"""Directories a ``hostPath`` cache may not be (nor be above) when no prefixes are configured: the node's system,
+its runtimes' and kubelet's state, where a container with write access would own the node."""
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/root", "/run", "/sbin",
+                "/sys", "/usr", "/var/lib/kubelet", "/var/lib/docker", "/var/lib/containerd", "/var/lib/etcd",
+                "/var/log", "/var/run")
+"""Trees no ``hostPath`` cache may be inside either (e.g. ``/etc/x``, ``/var/lib/kubelet/pods``)."""
+SECURITY_ANNOTATION_PREFIXES = ("container.apparmor.security.beta.kubernetes.io/",
+                                "seccomp.security.alpha.kubernetes.io/",
+                                "container.seccomp.security.alpha.kubernetes.io/", "io.kubernetes.cri-o.",
+                                "io.kubernetes.cri.", "io.containerd.", "io.katacontainers.")
+"""Pod annotations that change how a container is isolated: the AppArmor and seccomp annotations (honoured as
+the fields by kube-apiserver/kubelet), CRI-O's and containerd's runtime-handler ``allowed_annotations`` (devices,
+user namespaces, shm, cgroup options), Kata's."""
+
+
+def _under(path: str, prefix: str) -> bool:
+    prefix = posixpath.normpath(prefix)
+    return path == prefix or path.startswith(prefix.rstrip("/") + "/")
+
+
+def host_path_refusal(path: str, settings: Settings) -> str | None:
+    """Why ``model.cache.hostPath.path`` is refused, None when it is allowed (see the module docstring)."""
+    if not settings.allow_host_path:
+        return "model.cache.hostPath: host paths are not allowed (use a claim)"
+    normal = posixpath.normpath(path)
+    if normal.startswith("//"):
+        normal = "/" + normal.lstrip("/")
+    prefixes = settings.allowed_host_path_prefixes
+    if prefixes:
+        if not any(_under(normal, prefix) for prefix in prefixes):
+            return f"model.cache.hostPath {path!r} is not under an allowed prefix ({', '.join(prefixes)})"
+        return None
+    if normal in SYSTEM_PATHS or any(_under(normal, tree) for tree in SYSTEM_TREES):
+        return f"model.cache.hostPath {path!r} is a system directory of the node (or inside one)"
+    return None
+
+
+def _secret_refusal(spec: InferenceServerSpec, settings: Settings) -> str | None:
+    if settings.allow_secret_env:
+        return None
+    allowed = settings.allowed_secrets
+    for var in spec.engine.env:
+        ref = var.value_from.secret_key_ref if var.value_from is not None else None
+        if ref is not None and ref.name not in allowed:
+            return f"engine.env {var.name}: Secret references are not allowed (Secret {ref.name})"
+    token = spec.model.token_secret_ref
+    if token is not None and token.name not in allowed:
+        return f"model.tokenSecretRef: Secret references are not allowed (Secret {token.name})"
+    return None
 
 
 def refusal(spec: InferenceServerSpec, settings: Settings) -> str | None:
@@ -38,8 +106,21 @@ def refusal(spec: InferenceServerSpec, settings: Settings) -> str | None:
         allowed = settings.allowed_toleration_keys
         if allowed and toleration.key and toleration.key not in allowed:
             return f"pod.tolerations[{i}]: key {toleration.key!r} is not allowed ({', '.join(allowed)})"
-    if not settings.allow_secret_env:
-        for var in spec.engine.env:
-            if var.value_from is not None and var.value_from.secret_key_ref is not None:
-                return f"engine.env {var.name}: Secret references are not allowed"
+    products = settings.allowed_gpu_products
+    if products and spec.gpu.product is not None and spec.gpu.product not in products:
+        return f"gpu.product {spec.gpu.product!r} is not allowed ({', '.join(products)})"
+    if products and spec.gpu.product is None:
+        return f"gpu.product must be set to one of {', '.join(products)} (any GPU product is not allowed)"
+    secret = _secret_refusal(spec, settings)
+    if secret is not None:
+        return secret
+    cache = spec.model.cache
+    if cache is not None and cache.host_path is not None:
+        problem = host_path_refusal(cache.host_path.path, settings)
+        if problem is not None:
+            return problem
+    if not settings.allow_security_annotations:
+        for key in spec.pod.annotations:
+            if key.startswith(SECURITY_ANNOTATION_PREFIXES):
+                return f"pod.annotations {key!r}: annotations that change a container's isolation are not allowed"
     return None

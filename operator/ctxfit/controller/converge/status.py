@@ -132,6 +132,20 @@ def mark_refused(out: Outcome, message: str, now: str, generation: int,
     out.status.endpoint = None
 
 
+def mark_groups_missing(out: Outcome, nodes: int, recheck_seconds: float, now: str, generation: int) -> None:
+    """``spec.nodes`` > 1 while the API server serves no LeaderWorkerSets: Failed (nothing can run), Ready False
+    (reason ``LeaderWorkerSetNotInstalled``) saying what to install, one Warning Event; planned again as soon as
+    LeaderWorkerSets are served (looked at every ``recheck_seconds``)."""
+    text = (f"spec.nodes {nodes} runs as a LeaderWorkerSet (leaderworkerset.x-k8s.io/v1), which this cluster does "
+            f"not serve: install the LeaderWorkerSet controller (README: multi-node); looking again every "
+            f"{recheck_seconds:.0f} s")
+    old = out.status.condition(ConditionType.READY)
+    if old is None or old.reason is not Reason.LWS_NOT_INSTALLED:
+        out.events.append(EventNote("Warning", Reason.LWS_NOT_INSTALLED, text))
+    mark_phase(out, Phase.FAILED, Reason.LWS_NOT_INSTALLED, text, now, generation)
+    out.status.endpoint = None
+
+
 def mark_admitted(out: Outcome, now: str, generation: int) -> None:
     """A previously refused server is allowed now: ``Admitted`` True (set only once it was False)."""
     old = out.status.condition(ConditionType.ADMITTED)

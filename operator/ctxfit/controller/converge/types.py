@@ -12,8 +12,10 @@ from typing import Any, Literal
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import Attempt, InferenceServerStatus, Reason
 from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample
+from ctxfit.budget.planner import Plan
 from ctxfit.recovery import Decision
 from ctxfit.vocab.kinds import Failure
+from ctxfit.vocab.modelsource import ModelSource
 
 from ..views.cache import ClaimView, StorageView
 from ..views.pods import DeploymentView, GPUNode, PodView
@@ -83,6 +85,8 @@ class Snapshot:
     claim: ClaimView | None = None
     download_log: Callable[[PodView], str] | None = None
     scaling: ScalingSnapshot | None = None
+    groups_served: bool = True
+    resolution: ResolutionView | None = None
     routing: RoutingSnapshot | None = None
     created: str = ""
 
@@ -109,6 +113,9 @@ class Outcome:
     scaled_object: dict[str, Any] | None = None
     scaled_object_delete: bool = False
     scaled_object_pause: bool = False
+    resolution_request: ResolutionRequest | None = None
+    replan_resolution: bool = False
+    plan_result: Plan | None = None
     pool: dict[str, Any] | None = None
     pool_delete: tuple[str, str] | None = None
     pod_labels: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
@@ -117,3 +124,67 @@ class Outcome:
         """Look again after ``seconds`` at the latest (keeps the earliest request)."""
         seconds = max(0.05, seconds)
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)
+
+
+NeedKind = Literal["spec", "catalog", "hub", "token", "volume"]
+
+
+@dataclass(frozen=True)
+class Need:
+    """What resolution the spec needs: ``kind`` and the key the I/O layer shares it under.
+
+    Attributes:
+        kind: see the module docstring.
+        key: sharing key (kind first).
+        repo: repository id, or the path inside the volume.
+        revision: ``spec.model.revision`` (``main`` when unset).
+        secret: ``(name, key)`` of the token Secret (``token``).
+        claim: ``(claimName, subPath)`` of the preloaded claim (``volume``).
+    """
+
+    kind: NeedKind
+    key: tuple[str, ...]
+    repo: str
+    revision: str = "main"
+    secret: tuple[str, str] | None = None
+    claim: tuple[str, str] | None = None
+
+    @property
+    def reads(self) -> bool:
+        """True when something must be read (hub, token, volume)."""
+        return self.kind in ("hub", "token", "volume")
+
+
+@dataclass(frozen=True)
+class ResolutionView:
+    """What the I/O layer knows for a key (``kube.resolution``).
+
+    Attributes:
+        key: the ``Need.key`` asked about.
+        source: the resolved model, when resolved.
+        resolved_at: when it was resolved.
+        error: the typed failure (``ResolveKind`` value), when the last try failed.
+        detail: what the source said (one line).
+        retry_at: when the I/O layer tries again (waiting errors, and a token's denial).
+        in_flight: a resolution for this key is running (the operator's own, or a resolver pod).
+        pod: the resolver pod's name and what it is doing (``Pending: Unschedulable ...``), when one runs.
+    """
+
+    key: tuple[str, ...]
+    source: ModelSource | None = None
+    resolved_at: datetime | None = None
+    error: str | None = None
+    detail: str = ""
+    retry_at: datetime | None = None
+    in_flight: bool = False
+    pod: str | None = None
+
+
+@dataclass(frozen=True)
+class ResolutionRequest:
+    """Ask the I/O layer to resolve ``need`` (it dedupes per key). ``forget_error``: drop the key's cached error
+    first (the spec changed); ``recheck``: refresh a resolved moving branch in the background."""
+
+    need: Need
+    forget_error: bool = False
+    recheck: bool = False

@@ -1,7 +1,8 @@
-"""API calls for the weights cache: StorageClasses, the cache's PersistentVolumeClaim (read, create,
-expand, delete). Raw JSON over ``Kube.rest`` (``controller/kube/rest.py``); errors other than the expected
-404/409 propagate to ``reconcile``, which retries. Kept on ``Runtime.claims`` (None: no cache I/O, e.g. in
-tests with a fake ``Kube``; servers are then rendered without a cache).
+"""API calls for the weights cache: StorageClasses, the cache's PersistentVolumeClaim (read, create, expand,
+retention, delete; only the server's own claim is ever written: ``guarded``). Raw JSON over ``Kube.rest``
+(``controller/kube/rest.py``); errors other than the expected 404/409 propagate to ``reconcile``, which retries. Kept
+on ``Runtime.claims`` (None: no cache I/O, e.g. in tests with a fake ``Kube``; servers are then rendered without
+a cache).
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from ctxfit.api import quantity_to_bytes
+from ctxfit.render.labels import OWNER_UID_ANNOTATION
 
 from ..views.cache import ClaimView, StorageView, claim_view, storage_view
-from .client import Kube
-from .rest import CLAIMS, MERGE_PATCH, STORAGE_CLASSES
+from ..views.ownership import holder_of, server_uid_of
+from .client import Kube, _pointer
+from .guarded import check, delete_owned, patch_owned
+from .rest import CLAIMS, JSON_PATCH, STORAGE_CLASSES
 
 STORAGE_CLASS_TTL_SECONDS = 30.0
 """StorageClasses change rarely: one list per this many seconds serves every reconcile."""
@@ -80,29 +84,86 @@ class ClaimsApi:
         return entry[0] if entry is not None and now - entry[1] <= CREATED_MEMORY_SECONDS else None
 
     def apply_claim(self, claim: dict[str, Any], *, exists: bool) -> None:
-        """Create the claim (one that already exists is kept: the next pass reads it and expands it if it is
-        smaller), or expand an existing one to the rendered request (a merge patch of the request)."""
+        """Create the claim, or bring the server's existing claim to the rendering: its request grown to the
+        rendered size (never shrunk: Kubernetes refuses that), its ownerReference added or removed as
+        ``retain`` says, the ``ctxfit.io/owner-uid`` annotation kept. A claim of that name that is not the
+        server's is never written (``guarded``); one that is, found on create (409), is kept as it is: the next
+        pass reads it and grows it if it is smaller.
+
+        Raises:
+            guarded.Foreign: a claim of that name exists and is not the server's.
+            ApiException: any other refusal (e.g. 403: its StorageClass does not allow expansion).
+        """
         meta = claim["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        owner = server_uid_of(claim)
         size = claim["spec"]["resources"]["requests"]["storage"]
+
+        def read() -> dict[str, Any] | None:
+            return self.rest.read(CLAIMS, namespace, name)
+
         if not exists:
             try:
-                self.rest.call("POST", CLAIMS, meta["namespace"], body=claim)
+                self.rest.call("POST", CLAIMS, namespace, body=claim)
             except ApiException as exc:
                 if exc.status != 409:
                     raise
+                check("PersistentVolumeClaim", name, read(), owner)  # Foreign when not the server's
                 return  # not remembered: the next pass reads it (its size may differ)
-            view = ClaimView(meta["name"], quantity_to_bytes(str(size)), None,
-                             claim["spec"].get("storageClassName"), None)
+            view = ClaimView(name, quantity_to_bytes(str(size)), None, claim["spec"].get("storageClassName"), None,
+                             holder_of(claim))
             with self._lock:
-                self._created[(meta["namespace"], meta["name"])] = (view, time.monotonic())
+                self._created[(namespace, name)] = (view, time.monotonic())
             return
-        self.rest.call("PATCH", CLAIMS, meta["namespace"], meta["name"],
-                       body={"spec": {"resources": {"requests": {"storage": size}}}}, content_type=MERGE_PATCH)
+        live = read()
+        if live is None:
+            self.apply_claim(claim, exists=False)
+            return
 
-    def delete_claim(self, namespace: str, name: str) -> None:
-        """Delete a replaced claim (Kubernetes keeps it until no pod uses it); absent is fine."""
-        try:
-            self.rest.call("DELETE", CLAIMS, namespace, name)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        def send(patch: list[dict[str, Any]]) -> None:
+            self.rest.call("PATCH", CLAIMS, namespace, name, body=patch, content_type=JSON_PATCH)
+
+        patch_owned("PersistentVolumeClaim", name, owner, read, send, claim_ops(claim, live), live=live)
+
+    def delete_claim(self, namespace: str, name: str, owner: str) -> None:
+        """Delete the server's replaced claim (Kubernetes keeps it until no pod uses it), with its uid as a
+        precondition; absent is fine. Raises ``guarded.Foreign`` when it is not the server's (uid ``owner``)."""
+        def send(uid: str) -> None:
+            body = {"preconditions": {"uid": uid}} if uid else None
+            self.rest.call("DELETE", CLAIMS, namespace, name, body=body)
+
+        delete_owned("PersistentVolumeClaim", name, owner, lambda: self.rest.read(CLAIMS, namespace, name), send)
+
+
+def claim_ops(claim: dict[str, Any], live: dict[str, Any]) -> list[dict[str, Any]]:
+    """JSON-patch operations that bring the server's ``live`` claim to the rendered ``claim``: a larger request,
+    the owner annotation, and the ownerReference present exactly when the rendering has one (``retain``)."""
+    ops: list[dict[str, Any]] = []
+    want = claim["spec"]["resources"]["requests"]["storage"]
+    have = _claim_request(live)
+    if have is None or have < quantity_to_bytes(str(want)):
+        ops.append({"op": "add", "path": "/spec/resources/requests/storage", "value": want})
+    meta, live_meta = claim["metadata"], live.get("metadata") or {}
+    marker = (meta.get("annotations") or {}).get(OWNER_UID_ANNOTATION)
+    if marker is not None and (live_meta.get("annotations") or {}).get(OWNER_UID_ANNOTATION) != marker:
+        if live_meta.get("annotations"):
+            ops.append({"op": "add", "path": f"/metadata/annotations/{_pointer(OWNER_UID_ANNOTATION)}",
+                        "value": marker})
+        else:
+            ops.append({"op": "add", "path": "/metadata/annotations", "value": {OWNER_UID_ANNOTATION: marker}})
+    owner = server_uid_of(claim)
+    ours = [i for i, ref in enumerate(live_meta.get("ownerReferences") or []) if ref.get("uid") == owner]
+    wanted = meta.get("ownerReferences") or []
+    if wanted and not ours:
+        if live_meta.get("ownerReferences"):
+            ops.append({"op": "add", "path": "/metadata/ownerReferences/-", "value": wanted[0]})
+        else:
+            ops.append({"op": "add", "path": "/metadata/ownerReferences", "value": wanted})
+    elif not wanted:
+        ops += [{"op": "remove", "path": f"/metadata/ownerReferences/{i}"} for i in reversed(ours)]
+    return ops
+
+
+def _claim_request(claim: dict[str, Any]) -> int | None:
+    view = claim_view(claim)
+    return view.request_bytes if view is not None else None

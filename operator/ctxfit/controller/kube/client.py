@@ -2,7 +2,8 @@
 
 Every write the operator does goes through here: the InferenceServer status (replace on the status
 subresource with ``resourceVersion``, i.e. compare-and-swap), create/replace of the Deployment and
-create of the Service (field manager ``ctxfit``), scaling to zero, Events. Reads: the InferenceServer,
+the Service (field manager ``ctxfit``), scaling to zero, Events; every change of an existing object only when
+it is the server's (``ownership``, ``guarded``). Reads: the InferenceServer,
 its Deployment, a failed pod's Events and previous log tail. Requests and responses are raw JSON
 (``controller/kube/rest.py``): no model validation or (de)serialization on the hot path. Never reads Secrets.
 """
@@ -21,9 +22,11 @@ from kubernetes.client.exceptions import ApiException
 from ctxfit.api import API_GROUP, API_VERSION, KIND
 from ctxfit.vocab.text import clean_text
 
+from ..views.ownership import server_uid_of
+from ..views.workloads import ServiceView, service_view
+from .guarded import create_or_patch, patch_owned
 from .rest import (
     DEPLOYMENTS,
-    DEPLOYMENTS_SCALE,
     EVENTS,
     JSON_PATCH,
     POD_LOG,
@@ -34,8 +37,15 @@ from .rest import (
     Rest,
 )
 from .rest import MERGE_PATCH as MERGE_PATCH  # re-exported: groupkube and claims import it from here
+from .rest import Conflict as Conflict  # re-exported: reconcile imports it from here
 
 FIELD_MANAGER = "ctxfit"
+LOG_TAIL_BYTES = 256 * 1024
+"""Bytes of a log tail kept (diagnosis reads the last lines; the classifier needs far less)."""
+EVENT_LIST_ITEMS = 100
+EVENT_LIST_BYTES = 1024 * 1024
+EVENT_MESSAGE_BYTES = 2048
+"""A failed pod's Events: at most this many asked, this many bytes read, this much of each message kept."""
 COMPONENT = "ctxfit-operator"
 WORKLOAD_KINDS = frozenset({"Deployment", "LeaderWorkerSet"})
 """Kinds whose ``spec.replicas`` an autoscaler may own."""
@@ -88,10 +98,6 @@ def _release(response: Any) -> None:
         response.data  # noqa: B018 - reading the body drains it
     finally:
         response.release_conn()
-
-
-class Conflict(Exception):
-    """The object changed since it was read (HTTP 409): read again and retry."""
 
 
 def load_api_client(pool_size: int = 32) -> client.ApiClient:
@@ -159,89 +165,110 @@ class Kube:
         """The Deployment as a plain dict (camelCase), None when absent."""
         return self.rest.read(DEPLOYMENTS, namespace, name)
 
-    def service_port(self, namespace: str, name: str) -> int | None:
-        """The first port of Service ``name``, None when it does not exist."""
+    def service_port(self, namespace: str, name: str) -> ServiceView | None:
+        """Service ``name`` as a ``ServiceView`` (its port when it is the one ctxfit renders, and whose it is),
+        None when it does not exist."""
         service = self.rest.read(SERVICES, namespace, name)
-        return service_port(service) if service is not None else None
+        return service_view(service, name) if service is not None else None
 
-    def apply(self, obj: dict[str, Any], *, exists: bool) -> None:
-        """Create or replace a Deployment, or create a Service, as rendered (ctxfit owns these objects).
+    def apply(self, obj: dict[str, Any], *, exists: bool, via: tuple[str, ...] = ()) -> None:
+        """Create or replace a Deployment, or create a Service, as rendered, when the object is the server's.
 
         A Deployment is created (POST) when absent; otherwise a JSON patch replaces its whole ``spec`` and
         sets ctxfit's labels/annotations, so a field dropped from the rendering (e.g. a pod label removed
         from ``spec.pod``) disappears; both cost the API server about a third of a server-side apply. A
         Service is created, or its type, selector and ports replaced by a JSON patch (a PUT would have to
         carry the allocated clusterIP; a merge patch could not drop a selector key added by hand).
-        A stale ``exists`` is corrected by the 409/404 answer.
+        A stale ``exists`` is corrected by the 409/404 answer. An existing object is read first and patched
+        only when it names the server (the uid in the rendered ownerReference), behind ``test`` operations
+        (``guarded``). ``via``: uids of the server's own objects whose controlled children count as its own (a
+        multi-node server's Service is the headless Service its LeaderWorkerSet's controller created).
+
+        Raises:
+            ownership.Foreign: an object of that name exists and is not the server's (nothing written).
+            ApiException: any other refusal.
         """
         meta = obj["metadata"]
         name, namespace, kind = meta["name"], meta["namespace"], obj["kind"]
         manager = {"fieldManager": FIELD_MANAGER}
-        if kind == "Service":
-            if not exists:
-                try:
-                    self.rest.call("POST", SERVICES, namespace, query=manager, body=obj)
-                    return
-                except ApiException as exc:
-                    if exc.status != 409:
-                        raise
+        rest = self.rest
+        if kind == "Service":  # each call names its resource (tests/unit/chart/test_chart_rbac.py reads them)
             ops = [op for op in _replace_ops(obj) if op["path"].startswith("/metadata/labels/")]
-            ops += [{"op": "replace", "path": f"/spec/{key}", "value": obj["spec"][key]}
-                    for key in ("type", "selector", "ports")]
-            self.rest.call("PATCH", SERVICES, namespace, name, query=manager, body=ops, content_type=JSON_PATCH)
-            return
-        if kind != "Deployment":
-            raise ValueError(f"cannot apply kind {kind}")
-        if not exists:
-            try:
-                self.rest.call("POST", DEPLOYMENTS, namespace, query=manager, body=obj)
-                return
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
-        try:
-            self.rest.call("PATCH", DEPLOYMENTS, namespace, name, query=manager, body=_replace_ops(obj),
-                           content_type=JSON_PATCH)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            self.rest.call("POST", DEPLOYMENTS, namespace, query=manager, body=obj)
+            ops += [{"op": "add", "path": f"/spec/{key}", "value": obj["spec"][key]}  # add: also where it is
+                    for key in ("type", "selector", "ports")]  # missing (a headless Service has no ports)
 
-    def scale_to_zero(self, namespace: str, name: str) -> None:
-        """Set the Deployment's replicas to 0 (GPUs released); absent Deployment is fine."""
+            def create() -> None:
+                rest.call("POST", SERVICES, namespace, query=manager, body=obj)
+
+            def read() -> dict[str, Any] | None:
+                return rest.read(SERVICES, namespace, name)
+
+            def send(patch: list[dict[str, Any]]) -> None:
+                rest.call("PATCH", SERVICES, namespace, name, query=manager, body=patch, content_type=JSON_PATCH)
+        elif kind == "Deployment":
+            ops = _replace_ops(obj)
+
+            def create() -> None:
+                rest.call("POST", DEPLOYMENTS, namespace, query=manager, body=obj)
+
+            def read() -> dict[str, Any] | None:
+                return rest.read(DEPLOYMENTS, namespace, name)
+
+            def send(patch: list[dict[str, Any]]) -> None:
+                rest.call("PATCH", DEPLOYMENTS, namespace, name, query=manager, body=patch, content_type=JSON_PATCH)
+        else:
+            raise ValueError(f"cannot apply kind {kind}")
+        create_or_patch(kind, name, server_uid_of(obj), create, read, send, ops, exists=exists, via=via)
+
+    def scale_to_zero(self, namespace: str, name: str, owner: str) -> None:
+        """Set the server's Deployment's replicas to 0 (GPUs released): a guarded JSON patch of ``spec.replicas``
+        (``guarded``; the scale subresource carries no ownerReferences to test). Absent is fine.
+
+        Raises:
+            ownership.Foreign: the Deployment of that name is not the server's (uid ``owner``).
+        """
+        def send(patch: list[dict[str, Any]]) -> None:
+            self.rest.call("PATCH", DEPLOYMENTS, namespace, name, body=patch, content_type=JSON_PATCH)
+
         try:
-            self.rest.call("PATCH", DEPLOYMENTS_SCALE, namespace, name, body={"spec": {"replicas": 0}},
-                           content_type=MERGE_PATCH)
+            patch_owned("Deployment", name, owner, lambda: self.rest.read(DEPLOYMENTS, namespace, name), send,
+                        [{"op": "add", "path": "/spec/replicas", "value": 0}])
         except ApiException as exc:
             if exc.status != 404:
                 raise
 
     def pod_events(self, namespace: str, pod: str, limit: int = 20) -> list[str]:
-        """Messages of the pod's Events (e.g. probe failures), newest last; [] when unreadable."""
+        """Messages of the pod's Events (e.g. probe failures), newest last, each at most ``EVENT_MESSAGE_BYTES``;
+        [] when unreadable or when the list is over ``EVENT_LIST_BYTES`` (at most ``EVENT_LIST_ITEMS`` asked)."""
         try:
-            events = self.rest.call_json("GET", EVENTS, namespace, query={
-                "fieldSelector": f"involvedObject.kind=Pod,involvedObject.name={pod}"})
-        except ApiException:
+            raw = self.rest.call("GET", EVENTS, namespace, query={
+                "fieldSelector": f"involvedObject.kind=Pod,involvedObject.name={pod}", "limit": EVENT_LIST_ITEMS},
+                max_bytes=EVENT_LIST_BYTES + 1)
+            events = json.loads(raw) if len(raw) <= EVENT_LIST_BYTES else {}
+        except (ApiException, ValueError):
             return []
         items = sorted(events.get("items") or [],
                        key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
-        return [f"{e.get('reason')}: {e['message']}" for e in items[-limit:] if e.get("message")]
+        return [f"{e.get('reason')}: {str(e['message'])[:EVENT_MESSAGE_BYTES]}" for e in items[-limit:]
+                if e.get("message")]
 
-    def _log(self, namespace: str, pod: str, query: dict[str, Any]) -> str:
+    def _log(self, namespace: str, pod: str, query: dict[str, Any], max_bytes: int, keep: str) -> str:
         try:
-            data = self.rest.call("GET", POD_LOG, namespace, pod, query=query, accept="*/*", timeout=10)
+            data = self.rest.call("GET", POD_LOG, namespace, pod, query=query, accept="*/*", timeout=10,
+                                  max_bytes=max_bytes, keep=keep)
             return data.decode("utf-8", errors="replace")
         except Exception:  # noqa: BLE001 - logs are best effort: no kubelet, rotated, permission
             return ""
 
     def log_tail(self, namespace: str, pod: str, container: str, *, previous: bool, lines: int) -> str:
-        """The container's log tail (``previous``: the crashed instance); "" when unavailable."""
+        """The container's log tail (``previous``: the crashed instance): ``lines`` lines and at most
+        ``LOG_TAIL_BYTES`` (the end is kept: a crash's last words); "" when unavailable."""
         return self._log(namespace, pod, {"container": container, "previous": "true" if previous else "false",
-                                          "tailLines": lines})
+                                          "tailLines": lines}, LOG_TAIL_BYTES, "tail")
 
     def log_head(self, namespace: str, pod: str, container: str, *, limit_bytes: int) -> str:
         """The first ``limit_bytes`` of the container's current log (start-up lines); "" when unavailable."""
-        return self._log(namespace, pod, {"container": container, "limitBytes": limit_bytes})
+        return self._log(namespace, pod, {"container": container, "limitBytes": limit_bytes}, limit_bytes, "head")
 
     def post_event(self, server: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """Post a core/v1 Event on the InferenceServer (best effort: failures are swallowed)."""

@@ -2,32 +2,64 @@
 
 Same rules as ``kube.Kube`` for the Deployment: created when absent, otherwise a JSON patch replaces its
 whole ``spec`` and ctxfit's labels/annotations (field manager ``ctxfit``); scaling to zero patches
-``spec.replicas``. Only multi-node servers reach this module, so single-node reconciles read and write
-nothing more than before. RBAC: ``leaderworkersets`` get, create, patch (chart ``templates/rbac.yaml``).
+``spec.replicas``; nothing that is not the server's is written (``guarded``). Only multi-node servers reach
+this module, so single-node reconciles read and write nothing more than before. RBAC: ``leaderworkersets`` get,
+create, patch (chart ``templates/rbac.yaml``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
 from ctxfit.render.leaderworkerset import LWS_PLURAL
 
-from .client import MERGE_PATCH, Kube, _json, _release
-from .custom import CustomResource, apply_custom_object
+from .client import Kube, _json
+from .custom import CustomResource, apply_custom_object, patch_custom_object, resource_missing
 
 LWS_GROUP = "leaderworkerset.x-k8s.io"
 LWS_VERSION = "v1"
 LWS = CustomResource(LWS_GROUP, LWS_VERSION, LWS_PLURAL)
 
 
+class GroupsNotInstalled(Exception):
+    """The API server does not serve ``leaderworkersets.leaderworkerset.x-k8s.io`` (the LWS CRD not installed)."""
+
+
+ABSENT_MEMO_SECONDS = 60.0
+"""LeaderWorkerSets found not served: no server asks again before this many seconds (one 404 per minute, not
+one per pass of every multi-node server)."""
+
+
+@dataclass
+class GroupsMemo:
+    """Shared by all reconciles (on ``Runtime``): when LeaderWorkerSets were found not served, until when."""
+
+    absent_until: float = 0.0
+
+    def absent(self, now: float) -> bool:
+        """Found not served less than ``ABSENT_MEMO_SECONDS`` ago."""
+        return now < self.absent_until
+
+    def found_absent(self, now: float) -> None:
+        """Remember that the API server does not serve LeaderWorkerSets."""
+        self.absent_until = now + ABSENT_MEMO_SECONDS
+
+
 def get_group(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
-    """The LeaderWorkerSet as a plain dict, None when absent."""
+    """The LeaderWorkerSet as a plain dict, None when absent.
+
+    Raises:
+        GroupsNotInstalled: the resource type itself is not served.
+    """
     try:
         rsp = kube.custom.get_namespaced_custom_object(LWS_GROUP, LWS_VERSION, namespace, LWS_PLURAL, name,
                                                        _preload_content=False)
     except ApiException as exc:
+        if resource_missing(exc):
+            raise GroupsNotInstalled(str(exc.reason)) from exc
         if exc.status == 404:
             return None
         raise
@@ -36,16 +68,21 @@ def get_group(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
 
 def apply_group(kube: Kube, obj: dict[str, Any], *, exists: bool) -> None:
     """Create the LeaderWorkerSet, or replace its spec/labels/annotations (``customkube.apply_custom_object``;
-    a stale ``exists`` is corrected). Raises ``ApiException`` (a 404 for the resource type: LWS not installed)."""
-    apply_custom_object(kube, LWS, obj, exists=exists)
+    a stale ``exists`` is corrected).
 
-
-def scale_group_to_zero(kube: Kube, namespace: str, name: str) -> None:
-    """Set the LeaderWorkerSet's replicas to 0 (every group's GPUs released); absent is fine."""
+    Raises:
+        GroupsNotInstalled: the resource type is not served (the LWS CRD not installed).
+        ApiException: any other refusal.
+    """
     try:
-        _release(kube.custom.patch_namespaced_custom_object(
-            LWS_GROUP, LWS_VERSION, namespace, LWS_PLURAL, name, {"spec": {"replicas": 0}},
-            _content_type=MERGE_PATCH, _preload_content=False))
+        apply_custom_object(kube, LWS, obj, exists=exists)
     except ApiException as exc:
-        if exc.status != 404:
-            raise
+        if resource_missing(exc):
+            raise GroupsNotInstalled(str(exc.reason)) from exc
+        raise
+
+
+def scale_group_to_zero(kube: Kube, namespace: str, name: str, owner: str) -> None:
+    """Set the server's LeaderWorkerSet's replicas to 0 (every group's GPUs released): a guarded JSON patch
+    (``guarded``). Absent is fine. Raises ``ownership.Foreign`` when it is not the server's (uid ``owner``)."""
+    patch_custom_object(kube, LWS, namespace, name, owner, [{"op": "add", "path": "/spec/replicas", "value": 0}])

@@ -25,8 +25,8 @@ from ctxfit.render.scaledobject import PAUSED_ANNOTATION, SCALED_OBJECT_PLURAL
 
 from ..converge.types import Keda, ScalingSnapshot
 from ..views.workloads import ScaledObjectView, scaled_object_view
-from .client import FIELD_MANAGER, MERGE_PATCH, Kube, _json, _release
-from .custom import CustomResource, apply_custom_object, resource_missing
+from .client import Kube, _json, _pointer
+from .custom import CustomResource, apply_custom_object, delete_custom_object, patch_custom_object, resource_missing
 
 KEDA_GROUP = "keda.sh"
 KEDA_VERSION = "v1alpha1"
@@ -72,23 +72,26 @@ def apply_scaled_object(kube: Kube, obj: dict[str, Any], live: ScaledObjectView 
         raise
 
 
-def pause_scaled_object(kube: Kube, namespace: str, name: str) -> None:
-    """Add the pause annotation to an existing ScaledObject (its spec unread); absent or no KEDA is fine."""
-    patch = {"metadata": {"annotations": {PAUSED_ANNOTATION: "true"}}}
+def pause_scaled_object(kube: Kube, namespace: str, name: str, owner: str,
+                        live: ScaledObjectView | None = None) -> None:
+    """Add the pause annotation to the server's ScaledObject (its spec unread; a guarded JSON patch). Absent or
+    no KEDA is fine. Raises ``ownership.Foreign`` when it is not the server's (uid ``owner``)."""
+    if live is not None and not live.annotations:
+        ops = [{"op": "add", "path": "/metadata/annotations", "value": {PAUSED_ANNOTATION: "true"}}]
+    else:
+        ops = [{"op": "add", "path": f"/metadata/annotations/{_pointer(PAUSED_ANNOTATION)}", "value": "true"}]
     try:
-        _release(kube.custom.patch_namespaced_custom_object(
-            KEDA_GROUP, KEDA_VERSION, namespace, KEDA_PLURAL, name, patch,
-            _content_type=MERGE_PATCH, field_manager=FIELD_MANAGER, _preload_content=False))
+        patch_custom_object(kube, KEDA, namespace, name, owner, ops)
     except ApiException as exc:
         if exc.status != 404:
             raise
 
 
-def delete_scaled_object(kube: Kube, namespace: str, name: str) -> None:
-    """Delete the ScaledObject (KEDA then deletes its HPA and leaves the replica count); absent is fine."""
+def delete_scaled_object(kube: Kube, namespace: str, name: str, owner: str) -> None:
+    """Delete the server's ScaledObject (KEDA then deletes its HPA and leaves the replica count), with its uid as
+    a precondition; absent is fine. Raises ``ownership.Foreign`` when it is not the server's (uid ``owner``)."""
     try:
-        _release(kube.custom.delete_namespaced_custom_object(KEDA_GROUP, KEDA_VERSION, namespace, KEDA_PLURAL, name,
-                                                             _preload_content=False))
+        delete_custom_object(kube, KEDA, namespace, name, owner)
     except ApiException as exc:
         if exc.status != 404:
             raise

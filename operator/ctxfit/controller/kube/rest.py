@@ -35,6 +35,10 @@ Observe = Callable[[str, str, int, float], None]
 """``observe(verb, resource, status code, seconds)`` after each request (0: no answer)."""
 
 
+class Conflict(Exception):
+    """The object changed since it was read (HTTP 409, or a failed JSON-patch ``test``): read again and retry."""
+
+
 def resource_of(path: str) -> str:
     """The resource (and subresource) a path names, for metrics: ``/api/v1/namespaces/ns/pods/p/log`` ->
     ``pods/log``; ``/apis/apps/v1/namespaces/ns/deployments`` -> ``deployments``."""
@@ -95,6 +99,22 @@ class Resource:
         return prefix + path_of(*parts)
 
 
+READ_CHUNK_BYTES = 64 * 1024
+
+
+def _bounded_read(response: Any, max_bytes: int, keep: str) -> bytes:
+    """At most ``max_bytes`` of a streamed answer: its head (the rest is not read) or its tail (read through,
+    keeping only the last ``max_bytes``)."""
+    kept = bytearray()
+    for chunk in response.stream(READ_CHUNK_BYTES, decode_content=True):
+        kept += chunk
+        if keep == "head" and len(kept) >= max_bytes:
+            return bytes(kept[:max_bytes])
+        if len(kept) > 2 * max_bytes:
+            del kept[:len(kept) - max_bytes]
+    return bytes(kept[-max_bytes:]) if keep == "tail" else bytes(kept[:max_bytes])
+
+
 class Rest:
     """Thread-safe raw JSON calls over one ``ApiClient`` (its pool, TLS settings and credentials)."""
 
@@ -114,8 +134,13 @@ class Rest:
         return headers
 
     def request(self, method: str, path: str, *, query: dict[str, Any] | None = None, body: Any = None,
-                content_type: str = JSON, accept: str = JSON, timeout: float | None = None) -> bytes:
+                content_type: str = JSON, accept: str = JSON, timeout: float | None = None,
+                max_bytes: int | None = None, keep: str = "head") -> bytes:
         """Send one request; returns the response body. ``body`` (dict/list) is sent as JSON.
+
+        ``max_bytes``: read the answer in chunks and keep at most this many bytes of it, its first (``keep``
+        "head") or its last (``keep`` "tail": a log's end); memory stays bounded whatever the answer's size
+        (a crashing engine's log can be one 50 MB line). None: the whole answer (API objects, bounded by etcd).
 
         Raises ``ApiException`` for a non-2xx answer (``status``, ``reason``, ``body``); connection errors
         propagate from urllib3 as with the generated client.
@@ -130,7 +155,8 @@ class Rest:
             response = self.pool.request(method, url, body=data, preload_content=False, timeout=timeout,
                                          headers=self._headers(content_type if data is not None else None, accept))
             try:
-                payload: bytes = response.data
+                payload: bytes = response.data if max_bytes is None or not 200 <= response.status <= 299 \
+                    else _bounded_read(response, max_bytes, keep)
             finally:
                 response.release_conn()
             code = response.status
@@ -175,9 +201,9 @@ class Rest:
 SERVERS = Resource(API_GROUP, API_VERSION, PLURAL)
 SERVERS_STATUS = Resource(API_GROUP, API_VERSION, PLURAL, "status")
 DEPLOYMENTS = Resource("apps", "v1", "deployments")
-DEPLOYMENTS_SCALE = Resource("apps", "v1", "deployments", "scale")
 SERVICES = Resource("", "v1", "services")
 EVENTS = Resource("", "v1", "events")
+PODS = Resource("", "v1", "pods")
 POD_LOG = Resource("", "v1", "pods", "log")
 CLAIMS = Resource("", "v1", "persistentvolumeclaims")
 CONFIGMAPS = Resource("", "v1", "configmaps")

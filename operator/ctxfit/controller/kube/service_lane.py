@@ -64,7 +64,7 @@ class ServiceLane:
         with self._lock:
             return key in self._in_flight
 
-    def submit(self, key: Key, service: dict[str, Any], *, exists: bool) -> float | None:
+    def submit(self, key: Key, service: dict[str, Any], *, exists: bool, via: tuple[str, ...] = ()) -> float | None:
         """Queue the write of ``service``. Returns 0 when it is queued or in flight; the seconds until it may be
         written again when this rendering was just written (nothing is queued: look again then); None when it
         could not be queued (stopping, or a full backlog)."""
@@ -85,7 +85,10 @@ class ServiceLane:
             failed = False
             try:
                 with refused("Service", name, service):
-                    self._apply(service, exists=exists)
+                    if via:
+                        self._apply(service, exists=exists, via=via)
+                    else:
+                        self._apply(service, exists=exists)
             except Exception as exc:  # noqa: BLE001 - handed to the server's next pass
                 failed = True
                 with self._lock:

@@ -10,6 +10,9 @@ from typing import Any
 
 from ctxfit.api import quantity_to_bytes
 from ctxfit.render.cache import CLAIM_ANNOTATION, DOWNLOAD_CONTAINER
+from ctxfit.vocab.text import capped
+
+from .ownership import Holder, holder_of
 
 DEFAULT_CLASS_ANNOTATIONS = ("storageclass.kubernetes.io/is-default-class",
                              "storageclass.beta.kubernetes.io/is-default-class")
@@ -63,7 +66,7 @@ def download_view(pod: Mapping[str, Any]) -> DownloadView | None:
     restarts = int(status.get("restartCount") or 0)
     if now and now.get("exitCode") == 0:
         return DownloadView("succeeded", now.get("startedAt"), now.get("finishedAt"), restarts, 0, now.get("reason"),
-                            str(now.get("message") or ""), claim)
+                            capped(now.get("message")), claim)
     if running:
         return DownloadView("running", running.get("startedAt"), None, restarts, None, None, "", claim)
     failed = now or last
@@ -71,7 +74,7 @@ def download_view(pod: Mapping[str, Any]) -> DownloadView | None:
         code = failed.get("exitCode")
         return DownloadView("failed", failed.get("startedAt"), failed.get("finishedAt"), restarts,
                             int(code) if isinstance(code, int) else None, failed.get("reason"),
-                            str(failed.get("message") or ""), claim)
+                            capped(failed.get("message")), claim)
     return DownloadView("waiting", None, None, restarts, None, None, "", claim)
 
 
@@ -85,13 +88,15 @@ def parse_progress(log: str) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class ClaimView:
-    """An existing PersistentVolumeClaim: its requested size (bytes), phase, class and capacity."""
+    """An existing PersistentVolumeClaim: its requested size (bytes), phase, class and capacity; ``holder``:
+    whose it is (``ownership``; None: not known, e.g. the claim this process just created from a rendering)."""
 
     name: str
     request_bytes: int | None
     phase: str | None
     storage_class: str | None
     capacity_bytes: int | None
+    holder: Holder | None = None
 
 
 def _bytes(value: object) -> int | None:
@@ -112,6 +117,7 @@ def claim_view(claim: Mapping[str, Any] | None) -> ClaimView | None:
         phase=status.get("phase"),
         storage_class=spec.get("storageClassName"),
         capacity_bytes=_bytes((status.get("capacity") or {}).get("storage")),
+        holder=holder_of(claim),
     )
 
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from ctxfit.vocab.text import capped
+
 if TYPE_CHECKING:
     from .pods import PodView
 
@@ -153,10 +155,10 @@ def pod_facts(pod: Mapping[str, Any], container_name: str) -> PodFacts:
         engine_digest=engine_digest(engine) if engine else None,
         image=engine.get("image"),
         scheduled=scheduled.get("status") if scheduled else None,
-        unschedulable_message=str(scheduled.get("message") or "") if scheduled and scheduled.get("status") == "False"
+        unschedulable_message=capped(scheduled.get("message")) if scheduled and scheduled.get("status") == "False"
         else "",
         engine_started_at=_started_at(engine_status),
-        waiting_message=str(waiting.get("message") or ""),
+        waiting_message=capped(waiting.get("message")),
         init_waiting=_init_waiting(status),
         init_waiting_reason=_init_waiting_reason(status),
         disrupted=(disruption is not None and disruption.get("status") == "True")

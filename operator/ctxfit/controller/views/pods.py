@@ -14,10 +14,11 @@ from typing import Any
 from ctxfit.api import InferenceServerSpec, quantity_to_bytes
 from ctxfit.render import ATTEMPT_ANNOTATION, SERVER_LABEL, TEMPLATE_HASH_ANNOTATION
 from ctxfit.render.deployment import CONTAINER_NAME, GPU_PRODUCT_LABEL, GPU_RESOURCE
-from ctxfit.vocab.text import clean_text
+from ctxfit.vocab.text import capped, clean_text
 
 from .cache import DownloadView, download_view
 from .nodes import driver_too_old, node_cuda, required_cuda
+from .ownership import Holder, holder_of
 from .pod_facts import PodFacts, pod_facts
 from .routing import pod_labels_of
 from .workloads import LiveDeployment, live_deployment
@@ -104,7 +105,7 @@ def _termination(status: Mapping[str, Any]) -> Termination | None:
             return Termination(
                 reason=terminated.get("reason"),
                 exit_code=int(code) if isinstance(code, int) else None,
-                message=clean_text(str(terminated.get("message") or "")),
+                message=clean_text(capped(terminated.get("message"))),
                 finished_at=terminated.get("finishedAt"),
             )
     return None
@@ -136,7 +137,7 @@ def pod_view(pod: Mapping[str, Any]) -> PodView:
         facts=pod_facts(pod, CONTAINER_NAME),
         download=download_view(pod),
         reason=status.get("reason"),
-        message=str(status.get("message") or ""),
+        message=capped(status.get("message")),
         uid=str(meta.get("uid") or ""),
         routing_labels=tuple(sorted(pod_labels_of(meta.get("labels") or {}).items())),
     )
@@ -147,12 +148,14 @@ class DeploymentView:
     """What matters of the existing Deployment (or LeaderWorkerSet): its pod-template hash annotation,
     ``replicas`` (``spec.replicas``: the count asked for, by the operator or the autoscaler's HPA),
     ``current_replicas`` (``status.replicas``: the count it has now; None: not reported yet); ``live``: the
-    fields drift is checked on and its ReplicaFailure message (``controller/views/workloads.py``; None: not read)."""
+    fields drift is checked on and its ReplicaFailure message (``controller/views/workloads.py``; None: not read);
+    ``holder``: whose it is (``ownership``)."""
 
     template_hash: str | None
     replicas: int | None
     live: LiveDeployment | None = None
     current_replicas: int | None = None
+    holder: Holder | None = None
 
 
 def deployment_view(deployment: Mapping[str, Any] | None) -> DeploymentView | None:
@@ -163,7 +166,8 @@ def deployment_view(deployment: Mapping[str, Any] | None) -> DeploymentView | No
     return DeploymentView(template_hash=(meta.get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION),
                           replicas=(deployment.get("spec") or {}).get("replicas"),
                           live=live_deployment(deployment, CONTAINER_NAME),
-                          current_replicas=_status_replicas(deployment.get("status") or {}))
+                          current_replicas=_status_replicas(deployment.get("status") or {}),
+                          holder=holder_of(deployment))
 
 
 def _status_replicas(status: Mapping[str, Any]) -> int | None:

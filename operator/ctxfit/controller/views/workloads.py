@@ -34,11 +34,21 @@ from ctxfit.render.labels import selector_labels
 from ctxfit.render.leaderworkerset import LWS_KIND
 from ctxfit.render.scaledobject import PAUSED_ANNOTATION
 
+from .ownership import Holder, holder_of
+
 CONTAINER_FIELDS = ("image", "command", "args", "env", "resources", "ports", "volumeMounts",
-                    "startupProbe", "readinessProbe", "livenessProbe")
-"""Engine container fields compared with the rendering (apps/v1 PodSpec ``containers[]``)."""
-POD_FIELDS = ("volumes",)
-"""Pod spec fields compared with the rendering."""
+                    "startupProbe", "readinessProbe", "livenessProbe", "securityContext", "envFrom", "volumeDevices",
+                    "lifecycle", "workingDir")
+"""Container fields (the engine's and the init containers') that are drift also when only the live object has
+them (a ``command``, ``securityContext.privileged`` or ``envFrom`` added by hand). Every other field ctxfit
+renders is compared too; fields the API server defaults (``imagePullPolicy``, ``terminationMessagePath``...)
+and ctxfit does not render are left alone."""
+POD_FIELDS = ("volumes", "containers", "initContainers", "nodeSelector", "affinity", "tolerations", "nodeName",
+              "hostNetwork", "hostPID", "hostIPC", "hostUsers", "shareProcessNamespace", "securityContext",
+              "serviceAccountName", "serviceAccount", "automountServiceAccountToken", "runtimeClassName")
+"""Pod spec fields that are drift also when only the live object has them (a node choice, a host namespace, a
+privilege, another identity); ``containers``/``initContainers`` are the container names. Every other pod field
+ctxfit renders is compared too."""
 GROUP_ROLES = ("leader", "worker")
 """LeaderWorkerSet templates compared (``spec.leaderWorkerTemplate.<role>Template``)."""
 GROUP_FIELDS = ("size", "restartPolicy")
@@ -79,16 +89,46 @@ def _engine_container(template_spec: Mapping[str, Any], container_name: str) -> 
     return next((c for c in containers if c.get("name") == container_name), {})
 
 
-def _template_fields(template_spec: Mapping[str, Any], container_name: str, prefix: str) -> dict[str, Any]:
-    container = _engine_container(template_spec, container_name)
+def _present(value: Any) -> bool:
+    return value not in (None, {}, [])
+
+
+def _template_fields(template: Mapping[str, Any], container_name: str, prefix: str) -> dict[str, Any]:
+    """The pod template as compared keys: ``container.<field>`` (the engine), ``init.<name>.<field>`` (init
+    containers), ``pod.<field>`` (the pod spec; ``pod.containers``/``pod.initContainers``: the names),
+    ``pod.labels``/``pod.annotations`` (the template's metadata)."""
+    template_spec = template.get("spec") or {}
+    meta = template.get("metadata") or {}
     out: dict[str, Any] = {}
-    for key in CONTAINER_FIELDS:
-        if container.get(key) not in (None, {}, []):
-            out[f"{prefix}container.{key}"] = container[key]
-    for key in POD_FIELDS:
-        if template_spec.get(key) not in (None, {}, []):
-            out[f"{prefix}pod.{key}"] = template_spec[key]
+    for key, value in _engine_container(template_spec, container_name).items():
+        if key != "name" and _present(value):
+            out[f"{prefix}container.{key}"] = value
+    for init in template_spec.get("initContainers") or []:
+        for key, value in init.items():
+            if key != "name" and _present(value):
+                out[f"{prefix}init.{init.get('name')}.{key}"] = value
+    for key, value in template_spec.items():
+        if key not in ("containers", "initContainers") and _present(value):
+            out[f"{prefix}pod.{key}"] = value
+    for key in ("containers", "initContainers"):
+        if template_spec.get(key):
+            out[f"{prefix}pod.{key}"] = [c.get("name") for c in template_spec[key]]
+    for key in ("labels", "annotations"):
+        if _present(meta.get(key)):
+            out[f"{prefix}pod.{key}"] = meta[key]
     return out
+
+
+def _guarded(key: str) -> bool:
+    """A compared key that is drift also when only the live object has it (see ``POD_FIELDS``)."""
+    parts = key.split(".")
+    if parts[0] in GROUP_ROLES:
+        parts = parts[1:]
+    if parts[0] == "group":
+        return True
+    if parts[0] == "container" or parts[0] == "init":
+        return parts[-1] in CONTAINER_FIELDS
+    return parts[0] == "pod" and parts[-1] in POD_FIELDS
 
 
 def _group_template(workload: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -100,20 +140,10 @@ def _fields(workload: Mapping[str, Any], container_name: str) -> dict[str, Any]:
         group = _group_template(workload)
         out: dict[str, Any] = {}
         for role in GROUP_ROLES:
-            template_spec = (group.get(f"{role}Template") or {}).get("spec") or {}
-            out.update(_template_fields(template_spec, container_name, f"{role}."))
+            out.update(_template_fields(group.get(f"{role}Template") or {}, container_name, f"{role}."))
         out.update({f"group.{key}": group[key] for key in GROUP_FIELDS if group.get(key) is not None})
         return out
-    template_spec = ((workload.get("spec") or {}).get("template") or {}).get("spec") or {}
-    return _template_fields(template_spec, container_name, "")
-
-
-def _keys(workload: Mapping[str, Any]) -> list[str]:
-    """Every compared key of a workload of this kind, in a stable order."""
-    plain = [*(f"container.{k}" for k in CONTAINER_FIELDS), *(f"pod.{k}" for k in POD_FIELDS)]
-    if workload.get("kind") == LWS_KIND:
-        return [*(f"{role}.{key}" for role in GROUP_ROLES for key in plain), *(f"group.{k}" for k in GROUP_FIELDS)]
-    return plain
+    return _template_fields((workload.get("spec") or {}).get("template") or {}, container_name, "")
 
 
 def live_deployment(deployment: Mapping[str, Any], container_name: str) -> LiveDeployment:
@@ -159,15 +189,9 @@ def drifted(desired: Mapping[str, Any], live: LiveDeployment, container_name: st
     matches."""
     want = _fields(desired, container_name)
     have = live.fields
-    changed = []
-    for key in _keys(desired):
-        if key not in want:
-            if key in have:
-                changed.append(key)
-            continue
-        if not _same(want[key], have.get(key), quantities=key.endswith("container.resources")):
-            changed.append(key)
-    return changed
+    changed = [key for key, value in want.items()
+               if not _same(value, have.get(key), quantities=key.endswith(".resources"))]
+    return changed + [key for key in have if key not in want and _guarded(key)]
 
 
 def describe_drift(changed: list[str], desired: Mapping[str, Any], live: LiveDeployment,
@@ -181,7 +205,11 @@ def describe_drift(changed: list[str], desired: Mapping[str, Any], live: LiveDep
         name = rest
         where = role.split(".")[0] + " " if role.split(".")[0] in GROUP_ROLES else ""
         want, have = want_fields.get(key), live.fields.get(key)
-        if key.endswith("container.image"):
+        if role.split(".")[-2:-1] == ["init"] or role.startswith("init."):
+            init = role.split(".")[-1]
+            parts.append(f"{where}init container {init} {name}" + (f" {have!r} -> {want!r}" if name == "image"
+                                                                    else ""))
+        elif key.endswith("container.image"):
             parts.append(f"{where}image {have!r} -> {want!r}")
         elif key.endswith(("container.args", "container.command")) and isinstance(want, list) \
                 and isinstance(have, list):
@@ -223,6 +251,24 @@ def owned_service_port(service: Mapping[str, Any], server: str) -> int | None:
 
 
 @dataclass(frozen=True)
+class ServiceView:
+    """The Service named like a server: its port when it is the one ctxfit renders (``owned_service_port``; None
+    otherwise) and whose it is (``ownership``; a Service that is not the server's counts as absent)."""
+
+    port: int | None
+    holder: Holder | None = None
+
+    def port_for(self, server_uid: str, via: tuple[str, ...] = ()) -> int | None:
+        """The port when the Service is the server's of ``server_uid`` (``Holder.owns``), else None (absent)."""
+        return self.port if self.holder is not None and self.holder.owns(server_uid, "Service", via) else None
+
+
+def service_view(service: Mapping[str, Any], server: str) -> ServiceView:
+    """Fold a Service (dict) into a ``ServiceView``."""
+    return ServiceView(owned_service_port(service, server), holder_of(service))
+
+
+@dataclass(frozen=True)
 class ScaledObjectView:
     """The live ScaledObject as reconciliation needs it.
 
@@ -231,6 +277,7 @@ class ScaledObjectView:
         annotations, labels: its metadata (``autoscaling.keda.sh/paused`` among the annotations).
         ready: KEDA's ``Ready`` condition status (``True``/``False``/``Unknown``; None: not reported yet).
         ready_message: that condition's message.
+        holder: whose it is (``ownership``).
     """
 
     spec: Mapping[str, Any]
@@ -238,6 +285,7 @@ class ScaledObjectView:
     labels: Mapping[str, str]
     ready: str | None = None
     ready_message: str = ""
+    holder: Holder | None = None
 
     @property
     def paused(self) -> bool:
@@ -253,6 +301,7 @@ def scaled_object_view(obj: Mapping[str, Any]) -> ScaledObjectView:
     ready: Mapping[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
     return ScaledObjectView(spec=dict(obj.get("spec") or {}), annotations=dict(meta.get("annotations") or {}),
                             labels=dict(meta.get("labels") or {}), ready=ready.get("status"),
-                            ready_message=str(ready.get("message") or ready.get("reason") or ""))
+                            ready_message=str(ready.get("message") or ready.get("reason") or ""),
+                            holder=holder_of(obj))
 
 

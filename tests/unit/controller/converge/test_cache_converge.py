@@ -69,7 +69,8 @@ def test_default_cache_is_an_owned_claim_sized_from_the_checkpoint() -> None:
     out = started(spec())
     model = out.status.model
     assert model is not None and model.cache.value == "volumeClaimTemplate"
-    assert model.claim_name == "kimi-weights" and model.claim_bytes == KIMI_CLAIM
+    assert model.claim_name == "kimi-weights" and model.claim_wanted_bytes == KIMI_CLAIM
+    assert model.claim_bytes is None, "the claim does not exist yet: status never says a size it does not have"
     assert out.claim is not None and not out.claim_exists
     assert out.claim["spec"]["resources"]["requests"]["storage"] == "615Gi"
     assert out.claim["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
@@ -102,7 +103,8 @@ def test_no_default_storage_class_falls_back_to_empty_dir_and_says_so() -> None:
 
 def test_storage_not_read_renders_without_a_cache() -> None:
     out = started(spec(), storage=None)
-    assert out.status.model is None and out.claim is None
+    assert out.status.model is not None and out.status.model.cache is None and out.claim is None
+    assert out.status.model.resolved is not None and out.status.model.resolved.source == "catalog"
     assert out.deployment is not None and "initContainers" not in out.deployment["spec"]["template"]["spec"]
 
 
@@ -111,7 +113,10 @@ def test_a_failed_storage_class_list_keeps_the_cache_in_force() -> None:
     again = converge(snap(spec(), first.status, storage=None, claim=bound(), deployment=applied(first)), SETTINGS,
                      never)
     assert again.deployment is None, "same pod template"
-    assert again.status.model == first.status.model
+    old, new = first.status.model, again.status.model
+    assert old is not None and new is not None
+    assert (new.cache, new.claim_name, new.note) == (old.cache, old.claim_name, old.note)
+    assert new.claim_bytes == KIMI_CLAIM and new.claim_wanted_bytes is None, "the bound claim's size, as it is"
 
 
 def test_downloading_phase_shows_elapsed_time_and_bytes() -> None:
@@ -194,7 +199,8 @@ def test_full_owned_claim_grows(storage: StorageView, name: str, exists: bool, d
     out = converge(snap(spec(), first.status, storage=storage, claim=bound(), pods=(downloading(1, "failed"),)),
                    SETTINGS, diagnosed(ENOSPC))
     st = out.status
-    assert st.model is not None and st.model.claim_name == name and st.model.claim_bytes == 923 * GiB
+    assert st.model is not None and st.model.claim_name == name and st.model.claim_wanted_bytes == 923 * GiB
+    assert st.model.claim_bytes == (KIMI_CLAIM if exists else None), "what the claim has, not what it is asked"
     assert out.claim_delete == deleted
     later = converge(snap(spec(), st, storage=storage, claim=bound(), pods=(downloading(1, "failed"),)),
                      SETTINGS, never)

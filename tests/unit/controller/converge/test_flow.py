@@ -78,7 +78,7 @@ def test_does_not_fit_fails_without_deployment() -> None:
 
 @pytest.mark.parametrize(("mutate", "needle"), [
     (lambda s: s["parallelism"].update(tensor=4), "tensor x pipeline x data"),
-    (lambda s: s["model"].update(name="acme/mystery", weightsPerGPU=None), "not in the catalog"),
+    (lambda s: s["context"].update(minimum=1_000_000, target=1_000_000), "above the model's maximum context"),
 ], ids=["pydantic", "planner"])
 def test_invalid_spec_is_a_condition_not_a_crash(mutate: Any, needle: str) -> None:
     body = spec()

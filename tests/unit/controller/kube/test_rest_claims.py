@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from ctxfit.controller.kube.claims import ClaimsApi
+from ctxfit.controller.kube.guarded import Foreign
 from ctxfit.controller.kube.rest import DEPLOYMENTS, JSON_PATCH, SERVICES, Rest
 from kubernetes.client.exceptions import ApiException
 
@@ -130,8 +131,9 @@ def test_a_burst_shares_one_storage_class_list() -> None:
     assert {v.default_class for v in views} == {"standard"}
 
 
-def claim(name: str = "s-weights", size: str = "20Gi") -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": "ns"},
+def claim(name: str = "s-weights", size: str = "20Gi", owners: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", **({"ownerReferences": owners} if owners else {})}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta,
             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}}
 
 
@@ -144,12 +146,21 @@ def test_a_created_claim_is_remembered_for_the_passes_before_the_status_records_
     assert fake.calls == ["POST persistentvolumeclaims"]
 
 
+OWNER = {"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer", "name": "s", "uid": "uid-s",
+         "controller": True}
+
+
 def test_a_claim_found_existing_is_not_remembered() -> None:
-    """A 409 means someone else's claim of that name (its size may differ): the next pass reads it."""
+    """A 409 means a claim of that name exists (its size may differ): when it is the server's, the next pass
+    reads it; when it is not, nothing is written to it (``guarded.Foreign``)."""
     api, fake = claims_api()
-    fake.claims["s-weights"] = claim(size="1Gi")
-    api.apply_claim(claim(), exists=False)
+    fake.claims["s-weights"] = claim(size="1Gi", owners=[OWNER])
+    api.apply_claim(claim(owners=[OWNER]), exists=False)
     assert api.created("ns", "s-weights") is None
+    fake.claims["s-weights"] = claim(size="1Gi")
+    with pytest.raises(Foreign):
+        api.apply_claim(claim(owners=[OWNER]), exists=False)
+    assert fake.calls == ["POST persistentvolumeclaims", "get-claim"] * 2
 
 
 def test_a_new_servers_passes_create_its_claim_once() -> None:

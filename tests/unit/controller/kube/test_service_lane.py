@@ -12,7 +12,7 @@ from ctxfit.controller.rejections import RejectionBook
 from ctxfit.controller.views.pods import deployment_view
 
 from tests.unit.controller.test_faults import RefusingKube, _conditions
-from tests.unit.controller.test_reconcile import RTX, reconcile, runtime, server
+from tests.unit.controller.test_reconcile import OWNED_BY, RTX, reconcile, runtime, server
 
 
 def drain(lane: ServiceLane, key: tuple[str, str]) -> None:
@@ -28,7 +28,8 @@ def test_a_refused_service_through_the_lane_holds_ready_and_recovers() -> None:
     rt.services = ServiceLane(kube.apply, rt.rejections, enqueued.append)
     key = ("ns", "kimi-k25")
     reconcile(rt, "ns", "kimi-k25", (RTX,), ())  # plan + Deployment
-    deployment = deployment_view({"metadata": {"annotations": {}}, "spec": {"replicas": 1}})
+    deployment = deployment_view({"metadata": {"annotations": {}, "ownerReferences": [OWNED_BY]},
+                                  "spec": {"replicas": 1}})
     assert kube.server is not None
     reconcile(rt, "ns", "kimi-k25", (RTX,), (), body=kube.server, deployment=deployment, service_port=None)
     drain(rt.services, key)

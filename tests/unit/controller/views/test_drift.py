@@ -99,6 +99,79 @@ def test_hand_edits_are_drift(edit: Any, field: str) -> None:
     assert field in changed, changed
 
 
+def desired_with_cache() -> dict[str, Any]:
+    """A rendering with the weights cache: the ``model-download`` init container and the claim volume."""
+    from dataclasses import replace
+
+    from ctxfit.api.model_cache import CacheMode
+    from ctxfit.render.cache import CacheVolume
+
+    inp = render_input("kimi-128k")
+    cache = CacheVolume(CacheMode.VOLUME_CLAIM_TEMPLATE, claim_name="kimi-k25-weights", size_bytes=615 << 30)
+    return render_deployment(replace(inp, cache=cache))
+
+
+def _pod(obj: dict[str, Any]) -> dict[str, Any]:
+    pod: dict[str, Any] = obj["spec"]["template"]["spec"]
+    return pod
+
+
+def _init(obj: dict[str, Any]) -> dict[str, Any]:
+    init: dict[str, Any] = _pod(obj)["initContainers"][0]
+    return init
+
+
+@pytest.mark.parametrize(("edit", "field"), [
+    pytest.param(lambda o: _pod(o)["nodeSelector"].update({"nvidia.com/gpu.product": "NVIDIA-B200"}),
+                 "pod.nodeSelector", id="node-selector"),
+    pytest.param(lambda o: _pod(o).pop("nodeSelector"), "pod.nodeSelector", id="node-selector-removed"),
+    pytest.param(lambda o: _pod(o).update(nodeName="gpu-7"), "pod.nodeName", id="node-name"),
+    pytest.param(lambda o: _pod(o).update(hostNetwork=True), "pod.hostNetwork", id="host-network"),
+    pytest.param(lambda o: _pod(o).update(hostPID=True), "pod.hostPID", id="host-pid"),
+    pytest.param(lambda o: _pod(o).update(serviceAccountName="admin"), "pod.serviceAccountName", id="identity"),
+    pytest.param(lambda o: _pod(o).update(tolerations=[{"operator": "Exists"}]), "pod.tolerations",
+                 id="tolerations-added"),
+    pytest.param(lambda o: _container(o).update(securityContext={"privileged": True}), "container.securityContext",
+                 id="privileged"),
+    pytest.param(lambda o: _container(o).update(envFrom=[{"secretRef": {"name": "db"}}]), "container.envFrom",
+                 id="env-from-secret"),
+    pytest.param(lambda o: _init(o).update(image="evil/downloader:1"), "init.model-download.image",
+                 id="init-image"),
+    pytest.param(lambda o: _init(o).update(securityContext={"privileged": True}),
+                 "init.model-download.securityContext", id="init-privileged"),
+    pytest.param(lambda o: _init(o)["env"].append({"name": "HF_ENDPOINT", "value": "http://evil"}),
+                 "init.model-download.env", id="init-env"),
+    pytest.param(lambda o: _pod(o)["containers"].append({"name": "sidecar", "image": "busybox"}), "pod.containers",
+                 id="sidecar"),
+    pytest.param(lambda o: _pod(o)["initContainers"].clear(), "pod.initContainers", id="init-removed"),
+    pytest.param(lambda o: _pod(o)["volumes"].append({"name": "host", "hostPath": {"path": "/"}}), "pod.volumes",
+                 id="host-volume"),
+    pytest.param(lambda o: o["spec"]["template"]["metadata"]["labels"].pop("ctxfit.io/server"), "pod.labels",
+                 id="pod-label"),
+])
+def test_every_field_rendered_and_every_privilege_added_is_drift(edit: Any, field: str) -> None:
+    want = desired_with_cache()
+    assert drifted(want, live_deployment(stored(want), ENGINE), ENGINE) == []
+    live = stored(want)
+    edit(live)
+    view = live_deployment(live, ENGINE)
+    changed = drifted(want, view, ENGINE)
+    assert field in changed, changed
+    assert describe_drift(changed, want, view, ENGINE)
+
+
+def test_defaults_and_additions_of_other_controllers_are_not_drift() -> None:
+    """What the API server defaults, and what a webhook or ``kubectl rollout restart`` adds outside the guarded
+    fields, is left alone (reverting it would fight them forever)."""
+    want = desired_with_cache()
+    live = stored(want)
+    _pod(live).update(terminationGracePeriodSeconds=30, enableServiceLinks=True, priorityClassName="normal")
+    _init(live).update(imagePullPolicy="IfNotPresent", terminationMessagePath="/dev/termination-log")
+    live["spec"]["template"]["metadata"].setdefault("annotations", {})["kubectl.kubernetes.io/restartedAt"] = "now"
+    _container(live)["securityContext"] = {}
+    assert drifted(want, live_deployment(live, ENGINE), ENGINE) == []
+
+
 def test_drift_description_names_fields_and_images() -> None:
     want = desired()
     live = stored(want)

@@ -1,0 +1,379 @@
+"""Model resolution I/O: one shared resolution per key, done off the reconcile path (docs/design/model-resolution.md).
+
+``Resolutions`` keeps, per ``converge.resolution.Need.key``, the resolved model (config.json and the checkpoint's
+tensor groups) or the typed failure, and runs each resolution once however many servers ask:
+
+- public repositories (``hub``): ``ctxfit.hub.resolve_hub`` in a small thread pool of the operator (its own
+  ``HF_ENDPOINT``), never in a reconcile; the servers waiting on the key are woken when it ends;
+- gated repositories (``token``) and preloaded claims (``volume``): a resolver pod in the server's namespace, owned by
+  the server (deleted with it), running the operator's image (``python -m ctxfit.hub.resolver``) with the Secret as
+  ``HF_TOKEN`` (``secretKeyRef``: the kubelet reads it, the operator never does) or the claim mounted read-only; its
+  packed result comes back through its termination message, read with one GET per waiting pass, and the pod is
+  deleted (only if its ownerReference names the server).
+
+Failures: ``HubUnreachable`` (and a run that timed out) is retried with backoff (``resolve_backoff_seconds``,
+doubling, capped); the others stay until the spec changes (``ResolutionRequest.forget_error``), except a token's
+``ModelAccessDenied``, tried again every ``token_recheck_seconds``. Kept in memory only: a planned server needs
+no resolution again (a re-plan reads ``status.model.resolved``), so after a restart only new servers ask.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from ctxfit.api import API_GROUP, API_VERSION, KIND, InferenceServerSpec
+from ctxfit.render.cache import CACHE_MOUNT_PATH
+from ctxfit.render.labels import MANAGED_BY, owner_reference
+from ctxfit.vocab.modelsource import ModelSource, unpack
+
+from ..converge.resolution import need
+from ..converge.types import Need, ResolutionRequest, ResolutionView
+from ..settings import Settings
+from .client import Kube
+from .rest import PODS
+
+logger = logging.getLogger(__name__)
+Key = tuple[str, str]
+RESOLVER_LABEL = "ctxfit.io/resolver"
+RESOLVER_CONTAINER = "resolver"
+POD_GRACE_SECONDS = 60.0
+"""A resolver pod gets ``resolve_timeout_seconds`` (its activeDeadlineSeconds) plus this to report."""
+Resolve = Callable[..., ModelSource]
+
+
+@dataclass
+class _Entry:
+    source: ModelSource | None = None
+    resolved_at: datetime | None = None
+    error: str | None = None
+    detail: str = ""
+    retry_at: datetime | None = None
+    failures: int = 0
+    in_flight: bool = False
+    started: datetime | None = None
+    pod: tuple[str, str, str] | None = None  # namespace, name, owner uid
+    note: str = ""
+    waiters: set[Key] = field(default_factory=set)
+
+
+def resolver_pod_name(server: str, key: tuple[str, ...]) -> str:
+    """``<server>-resolve-<8 hex of the key>`` (a new key, e.g. another revision, is another pod)."""
+    digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:8]
+    return f"{server[:200]}-resolve-{digest}"
+
+
+class Resolutions:
+    """The shared resolutions of one operator process (thread-safe; see the module docstring).
+
+    ``wake(key)`` requeues a server (called from a pool thread); ``resolve`` is ``ctxfit.hub.resolve_hub`` (a test
+    passes its own); ``clock`` gives the current time.
+    """
+
+    def __init__(self, kube: Kube | None, settings: Settings, wake: Callable[[Key], None],
+                 resolve: Resolve | None = None, clock: Callable[[], datetime] | None = None,
+                 workers: int = 2) -> None:
+        self.kube, self.settings, self.wake = kube, settings, wake
+        if resolve is None:
+            from ctxfit.hub import resolve_hub
+
+            resolve = resolve_hub
+        self._resolve = resolve
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[str, ...], _Entry] = {}
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ctxfit-resolve")
+        self._cache = tempfile.mkdtemp(prefix="ctxfit-hf-")  # config.json downloads (the image's HOME may be read-only)
+        self.hub_requests = 0  # resolutions started against the Hub (bench and tests read it)
+
+    def close(self) -> None:
+        """Stop the pool (running resolutions finish in the background, their results are dropped)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- what a pass sees ---------------------------------------------------------------------------------------
+    def view(self, server: Key, spec: dict[str, Any]) -> ResolutionView | None:
+        """What is known for the resolution the server's spec needs (None: it needs none, or the spec is invalid).
+        Reads the resolver pod once when one is running for the key."""
+        if _needs_nothing(spec):  # the common case, without validating the spec again
+            return None
+        try:
+            wanted = need(InferenceServerSpec.model_validate(spec), server[0])
+        except ValidationError:
+            return None
+        if not wanted.reads:
+            return None
+        with self._lock:
+            entry = self._entries.get(wanted.key)
+            if entry is None:
+                return ResolutionView(wanted.key)
+            entry.waiters.add(server)
+            pod = entry.pod if entry.in_flight else None
+        if pod is not None:
+            self._follow_pod(wanted, pod)
+        with self._lock:
+            self._timed_out(wanted.key, entry)
+            return ResolutionView(wanted.key, entry.source, entry.resolved_at, entry.error, entry.detail,
+                                  entry.retry_at, entry.in_flight,
+                                  f"pod {entry.pod[1]}: {entry.note}" if entry.pod and entry.in_flight else None)
+
+    # -- what a pass asks for -----------------------------------------------------------------------------------
+    def request(self, server: Key, req: ResolutionRequest, body: dict[str, Any]) -> None:
+        """Start the resolution ``req`` asks for, unless one for its key runs, succeeded (and this is no re-check)
+        or failed and is not due again. Never raises (a pod it cannot create is a failure of the key)."""
+        wanted, now = req.need, self._clock()
+        with self._lock:
+            entry = self._entries.setdefault(wanted.key, _Entry())
+            entry.waiters.add(server)
+            if req.forget_error and entry.error is not None and not entry.in_flight:
+                entry.error, entry.detail, entry.retry_at, entry.failures = None, "", None, 0
+            if entry.in_flight:
+                return
+            if entry.source is not None and not req.recheck:
+                return
+            if entry.error is not None and (entry.retry_at is None or entry.retry_at > now):
+                return
+            entry.in_flight, entry.started, entry.note = True, now, "starting"
+        if wanted.kind == "hub":
+            self._pool.submit(self._resolve_inline, wanted)
+            return
+        if not self.settings.resolver_image:
+            self._finish(wanted.key, None, "ResolverNotConfigured",
+                         "a resolver pod is needed (a token Secret or a preloaded claim) and CTXFIT_RESOLVER_IMAGE is "
+                         "not set")
+            return
+        try:
+            self._create_pod(wanted, body)
+        except Exception as exc:  # noqa: BLE001 - the key fails, the server says why
+            self._finish(wanted.key, None, "HubUnreachable" if isinstance(exc, ApiException) and
+                         (exc.status or 500) >= 500 else "InvalidCheckpoint", f"resolver pod: {exc}")
+
+    # -- the operator's own resolution (public repositories) ----------------------------------------------------
+    def _resolve_inline(self, wanted: Need) -> None:
+        from ctxfit.hub import ResolveError
+
+        self.hub_requests += 1
+        try:
+            source = self._resolve(wanted.repo, revision=None if wanted.revision == "main" else wanted.revision,
+                                   endpoint=os.environ.get("HF_ENDPOINT") or None, cache_dir=self._cache)
+        except ResolveError as exc:
+            self._finish(wanted.key, None, exc.kind.value, exc.detail)
+            return
+        except Exception as exc:  # noqa: BLE001 - a bug in resolution must not kill the pool thread
+            logger.exception("resolving %s failed", wanted.repo)
+            self._finish(wanted.key, None, "InvalidCheckpoint", f"{type(exc).__name__}: {exc}")
+            return
+        self._finish(wanted.key, source, None, "")
+
+    def _finish(self, key: tuple[str, ...], source: ModelSource | None, error: str | None, detail: str) -> None:
+        now = self._clock()
+        with self._lock:
+            entry = self._entries.setdefault(key, _Entry())
+            entry.in_flight, entry.pod, entry.note = False, None, ""
+            if source is not None:
+                entry.source, entry.resolved_at, entry.error, entry.detail = source, now, None, ""
+                entry.retry_at, entry.failures = None, 0
+            else:
+                entry.error, entry.detail = error, detail
+                if error == "HubUnreachable":
+                    entry.failures += 1
+                    entry.retry_at = now + timedelta(seconds=self._backoff(entry.failures))
+                elif error == "ModelAccessDenied" and key[0] == "token":
+                    entry.retry_at = now + timedelta(seconds=self.settings.token_recheck_seconds)
+                else:
+                    entry.retry_at = None
+            waiters = list(entry.waiters)
+        for server in waiters:
+            self.wake(server)
+
+    def _backoff(self, failures: int) -> float:
+        return float(min(self.settings.resolve_backoff_seconds * 2.0 ** (failures - 1),
+                         self.settings.resolve_backoff_max_seconds))
+
+    def _timed_out(self, key: tuple[str, ...], entry: _Entry) -> None:
+        """Called with the lock held: a run past its deadline is an unreachable Hub (retried with backoff)."""
+        if not entry.in_flight or entry.started is None:
+            return
+        limit = self.settings.resolve_timeout_seconds + POD_GRACE_SECONDS
+        if (self._clock() - entry.started).total_seconds() <= limit:
+            return
+        pod = entry.pod
+        entry.in_flight = False
+        entry.error, entry.detail = "HubUnreachable", f"the resolution did not finish in {limit:.0f} s ({entry.note})"
+        entry.failures += 1
+        entry.retry_at = self._clock() + timedelta(seconds=self._backoff(entry.failures))
+        entry.pod = None
+        if pod is not None:
+            threading.Thread(target=self._delete_pod, args=(pod,), daemon=True).start()
+
+    # -- resolver pods (gated repositories, preloaded claims) ---------------------------------------------------
+    def _create_pod(self, wanted: Need, body: dict[str, Any]) -> None:
+        assert self.kube is not None
+        meta = body["metadata"]
+        namespace, server, uid = meta["namespace"], meta["name"], meta["uid"]
+        pod = resolver_pod(wanted, server, namespace, uid, self.settings)
+        name = pod["metadata"]["name"]
+        try:
+            self.kube.rest.call("POST", PODS, namespace, body=pod)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            live = self.kube.rest.read(PODS, namespace, name)
+            if live is None or not _owned_by(live, uid):  # someone else's pod of that name: never touch it
+                raise RuntimeError(f"a pod named {name} exists and is not owned by {server}") from None
+        with self._lock:
+            entry = self._entries.setdefault(wanted.key, _Entry())
+            entry.pod, entry.note = (namespace, name, uid), "created"
+
+    def _follow_pod(self, wanted: Need, pod: tuple[str, str, str]) -> None:
+        assert self.kube is not None
+        namespace, name, uid = pod
+        try:
+            live = self.kube.rest.read(PODS, namespace, name)
+        except ApiException as exc:
+            with self._lock:
+                self._entries[wanted.key].note = f"unreadable ({exc.status})"
+            return
+        if live is None:
+            self._finish(wanted.key, None, "HubUnreachable", f"resolver pod {name} disappeared before it reported")
+            return
+        status = live.get("status") or {}
+        phase = status.get("phase")
+        terminated = next((((c.get("state") or {}).get("terminated")) for c in status.get("containerStatuses") or []
+                           if c.get("name") == RESOLVER_CONTAINER), None)
+        if phase not in ("Succeeded", "Failed") or terminated is None:
+            waiting = next((((c.get("state") or {}).get("waiting") or {}) for c in status.get("containerStatuses")
+                            or []), {})
+            cond = next((c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"
+                         and c.get("status") == "False"), None)
+            note = phase or "Pending"
+            if waiting.get("reason"):
+                note += f": {waiting['reason']}"
+            elif cond is not None:
+                note += f": {cond.get('reason')} {cond.get('message') or ''}".rstrip()
+            with self._lock:
+                self._entries[wanted.key].note = note[:200]
+            return
+        message = str(terminated.get("message") or "")
+        try:
+            found = unpack(message)
+        except ValueError as exc:
+            self._finish(wanted.key, None, "InvalidCheckpoint",
+                         f"resolver pod {name} ended {phase} (exit {terminated.get('exitCode')}) without a result "
+                         f"({exc})")
+        else:
+            if isinstance(found, ModelSource):
+                self._finish(wanted.key, found, None, "")
+            else:
+                kind, _, detail = found
+                self._finish(wanted.key, None, kind, detail)
+        if _owned_by(live, uid):
+            self._delete_pod(pod)
+
+    def _delete_pod(self, pod: tuple[str, str, str]) -> None:
+        assert self.kube is not None
+        namespace, name, _ = pod
+        try:
+            self.kube.rest.call("DELETE", PODS, namespace, name)
+        except ApiException as exc:
+            if exc.status != 404:
+                logger.warning("deleting resolver pod %s/%s: %s", namespace, name, exc.status)
+
+
+def _needs_nothing(spec: dict[str, Any]) -> bool:
+    """True when ``need`` would say ``spec`` or ``catalog`` (read from the raw spec; ``need`` stays the rule)."""
+    model = spec.get("model") if isinstance(spec.get("model"), dict) else {}
+    assert isinstance(model, dict)
+    if model.get("architecture") is not None and model.get("weightsPerGPU") is not None:
+        return True
+    name = model.get("name")
+    if not isinstance(name, str) or name.startswith("/") or (model.get("revision") or "main") != "main":
+        return False
+    from ctxfit.catalog import lookup_model
+
+    return lookup_model(name) is not None
+
+
+def _toleration(text: str) -> dict[str, str]:
+    """``key[=value][:Effect]`` -> a core/v1 Toleration (``Equal`` with a value, else ``Exists``)."""
+    spec, _, effect = text.partition(":")
+    key, eq, value = spec.partition("=")
+    out = {"key": key.strip(), "operator": "Equal" if eq else "Exists"}
+    if eq:
+        out["value"] = value.strip()
+    if effect.strip():
+        out["effect"] = effect.strip()
+    return out
+
+
+def _owned_by(pod: dict[str, Any], uid: str) -> bool:
+    refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+    return any(r.get("uid") == uid and r.get("kind") == KIND and r.get("controller") for r in refs)
+
+
+def resolver_pod(wanted: Need, server: str, namespace: str, uid: str, settings: Settings) -> dict[str, Any]:
+    """The resolver pod for ``wanted`` (``token`` or ``volume``), owned by the server; see ``ctxfit.hub.resolver``."""
+    env: list[dict[str, Any]] = [{"name": "CTXFIT_RESOLVE_REPO", "value": wanted.repo},
+                                 {"name": "CTXFIT_RESOLVE_REVISION", "value": wanted.revision},
+                                 {"name": "CTXFIT_CACHE", "value": "/tmp/ctxfit"},
+                                 {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"}]
+    if os.environ.get("HF_ENDPOINT"):
+        env.append({"name": "HF_ENDPOINT", "value": os.environ["HF_ENDPOINT"]})
+    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
+    if wanted.kind == "token" and wanted.secret is not None:
+        env += [{"name": "HF_HOME", "value": "/tmp/hf"},
+                {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": wanted.secret[0],
+                                                                     "key": wanted.secret[1]}}}]
+    if wanted.kind == "volume" and wanted.claim is not None:
+        claim, sub_path = wanted.claim
+        mount: dict[str, Any] = {"name": "model-cache", "mountPath": CACHE_MOUNT_PATH, "readOnly": True}
+        if sub_path:
+            mount["subPath"] = sub_path
+        mounts.append(mount)
+        volumes.append({"name": "model-cache", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
+        if wanted.repo.startswith("/"):
+            env.append({"name": "CTXFIT_RESOLVE_DIR", "value": wanted.repo})
+        else:  # the claim holds the Hugging Face cache (HF_HOME), as the download container fills it
+            env += [{"name": "HF_HOME", "value": CACHE_MOUNT_PATH}, {"name": "HF_HUB_OFFLINE", "value": "1"},
+                    {"name": "CTXFIT_RESOLVE_OFFLINE", "value": "1"}]
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": resolver_pod_name(server, wanted.key), "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "resolver",
+                       "app.kubernetes.io/instance": server[:63], RESOLVER_LABEL: server[:63]},
+            "ownerReferences": [owner_reference(f"{API_GROUP}/{API_VERSION}", KIND, server, uid)],
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "activeDeadlineSeconds": int(settings.resolve_timeout_seconds),
+            "automountServiceAccountToken": False,
+            "enableServiceLinks": False,
+            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": RESOLVER_CONTAINER, "image": settings.resolver_image,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["python", "-m", "ctxfit.hub.resolver"], "env": env, "volumeMounts": mounts,
+                "terminationMessagePolicy": "File",
+                "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+                "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]}},
+            }],
+            "volumes": volumes,
+            **({"nodeSelector": dict(item.split("=", 1) for item in settings.resolver_node_selector if "=" in item)}
+               if settings.resolver_node_selector else {}),
+            **({"tolerations": [_toleration(t) for t in settings.resolver_tolerations]}
+               if settings.resolver_tolerations else {}),
+        },
+    }

@@ -1,0 +1,125 @@
+"""Whose an object is (pure): the operator writes only objects that name their InferenceServer by uid.
+
+Rule (docs/design/ownership.md): ctxfit creates, patches, scales or deletes an object only when it is absent
+(a create) or when its ``metadata.ownerReferences`` hold a reference to kind ``InferenceServer`` of
+``ctxfit.io`` with the server's ``uid``; a retained weights claim (``retain: true``, no ownerReference, so it
+outlives its server) counts when its ``ctxfit.io/owner-uid`` annotation, written by the operator at
+creation, holds that uid. A name alone, a label alone (``app.kubernetes.io/managed-by: ctxfit``) or a
+reference to another uid (an earlier server of the same name) is not ownership (one exception: the headless
+Service a LeaderWorkerSet controller creates under the server's name is controlled by the server's own
+LeaderWorkerSet, and is the multi-node server's Service: ``via``): such an object is
+*foreign*, and a write to its name ends in ``guarded.Foreign`` (a condition and an Event), never a write.
+
+``guard_ops`` turns the check into RFC 6902 ``test`` operations put in front of every JSON patch, so the API
+server applies the patch only to the very object that was checked (same ``metadata.uid``) while it still
+names the server (a failed test is answered 422 and nothing changes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ctxfit.api import API_GROUP, KIND
+from ctxfit.render.labels import OWNER_UID_ANNOTATION
+
+CLAIM_KIND = "PersistentVolumeClaim"
+"""The one kind whose ownership may also be the operator's annotation (retained claims)."""
+
+
+def _pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who an existing object belongs to, as its metadata says.
+
+    Attributes:
+        uid: the object's own ``metadata.uid`` ("" when not reported, e.g. a rendered object).
+        owners: ``(index, uid)`` of each ownerReference to an ``InferenceServer`` of ``ctxfit.io``.
+        marker: the ``ctxfit.io/owner-uid`` annotation (None: absent).
+        controller: its controlling ownerReference as ``Kind name`` ("" when it has none), for messages.
+        controller_ref: ``(index, uid)`` of that controlling reference (None: none).
+    """
+
+    uid: str
+    owners: tuple[tuple[int, str], ...] = ()
+    marker: str | None = None
+    controller: str = ""
+    controller_ref: tuple[int, str] | None = None
+
+    def owns(self, server_uid: str, kind: str, via: tuple[str, ...] = ()) -> bool:
+        """The object belongs to the server of ``server_uid`` (see the module docstring); ``via``: uids of the
+        server's own objects whose controlled children count as the server's (the LeaderWorkerSet's headless
+        Service: ``guard_ops``)."""
+        if not server_uid:
+            return False
+        if any(uid == server_uid for _, uid in self.owners):
+            return True
+        if self.controller_ref is not None and self.controller_ref[1] in via:
+            return True
+        return kind == CLAIM_KIND and self.marker == server_uid
+
+    def describe(self) -> str:
+        """Who it belongs to, for the condition and the Event."""
+        if self.owners:
+            return "it belongs to another InferenceServer (another uid: an earlier server of this name?)"
+        if self.controller:
+            return f"it is controlled by {self.controller}"
+        return "it has no ownerReference to this InferenceServer"
+
+
+def holder_of(obj: Mapping[str, Any] | None) -> Holder | None:
+    """The ``Holder`` of an object as the API returns it (dict); None for None."""
+    if obj is None:
+        return None
+    meta = obj.get("metadata") or {}
+    owners: list[tuple[int, str]] = []
+    controller = ""
+    controller_ref: tuple[int, str] | None = None
+    for index, ref in enumerate(meta.get("ownerReferences") or []):
+        if not isinstance(ref, Mapping):
+            continue
+        group = str(ref.get("apiVersion") or "").split("/")[0]
+        if ref.get("kind") == KIND and group == API_GROUP and ref.get("uid"):
+            owners.append((index, str(ref["uid"])))
+        if ref.get("controller") and not controller:
+            controller = f"{ref.get('kind')} {ref.get('name')}"
+            controller_ref = (index, str(ref.get("uid") or ""))
+    marker = (meta.get("annotations") or {}).get(OWNER_UID_ANNOTATION)
+    return Holder(str(meta.get("uid") or ""), tuple(owners), str(marker) if marker is not None else None, controller,
+                  controller_ref)
+
+
+def server_uid_of(obj: Mapping[str, Any]) -> str:
+    """The uid of the InferenceServer a *rendered* object names (its ownerReference, else the claim marker)."""
+    holder = holder_of(obj)
+    assert holder is not None
+    if holder.owners:
+        return holder.owners[0][1]
+    return holder.marker or ""
+
+
+def guard_ops(holder: Holder, server_uid: str, kind: str, via: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """JSON-patch ``test`` operations that hold while the object is the one checked and still the server's (or
+    still controlled by one of ``via``, the server's own objects).
+
+    Raises ``ValueError`` when ``holder`` does not belong to the server (callers check ``owns`` first).
+    """
+    ops: list[dict[str, Any]] = []
+    if holder.uid:
+        ops.append({"op": "test", "path": "/metadata/uid", "value": holder.uid})
+    index = next((i for i, uid in holder.owners if uid == server_uid), None)
+    if index is not None:
+        ops.append({"op": "test", "path": f"/metadata/ownerReferences/{index}/uid", "value": server_uid})
+    elif kind == CLAIM_KIND and holder.marker == server_uid:
+        ops.append({"op": "test", "path": f"/metadata/annotations/{_pointer(OWNER_UID_ANNOTATION)}",
+                    "value": server_uid})
+    elif holder.controller_ref is not None and holder.controller_ref[1] in via:
+        ops.append({"op": "test", "path": f"/metadata/ownerReferences/{holder.controller_ref[0]}/uid",
+                    "value": holder.controller_ref[1]})
+    else:
+        raise ValueError(f"{kind} does not belong to InferenceServer uid {server_uid}")
+    return ops

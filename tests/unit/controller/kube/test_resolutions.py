@@ -1,0 +1,300 @@
+"""The shared resolutions (``controller/kube/resolution.py``): one resolution per key whoever asks, the real
+huggingface_hub client against the local Hub stand-in, backoff while it is down, and the resolver pod: rendered
+without the token, run as the kubelet would run it, its termination message read back."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ctxfit.api import InferenceServerSpec
+from ctxfit.controller.converge.resolution import need
+from ctxfit.controller.converge.types import ResolutionRequest
+from ctxfit.controller.kube.resolution import RESOLVER_CONTAINER, Resolutions, resolver_pod
+from ctxfit.controller.settings import Settings
+from ctxfit.hub.resolver import run as run_resolver
+from ctxfit.vocab.modelsource import ModelSource, unpack
+from kubernetes.client.exceptions import ApiException
+
+from tests.hubfixtures.repos import fixture_repo
+from tests.hubfixtures.server import TOKEN, HubStandIn, hub_env
+
+SETTINGS = Settings(metrics_port=0, health_port=0, resolve_backoff_seconds=5, resolver_image="ctxfit:test")
+BODY = {"metadata": {"namespace": "team-a", "name": "qwen", "uid": "uid-qwen"}}
+
+
+@pytest.fixture()
+def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    stand_in = HubStandIn().start()
+    for key, value in hub_env(str(tmp_path)).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("HF_ENDPOINT", stand_in.url)
+    yield stand_in
+    stand_in.stop()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def spec(repo: str, **model: Any) -> dict[str, Any]:
+    return {"model": {"name": repo, **model}, "engine": {"kind": "vllm", "version": "0.19.0"},
+            "gpu": {"product": "NVIDIA-H100-80GB-HBM3", "count": 1}}
+
+
+def wait_for(check: Any, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_two_servers_of_one_repo_resolve_once(hub: HubStandIn) -> None:
+    woken: list[tuple[str, str]] = []
+    res = Resolutions(None, SETTINGS, woken.append)
+    body = spec("Qwen/Qwen2.5-7B")
+    wanted = need(InferenceServerSpec.model_validate(body), "team-a")
+    for server in (("team-a", "one"), ("team-b", "two")):
+        assert res.view(server, body) is not None
+        res.request(server, ResolutionRequest(wanted), BODY)
+    wait_for(lambda: (v := res.view(("team-a", "one"), body)) is not None and v.source is not None)
+    view = res.view(("team-b", "two"), body)
+    assert view is not None and view.source is not None and view.source.commit == fixture_repo("Qwen/Qwen2.5-7B").sha
+    res.request(("team-c", "three"), ResolutionRequest(wanted), BODY)  # a third server: served from memory
+    assert res.hub_requests == 1
+    infos = [p for verb, p in hub.requests if p.startswith("/api/models/Qwen/Qwen2.5-7B")]
+    assert len(infos) == 1, hub.requests
+    assert set(woken) >= {("team-a", "one"), ("team-b", "two")}
+    assert hub.weight_bytes_served() < 2 * 2**20  # headers only
+    res.close()
+
+
+def test_hub_down_backs_off_then_resolves(hub: HubStandIn) -> None:
+    clock = Clock()
+    res = Resolutions(None, SETTINGS, lambda key: None, clock=clock)
+    body = spec("Qwen/Qwen3-4B")
+    wanted = need(InferenceServerSpec.model_validate(body), "team-a")
+    hub.down = True
+    res.request(("team-a", "q"), ResolutionRequest(wanted), BODY)
+    wait_for(lambda: (v := res.view(("team-a", "q"), body)) is not None and v.error is not None)
+    view = res.view(("team-a", "q"), body)
+    assert view is not None and view.error == "HubUnreachable" and "503" in view.detail
+    assert view.retry_at == clock.now + timedelta(seconds=5)
+    res.request(("team-a", "q"), ResolutionRequest(wanted), BODY)  # not due: nothing is sent
+    time.sleep(0.2)
+    assert res.hub_requests == 1
+    hub.down = False
+    clock.now += timedelta(seconds=6)
+    res.request(("team-a", "q"), ResolutionRequest(wanted), BODY)
+    wait_for(lambda: (v := res.view(("team-a", "q"), body)) is not None and v.source is not None)
+    assert res.hub_requests == 2
+    res.close()
+
+
+def test_permanent_errors_stay_until_the_spec_changes(hub: HubStandIn) -> None:
+    res = Resolutions(None, SETTINGS, lambda key: None)
+    body = spec("acme/no-such-model")
+    wanted = need(InferenceServerSpec.model_validate(body), "team-a")
+    res.request(("team-a", "q"), ResolutionRequest(wanted), BODY)
+    wait_for(lambda: (v := res.view(("team-a", "q"), body)) is not None and v.error is not None)
+    res.request(("team-a", "q"), ResolutionRequest(wanted), BODY)
+    time.sleep(0.2)
+    assert res.hub_requests == 1
+    res.request(("team-a", "q"), ResolutionRequest(wanted, forget_error=True), BODY)
+    wait_for(lambda: res.hub_requests == 2)
+    res.close()
+
+
+def _kubelet_env(pod: dict[str, Any], secrets: dict[tuple[str, str], str]) -> dict[str, str]:
+    """The resolver container's environment as the kubelet builds it (secretKeyRef from the Secret)."""
+    out = {}
+    for item in pod["spec"]["containers"][0]["env"]:
+        if "value" in item:
+            out[item["name"]] = item["value"]
+        else:
+            ref = item["valueFrom"]["secretKeyRef"]
+            out[item["name"]] = secrets[(ref["name"], ref["key"])]
+    return out
+
+
+def test_resolver_pod_carries_no_token_and_reports_through_its_termination_message(hub: HubStandIn,
+                                                                                  tmp_path: Path) -> None:
+    body = spec("meta-llama/Llama-3.2-3B", tokenSecretRef={"name": "hf", "key": "token"})
+    wanted = need(InferenceServerSpec.model_validate(body), "team-a")
+    assert wanted.kind == "token"
+    pod = resolver_pod(wanted, "llama", "team-a", "uid-llama", SETTINGS)
+    text = json.dumps(pod)
+    assert TOKEN not in text and "secretKeyRef" in text
+    assert pod["metadata"]["ownerReferences"][0]["uid"] == "uid-llama"
+    container = pod["spec"]["containers"][0]
+    assert container["image"] == "ctxfit:test" and container["command"] == ["python", "-m", "ctxfit.hub.resolver"]
+    assert pod["spec"]["restartPolicy"] == "Never" and pod["spec"]["automountServiceAccountToken"] is False
+    env = _kubelet_env(pod, {("hf", "token"): TOKEN}) | {"HF_HOME": str(tmp_path / "hf"),
+                                                          "CTXFIT_CACHE": str(tmp_path / "c")}
+    code, message = run_resolver(env)
+    assert code == 0
+    found = unpack(message)
+    assert isinstance(found, ModelSource) and found.commit == fixture_repo("meta-llama/Llama-3.2-3B").sha
+    assert found.checkpoint == fixture_repo("meta-llama/Llama-3.2-3B").checkpoint()
+    denied, denial = run_resolver(env | {"HF_TOKEN": "hf_wrong"})
+    assert denied == 1 and unpack(denial)[0] == "ModelAccessDenied"  # type: ignore[index]
+
+
+def test_resolver_pod_for_a_preloaded_claim_reads_the_mounted_checkout(tmp_path: Path) -> None:
+    body = spec("/models/qwen3-8b", cache={"persistentVolumeClaim": {"claimName": "weights", "subPath": "m",
+                                                                      "readOnly": True}})
+    wanted = need(InferenceServerSpec.model_validate(body), "team-a")
+    pod = resolver_pod(wanted, "q", "team-a", "uid-q", SETTINGS)
+    mount = pod["spec"]["containers"][0]["volumeMounts"][-1]
+    assert mount == {"name": "model-cache", "mountPath": "/models", "readOnly": True, "subPath": "m"}
+    assert pod["spec"]["volumes"][-1]["persistentVolumeClaim"] == {"claimName": "weights", "readOnly": True}
+    checkout = tmp_path / "qwen3-8b"  # the volume as mounted: a checkout with sparse shards
+    checkout.mkdir()
+    for name, f in fixture_repo("Qwen/Qwen3-8B").files.items():
+        path = checkout / name
+        if f.header:
+            with path.open("wb") as out:
+                out.write(f.header)
+                out.truncate(f.size)
+        else:
+            path.write_bytes(f.content)
+    env = _kubelet_env(pod, {}) | {"CTXFIT_RESOLVE_DIR": str(checkout), "CTXFIT_CACHE": str(tmp_path / "c")}
+    code, message = run_resolver(env)
+    found = unpack(message)
+    assert code == 0 and isinstance(found, ModelSource) and found.origin == "volume"
+    assert found.checkpoint is not None
+    assert found.checkpoint.tensor_bytes == fixture_repo("Qwen/Qwen3-8B").checkpoint().tensor_bytes
+
+
+class FakeRest:
+    """Pods as the API server keeps them; only the resolver pod's calls (``rest.call``/``rest.read``)."""
+
+    def __init__(self) -> None:
+        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.deleted: list[str] = []
+        self.lock = threading.Lock()
+
+    def call(self, verb: str, resource: Any, namespace: str, name: str | None = None, **kw: Any) -> bytes:
+        with self.lock:
+            if verb == "POST":
+                pod = kw["body"]
+                key = (namespace, pod["metadata"]["name"])
+                if key in self.pods:
+                    raise ApiException(status=409)
+                self.pods[key] = json.loads(json.dumps(pod)) | {"status": {"phase": "Pending"}}
+            elif verb == "DELETE":
+                assert name is not None
+                self.pods.pop((namespace, name), None)
+                self.deleted.append(name)
+        return b"{}"
+
+    def read(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
+        with self.lock:
+            return self.pods.get((namespace, name))
+
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.rest = FakeRest()
+
+
+def test_resolver_pod_is_created_once_read_back_and_deleted(hub: HubStandIn, tmp_path: Path) -> None:
+    kube = FakeKube()
+    res = Resolutions(kube, SETTINGS, lambda key: None)  # type: ignore[arg-type]
+    body = spec("meta-llama/Llama-3.2-3B", tokenSecretRef={"name": "hf", "key": "token"})
+    wanted = need(InferenceServerSpec.model_validate(body), "team-a")
+    server = {"metadata": {"namespace": "team-a", "name": "llama", "uid": "uid-llama"}}
+    res.request(("team-a", "llama"), ResolutionRequest(wanted), server)
+    res.request(("team-a", "llama"), ResolutionRequest(wanted), server)
+    assert len(kube.rest.pods) == 1
+    (namespace, name), pod = next(iter(kube.rest.pods.items()))
+    view = res.view(("team-a", "llama"), body)
+    assert view is not None and view.in_flight and view.pod is not None and "Pending" in view.pod
+    env = _kubelet_env(pod, {("hf", "token"): TOKEN}) | {"HF_HOME": str(tmp_path / "hf"),
+                                                          "CTXFIT_CACHE": str(tmp_path / "c")}
+    code, message = run_resolver(env)  # what kwok does not: run the container
+    pod["status"] = {"phase": "Succeeded", "containerStatuses": [{"name": RESOLVER_CONTAINER, "state": {
+        "terminated": {"exitCode": code, "message": message}}}]}
+    view = res.view(("team-a", "llama"), body)
+    assert view is not None and view.source is not None and not view.in_flight
+    assert kube.rest.deleted == [name] and not kube.rest.pods
+    res.close()
+
+
+def test_a_pod_of_that_name_not_owned_by_the_server_is_never_touched(hub: HubStandIn) -> None:
+    kube = FakeKube()
+    res = Resolutions(kube, SETTINGS, lambda key: None)  # type: ignore[arg-type]
+    body = spec("meta-llama/Llama-3.2-3B", tokenSecretRef={"name": "hf", "key": "token"})
+    wanted = need(InferenceServerSpec.model_validate(body), "team-a")
+    squatter = resolver_pod(wanted, "llama", "team-a", "someone-else", SETTINGS)
+    kube.rest.pods[("team-a", squatter["metadata"]["name"])] = squatter
+    res.request(("team-a", "llama"), ResolutionRequest(wanted),
+                {"metadata": {"namespace": "team-a", "name": "llama", "uid": "uid-llama"}})
+    view = res.view(("team-a", "llama"), body)
+    assert view is not None and view.error == "InvalidCheckpoint" and "not owned by llama" in view.detail
+    assert not kube.rest.deleted
+    res.close()
+
+
+def test_resolver_reads_a_preloaded_hugging_face_cache_offline(tmp_path: Path) -> None:
+    """A read-only claim holding the Hugging Face cache (what the download container leaves under HF_HOME) and a
+    repo id as the name: the resolver reads the cached snapshot, no network."""
+    repo = fixture_repo("Qwen/Qwen3-8B")
+    body = spec("Qwen/Qwen3-8B", revision="main",
+                cache={"persistentVolumeClaim": {"claimName": "weights", "readOnly": True}})
+    body["model"]["name"] = "acme/qwen3-8b-copy"  # in no catalog (a catalog model plans from the catalog)
+    wanted = need(InferenceServerSpec.model_validate(body), "team-a")
+    assert wanted.kind == "volume"
+    pod = resolver_pod(wanted, "q", "team-a", "uid-q", SETTINGS)
+    env = _kubelet_env(pod, {})
+    assert env["HF_HUB_OFFLINE"] == "1" and env["HF_HOME"] == "/models"
+    hf_home = tmp_path / "models"  # /models of the pod
+    snapshot = hf_home / "hub" / "models--acme--qwen3-8b-copy" / "snapshots" / repo.sha
+    snapshot.mkdir(parents=True)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text(repo.sha)
+    for name, f in repo.files.items():
+        path = snapshot / name
+        if f.header:
+            with path.open("wb") as out:
+                out.write(f.header)
+                out.truncate(f.size)
+        else:
+            path.write_bytes(f.content)
+    code, message = run_resolver(env | {"HF_HOME": str(hf_home), "CTXFIT_CACHE": str(tmp_path / "c")})
+    found = unpack(message)
+    assert code == 0, found
+    assert isinstance(found, ModelSource) and found.origin == "volume" and found.commit == repo.sha
+    assert found.checkpoint == repo.checkpoint()
+
+
+def test_resolver_pods_can_be_pinned_to_a_pool() -> None:
+    settings = Settings(metrics_port=0, health_port=0, resolver_node_selector="pool=cpu,zone=a",
+                        resolver_tolerations="dedicated=cpu:NoSchedule,spot")
+    wanted = need(InferenceServerSpec.model_validate(spec("acme/x", tokenSecretRef={"name": "hf"})), "ns")
+    pod = resolver_pod(wanted, "x", "ns", "uid", settings)
+    assert pod["spec"]["nodeSelector"] == {"pool": "cpu", "zone": "a"}
+    assert pod["spec"]["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "cpu",
+                                           "effect": "NoSchedule"}, {"key": "spot", "operator": "Exists"}]
+    assert pod["spec"]["containers"][0]["imagePullPolicy"] == "IfNotPresent"
+
+
+def test_no_resolver_image_is_a_clear_failure_not_a_stuck_pod() -> None:
+    kube = FakeKube()
+    res = Resolutions(kube, Settings(metrics_port=0, health_port=0), lambda key: None)  # type: ignore[arg-type]
+    body = spec("acme/x", tokenSecretRef={"name": "hf"})
+    wanted = need(InferenceServerSpec.model_validate(body), "ns")
+    res.request(("ns", "x"), ResolutionRequest(wanted), {"metadata": {"namespace": "ns", "name": "x", "uid": "u"}})
+    view = res.view(("ns", "x"), body)
+    assert view is not None and view.error == "ResolverNotConfigured" and "CTXFIT_RESOLVER_IMAGE" in view.detail
+    assert not kube.rest.pods
+    res.close()
