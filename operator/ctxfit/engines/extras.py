@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ctxfit.vocab.extras import EMBEDDING_MODULES, ModelDims, ResolvedLoRA, module_dims
+from ctxfit.vocab.extras import ResolvedLoRA
+from ctxfit.vocab.lorageometry import EMBEDDING_MODULES, LoRAGeometry
 
 BF16_BYTES = 2
 PUNICA_BYTES_PER_TOKEN = 32
@@ -53,17 +54,29 @@ def vllm_rank(rank: int, version: tuple[int, int, int]) -> int | None:
     return next((r for r in allowed if r >= rank), None)
 
 
-def lora_buffer_bytes(dims: ModelDims, modules: tuple[str, ...], *, slots: int, rank: int, tp: int, pp: int) -> int:
-    """GPU bytes of the LoRA buffers on one GPU (module docstring), layers split by ``pp``."""
-    layers = -(-dims.layers // pp)
+def lora_buffer_bytes(geometry: LoRAGeometry, modules: tuple[str, ...], *, slots: int, rank: int, tp: int,
+                      pp: int, experts: bool = False, ep: int = 1) -> int:
+    """GPU bytes of the LoRA buffers on one GPU (module docstring), layers split by ``pp``: per linear module
+    ``slots x rank x (slices x input_local + output_local)`` per layer; embeddings ``slots x rank x (vocab +
+    hidden)``; with ``experts`` the routed experts (vLLM 0.12+ ``FusedMoEWithLoRA._create_lora_a/b_weights``:
+    w1 / w3 A ``[slots, local experts, rank, hidden]`` and B ``[slots, local experts, intermediate / TP, rank]``,
+    w2 A ``[slots, local experts, rank, intermediate / TP]`` and B ``[slots, local experts, hidden, rank]``; with
+    expert parallelism ``ep`` each rank keeps ``experts / ep`` whole experts)."""
     total = 0
-    for module in modules:
-        inp, out, slices, row = module_dims(dims, module)
-        if module in EMBEDDING_MODULES:
-            total += slots * rank * (dims.vocab + dims.hidden) * BF16_BYTES
+    for name in modules:
+        module = geometry.module(name)
+        if module is None:
+            if name in EMBEDDING_MODULES and geometry.vocab:
+                total += slots * rank * (geometry.vocab + geometry.hidden) * BF16_BYTES
             continue
-        in_local, out_local = (inp // tp, out) if row else (inp, out // tp)
-        total += slots * rank * (slices * in_local + out_local) * BF16_BYTES * layers
+        inp, out = module.local(tp)
+        total += slots * rank * (module.slices * inp + out) * BF16_BYTES * -(-module.layers // pp)
+    block = geometry.experts
+    if experts and block is not None and block.layers:
+        local_experts, inter = (-(-block.experts // ep), block.intermediate) if ep > 1 else \
+            (block.experts, block.intermediate // tp)
+        per_layer = slots * local_experts * rank * (2 * block.hidden + 2 * inter + inter + block.hidden)
+        total += per_layer * BF16_BYTES * -(-block.layers // pp)
     return total
 
 

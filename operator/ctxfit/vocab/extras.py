@@ -15,21 +15,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ctxfit.api import Architecture, AttentionKind, InferenceServerSpec, SpeculativeMethod, quantity_to_bytes
+from ctxfit.api import Architecture, InferenceServerSpec, SpeculativeMethod, quantity_to_bytes
 from ctxfit.catalog import lookup_model
 
 from .hfconfig import architecture_from_hf_config
+from .lorageometry import EMBEDDING_MODULES, EXPERTS, LoRAGeometry, targets_experts
 
 ATTENTION_MODULES = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "qkv_proj": "qkv_proj",
                      "o_proj": "o_proj"}
 MLP_MODULES = {"gate_proj": "gate_up_proj", "up_proj": "gate_up_proj", "gate_up_proj": "gate_up_proj",
                "down_proj": "down_proj"}
-EMBEDDING_MODULES = {"embed_tokens": "embed_tokens", "lm_head": "lm_head"}
 PACKED = {**ATTENTION_MODULES, **MLP_MODULES, **EMBEDDING_MODULES}
-"""PEFT module names -> the packed modules both engines give LoRA buffers (vLLM ``packed_modules_mapping``, SGLang
-``lora/utils.py get_normalized_target_modules``)."""
+"""PEFT module names -> the packed modules both engines give LoRA buffers in a dense GQA model (vLLM
+``packed_modules_mapping``, SGLang ``lora/utils.py get_normalized_target_modules``); other layer types add their own
+(``LoRAGeometry.known``)."""
 LINEAR = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
-"""What vLLM wraps when no target modules are given: every linear module of a decoder layer
+"""What vLLM wraps in a dense GQA model when no target modules are given: every linear module of a decoder layer
 (``lora/utils.py get_supported_lora_modules``: "In vLLM, all linear layers support LoRA")."""
 ALL_LINEAR = "all-linear"
 
@@ -65,59 +66,22 @@ class ResolvedLoRA:
     source: str
 
 
-@dataclass(frozen=True)
-class ModelDims:
-    """Decoder dimensions the LoRA and draft estimates need (config.json names)."""
-
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int
-    layers: int
-    vocab: int
-
-
-def model_dims(spec: InferenceServerSpec, architecture: Architecture, hidden: int | None,
-               intermediate: int | None, vocab: int | None, layers: int | None) -> ModelDims | None:
-    """The dims of a dense MHA/GQA model, None when one is unknown."""
-    if architecture.attention is AttentionKind.MLA or architecture.head_dim is None or not hidden:
-        return None
-    heads = architecture.num_attention_heads or (hidden // architecture.head_dim)
-    if not intermediate or not layers:
-        return None
-    return ModelDims(hidden, heads, architecture.num_kv_heads or heads, architecture.head_dim, intermediate,
-                     layers, vocab or 0)
-
-
-def module_dims(dims: ModelDims, module: str) -> tuple[int, int, int, bool]:
-    """(input, output, stacked slices, row parallel) of a packed module (SGLang ``lora/utils.py get_hidden_dim``,
-    vLLM's ``QKVParallelLinear`` / ``MergedColumnParallelLinear`` / ``RowParallelLinear``)."""
-    if module == "qkv_proj":
-        return dims.hidden, (dims.heads + 2 * dims.kv_heads) * dims.head_dim, 3, False
-    if module == "o_proj":
-        return dims.heads * dims.head_dim, dims.hidden, 1, True
-    if module == "gate_up_proj":
-        return dims.hidden, 2 * dims.intermediate, 2, False
-    if module == "down_proj":
-        return dims.intermediate, dims.hidden, 1, True
-    return dims.vocab, dims.hidden, 1, False  # embed_tokens / lm_head
-
-
-def pack_modules(names: list[str] | None, known: dict[str, str]) -> tuple[str, ...] | None:
+def pack_modules(names: list[str] | None, known: dict[str, str],
+                 linear: tuple[str, ...] = LINEAR) -> tuple[str, ...] | None:
     """PEFT module names -> packed module names (unknown names dropped; ``all-linear`` -> every linear module)."""
     if names is None:
         return None
     if ALL_LINEAR in names:
-        return LINEAR
+        return linear
     return tuple(sorted({known[n.rsplit(".", 1)[-1]] for n in names if n.rsplit(".", 1)[-1] in known}))
 
 
-def _pack(names: list[str] | None, owner: str, base: str, known: dict[str, str]) -> tuple[str, ...] | None:
+def _pack(names: list[str] | None, owner: str, base: str, geometry: LoRAGeometry) -> tuple[str, ...] | None:
+    known = geometry.known
     if names is None:
         return None
     if ALL_LINEAR in names:
-        return LINEAR
+        return geometry.linear + ((EXPERTS,) if geometry.experts else ())
     packed: set[str] = set()
     for name in names:
         short = name.rsplit(".", 1)[-1]
@@ -128,31 +92,36 @@ def _pack(names: list[str] | None, owner: str, base: str, known: dict[str, str])
     return tuple(sorted(packed))
 
 
-def adapter_bytes(dims: ModelDims, rank: int, modules: tuple[str, ...]) -> int:
+def adapter_bytes(geometry: LoRAGeometry, rank: int, modules: tuple[str, ...]) -> int:
     """An adapter's weights in 16 bits, bytes: rank x (input + output) per module per layer (PEFT lora_A
-    ``[r, in]`` and lora_B ``[out, r]``; q/k/v and gate/up each have their own A)."""
+    ``[r, in]`` and lora_B ``[out, r]``; q/k/v and gate/up each have their own A; each expert its own pair)."""
     total = 0
-    for module in modules:
-        inp, out, slices, _ = module_dims(dims, module)
-        layers = 1 if module in EMBEDDING_MODULES else dims.layers
-        total += rank * (slices * inp + out) * layers * 2
+    for name in modules:
+        module = geometry.module(name)
+        if module is not None:
+            total += rank * (module.slices * module.inp + module.out) * module.layers * 2
+        elif name in EMBEDDING_MODULES:
+            total += rank * (geometry.vocab + geometry.hidden) * 2
+    if targets_experts(geometry, modules) and geometry.experts is not None:
+        e = geometry.experts
+        total += rank * 3 * (e.hidden + e.intermediate) * e.experts * e.layers * 2
     return total
 
 
-def resolve_lora(spec: InferenceServerSpec, dims: ModelDims | None,
+def resolve_lora(spec: InferenceServerSpec, dims: LoRAGeometry | None,
                  adapter_configs: Mapping[str, Mapping[str, Any]] | None) -> ResolvedLoRA | None:
     """``spec.lora`` resolved (module docstring); None without it.
 
     Raises:
         ExtrasError: an adapter without a rank, above ``maxLoraRank``, for another base model, or targeting a
-            module the model does not have; a model whose dims are unknown (MLA, hybrid or no config.json).
+            module the model does not have; a model whose sizes are unknown (no config.json).
     """
     lora = spec.lora
     if lora is None:
         return None
     if dims is None:
-        raise ExtrasError("spec.lora", f"ctxfit budgets LoRA buffers for dense MHA/GQA models with known hidden and "
-                          f"intermediate sizes; {spec.model.name} has none it can read (give a config.json)")
+        raise ExtrasError("spec.lora", f"the LoRA buffers of {spec.model.name} cannot be sized: its hidden size, "
+                          "heads, layers (and, for MLA, kv_lora_rank / qk_*_head_dim) are unknown (give a config.json)")
     configs = adapter_configs or {}
     ranks: list[int] = []
     modules: set[str] = set()
@@ -173,11 +142,11 @@ def resolve_lora(spec: InferenceServerSpec, dims: ModelDims | None,
         targets = adapter.target_modules if adapter.target_modules is not None else config.get("target_modules")
         if isinstance(targets, str):
             targets = [targets]
-        packed = _pack(list(targets) if isinstance(targets, list) else None, where, spec.model.name, PACKED)
-        modules.update(packed or LINEAR)
+        packed = _pack(list(targets) if isinstance(targets, list) else None, where, spec.model.name, dims)
+        modules.update(packed or dims.linear + ((EXPERTS,) if dims.experts else ()))
         ranks.append(rank)
         sources.append("spec" if adapter.rank is not None else "adapter_config.json")
-    deployment = _pack(lora.target_modules, "spec.lora.targetModules", spec.model.name, PACKED)
+    deployment = _pack(lora.target_modules, "spec.lora.targetModules", spec.model.name, dims)
     rank = lora.max_lora_rank or max(ranks)
     slots = lora.slots
     biggest = max(adapter_bytes(dims, r, tuple(sorted(modules))) for r in ranks)

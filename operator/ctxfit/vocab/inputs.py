@@ -11,13 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ctxfit.api import Architecture, InferenceServerSpec, MiB, quantity_to_bytes
+from ctxfit.api import Architecture, AttentionKind, InferenceServerSpec, MiB, quantity_to_bytes
 from ctxfit.catalog import GPUProduct, HybridState, ModelEntry, MoE, lookup_gpu, lookup_model
 from ctxfit.vocab.version import parse_version
 
-from .extras import ExtrasError, ModelDims, ResolvedDraft, ResolvedLoRA, model_dims, resolve_draft, resolve_lora
+from .extras import ExtrasError, ResolvedDraft, ResolvedLoRA, resolve_draft, resolve_lora
 from .hfconfig import architecture_from_hf_config
 from .hybridconfig import hybrid_from_hf_config
+from .lorageometry import LoRAGeometry, lora_geometry
 
 DEFAULT_DRIVER_RESERVE_MIB = 480
 """NVML minus CUDA-visible total for GPUs not in the catalog (median of measured SKUs, catalog/gpus.yaml)."""
@@ -87,8 +88,8 @@ class PlanInputs:
     """``spec.lora`` resolved (``vocab.extras.resolve_lora``), None without LoRA."""
     draft: ResolvedDraft | None = None
     """``spec.speculative`` resolved (``vocab.extras.resolve_draft``), None without speculative decoding."""
-    dims: ModelDims | None = None
-    """Decoder dimensions of a dense MHA/GQA model (LoRA buffers), None when unknown."""
+    dims: LoRAGeometry | None = None
+    """The modules LoRA can wrap, with their shapes (``vocab.lorageometry``), with ``spec.lora``; None when unknown."""
 
     @property
     def read_weights_per_gpu_bytes(self) -> int:
@@ -225,8 +226,13 @@ def resolve_inputs(
     intermediate = model.intermediate_size if model else text.get("intermediate_size")
     vocab = model.vocab_size if model else text.get("vocab_size")
     moe = model.moe if model else moe_from_hf_config(text)
-    dims = None if moe is not None or hybrid is not None else model_dims(
-        spec, arch, hidden, intermediate, vocab, total_layers)
+    try:
+        dims = lora_geometry(text, hidden=hidden, heads=arch.num_attention_heads or text.get("num_attention_heads"),
+                             kv_heads=arch.num_kv_heads, head_dim=arch.head_dim, intermediate=intermediate,
+                             vocab=vocab, layers=total_layers, mla=arch.attention is AttentionKind.MLA, moe=moe,
+                             hybrid=hybrid) if spec.lora is not None else None
+    except ValueError as exc:
+        raise PlanInputError("spec.lora", str(exc)) from exc
     nextn = text.get("num_nextn_predict_layers")
     try:
         lora = resolve_lora(spec, dims, adapter_configs)

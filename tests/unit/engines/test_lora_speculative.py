@@ -109,11 +109,13 @@ def test_mismatched_adapters_are_refused_by_name(adapters: dict[str, Any], confi
     assert name in str(info.value) and needle in str(info.value)
 
 
-def test_lora_on_an_mla_model_is_refused() -> None:
+def test_lora_on_an_mla_model_without_its_config_is_refused() -> None:
+    """The catalog lacks MLA's low-rank sizes (q_lora_rank, qk_nope_head_dim, v_head_dim): LoRA needs config.json
+    (tests/unit/engines/test_lora_layer_types.py plans the same model from it)."""
     with pytest.raises(PlanInputError) as info:
         plan(spec(model={"name": "deepseek-ai/DeepSeek-V3"}, gpu={"count": 8, "product": "NVIDIA-H200"},
                   parallelism={"tensor": 8}, lora=lora(8)))
-    assert info.value.field == "spec.lora"
+    assert info.value.field == "spec.lora" and "config.json" in str(info.value)
 
 
 # --- speculative decoding

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from ctxfit.api import ADAPTER_ROOT, DRAFT_ROOT, EffectiveConfig, InferenceServerSpec, SpeculativeMethod
 from ctxfit.engines.extras import ExtraTerm, lora_buffer_bytes
+from ctxfit.vocab.lorageometry import EXPERTS
 
 if TYPE_CHECKING:
     from ctxfit.vocab.inputs import PlanInputs
@@ -32,6 +33,13 @@ if TYPE_CHECKING:
 ENABLE_LORA_SINCE = (0, 4, 10)
 MAX_LOADED_LORAS_SINCE = (0, 5, 1)
 JOINT_DRAFT_POOL_SINCE = (0, 5, 14)
+MOE_LORA_SINCE = (0, 5, 10)
+"""First release with LoRA buffers for the routed experts (``lora/mem_pool.py`` ``gate_up_proj_moe`` /
+``down_proj_moe``: ``[slots, experts, rank, hidden]``)."""
+LAYER_TYPES_LORA_SINCE = (0, 5, 12)
+"""First release whose ``lora/utils.get_default_hidden_dim`` sizes MLA (``kv_b_proj``, ``q_b_proj``,
+``fused_qkv_a_proj``...) and hybrid mixer modules (``in_proj``, ``in_proj_qkvz``); before it ``get_hidden_dim``
+knows qkv/o/gate_up/down and the embeddings only and raises "get_hidden_dim not implemented for <module>"."""
 DRAFT_RESERVE = ((0, 4, 9), (0, 5, 14))
 DRAFT_RESERVE_MIB = 2048
 STANDALONE_RESERVE_MIB = 6144
@@ -74,16 +82,34 @@ def default_knobs(inputs: PlanInputs) -> dict[str, int]:
 
 
 def problems(inputs: PlanInputs) -> list[tuple[str, str]]:
-    """(field, message) for speculative settings this SGLang version cannot run."""
+    """(field, message) for LoRA / speculative settings this SGLang version cannot run."""
+    out: list[tuple[str, str]] = []
+    shown = ".".join(str(v) for v in inputs.engine_version)
+    geometry = inputs.dims
+    if inputs.lora is not None and geometry is not None and inputs.engine_version < LAYER_TYPES_LORA_SINCE and (
+            geometry.attention == "mla" or geometry.hybrid is not None):
+        kind = "MLA attention" if geometry.attention == "mla" else f"{geometry.hybrid} mixer layers"
+        out.append(("spec.lora", f"SGLang {shown} has no LoRA for {kind} (lora/utils.get_hidden_dim sizes "
+                    "qkv/o/gate_up/down only; from 0.5.12)"))
     speculative = inputs.spec.speculative
     if speculative is None:
-        return []
+        return out
     name, since = ALGORITHMS[speculative.method]
     if inputs.engine_version < since:
-        shown = ".".join(str(v) for v in inputs.engine_version)
         first = ".".join(str(v) for v in since)
-        return [("spec.speculative.method", f"SGLang {shown} has no --speculative-algorithm {name} (from {first})")]
-    return []
+        out.append(("spec.speculative.method", f"SGLang {shown} has no --speculative-algorithm {name} (from {first})"))
+    return out
+
+
+def lora_modules(inputs: PlanInputs) -> tuple[str, ...]:
+    """Modules SGLang gives buffers: the adapters' (or ``--lora-target-modules``) packed modules; the routed experts
+    only from 0.5.10 (before it a MoE layer's expert weights get no buffer)."""
+    lora = inputs.lora
+    assert lora is not None
+    modules = lora.deployment_modules or lora.modules
+    if inputs.engine_version < MOE_LORA_SINCE:
+        modules = tuple(m for m in modules if m != EXPERTS)
+    return modules
 
 
 def lora_args(spec: InferenceServerSpec, effective: EffectiveConfig, version: tuple[int, int, int]) -> list[str]:
@@ -142,9 +168,10 @@ def extra_terms(inputs: PlanInputs, effective: EffectiveConfig) -> tuple[ExtraTe
     out: list[ExtraTerm] = []
     lora, dims = inputs.lora, inputs.dims
     if lora is not None and dims is not None and effective.max_loras:
-        modules = lora.deployment_modules or lora.modules
+        modules = lora_modules(inputs)
         rank = effective.max_lora_rank or lora.rank
-        buffers = lora_buffer_bytes(dims, modules, slots=effective.max_loras, rank=rank, tp=inputs.tp, pp=inputs.pp)
+        buffers = lora_buffer_bytes(dims, modules, slots=effective.max_loras, rank=rank, tp=inputs.tp, pp=inputs.pp,
+                                    experts=EXPERTS in modules, ep=inputs.tp if inputs.spec.parallelism.expert else 1)
         out.append(ExtraTerm("LoRA buffers", buffers, True,
                              f"{effective.max_loras} adapters x rank {rank} in {', '.join(modules)} of every layer "
                              "(lora/mem_pool.py LoRAMemoryPool, before the KV pool)"))

@@ -25,7 +25,10 @@ from typing import TYPE_CHECKING
 
 from ctxfit.api import ADAPTER_ROOT, DRAFT_ROOT, EffectiveConfig, InferenceServerSpec, SpeculativeMethod
 from ctxfit.engines.extras import PUNICA_BYTES_PER_TOKEN, ExtraTerm, lora_buffer_bytes, lora_host_bytes, vllm_rank
-from ctxfit.vocab.extras import EMBEDDING_MODULES, LINEAR, PACKED, pack_modules
+from ctxfit.vocab.extras import LINEAR, PACKED, pack_modules
+from ctxfit.vocab.lorageometry import EMBEDDING_MODULES, EXPERTS
+
+from . import lora_archs
 
 if TYPE_CHECKING:
     from ctxfit.vocab.inputs import PlanInputs
@@ -34,6 +37,9 @@ SPECULATIVE_CONFIG_SINCE = (0, 8, 2)
 LORA_TARGET_MODULES_SINCE = (0, 19, 0)
 LORA_GRAPH_CASES_SINCE = (0, 12, 0)
 MTP_NAME_SINCE = (0, 11, 0)
+FUSED_MOE_LORA_SINCE = (0, 12, 0)
+"""First release that wraps the routed experts (``lora/layers/fused_moe.py``; ``get_supported_lora_modules`` adds
+``FusedMoE`` modules); before it a MoE model's LoRA covers attention, shared experts and the router only."""
 V1_METHOD_SINCE = {
     SpeculativeMethod.NGRAM: (0, 8, 0),
     SpeculativeMethod.EAGLE: (0, 8, 3),
@@ -62,13 +68,37 @@ def draft_path(spec: InferenceServerSpec) -> str | None:
 
 
 def lora_modules(inputs: PlanInputs) -> tuple[str, ...]:
-    """Modules vLLM gives buffers: ``--lora-target-modules`` (0.19+), else every linear module plus the embedding
-    modules an adapter targets."""
-    lora = inputs.lora
+    """Modules vLLM gives buffers (``lora/utils.get_supported_lora_modules``: every linear module of the model, its
+    ``FusedMoE`` experts from 0.12, ``embed_tokens`` / ``lm_head`` when the model class declares
+    ``embedding_modules`` (``lora_archs.wraps_embeddings``; when the table cannot say, the embedding modules an
+    adapter targets)); ``--lora-target-modules`` (0.19+) narrows them (``is_in_target_modules``)."""
+    lora, geometry = inputs.lora, inputs.dims
     assert lora is not None
-    if lora.deployment_modules is not None and inputs.engine_version >= LORA_TARGET_MODULES_SINCE:
-        return lora.deployment_modules
-    return tuple(sorted(set(LINEAR) | {m for m in lora.modules if m in EMBEDDING_MODULES}))
+    version = inputs.engine_version
+    wrapped = set(geometry.linear if geometry is not None else LINEAR)
+    if geometry is not None and geometry.experts is not None and version >= FUSED_MOE_LORA_SINCE:
+        wrapped.add(EXPERTS)
+    embeddings = next((e for e in (lora_archs.wraps_embeddings(a, version) for a in inputs.architectures)
+                       if e is not None), None)
+    if embeddings or (embeddings is None and geometry is not None and geometry.vocab):
+        wrapped |= set(EMBEDDING_MODULES) if embeddings else {m for m in lora.modules if m in EMBEDDING_MODULES}
+    if lora.deployment_modules is not None and version >= LORA_TARGET_MODULES_SINCE:
+        return tuple(sorted(wrapped & set(lora.deployment_modules)))
+    return tuple(sorted(wrapped))
+
+
+def lora_refusal(inputs: PlanInputs) -> str | None:
+    """Why this vLLM version cannot serve LoRA for the model's class (``lora_archs``: the class lacks
+    ``SupportsLoRA``, so ``load_lora_model`` raises "<class> does not support LoRA yet"), None when it can or the
+    table cannot say (a class or release it was not read from)."""
+    version = inputs.engine_version
+    shown = ".".join(str(v) for v in version)
+    for architecture in inputs.architectures:
+        if lora_archs.supports_lora(architecture, version) is False:
+            since = lora_archs.lora_since(architecture)
+            later = f"; LoRA for it from vLLM {since}" if since and lora_archs.version_tuple(since) > version else ""
+            return f"vLLM {shown} serves no LoRA for {architecture} (its model class is not SupportsLoRA{later})"
+    return None
 
 
 def problems(inputs: PlanInputs) -> list[tuple[str, str]]:
@@ -78,6 +108,9 @@ def problems(inputs: PlanInputs) -> list[tuple[str, str]]:
     shown = ".".join(str(v) for v in version)
     if inputs.lora is not None and vllm_rank(inputs.lora.rank, version) is None:
         out.append(("spec.lora.maxLoraRank", f"vLLM's largest LoRA rank is 512, not {inputs.lora.rank}"))
+    refusal = lora_refusal(inputs) if inputs.lora is not None else None
+    if refusal is not None:
+        out.append(("spec.lora", refusal))
     speculative = inputs.spec.speculative
     if speculative is not None:
         since = V1_METHOD_SINCE[speculative.method]
@@ -156,7 +189,8 @@ def extra_terms(inputs: PlanInputs, effective: EffectiveConfig, max_num_batched_
         rank = effective.max_lora_rank or lora.rank
         slots = effective.max_loras
         modules = lora_modules(inputs)
-        buffers = lora_buffer_bytes(dims, modules, slots=slots, rank=rank, tp=inputs.tp, pp=inputs.pp)
+        buffers = lora_buffer_bytes(dims, modules, slots=slots, rank=rank, tp=inputs.tp, pp=inputs.pp,
+                                    experts=EXPERTS in modules, ep=expert_ranks(inputs))
         out.append(ExtraTerm("LoRA buffers", buffers + PUNICA_BYTES_PER_TOKEN * max_num_batched_tokens, True,
                              f"{slots} adapters x rank {rank} in {', '.join(modules)} of every layer "
                              "(lora/layers create_lora_weights; in Model loading)"))
@@ -170,6 +204,13 @@ def extra_terms(inputs: PlanInputs, effective: EffectiveConfig, max_num_batched_
         out.append(ExtraTerm(label, draft.weights_per_gpu_bytes, True,
                              f"{draft.source} (loaded with the model: Loading drafter model)"))
     return tuple(out)
+
+
+def expert_ranks(inputs: PlanInputs) -> int:
+    """Ranks the routed experts are spread over: TP x DP with ``--enable-expert-parallel`` (``FusedMoE``
+    ``ep_size``), else 1 (each rank holds every expert, its intermediate split by TP)."""
+    parallelism = inputs.spec.parallelism
+    return parallelism.tensor * parallelism.data if parallelism.expert else 1
 
 
 def host_bytes(inputs: PlanInputs) -> int:
