@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
+from tests.hubfixtures.broken import broken_repos
 from tests.hubfixtures.repos import fixture_repo
 from tests.hubfixtures.server import TOKEN, HubStandIn
 
@@ -39,7 +40,7 @@ from .test_operator_kit import (  # noqa: F401 - api, crd are fixtures
 
 @pytest.fixture
 def hub() -> Iterator[HubStandIn]:
-    stand_in = HubStandIn().start()
+    stand_in = HubStandIn(extra=broken_repos()).start()  # tests/hubfixtures/broken.py besides the fixtures
     yield stand_in
     stand_in.stop()
 
@@ -225,3 +226,42 @@ def test_a_preloaded_claim_is_resolved_from_the_volume(
         api.core.delete_namespaced_persistent_volume_claim("weights", api.namespace)
     except ApiException:
         pass
+
+
+def test_bad_input_from_the_model_ends_in_conditions_and_the_operator_keeps_serving(
+        api: ServerClient, resolving_op: OperatorProcess, hub: HubStandIn) -> None:
+    """Broken repos (tests/hubfixtures/broken.py), a repo that does not exist, and a pod squatting the resolver
+    pod's name: each server ends Failed with its condition and one Warning Event, nothing is started, the squatting
+    pod is not touched, and a good server created after them all is Ready from the same operator process."""
+    from ctxfit.api import InferenceServerSpec
+    from ctxfit.controller.converge.resolution import need
+    from ctxfit.controller.kube.resolution import resolver_pod_name
+
+    bad = {"truncated": ("acme/config-truncated", "ModelResolved", "InvalidCheckpoint"),
+           "bad-dtype": ("acme/header-bad-dtype", "ModelResolved", "InvalidCheckpoint"),
+           "missing": ("acme/no-such-model", "ModelResolved", "ModelNotFound"),
+           "inter-string": ("acme/config-intermediate-string", "BudgetFits", "InvalidSpec")}
+    for name, (repo, _, _) in bad.items():
+        api.create(server(name, repo))
+    squatted = server("squatted", "meta-llama/Llama-3.2-3B", tokenSecretRef={"name": "hf", "key": "token"})
+    key = need(InferenceServerSpec.model_validate(squatted["spec"]), api.namespace).key
+    squatter = resolver_pod_name("squatted", key)
+    api.core.create_namespaced_pod(api.namespace, {  # no ownerReference: not the server's, whatever its labels say
+        "metadata": {"name": squatter, "labels": {"app.kubernetes.io/managed-by": "ctxfit"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}], "nodeSelector": {"no-such-node": "x"}}})
+    api.create(squatted)
+    expected = {**bad, "squatted": ("meta-llama/Llama-3.2-3B", "ModelResolved", "ForeignObject")}
+    for name, (repo, kind, reason) in expected.items():
+        failed = api.wait_phase(name, "Failed")
+        cond = condition(failed, kind)
+        assert (cond["status"], cond["reason"]) == ("False", reason), (name, cond)
+        assert repo in cond["message"] or reason == "ForeignObject", cond["message"]
+        assert not failed["status"].get("attempts") and api.deployment(name, missing_ok=True) is None
+        warnings = [e for e in api.events(name) if e["type"] == "Warning"]
+        assert [e["reason"] for e in warnings] == [reason], (name, warnings)
+    pod = api.core.read_namespaced_pod(squatter, api.namespace)
+    assert pod.metadata.deletion_timestamp is None and not pod.metadata.owner_references
+    assert resolving_op.alive()
+    api.create(server("good", "Qwen/Qwen3-4B"))
+    assert_resolved(api, "good", "Qwen/Qwen3-4B")
+    assert resolving_op.alive()

@@ -9,7 +9,8 @@ Routes (as the Hub answers them; huggingface_hub ``hf_api.py``, ``file_download.
 - Errors carry ``X-Error-Code`` (``RepoNotFound``, ``GatedRepo``, ``RevisionNotFound``, ``EntryNotFound``) as the Hub
   sends them, so huggingface_hub raises its own typed errors.
 
-Gated repos need ``Authorization: Bearer <token>`` with ``token``; ``down`` answers every request 503. Every response's
+``extra`` repos (``tests/hubfixtures/broken.py``) are served besides them. Gated repos need
+``Authorization: Bearer <token>`` with ``token``; ``down`` answers every request 503. Every response's
 body bytes are counted per path (``served``) so tests can check that no tensor data is read.
 """
 
@@ -32,8 +33,10 @@ class HubStandIn:
     """Start with ``start()``; ``url`` is the HF_ENDPOINT (``host``: the address to listen on, e.g. the host end of
     the harness's real node, so its pods reach it)."""
 
-    def __init__(self, token: str = TOKEN, host: str = "127.0.0.1") -> None:
+    def __init__(self, token: str = TOKEN, host: str = "127.0.0.1",
+                 extra: dict[str, FixtureRepo] | None = None) -> None:
         self.repos: dict[str, FixtureRepo] = fixture_repos()
+        self.extra: dict[str, FixtureRepo] = dict(extra or {})  # served besides the fixtures (tests/hubfixtures/broken)
         self.token = token
         self.down = False
         self.served: Counter[str] = Counter()
@@ -95,7 +98,7 @@ class HubStandIn:
                                           "Content-Type": "application/json"}, head)
 
             def _repo(self, repo_id: str, head: bool) -> FixtureRepo | None:
-                repo = hub.repos.get(repo_id)
+                repo = hub.extra.get(repo_id) or hub.repos.get(repo_id)
                 if repo is None:
                     self._error(401, "RepoNotFound", head)
                     return None
@@ -210,7 +213,9 @@ def shared_hub() -> HubStandIn:
     """One stand-in per test process (started on first use; a daemon thread ends with the process)."""
     global _SHARED
     if _SHARED is None:
-        _SHARED = HubStandIn().start()
+        from .broken import broken_repos
+
+        _SHARED = HubStandIn(extra=broken_repos()).start()
     return _SHARED
 
 

@@ -24,13 +24,24 @@ is the reserve of that product under that driver. ``CalibrationTable.driver_rese
 sample of the product (any engine, version or layout: the reserve is the driver's), and ``apply_learned_reserve``
 puts it in place of the catalog's (``catalog/gpus.yaml`` ``driverReserveMiB``) before anything is budgeted. Such a
 sample's KV residual is recorded against the prediction at the total the engine printed, so the reserve is not
-counted twice (``reserve_neutral_residual``)."""
+counted twice (``reserve_neutral_residual``).
+
+The table is shared input, never trusted (issue 28, docs/design/calibration-trust.md): ``from_wire`` validates every
+entry and sample (whole finite numbers within ``MAX_BYTES``, bounded texts, an engine, minor version and GPU label as
+keys) and drops a bad one into ``CalibrationTable.problems`` instead of raising; at most ``MAX_ENTRIES`` keys are read
+or kept. The operator plans a namespace's servers with ``CalibrationTable.scoped``: its own start-ups when it has
+some, else only what at least ``MIN_TENANTS`` namespaces agree on (one vote per namespace), so one tenant's crafted
+start-up logs never move another tenant's plans."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from ctxfit.api import EffectiveConfig, GiB
@@ -42,9 +53,24 @@ if TYPE_CHECKING:
 CLIP_BYTES = 2 * GiB
 """A single residual counts as at most this much (bounded influence of an outlier)."""
 KEEP_SAMPLES = 20
-"""Samples kept per key (the newest); ``count`` keeps counting."""
+"""Samples kept per key; past it the oldest of the namespace holding the most goes (one namespace's flood of start-ups
+evicts its own, never another's); ``count`` keeps counting."""
 MAX_RESERVE_BYTES = 8 * GiB
 """A larger NVML-minus-CUDA difference is not a driver reserve (a wrong product label, a MIG slice)."""
+MAX_ENTRIES = 64
+"""Keys a table holds (engine x minor x GPU x TP x PP in use in one cluster: a few dozen at most). More are dropped on
+read; ``add`` of a new key to a full table evicts the key sampled least recently."""
+MAX_PROBLEMS = 20
+"""Problems a read keeps the words of (``CalibrationTable.problem_count`` counts them all)."""
+MAX_READ_ITEMS = 4 * MAX_ENTRIES
+"""Raw list items looked at on read (valid or not): the parse cost is bounded whatever the text holds."""
+MAX_BYTES = 2 << 40
+"""Largest KV pool or GPU total a sample may state (2 TiB: no GPU has that much); ``residualBytes`` within +-it."""
+MIN_TENANTS = 3
+"""Namespaces with samples of a key before their start-ups move another namespace's plans (``lookup``): the median of
+the per-namespace medians, so one tenant's crafted start-ups (any number of them) never decide another's plan."""
+VERSION_TEXT = re.compile(r"^[0-9]{1,4}\.[0-9]{1,4}$")
+LABEL_TEXT = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
 @dataclass(frozen=True, order=True)
@@ -113,12 +139,18 @@ class Sample:
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any]) -> Sample:
-        """Inverse of ``to_wire``. Raises ``KeyError``/``ValueError`` on malformed data."""
+        """Inverse of ``to_wire``, validated: every number a whole finite number within its bounds (``MAX_BYTES``),
+        every text a bounded string. Raises ``KeyError``/``ValueError`` naming the bad field."""
+        if not isinstance(data, Mapping):
+            raise ValueError("sample: not a mapping")
         cuda, nvml = data.get("cudaTotalBytes"), data.get("gpuMemoryBytes")
-        return cls(str(data["id"]), str(data.get("server", "")), int(data["residualBytes"]),
-                   int(data.get("observedKvCacheBytes", 0)), int(data.get("predictedKvCacheBytes", 0)),
-                   str(data.get("time", "")), int(cuda) if cuda is not None else None,
-                   int(nvml) if nvml is not None else None)
+        return cls(_text(data["id"], "id"), _text(data.get("server", ""), "server", 512),
+                   _int(data["residualBytes"], "residualBytes", -MAX_BYTES, MAX_BYTES),
+                   _int(data.get("observedKvCacheBytes", 0), "observedKvCacheBytes", 0, MAX_BYTES),
+                   _int(data.get("predictedKvCacheBytes", 0), "predictedKvCacheBytes", 0, MAX_BYTES),
+                   _text(_stamp(data.get("time", "")), "time", 64),
+                   _int(cuda, "cudaTotalBytes", 0, MAX_BYTES) if cuda is not None else None,
+                   _int(nvml, "gpuMemoryBytes", 0, MAX_BYTES) if nvml is not None else None)
 
     @property
     def reserve_bytes(self) -> int | None:
@@ -127,6 +159,41 @@ class Sample:
             return None
         reserve = self.gpu_memory_bytes - self.cuda_total_bytes
         return reserve if 0 <= reserve <= MAX_RESERVE_BYTES else None
+
+
+def _int(value: Any, where: str, low: int, high: int) -> int:
+    """``value`` as an int within [low, high]; ``ValueError`` naming ``where`` otherwise (a float that is not a
+    whole finite number, a bool, a string, ``.inf``/``.nan`` are all refused: they came from a hand edit)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{where}: {value!r} is not a number")
+    if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
+        raise ValueError(f"{where}: {value!r} is not a whole finite number")
+    number = int(value)
+    if not low <= number <= high:
+        raise ValueError(f"{where}: {number} is outside [{low}, {high}]")
+    return number
+
+
+def _stamp(value: Any) -> Any:
+    """A time as RFC 3339 text (a hand edit may leave it unquoted: YAML reads a datetime)."""
+    return value.isoformat().replace("+00:00", "Z") if isinstance(value, datetime) else value
+
+
+def _text(value: Any, where: str, limit: int = 256) -> str:
+    if not isinstance(value, str) or len(value) > limit:
+        raise ValueError(f"{where}: not a string of at most {limit} characters")
+    return value
+
+
+def namespace_of(server: str) -> str:
+    """The namespace of a sample's ``server`` (``namespace/name``); "" for a sample that does not say."""
+    return server.split("/", 1)[0] if "/" in server else ""
+
+
+def _upper_middle(values: list[int]) -> int:
+    """The median; of an even count the upper middle (for a reserve: the safe side)."""
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
 
 
 def _clip(value: int) -> int:
@@ -168,7 +235,12 @@ class CalibrationEntry:
         """Add ``sample`` unless its id is already here (idempotent). Returns True when added."""
         if any(s.sample_id == sample.sample_id for s in self.samples):
             return False
-        self.samples = [*self.samples, sample][-KEEP_SAMPLES:]
+        samples = [*self.samples, sample]
+        while len(samples) > KEEP_SAMPLES:  # the oldest of the namespace holding the most goes: a flood evicts its own
+            held = Counter(namespace_of(s.server) for s in samples)
+            most = max(held.values())
+            del samples[next(i for i, s in enumerate(samples) if held[namespace_of(s.server)] == most)]
+        self.samples = samples
         self.count += 1
         return True
 
@@ -181,13 +253,29 @@ class CalibrationEntry:
                 "correctionBytes": correction(residuals), "samples": [s.to_wire() for s in self.samples]}
 
     @classmethod
-    def from_wire(cls, data: Mapping[str, Any]) -> CalibrationEntry:
-        """Inverse of ``to_wire``. Raises ``KeyError``/``ValueError``/``TypeError`` on malformed data."""
-        key = CalibrationKey(str(data["engine"]), str(data["version"]), str(data["gpu"]), int(data["tp"]),
-                             int(data["pp"]))
-        samples = [Sample.from_wire(s) for s in data.get("samples") or []]
-        count = max(int(data.get("count", len(samples))), len(samples))
-        return cls(key, count, samples[-KEEP_SAMPLES:])  # a hand-edited list keeps only the newest, as ``add``
+    def from_wire(cls, data: Mapping[str, Any], problems: list[str] | None = None) -> CalibrationEntry:
+        """Inverse of ``to_wire``, validated: a bad key raises ``KeyError``/``ValueError``; a bad sample is
+        dropped and said in ``problems``; only the newest ``KEEP_SAMPLES`` are read (a hand-edited list keeps
+        only the newest, as ``add``)."""
+        if not isinstance(data, Mapping):
+            raise ValueError("entry: not a mapping")
+        engine, version = _text(data["engine"], "engine", 16), _text(data["version"], "version", 16)
+        gpu = _text(data["gpu"], "gpu", 63)
+        if engine not in ENGINE_LABELS or not VERSION_TEXT.match(version) or not LABEL_TEXT.match(gpu):
+            raise ValueError(f"key {engine}/{version}/{gpu}: not an engine, minor version and GPU label")
+        key = CalibrationKey(engine, version, gpu, _int(data["tp"], "tp", 1, 64), _int(data["pp"], "pp", 1, 64))
+        raw = data.get("samples") or []
+        if not isinstance(raw, list):
+            raise ValueError(f"{key.text()}: samples is not a list")
+        samples = []
+        for item in raw[-KEEP_SAMPLES:]:
+            try:
+                samples.append(Sample.from_wire(item))
+            except (KeyError, ValueError, TypeError) as exc:
+                if problems is not None:
+                    problems.append(f"{key.text()}: sample dropped ({exc})")
+        count = max(_int(data.get("count", len(samples)), "count", 0, 1 << 40), len(samples))
+        return cls(key, count, samples)
 
 
 @dataclass(frozen=True)
@@ -202,14 +290,54 @@ class Correction:
 
 @dataclass
 class CalibrationTable:
-    """All entries, by key."""
+    """All entries, by key. ``namespace``: the namespace whose plans this view calibrates (``scoped``); None: every
+    sample pooled (the CLI's own table). ``problems``: what was dropped when it was read (``from_wire``)."""
 
     entries: dict[CalibrationKey, CalibrationEntry] = field(default_factory=dict)
+    namespace: str | None = None
+    problems: tuple[str, ...] = ()
+    problem_count: int = 0
+    """How many problems there were (``problems`` keeps the first ``MAX_PROBLEMS``)."""
+
+    def scoped(self, namespace: str) -> CalibrationTable:
+        """The same entries, calibrating plans of ``namespace`` (see ``lookup``); shares the entries (read only)."""
+        return dataclasses.replace(self, namespace=namespace)
+
+    def _estimate(self, samples: list[Sample], values: Callable[[Sample], int | None],
+                  middle: Callable[[list[int]], int]) -> tuple[list[int], int, str] | None:
+        """The values (residuals, reserves) this view trusts among ``samples`` (docs/design/calibration-trust.md):
+
+        - the CLI's own table (``namespace`` None): every sample;
+        - a namespace that has samples here: its own only (a tenant moves only its own plans);
+        - else, when at least ``MIN_TENANTS`` namespaces have samples here: one value per namespace, the ``middle``
+          of its own (each namespace one vote, however many start-ups it made), so the median the caller takes is
+          set by the honest majority of namespaces: one tenant's crafted start-ups cannot move it past the honest
+          namespaces' values;
+        - else None (too few namespaces to outvote one).
+
+        Returns (values, start-ups behind them, the words for the reasons)."""
+        if self.namespace is None:
+            picked = [v for s in samples if (v := values(s)) is not None]
+            return (picked, len(picked), "") if picked else None
+        own = [v for s in samples if namespace_of(s.server) == self.namespace and (v := values(s)) is not None]
+        if own:
+            return own, len(own), "; samples of this namespace only"
+        by_tenant: dict[str, list[int]] = {}
+        for sample in samples:
+            value = values(sample)
+            if value is not None:
+                by_tenant.setdefault(namespace_of(sample.server), []).append(value)
+        if len(by_tenant) < MIN_TENANTS:
+            return None
+        votes = [middle(vs) for _, vs in sorted(by_tenant.items())]
+        return votes, sum(len(vs) for vs in by_tenant.values()), f"; one vote per namespace, {len(votes)} namespaces"
 
     def add(self, key: CalibrationKey, sample: Sample) -> bool:
         """Record ``sample`` under ``key`` (idempotent by sample id across the whole table)."""
         if any(s.sample_id == sample.sample_id for e in self.entries.values() for s in e.samples):
             return False
+        if key not in self.entries and len(self.entries) >= MAX_ENTRIES:
+            self.evict()
         entry = self.entries.setdefault(key, CalibrationEntry(key))
         return entry.add(sample)
 
@@ -222,24 +350,34 @@ class CalibrationTable:
         )
         for scope, matches in scopes:
             samples = [s for k, e in sorted(self.entries.items()) if matches(k) for s in e.samples]
-            if samples:
-                offset = correction(s.residual_bytes for s in samples)
-                reason = (f"calibrated from {len(samples)} start-up{'s' if len(samples) != 1 else ''} of "
+            found = self._estimate(samples, lambda s: s.residual_bytes, median_toward_zero) if samples else None
+            if found is not None:
+                residuals, startups, whose = found
+                offset = correction(residuals)
+                reason = (f"calibrated from {startups} start-up{'s' if startups != 1 else ''} of "
                           f"{engine_label} {key.version} {scope}: {offset / GiB:+.2f} GiB KV pool "
-                          f"(median residual {median_toward_zero(s.residual_bytes for s in samples) / GiB:+.2f} "
-                          "GiB, shrunk by n/(n+1), each clipped to +-2 GiB)")
-                return Correction(offset, len(samples), scope, reason)
+                          f"(median residual {median_toward_zero(residuals) / GiB:+.2f} "
+                          f"GiB, shrunk by n/(n+1), each clipped to +-2 GiB{whose})")
+                return Correction(offset, startups, scope, reason)
         return None
 
     def driver_reserve(self, product: str) -> tuple[int, int] | None:
         """(reserve bytes, samples) learned for a GPU product: the median of NVML minus the printed CUDA total over
         its samples (any engine, version, TP, PP; of an even count the upper middle, the safe side); None without
         one."""
-        reserves = sorted(r for k, e in sorted(self.entries.items()) if k.gpu == product for s in e.samples
-                          if (r := s.reserve_bytes) is not None)
-        if not reserves:
+        samples = [s for k, e in sorted(self.entries.items()) if k.gpu == product for s in e.samples]
+        found = self._estimate(samples, lambda s: s.reserve_bytes, _upper_middle)
+        if found is None:
             return None
-        return reserves[len(reserves) // 2], len(reserves)
+        return _upper_middle(found[0]), found[1]
+
+    def evict(self) -> CalibrationKey | None:
+        """Drop the entry sampled least recently (its newest sample's time, then its key); None when empty."""
+        if not self.entries:
+            return None
+        oldest = min(self.entries.values(), key=lambda e: (max((s.time for s in e.samples), default=""), e.key))
+        del self.entries[oldest.key]
+        return oldest.key
 
     def to_wire(self) -> dict[str, Any]:
         """``{"entries": [...]}`` sorted by key."""
@@ -247,15 +385,32 @@ class CalibrationTable:
 
     @classmethod
     def from_wire(cls, data: Mapping[str, Any] | None) -> CalibrationTable:
-        """Inverse of ``to_wire``; malformed entries are skipped (a hand-edited ConfigMap must not crash)."""
-        table = cls()
-        for raw in (data or {}).get("entries") or []:
+        """Inverse of ``to_wire``, validated on read: a malformed entry or sample is dropped and said in
+        ``problems`` (a hand-edited or hostile ConfigMap must never stop planning), at most ``MAX_ENTRIES``."""
+        entries: dict[CalibrationKey, CalibrationEntry] = {}
+        problems: list[str] = []
+        raw_entries = (data or {}).get("entries") if isinstance(data, Mapping) else None
+        if raw_entries is not None and not isinstance(raw_entries, list):
+            problems.append("entries is not a list")
+            raw_entries = []
+        for index, raw in enumerate(raw_entries or []):
+            if len(entries) >= MAX_ENTRIES or index >= MAX_READ_ITEMS:
+                problems.append(f"{len(raw_entries or []) - index} entries past the first {index} dropped (a table "
+                                f"holds at most {MAX_ENTRIES})")
+                break
             try:
-                entry = CalibrationEntry.from_wire(raw)
-            except (KeyError, ValueError, TypeError):
+                entry = CalibrationEntry.from_wire(raw, problems)
+            except (KeyError, ValueError, TypeError) as exc:
+                problems.append(f"entry {index} dropped ({exc})")
                 continue
-            table.entries[entry.key] = entry
-        return table
+            known = entries.get(entry.key)
+            if known is None:
+                entries[entry.key] = entry
+            else:  # a key written twice (a hand edit): one entry with the samples of both
+                for sample in entry.samples:
+                    if all(s.sample_id != sample.sample_id for s in known.samples):
+                        known.add(sample)
+        return cls(entries, problems=tuple(problems[:MAX_PROBLEMS]), problem_count=len(problems))
 
 
 class CalibratedEngine:

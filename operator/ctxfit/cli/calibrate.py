@@ -57,7 +57,8 @@ def load_table(path: str, flag: str = "--calibration") -> CalibrationTable:
     """A calibration table from YAML: the table itself (``ctxfit calibrate --save``) or the operator's ConfigMap
     holding it under ``data.calibration.yaml``.
 
-    Unlike the operator, which skips a malformed entry of a hand-edited ConfigMap, the CLI refuses the file:
+    Unlike the operator, which drops a malformed entry or sample of a hand-edited ConfigMap (with a Warning Event),
+    the CLI refuses the file:
     a user who names a table means to use it, and a plan silently made without it would say otherwise.
 
     Raises:
@@ -75,14 +76,20 @@ def load_table(path: str, flag: str = "--calibration") -> CalibrationTable:
         raise ManifestError(f"{flag}: {path} is not a calibration table (a mapping with an 'entries' list, as "
                          "ctxfit calibrate --save writes it, or the operator's ConfigMap)")
     for index, raw in enumerate(doc["entries"]):
+        problems: list[str] = []
         try:
             if not isinstance(raw, dict):
                 raise TypeError("not a mapping")
-            CalibrationEntry.from_wire(raw)
+            CalibrationEntry.from_wire(raw, problems)
+            if problems:
+                raise ValueError(problems[0])
         except (KeyError, ValueError, TypeError, ArithmeticError) as exc:
-            why = f"missing {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0][:80]
+            why = f"missing {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0][:120]
             raise ManifestError(f"{flag}: {path}: entries[{index}] is not a calibration entry ({why})") from None
-    return CalibrationTable.from_wire(doc)
+    table = CalibrationTable.from_wire(doc)
+    if table.problems:  # e.g. more entries than a table holds
+        raise ManifestError(f"{flag}: {path}: {table.problems[0]}")
+    return table
 
 
 def save_table(table: CalibrationTable, path: str) -> None:

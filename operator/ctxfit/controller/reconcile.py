@@ -289,11 +289,14 @@ def _apply_routing(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
             with refused("InferencePool", pool, out.pool):
                 apply_pool(rt.kube, out.pool, live)
         if out.pool_delete is not None:
-            delete_pool(rt.kube, namespace, *out.pool_delete)
+            delete_pool(rt.kube, namespace, out.pool_delete[0], snap.uid)
     except PoolAPIMissing:  # removed since it was read: the next pass says so in status
         rt.pools.found_absent(time.monotonic())
-    for pod, (owner, labels) in sorted(out.pod_labels.items()):
-        patch_pod_labels(rt.kube, namespace, pod, name, owner, labels)
+    workload = snap.deployment.holder if snap.deployment is not None else None
+    kind = LWS_KIND if _multi_node(body) else "Deployment"
+    if out.pod_labels and workload is not None and workload.owns(snap.uid, kind):  # the pods' workload is the server's
+        for pod, (owner, labels) in sorted(out.pod_labels.items()):
+            patch_pod_labels(rt.kube, namespace, pod, name, owner, labels, workload.uid)
 
 
 def _multi_node(body: dict[str, Any]) -> bool:
@@ -503,7 +506,8 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
             claim=_claim(rt, namespace, name, uid, spec_dict, old, claim_seen),
             download_log=lambda pod: rt.kube.log_tail(namespace, pod.name, DOWNLOAD_CONTAINER, previous=False,
                                                       lines=DOWNLOAD_LOG_LINES),
-            calibration=rt.calibration.table() if rt.calibration is not None else None,  # cached; used to plan
+            # cached; used to plan; a namespace's own start-ups first, others' only as MIN_TENANTS namespaces agree
+            calibration=rt.calibration.table().scoped(namespace) if rt.calibration is not None else None,
             scaling=_own_scaling(read_scaling(rt.kube, rt.keda, rt.settings.keda_enabled, namespace, name,
                                               spec_dict.get("autoscaling") is not None, old.autoscaling is not None),
                                  uid),

@@ -50,6 +50,12 @@ statistics)."""
 
 SERVE_DTYPE_BYTES = {"auto": 2, "half": 2, "float16": 2, "bfloat16": 2, "float": 4, "float32": 4}
 
+FP32_PARAMS = frozenset({"e_score_correction_bias", "expert_bias", "A_log"})
+"""Float parameters the engines create in float32 whatever ``--dtype`` is: the MoE routers' correction bias (vLLM
+0.19 ``deepseek_v2.py``, ``glm4_moe.py``, ``nemotron_h.py``, ``minimax_m2.py``, ``ernie45_moe.py``,
+``lfm2_moe.py``, ``exaone_moe.py``: ``e_score_correction_bias``; ``bailing_moe.py``, ``afmoe.py``: ``expert_bias``;
+SGLang 0.4.10+ ``deepseek_v2.py``) and Mamba2's ``A`` (``layers/mamba/mamba_mixer2.py``, loaded from ``A_log``)."""
+
 
 @dataclass(frozen=True)
 class ShardingRules:
@@ -177,6 +183,8 @@ def _serve_bytes(group: TensorGroup, param: str, serve: int, quantized: bool, in
         return stored  # packed ints, fp8, fp4, uint8 blocks: as stored
     if param in SCALE_PARAMS or (quantized and param not in ("weight", "bias", "")):
         return stored
+    if group.example().rsplit(".", 1)[-1] in FP32_PARAMS:
+        return 4.0
     linear = role.role in (Role.QKV, Role.KV, Role.COLUMN, Role.ROW, Role.EXPERT) or role.guess_sharded
     if inflight is not None and linear and param == "weight" and len(group.shape) >= 2:
         return inflight

@@ -15,7 +15,7 @@ from typing import Any
 
 from ctxfit.vocab.checkpoint import Checkpoint, group_tensors
 from ctxfit.vocab.modelsource import ModelSource
-from ctxfit.vocab.safetensors import HeaderError, Tensor, header_length, parse_header
+from ctxfit.vocab.safetensors import HeaderError, Tensor, header_length, parse_header, tensors_from_json
 
 from .errors import ResolveError, ResolveKind
 
@@ -33,6 +33,20 @@ def with_modelopt(config: dict[str, Any], hf_quant: dict[str, Any]) -> dict[str,
     return config | {"quantization_config": {"quant_method": "modelopt", **block}}
 
 
+NOT_FOUND_STATUSES = frozenset({400, 404, 410})
+"""HTTP statuses that say the thing asked for is not there (permanent until the spec changes), when the answer
+carries no Hub error code (``X-Error-Code``) huggingface_hub maps to a typed error; a 5xx, 408 or 429 is waiting."""
+
+
+def _endpoint(exc: BaseException) -> str:
+    """scheme://host:port of the request that failed (for the message), else ``the endpoint``."""
+    request = getattr(getattr(exc, "response", None), "request", None)
+    url = getattr(request, "url", None)
+    host = getattr(url, "host", None)
+    return f"{url.scheme}://{host}{f':{url.port}' if url.port else ''}" if url is not None and host else \
+        "the endpoint"
+
+
 def _classify(exc: BaseException, repo: str) -> ResolveError:
     """huggingface_hub / HTTP errors -> ``ResolveError`` (huggingface_hub ``errors.py`` class names)."""
     from huggingface_hub import errors as hf
@@ -45,6 +59,10 @@ def _classify(exc: BaseException, repo: str) -> ResolveError:
         return ResolveError(ResolveKind.REVISION_NOT_FOUND, repo, "the revision does not exist")
     if isinstance(exc, hf.RepositoryNotFoundError):
         return ResolveError(ResolveKind.NOT_FOUND, repo, "no such repo (or private without a token)")
+    if isinstance(exc, hf.DisabledRepoError):
+        return ResolveError(ResolveKind.NOT_FOUND, repo, "the repo is disabled on the Hub")
+    if isinstance(exc, hf.HFValidationError):  # checked by huggingface_hub before any request
+        return ResolveError(ResolveKind.NOT_FOUND, repo, f"not a Hub repo id ({str(exc).split('.')[0]})")
     if isinstance(exc, hf.OfflineModeIsEnabled | hf.LocalEntryNotFoundError):
         return ResolveError(ResolveKind.OFFLINE, repo, "offline and not in the local Hugging Face cache")
     if isinstance(exc, hf.EntryNotFoundError):
@@ -55,8 +73,11 @@ def _classify(exc: BaseException, repo: str) -> ResolveError:
         status = getattr(getattr(exc, "response", None), "status_code", None)
         if status in (401, 403):
             return ResolveError(ResolveKind.ACCESS_DENIED, repo, f"HTTP {status}")
-        if status is not None and status >= 500 or status == 429:
+        if status is not None and status >= 500 or status in (408, 429):
             return ResolveError(ResolveKind.HUB_UNREACHABLE, repo, f"HTTP {status} from the Hub")
+        if status in NOT_FOUND_STATUSES:  # no X-Error-Code: no such route there, not a Hub that is down
+            return ResolveError(ResolveKind.NOT_FOUND, repo, f"HTTP {status} from {_endpoint(exc)} without a Hub "
+                                "error code (no such repo there, or HF_ENDPOINT is not a Hub or mirror)")
         return ResolveError(ResolveKind.HUB_UNREACHABLE, repo, f"HTTP {status}")
     if isinstance(exc, OSError | TimeoutError | ConnectionError) or type(exc).__module__.startswith(("httpx",
                                                                                                         "httpcore")):
@@ -95,8 +116,10 @@ def resolve_hub(repo: str, *, revision: str | None = None, token: str | bool | N
         checkpoint: Checkpoint | None
         if shards:
             meta = api.get_safetensors_metadata(repo, revision=sha)
-            tensors = [Tensor(name, info_.dtype, tuple(info_.shape)) for fm in meta.files_metadata.values()
-                       for name, info_ in fm.tensors.items()]
+            tensors: list[Tensor] = []
+            for fm in meta.files_metadata.values():  # checked as our own header reader checks them (dtype, shape)
+                tensors += tensors_from_json({name: {"dtype": t.dtype, "shape": list(t.shape)}
+                                              for name, t in fm.tensors.items()})[0]
             checkpoint = Checkpoint(group_tensors(tensors), tuple(sorted(meta.files_metadata)),
                                     sum(files[f] or 0 for f in meta.files_metadata if f in files) or None)
         else:

@@ -71,36 +71,36 @@ def architecture_from_hf_config(config: dict[str, Any]) -> Architecture:
     """
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     assert isinstance(text, dict)
-    layers = _int_field(text, "num_hidden_layers", required=True)
+    layers = int_field(text, "num_hidden_layers", required=True)
     assert layers is not None
     flags = attention_layer_flags(text)
     if flags is not None:
         layers = max(1, flags.count(True))
     fields: dict[str, Any] = {"numLayers": layers, "maxPositionEmbeddings": derived_max_model_len(text)}
-    if _int_field(text, "num_attention_heads"):
-        fields["numAttentionHeads"] = _int_field(text, "num_attention_heads")
+    if int_field(text, "num_attention_heads"):
+        fields["numAttentionHeads"] = int_field(text, "num_attention_heads")
     if text.get("kv_lora_rank") is not None:
         fields.update(
             attention="mla",
-            kvLoraRank=_int_field(text, "kv_lora_rank", required=True),
-            qkRopeHeadDim=_int_field(text, "qk_rope_head_dim", required=True),
+            kvLoraRank=int_field(text, "kv_lora_rank", required=True),
+            qkRopeHeadDim=int_field(text, "qk_rope_head_dim", required=True),
         )
     else:
-        heads = _int_field(text, "num_attention_heads")
-        kv_heads = _int_field(text, "num_key_value_heads") or heads
-        head_dim = _int_field(text, "head_dim")
+        heads = int_field(text, "num_attention_heads")
+        kv_heads = int_field(text, "num_key_value_heads") or heads
+        head_dim = int_field(text, "head_dim")
         if head_dim is None:
-            hidden = _int_field(text, "hidden_size")
+            hidden = int_field(text, "hidden_size")
             if hidden is None or not heads:
                 raise ValueError("head_dim (or hidden_size and num_attention_heads) is missing")
             head_dim = hidden // heads
         if not kv_heads:
             raise ValueError("num_key_value_heads (or num_attention_heads) is missing")
         fields.update(attention="gqa" if heads and kv_heads < heads else "mha", numKVHeads=kv_heads, headDim=head_dim)
-    index_head_dim = _int_field(text, "index_head_dim")
+    index_head_dim = int_field(text, "index_head_dim")
     if index_head_dim and text.get("index_topk"):
         fields["indexHeadDim"] = index_head_dim
-    window = _int_field(text, "sliding_window")
+    window = int_field(text, "sliding_window")
     layer_types = text.get("layer_types") if flags is None else None
     if window and text.get("use_sliding_window") is not False:
         fields["slidingWindow"] = window
@@ -113,8 +113,9 @@ def architecture_from_hf_config(config: dict[str, Any]) -> Architecture:
     return Architecture.model_validate(fields)
 
 
-def _int_field(config: dict[str, Any], key: str, *, required: bool = False) -> int | None:
-    """An integer config field; floats with a fraction, booleans and strings are errors, not truncations.
+def int_field(config: dict[str, Any], key: str, *, required: bool = False) -> int | None:
+    """An integer config field (every config.json integer ctxfit reads goes through here); floats with a fraction,
+    booleans and strings are errors, not truncations.
 
     Raises:
         ValueError: naming ``key``.

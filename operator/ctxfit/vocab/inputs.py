@@ -16,7 +16,7 @@ from ctxfit.catalog import GPUProduct, HybridState, ModelEntry, MoE, lookup_gpu,
 from ctxfit.vocab.version import parse_version
 
 from .extras import ExtrasError, ResolvedDraft, ResolvedLoRA, resolve_draft, resolve_lora
-from .hfconfig import architecture_from_hf_config
+from .hfconfig import architecture_from_hf_config, int_field
 from .hybridconfig import hybrid_from_hf_config
 from .lorageometry import LoRAGeometry, lora_geometry
 
@@ -186,7 +186,7 @@ def resolve_inputs(
         try:
             arch = architecture_from_hf_config(hf_config)
         except ValueError as exc:
-            raise PlanInputError("spec.model.architecture", f"config.json: {exc}") from exc
+            raise PlanInputError("spec.model.architecture", f"{spec.model.name}: config.json: {exc}") from exc
     elif model is not None:
         arch = model.architecture
     else:
@@ -220,18 +220,21 @@ def resolve_inputs(
     try:
         hybrid = hybrid_from_hf_config(text) if hf_config is not None else (model.hybrid if model else None)
     except ValueError as exc:
-        raise PlanInputError("spec.model.architecture", f"config.json: {exc}") from exc
+        raise PlanInputError("spec.model.architecture", f"{spec.model.name}: config.json: {exc}") from exc
     total_layers = hybrid.total_layers if hybrid else arch.num_layers
-    hidden = model.hidden_size if model else text.get("hidden_size")
-    intermediate = model.intermediate_size if model else text.get("intermediate_size")
-    vocab = model.vocab_size if model else text.get("vocab_size")
-    moe = model.moe if model else moe_from_hf_config(text)
+    try:  # config.json is input: a field of the wrong type is a named error, never a TypeError further on
+        hidden = model.hidden_size if model else int_field(text, "hidden_size")
+        intermediate = model.intermediate_size if model else int_field(text, "intermediate_size")
+        vocab = model.vocab_size if model else int_field(text, "vocab_size")
+        moe = model.moe if model else moe_from_hf_config(text)
+    except ValueError as exc:
+        raise PlanInputError("spec.model.architecture", f"{spec.model.name}: config.json: {exc}") from exc
     try:
         dims = lora_geometry(text, hidden=hidden, heads=arch.num_attention_heads or text.get("num_attention_heads"),
                              kv_heads=arch.num_kv_heads, head_dim=arch.head_dim, intermediate=intermediate,
                              vocab=vocab, layers=total_layers, mla=arch.attention is AttentionKind.MLA, moe=moe,
                              hybrid=hybrid) if spec.lora is not None else None
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:  # TypeError: a config.json field of the wrong type
         raise PlanInputError("spec.lora", str(exc)) from exc
     nextn = text.get("num_nextn_predict_layers")
     try:
@@ -258,7 +261,7 @@ def resolve_inputs(
         hybrid=hybrid,
         total_layers=total_layers,
         quantization=quantization_method(text, spec.engine.args),
-        architectures=tuple(a for a in hf.get("architectures") or () if isinstance(a, str)),
+        architectures=tuple(a for a in _list(hf.get("architectures")) if isinstance(a, str)),
         lora=lora,
         draft=draft,
         dims=dims,
@@ -285,13 +288,22 @@ def quantization_method(text: dict[str, Any], args: list[str]) -> str | None:
 
 def moe_from_hf_config(text: dict[str, Any]) -> MoE | None:
     """MoE sizes from config.json fields (n_routed_experts | num_local_experts | num_experts,
-    num_experts_per_tok, moe_intermediate_size | intermediate_size), or None for a dense model."""
-    experts = text.get("n_routed_experts") or text.get("num_local_experts") or text.get("num_experts")
-    top_k = text.get("num_experts_per_tok")
-    if not isinstance(experts, int) or not isinstance(top_k, int) or experts <= 1:
+    num_experts_per_tok, moe_intermediate_size | intermediate_size), or None for a dense model.
+
+    Raises:
+        ValueError: a field of the wrong type (``hfconfig.int_field``), naming it.
+    """
+    experts = int_field(text, "n_routed_experts") or int_field(text, "num_local_experts") or \
+        int_field(text, "num_experts")
+    top_k = int_field(text, "num_experts_per_tok")
+    if experts is None or top_k is None or experts <= 1:
         return None
-    inter = text.get("moe_intermediate_size") or text.get("intermediate_size")
-    if not isinstance(inter, int):
+    inter = int_field(text, "moe_intermediate_size") or int_field(text, "intermediate_size")
+    if inter is None:
         return None
-    shared = text.get("shared_expert_intermediate_size") or 0
-    return MoE(experts=experts, top_k=top_k, intermediate_size=inter, shared_intermediate_size=int(shared))
+    shared = int_field(text, "shared_expert_intermediate_size") or 0
+    return MoE(experts=experts, top_k=top_k, intermediate_size=inter, shared_intermediate_size=shared)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

@@ -48,7 +48,8 @@ CUSTOM_RESOURCES = {"LWS": CUSTOM_GROUPS["LWS_GROUP"], "KEDA": CUSTOM_GROUPS["KE
 # resources the chart grants only when a value turns the feature on (templates/rbac.yaml): without it the
 # operator must not be allowed them, with it exactly what the code uses
 OPTIONAL = {("keda.sh", "scaledobjects"): "autoscaling.keda.enabled",
-            ("inference.networking.k8s.io", "inferencepools"): "gateway.enabled"}
+            ("inference.networking.k8s.io", "inferencepools"): "gateway.enabled",
+            ("apps", "replicasets"): "gateway.enabled", ("apps", "statefulsets"): "gateway.enabled"}
 # verbs of an always-granted resource that only a feature uses: granted only when its value is on
 OPTIONAL_VERBS = {("", "pods"): ({"patch"}, "gateway.enabled")}
 # kopf watches whose first argument names another API group (controller/app/routing.py: InferencePools)

@@ -21,7 +21,7 @@ def test_compiles(script: Path) -> None:
     compile(script.read_text(), str(script), "exec")
 
 
-@pytest.mark.parametrize("name", ["resolve_bench.py", "reconcile_bench.py"])
+@pytest.mark.parametrize("name", ["resolve_bench.py", "reconcile_bench.py", "weights_accuracy.py"])
 def test_bench_help(name: str) -> None:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "operator"), str(ROOT)]))
     done = subprocess.run([sys.executable, str(ROOT / "bench" / name), "--help"], capture_output=True, text=True,

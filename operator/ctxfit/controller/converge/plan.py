@@ -81,6 +81,11 @@ def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings
     except (PlanInputError, ValueError) as exc:
         mark_failed_spec(out, str(exc), now, snap.generation)
         return False
+    except (TypeError, KeyError, ArithmeticError, RecursionError) as exc:  # a model's files are input too: a shape
+        # the planner did not expect is this server's failure (a condition and an Event), never the operator's
+        mark_failed_spec(out, f"the model's config.json or checkpoint could not be planned ({type(exc).__name__}: "
+                              f"{str(exc)[:200]})", now, snap.generation)
+        return False
     out.plan_result = result
     st.node_product = spec.gpu.product or node.product
     st.plan = plan_status(result, spec, node, settings.default_headroom)

@@ -57,7 +57,8 @@ WAITING_KINDS = frozenset({"HubUnreachable"})
 REASONS = {"HubUnreachable": Reason.HUB_UNREACHABLE, "ModelAccessDenied": Reason.MODEL_ACCESS_DENIED,
            "ModelNotFound": Reason.MODEL_NOT_FOUND, "RevisionNotFound": Reason.REVISION_NOT_FOUND,
            "UnsupportedArchitecture": Reason.UNSUPPORTED_ARCHITECTURE, "InvalidCheckpoint": Reason.INVALID_CHECKPOINT,
-           "ModelNotCached": Reason.MODEL_NOT_FOUND, "ResolverNotConfigured": Reason.RESOLVER_NOT_CONFIGURED}
+           "ModelNotCached": Reason.MODEL_NOT_FOUND, "ResolverNotConfigured": Reason.RESOLVER_NOT_CONFIGURED,
+           "ForeignObject": Reason.FOREIGN_OBJECT}
 HINTS = {"ModelAccessDenied": "accept the model's terms on the Hub and set spec.model.tokenSecretRef to a Secret "
                               "holding a token with access",
          "ModelNotFound": "check spec.model.name (owner/name as on the Hub, or a path inside the preloaded claim)",
@@ -67,6 +68,9 @@ HINTS = {"ModelAccessDenied": "accept the model's terms on the Hub and set spec.
                                     "it",
          "InvalidCheckpoint": "check the repository's config.json and safetensors files",
          "HubUnreachable": "waiting for the Hub (or HF_ENDPOINT's mirror); nothing is started meanwhile",
+         "ForeignObject": "the resolver pod's name is taken by a pod that is not this server's (ownership is by uid); "
+                          "ctxfit never writes or reads it: delete or rename that pod, or rename the server (asked "
+                          "again with backoff)",
          "ResolverNotConfigured": "set CTXFIT_RESOLVER_IMAGE to the operator's image (the Helm chart does), or give "
                                   "spec.model.architecture and weightsPerGPU"}
 

@@ -273,18 +273,23 @@ class Kube:
     def post_event(self, server: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """Post a core/v1 Event on the InferenceServer (best effort: failures are swallowed)."""
         meta = server["metadata"]
+        self.post_object_event({"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND, "name": meta["name"],
+                                "namespace": meta["namespace"], "uid": meta.get("uid"),
+                                "resourceVersion": meta.get("resourceVersion")}, type_, reason, message)
+
+    def post_object_event(self, involved: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        """Post a core/v1 Event on ``involved`` (an ObjectReference: apiVersion, kind, name, namespace, uid) in its
+        namespace (best effort: failures are swallowed)."""
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "apiVersion": "v1", "kind": "Event",
-            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
-            "involvedObject": {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND, "name": meta["name"],
-                               "namespace": meta["namespace"], "uid": meta.get("uid"),
-                               "resourceVersion": meta.get("resourceVersion")},
+            "metadata": {"generateName": f"{involved['name']}.", "namespace": involved["namespace"]},
+            "involvedObject": involved,
             "reason": reason, "message": clean_text(message)[:1024], "type": type_, "count": 1,
             "firstTimestamp": now, "lastTimestamp": now, "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT, "reportingInstance": self.instance,
         }
         try:
-            self.rest.call("POST", EVENTS, meta["namespace"], body=body)
+            self.rest.call("POST", EVENTS, involved["namespace"], body=body)
         except ApiException:
             pass

@@ -1,13 +1,16 @@
 """Kubernetes I/O of the inference gateway: InferencePools (``inference.networking.k8s.io/v1``) and the context
 labels of live engine pods (docs/design/gateway.md).
 
-Every write checks ownership in the request itself, so a pool or pod that changed hands since it was read is
-never written: a pool patch starts with a JSON-patch ``test`` of its controller ownerReference's uid (the
-server's), a delete carries a uid precondition, a pod label patch tests the pod's ``ctxfit.io/server`` label
-and its controller owner's name (the server's ReplicaSet or LeaderWorkerSet leader StatefulSet). A failed test
-(422) or precondition (409) writes nothing; the next pass reads again. Only servers that name a pool (or did)
-read anything here. RBAC: ``inferencepools`` get/list/watch/create/patch/delete and ``pods`` patch, behind the
-chart's ``gateway.enabled``.
+Every write passes the ownership rule by uid (``views/ownership.py``, docs/design/ownership.md) in the request
+itself, so an object that changed hands since it was read is never written: a pool is created, or patched through
+``guarded.create_or_patch`` (``test`` operations on the pool's uid and on its ownerReference naming the server's
+uid), or deleted through ``guarded.delete_owned`` (a uid precondition, after checking it is the server's). A pod's
+labels are patched only when the uid chain holds: the pod's controller (a ReplicaSet, or the LeaderWorkerSet's leader
+StatefulSet) is controlled by the server's own workload (its uid, itself checked as the server's), and the patch
+tests the pod's uid, that controller reference's uid and the pod's ``ctxfit.io/server`` label. A failed test (422)
+or precondition (409) writes nothing; the next pass reads again. Only servers that name a pool (or did) read
+anything here. RBAC: ``inferencepools`` get/list/watch/create/patch/delete, ``pods`` patch, ``replicasets`` and
+``statefulsets`` get, behind the chart's ``gateway.enabled``.
 
 API absent: the API server answers 404 for the resource itself (``custom.resource_missing``); ``PoolMemo``
 keeps that for ``ABSENT_MEMO_SECONDS``, so a cluster without the GIE CRDs costs one GET per minute, not one
@@ -27,10 +30,12 @@ from pydantic import ValidationError
 from ctxfit.api.routing import InferencePoolRouting
 from ctxfit.render import SERVER_LABEL
 
+from ..views.ownership import holder_of, server_uid_of
 from ..views.routing import MemberView, PoolView, RoutingSnapshot, pool_view
 from .client import FIELD_MANAGER, Kube, _pointer, _replace_ops
 from .custom import resource_missing
-from .rest import INFERENCE_POOLS, JSON_PATCH, PODS
+from .guarded import Foreign, create_or_patch, delete_owned
+from .rest import INFERENCE_POOLS, JSON_PATCH, PODS, REPLICASETS, STATEFULSETS, Conflict
 
 ABSENT_MEMO_SECONDS = 60.0
 """The InferencePool API found absent is asked again after this long (the routing pass requeues as often)."""
@@ -72,49 +77,93 @@ def get_pool(kube: Kube, namespace: str, name: str) -> PoolView | None:
         raise
 
 
+POOL_KIND = "InferencePool"
+
+
 def apply_pool(kube: Kube, obj: dict[str, Any], live: PoolView | None) -> None:
-    """Create the pool (``live`` None), or replace its spec and ctxfit's labels/annotations, testing first that
-    its controller owner is still the server that renders it (``obj``'s ownerReference).
+    """Create the pool (``live`` None or being deleted), or replace its spec and ctxfit's labels/annotations behind
+    the ownership guard (``guarded.create_or_patch``: the pool is the one read and still names the server's uid).
 
     Raises:
-        PoolAPIMissing: the resource is not served. ApiException: anything else (409 on a create that lost a race,
-            422 when the ownership test fails: the next pass reads the pool again; 400/403/422 refusals are turned
-            into ``rejections.Rejected`` by the caller).
+        PoolAPIMissing: the resource is not served. Foreign: the pool is not the server's (nothing written).
+        ApiException: anything else (400/403/422 refusals are turned into ``rejections.Rejected`` by the caller).
     """
     meta = obj["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     manager = {"fieldManager": FIELD_MANAGER}
-    try:
-        if live is None or live.deleting:
-            kube.rest.call("POST", INFERENCE_POOLS, namespace, query=manager, body=obj)
-            return
-        owner = meta["ownerReferences"][0]
-        ops = [{"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": owner["uid"]},
-               *_replace_ops(obj)]
+
+    def create() -> None:
+        kube.rest.call("POST", INFERENCE_POOLS, namespace, query=manager, body=obj)
+
+    def read() -> dict[str, Any] | None:
+        return kube.rest.read(INFERENCE_POOLS, namespace, name)
+
+    def send(ops: list[dict[str, Any]]) -> None:
         kube.rest.call("PATCH", INFERENCE_POOLS, namespace, name, query=manager, body=ops, content_type=JSON_PATCH)
+
+    try:
+        create_or_patch(POOL_KIND, name, server_uid_of(obj), create, read, send, _replace_ops(obj),
+                        exists=live is not None and not live.deleting,
+                        gone=lambda exc: exc.status == 404 and not resource_missing(exc))
     except ApiException as exc:
         if resource_missing(exc):
             raise PoolAPIMissing(str(exc.reason)) from exc
         raise
 
 
-def delete_pool(kube: Kube, namespace: str, name: str, uid: str) -> None:
-    """Delete the pool whose uid is ``uid`` (a pool of that name recreated since is left alone); absent is fine."""
-    try:
+def delete_pool(kube: Kube, namespace: str, name: str, server_uid: str) -> None:
+    """Delete the pool when it is the server's of ``server_uid`` (``guarded.delete_owned``: checked, then a uid
+    precondition); absent, foreign or replaced meanwhile: left alone."""
+
+    def read() -> dict[str, Any] | None:
+        return kube.rest.read(INFERENCE_POOLS, namespace, name)
+
+    def send(uid: str) -> None:
         kube.rest.call("DELETE", INFERENCE_POOLS, namespace, name,
                        body={"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}})
+
+    try:
+        delete_owned(POOL_KIND, name, server_uid, read, send)
+    except (Foreign, Conflict):
+        return  # not the server's (any more): the next pass reads it again
     except ApiException as exc:
         if exc.status in (404, 409) or resource_missing(exc):
             return
         raise
 
 
-def patch_pod_labels(kube: Kube, namespace: str, pod: str, server: str, owner: str, labels: Mapping[str, str]) -> None:
-    """Set ``labels`` on a live pod of ``server`` whose controller owner is named ``owner`` (tested in the same
-    request); a pod gone or changed since is left alone (the next pass looks again)."""
+CONTROLLERS = ("ReplicaSet", "StatefulSet")
+"""Kinds that control an engine pod of the server's workload (Deployment -> ReplicaSet; LeaderWorkerSet -> leader
+StatefulSet)."""
+
+
+def patch_pod_labels(kube: Kube, namespace: str, pod: str, server: str, owner: str, labels: Mapping[str, str],
+                     workload_uid: str) -> bool:
+    """Set ``labels`` on a live pod of ``server`` when the uid chain holds: the pod's controller is the ReplicaSet or
+    StatefulSet ``owner`` whose own controller has ``workload_uid`` (the server's workload, checked by the caller as
+    the server's). The patch tests the pod's uid, that reference's uid and the ``ctxfit.io/server`` label, so a pod
+    replaced or re-owned since is left alone. Returns True when patched (False: the chain does not hold, or the pod
+    is gone or changed: the next pass looks again)."""
+    live = kube.rest.read(PODS, namespace, pod)
+    if live is None or not workload_uid:
+        return False
+    meta = live.get("metadata") or {}
+    refs = meta.get("ownerReferences") or []
+    found = next(((i, r) for i, r in enumerate(refs) if isinstance(r, Mapping) and r.get("controller")), None)
+    if found is None or found[1].get("name") != owner or found[1].get("kind") not in CONTROLLERS or \
+            (meta.get("labels") or {}).get(SERVER_LABEL) != server or not meta.get("uid"):
+        return False
+    index, ref = found
+    controller = (kube.rest.read(REPLICASETS, namespace, owner) if ref["kind"] == "ReplicaSet"
+                  else kube.rest.read(STATEFULSETS, namespace, owner))
+    holder = holder_of(controller)
+    if holder is None or holder.uid != ref.get("uid") or holder.controller_ref is None or \
+            holder.controller_ref[1] != workload_uid:
+        return False
     ops: list[dict[str, Any]] = [
+        {"op": "test", "path": "/metadata/uid", "value": meta["uid"]},
+        {"op": "test", "path": f"/metadata/ownerReferences/{index}/uid", "value": ref["uid"]},
         {"op": "test", "path": f"/metadata/labels/{_pointer(SERVER_LABEL)}", "value": server},
-        {"op": "test", "path": "/metadata/ownerReferences/0/name", "value": owner},
     ]
     ops += [{"op": "add", "path": f"/metadata/labels/{_pointer(k)}", "value": v} for k, v in sorted(labels.items())]
     try:
@@ -122,8 +171,9 @@ def patch_pod_labels(kube: Kube, namespace: str, pod: str, server: str, owner: s
                        content_type=JSON_PATCH)
     except ApiException as exc:
         if exc.status in (404, 422):
-            return
+            return False
         raise
+    return True
 
 
 MembersOf = Callable[[str], tuple[MemberView, ...]]

@@ -9,7 +9,10 @@ tensor groups) or the typed failure, and runs each resolution once however many 
   the server (deleted with it), running the operator's image (``python -m ctxfit.hub.resolver``) with the Secret as
   ``HF_TOKEN`` (``secretKeyRef``: the kubelet reads it, the operator never does) or the claim mounted read-only; its
   packed result comes back through its termination message, read with one GET per waiting pass, and the pod is
-  deleted (only if its ownerReference names the server).
+  deleted. Every write goes through the ownership guard (``guarded``, docs/design/ownership.md) like every other
+  child's: a pod of that name that is not the server's (by uid) is never read for a result, patched or deleted (the
+  key fails ``ForeignObject``, retried with backoff), a result is taken only from the very pod the operator created
+  (its uid), and the delete carries that uid as a precondition.
 
 Failures: ``HubUnreachable`` (and a run that timed out) is retried with backoff (``resolve_backoff_seconds``,
 doubling, capped); the others stay until the spec changes (``ResolutionRequest.forget_error``), except a token's
@@ -42,7 +45,8 @@ from ..converge.resolution import need
 from ..converge.types import Need, ResolutionRequest, ResolutionView
 from ..settings import Settings
 from .client import Kube
-from .rest import PODS
+from .guarded import Foreign, check, delete_owned
+from .rest import PODS, Conflict
 
 logger = logging.getLogger(__name__)
 Key = tuple[str, str]
@@ -63,7 +67,7 @@ class _Entry:
     failures: int = 0
     in_flight: bool = False
     started: datetime | None = None
-    pod: tuple[str, str, str] | None = None  # namespace, name, owner uid
+    pod: tuple[str, str, str, str] | None = None  # namespace, name, owner (server) uid, the pod's own uid
     note: str = ""
     waiters: set[Key] = field(default_factory=set)
 
@@ -154,6 +158,8 @@ class Resolutions:
             return
         try:
             self._create_pod(wanted, body)
+        except Foreign as exc:  # a pod of that name that is not the server's: never written, never read for a result
+            self._finish(wanted.key, None, "ForeignObject", exc.describe())
         except Exception as exc:  # noqa: BLE001 - the key fails, the server says why
             self._finish(wanted.key, None, "HubUnreachable" if isinstance(exc, ApiException) and
                          (exc.status or 500) >= 500 else "InvalidCheckpoint", f"resolver pod: {exc}")
@@ -186,6 +192,9 @@ class Resolutions:
             else:
                 entry.error, entry.detail = error, detail
                 if error == "HubUnreachable":
+                    entry.failures += 1
+                    entry.retry_at = now + timedelta(seconds=self._backoff(entry.failures))
+                elif error == "ForeignObject":  # asked again as refusals are (the object may be renamed)
                     entry.failures += 1
                     entry.retry_at = now + timedelta(seconds=self._backoff(entry.failures))
                 elif error == "ModelAccessDenied" and key[0] == "token":
@@ -223,28 +232,40 @@ class Resolutions:
         namespace, server, uid = meta["namespace"], meta["name"], meta["uid"]
         pod = resolver_pod(wanted, server, namespace, uid, self.settings)
         name = pod["metadata"]["name"]
+        created: dict[str, Any] | None
         try:
-            self.kube.rest.call("POST", PODS, namespace, body=pod)
+            created = self.kube.rest.call_json("POST", PODS, namespace, body=pod)
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            live = self.kube.rest.read(PODS, namespace, name)
-            if live is None or not _owned_by(live, uid):  # someone else's pod of that name: never touch it
-                raise RuntimeError(f"a pod named {name} exists and is not owned by {server}") from None
+            # the name is taken: the server's own pod of an earlier run (an operator restart) is followed, anything
+            # else is foreign (guarded.check raises Foreign) and never touched
+            created = self.kube.rest.read(PODS, namespace, name)
+            if check("Pod", name, created, uid) is None:
+                raise Conflict(f"pod {name} was deleted while it was created") from None
+        assert created is not None
+        pod_uid = str((created.get("metadata") or {}).get("uid") or "")
         with self._lock:
             entry = self._entries.setdefault(wanted.key, _Entry())
-            entry.pod, entry.note = (namespace, name, uid), "created"
+            entry.pod, entry.note = (namespace, name, uid, pod_uid), "created"
 
-    def _follow_pod(self, wanted: Need, pod: tuple[str, str, str]) -> None:
+    def _follow_pod(self, wanted: Need, pod: tuple[str, str, str, str]) -> None:
         assert self.kube is not None
-        namespace, name, uid = pod
+        namespace, name, uid, pod_uid = pod
         try:
             live = self.kube.rest.read(PODS, namespace, name)
         except ApiException as exc:
             with self._lock:
                 self._entries[wanted.key].note = f"unreadable ({exc.status})"
             return
-        if live is None:
+        live_uid = str(((live or {}).get("metadata") or {}).get("uid") or "")
+        if live is None or (pod_uid and live_uid != pod_uid):
+            # gone, or replaced by another pod of that name: its termination message is not our resolver's
+            try:
+                check("Pod", name, live, uid)
+            except Foreign as exc:
+                self._finish(wanted.key, None, "ForeignObject", exc.describe())
+                return
             self._finish(wanted.key, None, "HubUnreachable", f"resolver pod {name} disappeared before it reported")
             return
         status = live.get("status") or {}
@@ -277,17 +298,24 @@ class Resolutions:
             else:
                 kind, _, detail = found
                 self._finish(wanted.key, None, kind, detail)
-        if _owned_by(live, uid):
-            self._delete_pod(pod)
+        self._delete_pod(pod)
 
-    def _delete_pod(self, pod: tuple[str, str, str]) -> None:
+    def _delete_pod(self, pod: tuple[str, str, str, str]) -> None:
+        """Delete the resolver pod the guarded way (``guarded.delete_owned``: read, check it is the server's by uid,
+        DELETE with the pod's uid as a precondition); a pod that is not the server's is left alone."""
         assert self.kube is not None
-        namespace, name, _ = pod
+        namespace, name, uid, _ = pod
+        rest = self.kube.rest
+
+        def send(pod_uid: str) -> None:
+            rest.call("DELETE", PODS, namespace, name, body={"preconditions": {"uid": pod_uid}} if pod_uid else None)
+
         try:
-            self.kube.rest.call("DELETE", PODS, namespace, name)
+            delete_owned("Pod", name, uid, lambda: rest.read(PODS, namespace, name), send)
+        except (Foreign, Conflict) as exc:
+            logger.warning("resolver pod %s/%s not deleted: %s", namespace, name, exc)
         except ApiException as exc:
-            if exc.status != 404:
-                logger.warning("deleting resolver pod %s/%s: %s", namespace, name, exc.status)
+            logger.warning("deleting resolver pod %s/%s: %s", namespace, name, exc.status)
 
 
 def _needs_nothing(spec: dict[str, Any]) -> bool:
@@ -314,11 +342,6 @@ def _toleration(text: str) -> dict[str, str]:
     if effect.strip():
         out["effect"] = effect.strip()
     return out
-
-
-def _owned_by(pod: dict[str, Any], uid: str) -> bool:
-    refs = (pod.get("metadata") or {}).get("ownerReferences") or []
-    return any(r.get("uid") == uid and r.get("kind") == KIND and r.get("controller") for r in refs)
 
 
 def resolver_pod(wanted: Need, server: str, namespace: str, uid: str, settings: Settings) -> dict[str, Any]:

@@ -201,6 +201,8 @@ class Rest:
 SERVERS = Resource(API_GROUP, API_VERSION, PLURAL)
 SERVERS_STATUS = Resource(API_GROUP, API_VERSION, PLURAL, "status")
 DEPLOYMENTS = Resource("apps", "v1", "deployments")
+REPLICASETS = Resource("apps", "v1", "replicasets")
+STATEFULSETS = Resource("apps", "v1", "statefulsets")
 SERVICES = Resource("", "v1", "services")
 EVENTS = Resource("", "v1", "events")
 PODS = Resource("", "v1", "pods")

@@ -121,6 +121,23 @@ def test_permanent_failures_fail_with_what_to_do(kind: str) -> None:
     assert changed.resolution_request is not None and changed.resolution_request.forget_error
 
 
+def test_a_foreign_resolver_pod_fails_with_what_to_do_and_is_asked_again_later() -> None:
+    spec_body = body(tokenSecretRef={"name": "hf", "key": "token"})
+    detail = ("Pod kimi-resolve-1 already exists and is not owned by this InferenceServer (it belongs to another "
+              "InferenceServer (another uid: an earlier server of this name?))")
+    retry = NOW + timedelta(seconds=20)
+    out = run(spec_body, ResolutionView(key(spec_body), error="ForeignObject", detail=detail, retry_at=retry))
+    status, reason, message = resolved_condition(out)
+    assert (status, reason) == ("False", "ForeignObject") and "delete or rename that pod" in message
+    assert out.status.phase is not None and out.status.phase.value == "Failed"
+    assert out.deployment is None and not out.status.attempts
+    assert [(e.type, e.reason.value) for e in out.events] == [("Warning", "ForeignObject")]
+    assert out.requeue_after is not None and out.requeue_after <= 20
+    due = run(spec_body, ResolutionView(key(spec_body), error="ForeignObject", detail=detail, retry_at=retry),
+              out.status, now=retry + timedelta(seconds=1))
+    assert due.resolution_request is not None and not [e for e in due.events if e.type == "Warning"]
+
+
 def test_an_architecture_the_engine_version_does_not_serve_is_refused() -> None:
     spec_body = body()
     spec_body["model"]["name"] = "Qwen/Qwen3-VL-8B-Instruct"

@@ -29,6 +29,7 @@ class FakeCore:
         self.writes = 0
         self.reads = 0
         self.journal: list[str] | None = None
+        self.events: list[tuple[dict[str, Any], str, str, str]] = []
 
     def read(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
         assert resource.plural == "configmaps" and name
@@ -42,7 +43,8 @@ class FakeCore:
         self.writes += 1
         if self.journal is not None:
             self.journal.append("configmap")
-        self.obj = {"metadata": {"name": body["metadata"]["name"], "resourceVersion": str(self.version)},
+        self.obj = {"metadata": {"name": body["metadata"]["name"], "resourceVersion": str(self.version),
+                                 "labels": dict(body["metadata"].get("labels") or {})},
                     "data": dict(body["data"])}
 
     def call(self, method: str, resource: Any, namespace: str, name: str | None = None, *, body: dict[str, Any],
@@ -68,8 +70,13 @@ class FakeCore:
         return b"{}"
 
 
+def kube_of(core: FakeCore) -> Any:
+    """``Kube`` as the store uses it: ``rest`` and ``post_object_event`` (recorded in ``core.events``)."""
+    return SimpleNamespace(rest=core, post_object_event=lambda *event: core.events.append(event))
+
+
 def store(core: FakeCore) -> CalibrationStore:
-    return CalibrationStore(SimpleNamespace(rest=core), "ctxfit-system", "ctxfit-calibration")  # type: ignore[arg-type]
+    return CalibrationStore(kube_of(core), "ctxfit-system", "ctxfit-calibration")
 
 
 def sample(i: int, gib: float = -0.5) -> Sample:
@@ -143,7 +150,7 @@ def test_reconcile_records_the_sample_before_the_status_that_holds_it() -> None:
     rt = runtime(kube)
     core = FakeCore()
     core.journal = kube.calls
-    rt.calibration = CalibrationStore(SimpleNamespace(rest=core), "ctxfit-system", "cal")  # type: ignore[arg-type]
+    rt.calibration = CalibrationStore(kube_of(core), "ctxfit-system", "cal")
     first = reconcile(rt, "ns", "kimi-k25", (RTX,), ())
     assert first.stored is not None
     kube.server = first.stored
@@ -183,3 +190,139 @@ def test_a_burst_of_plans_shares_one_read() -> None:
     for t in threads:
         t.join()
     assert core.reads == 1
+
+
+# -- issue 28, item 3: the ConfigMap is input, never trusted ----------------------------------------------------------
+
+def _wire(residual: Any, **extra: Any) -> str:
+    sample_ = {"id": "u/1", "server": "team-a/x", "residualBytes": residual, **extra}
+    return yaml.safe_dump({"entries": [
+        {"engine": "vllm", "version": "0.19", "gpu": "NVIDIA-H100-80GB-HBM3", "tp": 1, "pp": 1,
+         "samples": [sample_, {"id": "u/2", "server": "team-a/y", "residualBytes": -(1 << 30)}]}]})
+
+
+@pytest.mark.parametrize("bad", [".inf", "-.inf", ".nan", "1e999", "'12'", "true", "9999999999999999999999",
+                                 "[1, 2]", "{a: 1}", "0.5"])
+def test_a_bad_number_drops_that_sample_with_one_warning_event_and_planning_goes_on(bad: str) -> None:
+    """``residualBytes: .inf`` once stopped every reconcile of every server (an OverflowError nobody caught)."""
+    core = FakeCore()
+    text = _wire(0).replace("residualBytes: 0", f"residualBytes: {bad}")
+    core.obj = {"metadata": {"name": "ctxfit-calibration", "resourceVersion": "7", "uid": "cm-uid",
+                             "labels": {"app.kubernetes.io/managed-by": "ctxfit",
+                                        "app.kubernetes.io/component": "calibration"}}, "data": {DATA_KEY: text}}
+    s = store(core)
+    table = s.table()
+    (entry,) = table.entries.values()
+    assert [x.sample_id for x in entry.samples] == ["u/2"], "the valid sample is kept, the bad one dropped"
+    assert table.scoped("team-a").lookup(KEY, "vLLM") is not None
+    (event,) = core.events
+    involved, type_, reason, message = event
+    assert (involved["kind"], involved["name"], involved["uid"], type_, reason) == \
+        ("ConfigMap", "ctxfit-calibration", "cm-uid", "Warning", "CalibrationEntryDropped")
+    assert "residualBytes" in message and "u/1" not in message or "residualBytes" in message
+    s._cached = None
+    s.table()
+    assert len(core.events) == 1, "one Event per resourceVersion, however often it is read"
+    # a sample recorded now writes back only what was valid
+    assert s.record([(KEY, sample(9))]) == 1
+    doc = yaml.safe_load(core.obj["data"][DATA_KEY])
+    assert [x["id"] for x in doc["entries"][0]["samples"]] == ["u/2", "uid-9/1"]
+
+
+def test_a_table_too_large_is_not_parsed_and_the_last_table_read_stays(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ConfigMap near 1 MiB cost 8.5 s per parse and kept Ready servers in Starting."""
+    from ctxfit.controller.kube import calibration as module
+
+    core = FakeCore()
+    s = store(core)
+    s.record([(KEY, sample(1))])
+    assert KEY in s.table().entries
+    parses: list[int] = []
+    real = module.yaml.load
+    monkeypatch.setattr(module.yaml, "load", lambda text, Loader: parses.append(len(text)) or real(text, Loader))
+    assert core.obj is not None
+    core.obj["data"][DATA_KEY] += "#" + "x" * module.MAX_TABLE_BYTES
+    core.obj["metadata"]["resourceVersion"] = "99"
+    for _ in range(3):
+        s._cached = None
+        assert KEY in s.table().entries, "the last table read is used"
+    assert parses == [] and [e[2] for e in core.events] == ["CalibrationTableTooLarge"]
+    # the operator's next sample starts a table over rather than read it
+    assert s.record([(KEY, sample(2))]) == 1
+    assert len(core.obj["data"][DATA_KEY].encode()) <= module.MAX_TABLE_BYTES
+
+
+def test_a_table_is_parsed_once_per_resource_version(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxfit.controller.kube import calibration as module
+
+    core = FakeCore()
+    s = store(core)
+    s.record([(KEY, sample(1))])
+    parses: list[int] = []
+    real = module.yaml.load
+    monkeypatch.setattr(module.yaml, "load", lambda text, Loader: parses.append(len(text)) or real(text, Loader))
+    for _ in range(5):
+        s._cached = None
+        s.table()
+    assert len(parses) == 1 and core.reads >= 5
+
+
+def test_the_operator_never_writes_more_than_a_table_holds() -> None:
+    """The text stays under ``MAX_TABLE_BYTES`` even with the longest names Kubernetes allows: the keys sampled least
+    recently go first (``fit``); a table of more keys than ``MAX_ENTRIES`` loses the least recent on ``add``."""
+    from ctxfit.budget.calibrate import MAX_ENTRIES, CalibrationTable
+    from ctxfit.controller.kube.calibration import MAX_TABLE_BYTES, fit
+
+    def big(i: int, j: int) -> Sample:
+        return Sample(f"{'u' * 36}-{i}/{j}", "n" * 63 + "/" + "s" * 253, -(1 << 30), 1 << 40, 1 << 40,
+                      f"2026-12-01T{i // 60:02d}:{i % 60:02d}:{j:02d}Z", 80 << 30, 81 << 30)
+
+    table = CalibrationTable()
+    for i in range(MAX_ENTRIES + 10):
+        for j in range(20):
+            table.add(CalibrationKey("vllm", "0.19", f"GPU-{i:03d}", 1, 1), big(i, j))
+    assert len(table.entries) == MAX_ENTRIES
+    assert CalibrationKey("vllm", "0.19", "GPU-009", 1, 1) not in table.entries, "the least recent went first"
+    text = fit(table)
+    assert len(text.encode()) <= MAX_TABLE_BYTES and len(table.entries) >= MAX_ENTRIES // 4
+    newest = CalibrationKey("vllm", "0.19", f"GPU-{MAX_ENTRIES + 9:03d}", 1, 1)
+    assert newest in table.entries
+    core = FakeCore()
+    core.obj = {"metadata": {"name": "ctxfit-calibration", "resourceVersion": "5", "labels": {
+        "app.kubernetes.io/managed-by": "ctxfit", "app.kubernetes.io/component": "calibration"}},
+        "data": {DATA_KEY: text}}
+    s = store(core)
+    assert s.record([(CalibrationKey("vllm", "0.19", "GPU-new", 1, 1), big(999, 0))]) == 1
+    assert len(core.obj["data"][DATA_KEY].encode()) <= MAX_TABLE_BYTES
+    s._cached = None
+    after = s.table()
+    assert CalibrationKey("vllm", "0.19", "GPU-new", 1, 1) in after.entries and newest in after.entries
+    assert not after.problems
+
+
+def test_a_configmap_ctxfit_did_not_write_is_only_read() -> None:
+    core = FakeCore()
+    core.obj = {"metadata": {"name": "ctxfit-calibration", "resourceVersion": "3"}, "data": {DATA_KEY: _wire(-1 << 30)}}
+    s = store(core)
+    assert s.record([(KEY, sample(1))]) == 0 and core.writes == 0
+    assert [e[2] for e in core.events] == ["CalibrationConfigMapNotOwned"]
+    assert KEY in s.table().entries, "still read for planning"
+
+
+def test_reconcile_plans_through_a_hostile_configmap() -> None:
+    """The operator keeps planning every server whatever the ConfigMap holds."""
+    from ctxfit.controller.reconcile import reconcile
+
+    from tests.unit.controller.test_reconcile import RTX, FakeKube, runtime, server
+
+    kube = FakeKube(server())
+    rt = runtime(kube)
+    core = FakeCore()
+    core.obj = {"metadata": {"name": "cal", "resourceVersion": "1", "labels": {}},
+                "data": {DATA_KEY: "entries:\n" + "".join(
+                    f"- {{engine: vllm, version: '0.19', gpu: x, tp: 1, pp: 1, samples: [{{id: a{i}, "
+                    f"residualBytes: .inf}}, {{id: b{i}, residualBytes: .nan}}]}}\n" for i in range(300))}}
+    rt.calibration = CalibrationStore(kube_of(core), "ctxfit-system", "cal")
+    first = reconcile(rt, "ns", "kimi-k25", (RTX,), ())
+    assert first.stored is not None and first.stored["status"]["plan"]["fits"]
+    assert [e[2] for e in core.events] == ["CalibrationEntryDropped"]

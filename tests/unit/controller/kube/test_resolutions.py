@@ -18,7 +18,7 @@ from ctxfit.controller.converge.types import ResolutionRequest
 from ctxfit.controller.kube.resolution import RESOLVER_CONTAINER, Resolutions, resolver_pod
 from ctxfit.controller.settings import Settings
 from ctxfit.hub.resolver import run as run_resolver
-from ctxfit.vocab.modelsource import ModelSource, unpack
+from ctxfit.vocab.modelsource import ModelSource, pack_source, unpack
 from kubernetes.client.exceptions import ApiException
 
 from tests.hubfixtures.repos import fixture_repo
@@ -176,26 +176,47 @@ def test_resolver_pod_for_a_preloaded_claim_reads_the_mounted_checkout(tmp_path:
 
 
 class FakeRest:
-    """Pods as the API server keeps them; only the resolver pod's calls (``rest.call``/``rest.read``)."""
+    """Pods as the API server keeps them (a uid each, DELETE preconditions); only the resolver pod's calls
+    (``rest.call``/``call_json``/``read``)."""
 
     def __init__(self) -> None:
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.deleted: list[str] = []
+        self.preconditions: list[str | None] = []
         self.lock = threading.Lock()
+        self.made = 0
+
+    def add(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any]:
+        """Store a pod as the API server does (a fresh metadata.uid) and return it."""
+        self.made += 1
+        stored = json.loads(json.dumps(pod)) | {"status": {"phase": "Pending"}}
+        stored["metadata"]["uid"] = f"pod-uid-{self.made}"
+        self.pods[(namespace, pod["metadata"]["name"])] = stored
+        return stored
 
     def call(self, verb: str, resource: Any, namespace: str, name: str | None = None, **kw: Any) -> bytes:
         with self.lock:
             if verb == "POST":
                 pod = kw["body"]
-                key = (namespace, pod["metadata"]["name"])
-                if key in self.pods:
+                if (namespace, pod["metadata"]["name"]) in self.pods:
                     raise ApiException(status=409)
-                self.pods[key] = json.loads(json.dumps(pod)) | {"status": {"phase": "Pending"}}
-            elif verb == "DELETE":
+                return json.dumps(self.add(namespace, pod)).encode()
+            if verb == "DELETE":
                 assert name is not None
-                self.pods.pop((namespace, name), None)
+                uid = ((kw.get("body") or {}).get("preconditions") or {}).get("uid")
+                self.preconditions.append(uid)
+                live = self.pods.get((namespace, name))
+                if live is None:
+                    raise ApiException(status=404)
+                if uid is not None and live["metadata"]["uid"] != uid:
+                    raise ApiException(status=409)
+                self.pods.pop((namespace, name))
                 self.deleted.append(name)
         return b"{}"
+
+    def call_json(self, verb: str, resource: Any, namespace: str, name: str | None = None,
+                  **kw: Any) -> dict[str, Any]:
+        return dict(json.loads(self.call(verb, resource, namespace, name, **kw)))
 
     def read(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
         with self.lock:
@@ -231,17 +252,95 @@ def test_resolver_pod_is_created_once_read_back_and_deleted(hub: HubStandIn, tmp
 
 
 def test_a_pod_of_that_name_not_owned_by_the_server_is_never_touched(hub: HubStandIn) -> None:
+    """Ownership by uid (``guarded``): a pod of the resolver's name with a reference to another uid (an earlier
+    server of this name), or with none, is foreign: the key fails ``ForeignObject`` (asked again with backoff),
+    and the pod is neither deleted nor read for a result."""
+    for owner in ("someone-else", None):
+        kube = FakeKube()
+        clock = Clock()
+        res = Resolutions(kube, SETTINGS, lambda key: None, clock=clock)  # type: ignore[arg-type]
+        body = spec("meta-llama/Llama-3.2-3B", tokenSecretRef={"name": "hf", "key": "token"})
+        wanted = need(InferenceServerSpec.model_validate(body), "team-a")
+        squatter = resolver_pod(wanted, "llama", "team-a", owner or "x", SETTINGS)
+        if owner is None:
+            del squatter["metadata"]["ownerReferences"]  # the labels alone say ctxfit: never ownership
+        kube.rest.add("team-a", squatter)
+        res.request(("team-a", "llama"), ResolutionRequest(wanted),
+                    {"metadata": {"namespace": "team-a", "name": "llama", "uid": "uid-llama"}})
+        view = res.view(("team-a", "llama"), body)
+        assert view is not None and view.error == "ForeignObject" and "not owned by this InferenceServer" in \
+            view.detail
+        assert view.retry_at == clock.now + timedelta(seconds=5)
+        assert not kube.rest.deleted and len(kube.rest.pods) == 1
+        res.close()
+
+
+def test_a_pod_swapped_in_under_the_resolvers_name_is_not_believed_nor_deleted(hub: HubStandIn) -> None:
+    """After the operator created its resolver pod, someone replaces it with a pod of the same name that carries a
+    forged result: its termination message is never read as the resolution, and it is not deleted."""
     kube = FakeKube()
     res = Resolutions(kube, SETTINGS, lambda key: None)  # type: ignore[arg-type]
     body = spec("meta-llama/Llama-3.2-3B", tokenSecretRef={"name": "hf", "key": "token"})
     wanted = need(InferenceServerSpec.model_validate(body), "team-a")
-    squatter = resolver_pod(wanted, "llama", "team-a", "someone-else", SETTINGS)
-    kube.rest.pods[("team-a", squatter["metadata"]["name"])] = squatter
+    server = {"metadata": {"namespace": "team-a", "name": "llama", "uid": "uid-llama"}}
+    res.request(("team-a", "llama"), ResolutionRequest(wanted), server)
+    (namespace, name), ours = next(iter(kube.rest.pods.items()))
+    forged_result = pack_source(ModelSource({"architectures": ["LlamaForCausalLM"]}, None, "hub", "x"))
+    impostor = json.loads(json.dumps(ours))
+    impostor["metadata"].pop("ownerReferences")
+    kube.rest.pods.pop((namespace, name))
+    stored = kube.rest.add(namespace, impostor)
+    stored["status"] = {"phase": "Succeeded", "containerStatuses": [{"name": RESOLVER_CONTAINER, "state": {
+        "terminated": {"exitCode": 0, "message": forged_result}}}]}
+    view = res.view(("team-a", "llama"), body)
+    assert view is not None and view.source is None and view.error == "ForeignObject"
+    assert not kube.rest.deleted and (namespace, name) in kube.rest.pods
+    res.close()
+
+
+def test_the_resolver_pod_is_deleted_with_its_uid_as_precondition(hub: HubStandIn, tmp_path: Path) -> None:
+    kube = FakeKube()
+    res = Resolutions(kube, SETTINGS, lambda key: None)  # type: ignore[arg-type]
+    body = spec("meta-llama/Llama-3.2-3B", tokenSecretRef={"name": "hf", "key": "token"})
+    wanted = need(InferenceServerSpec.model_validate(body), "team-a")
+    res.request(("team-a", "llama"), ResolutionRequest(wanted),
+                {"metadata": {"namespace": "team-a", "name": "llama", "uid": "uid-llama"}})
+    (_, name), pod = next(iter(kube.rest.pods.items()))
+    env = _kubelet_env(pod, {("hf", "token"): TOKEN}) | {"HF_HOME": str(tmp_path / "hf"),
+                                                          "CTXFIT_CACHE": str(tmp_path / "c")}
+    code, message = run_resolver(env)
+    pod["status"] = {"phase": "Succeeded", "containerStatuses": [{"name": RESOLVER_CONTAINER, "state": {
+        "terminated": {"exitCode": code, "message": message}}}]}
+    view = res.view(("team-a", "llama"), body)
+    assert view is not None and view.source is not None
+    assert kube.rest.deleted == [name] and kube.rest.preconditions == [pod["metadata"]["uid"]]
+    res.close()
+
+
+def test_a_timed_out_resolver_pod_replaced_by_a_foreign_one_is_not_deleted(hub: HubStandIn) -> None:
+    kube = FakeKube()
+    clock = Clock()
+    res = Resolutions(kube, SETTINGS, lambda key: None, clock=clock)  # type: ignore[arg-type]
+    body = spec("meta-llama/Llama-3.2-3B", tokenSecretRef={"name": "hf", "key": "token"})
+    wanted = need(InferenceServerSpec.model_validate(body), "team-a")
+    res.request(("team-a", "llama"), ResolutionRequest(wanted),
+                {"metadata": {"namespace": "team-a", "name": "llama", "uid": "uid-llama"}})
+    (namespace, name), ours = next(iter(kube.rest.pods.items()))
+    clock.now += timedelta(seconds=SETTINGS.resolve_timeout_seconds + 61)
+    res.view(("team-a", "llama"), body)  # ours is Pending: the run timed out, the pod is deleted (guarded)
+    wait_for(lambda: kube.rest.deleted == [name])
+    assert kube.rest.preconditions == [ours["metadata"]["uid"]]
+    res.request(("team-a", "llama"), ResolutionRequest(wanted),  # not due yet (backoff): nothing is created
+                {"metadata": {"namespace": "team-a", "name": "llama", "uid": "uid-llama"}})
+    foreign = json.loads(json.dumps(ours))
+    foreign["metadata"]["ownerReferences"][0]["uid"] = "an-earlier-llama"
+    kube.rest.add(namespace, foreign)
+    clock.now += timedelta(seconds=6)
     res.request(("team-a", "llama"), ResolutionRequest(wanted),
                 {"metadata": {"namespace": "team-a", "name": "llama", "uid": "uid-llama"}})
     view = res.view(("team-a", "llama"), body)
-    assert view is not None and view.error == "InvalidCheckpoint" and "not owned by llama" in view.detail
-    assert not kube.rest.deleted
+    assert view is not None and view.error == "ForeignObject"
+    assert kube.rest.deleted == [name] and (namespace, name) in kube.rest.pods
     res.close()
 
 
