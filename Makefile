@@ -61,6 +61,10 @@ lint:
 	ruff check operator tests bench hack
 	lint-imports
 
+# Fix what ruff fixes safely (import order, unused imports and noqa); no reformatting of the code base
+fmt:
+	ruff check --fix operator tests bench hack
+
 typecheck:
 	mypy operator/ctxfit
 

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ctxfit.controller.kube.rest import CLAIMS, DEPLOYMENTS, Resource, Rest
+from ctxfit.controller.kube.rest import CLAIMS, DEPLOYMENTS, EVENTS, SERVERS, SERVERS_STATUS, SERVICES, Resource, Rest
 from kubernetes import client
 
 SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation", "ownerReferences",
@@ -55,13 +55,14 @@ def _mounting(deployment: dict[str, Any], claim: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Ceiling:
-    """``count`` Deployments (each with its claim when ``claims``) created by ``threads`` threads in ``seconds``
-    (wall, first call to last answer)."""
+    """``count`` Deployments (each with its claim when ``claims``; with ``full``, each server's claim, Deployment,
+    Service, status and Event) written by ``threads`` threads in ``seconds`` (wall, first call to last answer)."""
 
     threads: int
     count: int
     seconds: float
     claims: bool = False
+    full: bool = False
 
     @property
     def per_second(self) -> float:
@@ -101,3 +102,74 @@ def measure(api: client.ApiClient, namespace: str, base: dict[str, Any], count: 
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(create, range(count)))
     return Ceiling(threads=threads, count=count, seconds=time.monotonic() - start, claims=claim is not None)
+
+
+@dataclass(frozen=True)
+class ServerObjects:
+    """One server's objects as the operator wrote them (read back after its run), the templates of a
+    plain client's per-server writes: the InferenceServer (with its status), Deployment, Service, claim."""
+
+    server: dict[str, Any]
+    deployment: dict[str, Any]
+    service: dict[str, Any]
+    claim: dict[str, Any] | None
+
+
+def _creatable(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+    body = template(obj)
+    body["metadata"]["namespace"] = namespace
+    return body
+
+
+def measure_server_writes(api: client.ApiClient, namespace: str, objects: ServerObjects, count: int, threads: int,
+                          prefix: str) -> Ceiling:
+    """A plain client doing, per server, the writes the operator does for a new one: its claim (when the
+    operator wrote one), Deployment, Service, a status replace and a Normal Event, in that order, from
+    ``threads`` threads. The ``count`` InferenceServers (``{prefix}-NNNN``) are created first, outside the timed
+    window (no operator watches ``namespace``). Raises the client's ``ApiException`` when a write fails."""
+    rest = Rest(api)
+    server = template(objects.server)
+    status = server.pop("status", None) or {"phase": "Starting"}
+    server["metadata"]["namespace"] = namespace
+    deployment = _creatable(objects.deployment, namespace)
+    service = _creatable(objects.service, namespace)
+    service["spec"] = {k: v for k, v in service["spec"].items() if k not in ("clusterIP", "clusterIPs")}
+    claim = _creatable(objects.claim, namespace) if objects.claim is not None else None
+    if claim is not None:
+        claim["spec"].pop("volumeName", None)  # set by the binding
+        claim["metadata"].pop("annotations", None)  # the provisioner's and binder's
+    names = [f"{prefix}-{i:04d}" for i in range(count)]
+    stored: dict[str, dict[str, Any]] = {}
+
+    def create_server(name: str) -> None:
+        stored[name] = rest.call_json("POST", SERVERS, namespace,
+                                      body={**server, "metadata": {**server["metadata"], "name": name}})
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(create_server, names))
+    manager = {"fieldManager": "ctxfit"}
+
+    def write(name: str) -> None:
+        body = stored[name]
+        meta = {**deployment["metadata"], "name": name}
+        obj = {**deployment, "metadata": meta}
+        if claim is not None:
+            obj = _mounting(obj, f"{name}-weights")
+            rest.call("POST", CLAIMS, namespace, query=manager,
+                      body={**claim, "metadata": {**claim["metadata"], "name": f"{name}-weights"}})
+        rest.call("POST", DEPLOYMENTS, namespace, query=manager, body=obj)
+        rest.call("POST", SERVICES, namespace, query=manager,
+                  body={**service, "metadata": {**service["metadata"], "name": name}})
+        rest.call("PUT", SERVERS_STATUS, namespace, name, body={**body, "status": status})
+        rest.call("POST", EVENTS, namespace, body={
+            "apiVersion": "v1", "kind": "Event", "metadata": {"generateName": f"{name}.", "namespace": namespace},
+            "involvedObject": {"apiVersion": body["apiVersion"], "kind": body["kind"], "name": name,
+                               "namespace": namespace, "uid": body["metadata"]["uid"]},
+            "reason": "Planned", "message": "planned (plain client)", "type": "Normal", "count": 1,
+            "source": {"component": "ctxfit-bench"}})
+
+    start = time.monotonic()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(write, names))
+    return Ceiling(threads=threads, count=count, seconds=time.monotonic() - start, claims=claim is not None,
+                   full=True)

@@ -29,11 +29,11 @@ def wait_established(rest: Rest, crd: str, timeout: float = 60) -> None:
         time.sleep(0.25)
 
 
-def deployment_events(api: client.ApiClient, namespace: str,
-                      version: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(event type, object metadata) of a 30 s watch of the namespace's Deployments, from ``version`` on."""
+def object_events(api: client.ApiClient, path: str, version: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(event type, object) of a 30 s watch of the collection at ``path`` (e.g.
+    ``/api/v1/namespaces/ns/services``), from ``version`` on."""
     query = {"watch": "1", "timeoutSeconds": "30", **({"resourceVersion": version} if version else {})}
-    url = f"{api.configuration.host}/apis/apps/v1/namespaces/{namespace}/deployments?{urlencode(query)}"
+    url = f"{api.configuration.host}{path}?{urlencode(query)}"
     headers = {"Accept": "application/json"}
     headers.update({s["key"]: s["value"] for s in api.configuration.auth_settings().values() if s.get("value")})
     response = api.rest_client.pool_manager.request("GET", url, headers=headers, preload_content=False,
@@ -46,6 +46,13 @@ def deployment_events(api: client.ApiClient, namespace: str,
             for line in lines:
                 if line.strip():
                     event = json.loads(line)
-                    yield event.get("type", ""), (event.get("object") or {}).get("metadata") or {}
+                    yield event.get("type", ""), event.get("object") or {}
     finally:
         response.release_conn()
+
+
+def deployment_events(api: client.ApiClient, namespace: str,
+                      version: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(event type, object metadata) of a 30 s watch of the namespace's Deployments, from ``version`` on."""
+    for kind, obj in object_events(api, f"/apis/apps/v1/namespaces/{namespace}/deployments", version):
+        yield kind, obj.get("metadata") or {}

@@ -38,6 +38,7 @@ Targets (issue 10): at 1,000 servers >= 0.8 of the ceiling and RSS < 150 MiB; at
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import statistics
@@ -63,8 +64,8 @@ import apiserver_stats  # noqa: E402
 import ctxfit_cluster as cc  # noqa: E402
 import operator_metrics  # noqa: E402
 from bench_report import percentile, report_backlog, report_fractions  # noqa: E402
-from bench_watch import deployment_events, wait_established  # noqa: E402
-from ctxfit.controller.kube.rest import CLAIMS, DEPLOYMENTS, SERVERS, Rest  # noqa: E402
+from bench_watch import deployment_events, object_events, wait_established  # noqa: E402
+from ctxfit.controller.kube.rest import CLAIMS, DEPLOYMENTS, SERVERS, SERVICES, Rest  # noqa: E402
 from kubernetes import client, config  # noqa: E402
 from proc_stats import CpuMeter, control_plane_pids, cpu_seconds, peak_rss_mib, process_facts, rss_mib  # noqa: E402
 
@@ -133,7 +134,8 @@ def stop(process: subprocess.Popen[bytes], grace: float = 60.0) -> str:
 
 
 def run_ceiling(kubeconfig: Path, kubectl: list[str], env: dict[str, str], namespace: str, count: int,
-                threads: list[int], meter: CpuMeter, claims: bool = False) -> list[api_ceiling.Ceiling]:
+                threads: list[int], meter: CpuMeter, claims: bool = False,
+                full: bool = False) -> list[api_ceiling.Ceiling]:
     """``api_ceiling.measure`` for each size in ``threads`` (each in its own scratch namespace), then with
     ``claims`` once more with the best size, each Deployment followed by its claim; prints each one's CPU split
     (``meter``: the control plane and this process) and the requests the API server served. Returns the
@@ -168,12 +170,42 @@ def run_ceiling(kubeconfig: Path, kubectl: list[str], env: dict[str, str], names
         return got
 
     best = max((one(i, n, None) for i, n in enumerate(threads)), key=lambda c: c.per_second)
-    return [best, one(len(threads), best.threads, claim)] if claim is not None else [best]
+    found = [best, one(len(threads), best.threads, claim)] if claim is not None else [best]
+    if full:
+        found.append(full_ceiling(kubeconfig, kubectl, env, namespace, count, best.threads, meter))
+    return found
+
+
+def full_ceiling(kubeconfig: Path, kubectl: list[str], env: dict[str, str], namespace: str, count: int,
+                 threads: int, meter: CpuMeter) -> api_ceiling.Ceiling:
+    """``api_ceiling.measure_server_writes`` in a scratch namespace, from bench-000's objects as the operator
+    wrote them (its claim when there is one)."""
+    read = ceiling_client(kubeconfig, 1)
+    claim = None
+    with contextlib.suppress(LookupError):
+        claim = api_ceiling.read_object(read, CLAIMS, namespace, "bench-000-weights")
+    objects = api_ceiling.ServerObjects(
+        server=api_ceiling.read_object(read, SERVERS, namespace, "bench-000"),
+        deployment=api_ceiling.read_object(read, DEPLOYMENTS, namespace, "bench-000"),
+        service=api_ceiling.read_object(read, SERVICES, namespace, "bench-000"), claim=claim)
+    scratch = f"{namespace}-ceiling-full"
+    subprocess.run([*kubectl, "create", "namespace", scratch], env=env, check=True, capture_output=True)
+    try:
+        api = ceiling_client(kubeconfig, threads)
+        meter.start(time.monotonic())
+        got = api_ceiling.measure_server_writes(api, scratch, objects, count, threads, "plain")
+        split = meter.stop(time.monotonic())
+    finally:
+        subprocess.run([*kubectl, "delete", "namespace", scratch, "--wait=false"], env=env, capture_output=True)
+    print(f"ceiling: {count} servers' claim + Deployment + Service + status + Event from a plain client, {threads} "
+          f"threads: {got.seconds:.1f} s = {got.per_second:.1f} servers/s", flush=True)
+    print(f"  CPU: {split.describe(count, 'server')}", flush=True)
+    return got
 
 
 def run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate: float = 0.0,
         ceiling_threads: tuple[int, ...] = (), backlog: bool = False, state_file: Path | None = None,
-        ceiling_claims: bool = False, default_cache: str = "") -> int:
+        ceiling_claims: bool = False, default_cache: str = "", ceiling_full: bool = False) -> int:
     hub = None
     if not _in_catalog(MODEL):  # resolved by the operator, from the Hub stand-in
         sys.path.insert(0, str(ROOT))
@@ -182,7 +214,7 @@ def run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate: 
         hub = HubStandIn().start()
     try:
         return _run(kubeconfig, kubectl, count, timeout, rate, ceiling_threads, backlog, state_file, ceiling_claims,
-                    default_cache, hub)
+                    default_cache, hub, ceiling_full)
     finally:
         if hub is not None:
             asked = sum(1 for _, path in hub.requests if path.startswith(f"/api/models/{MODEL}"))
@@ -197,9 +229,9 @@ def _in_catalog(name: str) -> bool:
     return lookup_model(name) is not None
 
 
-def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate: float,
+def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate: float,  # noqa: C901 - one measured window, in order
          ceiling_threads: tuple[int, ...], backlog: bool, state_file: Path | None, ceiling_claims: bool,
-         default_cache: str, hub: Any) -> int:
+         default_cache: str, hub: Any, ceiling_full: bool) -> int:
     namespace = f"bench-{uuid.uuid4().hex[:6]}"
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     subprocess.run([*kubectl, "apply", "-f", str(ROOT / "crds" / "inferenceservers.ctxfit.io.yaml")], env=env,
@@ -257,6 +289,33 @@ def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate:
 
     watcher = threading.Thread(target=watch_deployments, daemon=True)
     watcher.start()
+    serviced: dict[str, float] = {}
+    statused: dict[str, float] = {}
+
+    def watch(path: str, seen: dict[str, float], ready: Any) -> None:
+        """Record when each object of ``path`` first satisfies ``ready(object)`` (as ``watch_deployments``)."""
+        version: str | None = None
+        while not done.is_set():
+            try:
+                for kind, obj in object_events(api, path, version):
+                    if kind == "ERROR":
+                        version = None
+                        break
+                    meta = obj.get("metadata") or {}
+                    version = meta.get("resourceVersion") or version
+                    name = meta.get("name")
+                    if name and name not in seen and ready(obj):
+                        seen[name] = time.monotonic()
+                    if done.is_set():
+                        return
+            except Exception as exc:  # noqa: BLE001 - e.g. a dropped connection under load
+                print(f"{path} watch restarted: {exc}", file=sys.stderr)
+                version = None
+
+    for path, seen, ready in ((f"/api/v1/namespaces/{namespace}/services", serviced, lambda o: True),
+                              (f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}", statused,
+                               lambda o: bool((o.get("status") or {}).get("phase")))):
+        threading.Thread(target=watch, args=(path, seen, ready), daemon=True).start()
     rss_series: list[tuple[float, int, float]] = []  # (seconds since the operator started, Deployments, MiB)
 
     def sample_rss() -> None:
@@ -300,6 +359,10 @@ def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate:
             time.sleep(0.1)
         window = meter.stop(time.monotonic())
         served_after = apiserver_stats.requests_served(api)
+        while (len(serviced) < count or len(statused) < count) and time.monotonic() < deadline \
+                and operator.poll() is None:  # the rest of each server's writes: its Service and status
+            time.sleep(0.1)
+        complete = max([*serviced.values(), *statused.values(), *written.values()], default=start)
         by_name = {n: written_at(created[n], created_wall[n], written[n], stamps.get(n))
                    for n in created if n in written}
         latencies = list(by_name.values())
@@ -314,7 +377,7 @@ def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate:
         measure_ceiling = ceiling_threads and rate <= 0 and "bench-000" in written
         meter.pids.pop("operator", None)
         ceilings = run_ceiling(kubeconfig, kubectl, env, namespace, count, list(ceiling_threads), meter,
-                               ceiling_claims) if measure_ceiling else []
+                               ceiling_claims, ceiling_full) if measure_ceiling else []
     finally:
         done.set()
         if operator is not None:
@@ -340,8 +403,19 @@ def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate:
     print(f"operator peak RSS: {rss:.0f} MiB; at the end: {facts} (log: /tmp/{namespace}-operator.log)")
     all_written = len(latencies) == count
     p95 = percentile(latencies, .95) if latencies else float("inf")
+    fully = len(serviced) >= count and len(statused) >= count
+    whole = complete - start
+    print(f"servers fully written (Deployment, Service, status): {min(len(serviced), len(statused))}/{count} "
+          f"within {whole:.1f} s of the first create" + (f" = {count / whole:.1f}/s" if fully and whole > 0 else ""))
     if ceilings and all_written and wall > 0:
-        report_fractions(f"{count / wall:.1f} servers -> Deployments per second", count / wall, ceilings, rss)
+        report_fractions(f"{count / wall:.1f} servers -> Deployments per second", count / wall,
+                         [c for c in ceilings if not c.full], rss)
+    full = [c for c in ceilings if c.full]
+    if full and fully and whole > 0:
+        ratio = count / whole / full[0].per_second
+        print(f"operator: {count / whole:.1f} servers fully written per second = {ratio:.2f} of a plain client "
+              f"writing each server's claim, Deployment, Service, status and Event ({full[0].per_second:.1f}/s, "
+              f"{full[0].threads} threads)")
     if rate > 0:
         ok = all_written and p95 < 1 and rss < 150
         print(f"targets (creates at {rate:g}/s: p95 < 1 s, RSS < 150 MiB):", "met" if ok else "NOT met")
@@ -366,6 +440,9 @@ def main() -> int:
     parser.add_argument("--ceiling-claims", action="store_true",
                         help="also measure a plain client writing each Deployment followed by its weights claim "
                              "(the writes of the operator's first pass), with the best thread count")
+    parser.add_argument("--ceiling-full", action="store_true",
+                        help="also measure a plain client writing each server's claim, Deployment, Service, status "
+                             "and Event (every write of the operator for a new server), with the best thread count")
     parser.add_argument("--default-cache", choices=("auto", "emptyDir"), default="",
                         help="the operator's CTXFIT_DEFAULT_CACHE (auto: a weights claim per server when the "
                              "cluster has a default StorageClass, as the harness has; emptyDir: no claim)")
@@ -384,13 +461,13 @@ def main() -> int:
             kubectl = [str(Path(bin_dir) / "kubectl")]
         return run(Path(args.kubeconfig), kubectl, args.count, args.timeout, args.rate, threads,
                    args.backlog, Path(args.kubeconfig).parent / "state.json", args.ceiling_claims,
-                   args.default_cache)
+                   args.default_cache, args.ceiling_full)
     cluster = cc.Cluster(cc.temp_cluster_dir("ctxfit-bench-"))
     try:
         print(f"local control plane up in {cluster.start(die_with_parent=True):.1f} s", flush=True)
         return run(Path(cluster.kubeconfig), [str(Path(cluster.bin_dir) / "kubectl")], args.count, args.timeout,
                    args.rate, threads, args.backlog, cluster.work_dir / cc.STATE_FILE, args.ceiling_claims,
-                   args.default_cache)
+                   args.default_cache, args.ceiling_full)
     finally:
         cluster.stop()
 

@@ -35,7 +35,6 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "operator"))
 
 from ctxfit.controller import reconcile as reconcile_module  # noqa: E402
-from ctxfit.controller import rejections  # noqa: E402
 from ctxfit.controller.kube.calibration import MAX_TABLE_BYTES, CalibrationStore, fit  # noqa: E402
 from ctxfit.controller.kube.claims import ClaimsApi  # noqa: E402
 from ctxfit.controller.kube.client import LOG_TAIL_BYTES, Kube  # noqa: E402
@@ -207,8 +206,7 @@ def main() -> int:
     args = parser.parse_args()
     clock = Clock()
     reconcile_module.time.monotonic = clock  # type: ignore[attr-defined]
-    rejections.time.monotonic = clock  # type: ignore[attr-defined]
-    print(f"storm bounds (in-process, fake API server, fake clock; load average {open('/proc/loadavg').read()[:14]})")
+    print(f"storm bounds (in-process, fake API server, fake clock; load average {open('/proc/loadavg').read()[:14]})")  # noqa: SIM115
 
     api = world()
     api.put("", "services", NS, child("service", NAME, "none"))
@@ -230,7 +228,6 @@ def main() -> int:
     report("Deployment refused by quota (403)", storm(api, runtime(api), clock, args.minutes), args.minutes, 1)
 
     reconcile_module.time.monotonic = time.monotonic  # type: ignore[attr-defined]
-    rejections.time.monotonic = time.monotonic  # type: ignore[attr-defined]
     calibration_figures()
     log_figures()
     return 0

@@ -12,8 +12,12 @@ Gateway API Inference Extension's lightweight endpoint picker, ``cmd/lwepp``).
   plain-text gRPC on a free port, JSON logs at ``--zap-log-level=4`` in ``logs/lwepp-<v>.log``). lwepp
   watches the pool and its pods as the full endpoint picker does (``pkg/lwepp/controller``): a pod enters its
   datastore when it matches the pool's ``selector``, is Ready and has a pod IP, once per ``targetPorts`` entry
-  (endpoint ``<pod>-rank-<i>``); ``Lwepp.pods()`` reads the pods it added from its log. No Envoy runs here, so
-  no request is routed through it.
+  (endpoint ``<pod>-rank-<i>``); ``Lwepp.pods()`` reads the pods it added from its log.
+- ``start_extproc_gateway`` runs ``extproc-gateway-<v>`` (hack/extproc-gateway) in front of a running lwepp: the
+  data-plane half of an InferencePool-capable gateway (what Envoy's ext_proc filter and an original-destination
+  cluster do): each HTTP request's headers and body go to the picker over ext_proc, and the request goes to the
+  ``<ip>:<port>`` it picks, named in the answer's ``x-gateway-destination-endpoint-served`` header. Envoy itself
+  is C++ built with Bazel: neither the Go module proxy nor Debian has it, so no Envoy runs here.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ GATEWAY_API_VERSION = "v1.6.3"
 GIE_VERSION = "v1.6.0"
 """Defaults of hack/gateway-bins.sh (tests/unit/test_gateway_harness.py keeps the two in step)."""
 LWEPP_BINARY = f"lwepp-{GIE_VERSION}"
+EXTPROC_GATEWAY_BINARY = f"extproc-gateway-{GIE_VERSION}"
+SERVED_ENDPOINT_HEADER = "x-gateway-destination-endpoint-served"
 INFERENCE_POOL_CRD = "inferencepools.inference.networking.k8s.io"
 HTTPROUTE_CRD = "httproutes.gateway.networking.k8s.io"
 
@@ -49,6 +55,10 @@ def gateway_available(cluster: Cluster) -> bool:
 
 def lwepp_available(cluster: Cluster) -> bool:
     return (cluster.bin_dir / LWEPP_BINARY).exists()
+
+
+def extproc_gateway_available(cluster: Cluster) -> bool:
+    return (cluster.bin_dir / EXTPROC_GATEWAY_BINARY).exists()
 
 
 def _crd_names(files: list[Path]) -> list[str]:
@@ -72,7 +82,7 @@ def install_gateway_crds(cluster: Cluster, timeout: float = 60) -> list[str]:
     if not gateway_available(cluster):
         raise HarnessError(f"{gateway_api_dir(cluster)} or {gie_dir(cluster)} missing; run hack/k8s-bins.sh")
     files = crd_files(cluster)
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", *sum((["-f", str(f)] for f in files), []))
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", *[arg for f in files for arg in ("-f", str(f))])
     names = _crd_names(files)
     cluster.wait_established(*names, timeout=timeout)
     _wait_discovery(cluster, present=True, timeout=timeout)
@@ -183,3 +193,28 @@ def wait_lwepp_pods(lwepp: Lwepp, expected: set[str], timeout: float = 30) -> se
         if got == expected or time.monotonic() > deadline:
             return got
         time.sleep(0.25)
+
+
+def start_extproc_gateway(cluster: Cluster, lwepp: Lwepp, timeout: float = 30) -> str:
+    """Run hack/extproc-gateway in front of ``lwepp`` on a free loopback port; returns its base URL.
+
+    Raises HarnessError: binary missing (run hack/k8s-bins.sh) or it exited / did not listen in time.
+    """
+    binary = cluster.bin_dir / EXTPROC_GATEWAY_BINARY
+    if not binary.exists():
+        raise HarnessError(f"{binary} missing; run hack/k8s-bins.sh")
+    stop_component(cluster, EXTPROC_GATEWAY_BINARY)
+    (port,) = free_ports(1)
+    cluster._spawn(EXTPROC_GATEWAY_BINARY, [f"--listen=127.0.0.1:{port}", f"--epp={lwepp.grpc_address}"])
+
+    def serving() -> bool:
+        cluster._check_alive(EXTPROC_GATEWAY_BINARY)
+        return port_listening(port)
+
+    wait_until(serving, timeout, "extproc-gateway's HTTP port")
+    log(f"extproc-gateway on 127.0.0.1:{port} -> lwepp {lwepp.grpc_address}")
+    return f"http://127.0.0.1:{port}"
+
+
+def stop_extproc_gateway(cluster: Cluster) -> None:
+    stop_component(cluster, EXTPROC_GATEWAY_BINARY)

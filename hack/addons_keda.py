@@ -106,7 +106,7 @@ class KedaOperator:
 
 def _install_crds(cluster: Cluster) -> None:
     crds = sorted((cluster.bin_dir / "keda" / "crd").glob("*.yaml"))
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", *sum((["-f", str(c)] for c in crds), []))
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", *[arg for c in crds for arg in ("-f", str(c))])
     names = []
     for c in crds:  # file names are <group>_<plural>.yaml (controller-gen)
         group, plural = c.stem.split("_", 1)

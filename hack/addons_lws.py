@@ -57,7 +57,7 @@ def start_lws(cluster: Cluster, timeout: float = 60) -> None:
     if not lws_available(cluster):
         raise HarnessError(f"{cluster.bin_dir / LWS_BINARY} missing; run hack/k8s-bins.sh")
     crds = sorted((cluster.bin_dir / "lws" / "crd").glob("*.yaml"))
-    cluster.kubectl("apply", "--server-side", *sum((["-f", str(c)] for c in crds), []))
+    cluster.kubectl("apply", "--server-side", *[arg for c in crds for arg in ("-f", str(c))])
     wait_until(lambda: cluster.kubectl_proc("wait", "--for=condition=Established", "--timeout=5s",
                                             f"crd/{LWS_CRD}").returncode == 0, 30, f"crd/{LWS_CRD} Established")
 

@@ -7,6 +7,7 @@ group, SIGTERM then SIGKILL after ``grace`` seconds), for one name, and the name
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -19,18 +20,14 @@ def stop_component(cluster: Cluster, name: str, grace: float = 8.0) -> None:
     info = cluster.state.get("processes", {}).pop(name, None)
     proc = cluster._procs.pop(name, None)
     if info is not None and pid_alive(info["pid"]) and pid_exe(info["pid"]) == info["exe"]:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(info["pgid"], signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         deadline = time.monotonic() + grace
         while pid_alive(info["pid"]) and (proc is None or proc.poll() is None) and time.monotonic() < deadline:
             time.sleep(0.05)
         if pid_alive(info["pid"]) and (proc is None or proc.poll() is None):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(info["pgid"], signal.SIGKILL)
-            except ProcessLookupError:
-                pass
     if proc is not None:
         proc.wait(timeout=5)
     if info is not None and cluster.state_file.exists():

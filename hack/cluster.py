@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import ctxfit_cluster as cc  # noqa: E402
+import ctxfit_cluster as cc
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,6 +10,7 @@ groups, and only while the PID still runs the recorded executable (a reused PID 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -141,7 +142,7 @@ def spawn(
 ) -> subprocess.Popen[bytes]:
     """Start `exe args` in its own process group, stdout and stderr appended to `log_file`; with
     `die_with_parent` the child gets PR_SET_PDEATHSIG(SIGKILL)."""
-    logf = open(log_file, "ab")
+    logf = open(log_file, "ab")  # noqa: SIM115 - handed to the child, closed after Popen
     proc = subprocess.Popen(
         [exe, *args],
         stdin=subprocess.DEVNULL,
@@ -197,10 +198,8 @@ def stop_processes(
     children = list(children)
     targets = {name: recorded[name] for name in alive_processes(recorded)}
     for info in targets.values():
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(info["pgid"], signal.SIGTERM)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + grace
     while targets and time.monotonic() < deadline:
         for child in children:
@@ -210,15 +209,11 @@ def stop_processes(
         time.sleep(0.1)
     for info in targets.values():
         if pid_alive(info["pid"]):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(info["pgid"], signal.SIGKILL)
-            except ProcessLookupError:
-                pass
     for child in children:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             child.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
     # also wait for non-children to disappear (they are reaped by init)
     end = time.monotonic() + 5
     while any(pid_alive(i["pid"]) for i in targets.values()) and time.monotonic() < end:

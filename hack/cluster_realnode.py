@@ -160,7 +160,7 @@ def _spawn_in_node(cluster: Any, name: str, node: RealNode, exe: str, args: list
     """Start `exe` in the node's network namespace and its runtime cgroup (recorded like every component)."""
     procs_files = " ".join(str(d / "cgroup.procs") for d in cgroup_dirs(f"{node.cgroup}/runtime"))
     script = f'for f in {procs_files}; do echo $$ > "$f"; done; exec nsenter --net=/run/netns/{node.netns} -- "$@"'
-    logf = open(cluster.logs_dir / f"{name}.log", "ab")
+    logf = open(cluster.logs_dir / f"{name}.log", "ab")  # noqa: SIM115 - the child's output, as in cluster_procs
     proc = subprocess.Popen(["sh", "-c", script, "sh", exe, *args], stdin=subprocess.DEVNULL, stdout=logf,
                             stderr=subprocess.STDOUT, cwd=node.work_dir, env={**os.environ, **(env or {})},
                             start_new_session=True,
@@ -220,7 +220,7 @@ def _start(cluster: Any, node: RealNode, gpus: NodeSpec | None, timeout: float) 
     make_cgroup(f"{node.cgroup}/runtime")
     apiserver_port = cluster.ports["apiserver"]
 
-    fwd_log = open(cluster.logs_dir / "realnode-forward.log", "ab")
+    fwd_log = open(cluster.logs_dir / "realnode-forward.log", "ab")  # noqa: SIM115 - the child's output
     forward = subprocess.Popen(
         [sys.executable, str(HACK_DIR / "tcp_forward.py"), node.host_ip, str(apiserver_port), "127.0.0.1",
          str(apiserver_port)], stdin=subprocess.DEVNULL, stdout=fwd_log, stderr=subprocess.STDOUT,

@@ -23,6 +23,7 @@ tests/e2e/conftest.py. Only the standard library, PyYAML and `cryptography` are 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -81,22 +82,47 @@ from cluster_procs import (
 # The public names, wherever they are defined: importers (tests/, bench/, hack/) use `ctxfit_cluster.X`,
 # so a name moved into a piece stays listed here.
 __all__ = [
-    # this module
-    "DEFAULT_WORK_DIR", "STATE_FILE", "Cluster", "sweep_stale", "temp_cluster_dir",
     # cluster_components
-    "COMPONENTS", "SERVICE_CIDR",
+    "COMPONENTS",
+    # this module
+    "DEFAULT_WORK_DIR",
+    # cluster_nodes
+    "GPU_TYPES",
+    # cluster_procs
+    "HACK_DIR",
+    "K8S_BINS_SCRIPT",
     # cluster_kwok
-    "KWOK_POD_CIDR", "KWOK_VERSION", "NEVER_READY_IP", "SIM_STAGES_FILE", "cri_log", "kwok_config", "kwok_crd",
-    "sim_stages", "stock_stage",
+    "KWOK_POD_CIDR",
+    "KWOK_VERSION",
+    "NEVER_READY_IP",
+    "REPO_DIR",
+    "SERVICE_CIDR",
+    "SIM_STAGES_FILE",
+    "STATE_FILE",
+    "Cluster",
+    "HarnessError",
     # cluster_kubectl
     "KubectlError",
-    # cluster_nodes
-    "GPU_TYPES", "NodeSpec", "default_nodes", "gpu_node",
+    "NodeSpec",
+    "_set_pdeathsig",
+    "cri_log",
+    "default_nodes",
+    "find_bin_dir",
+    "free_ports",
     # cluster_pki
     "generate_pki",
-    # cluster_procs
-    "HACK_DIR", "K8S_BINS_SCRIPT", "REPO_DIR", "HarnessError", "_set_pdeathsig", "find_bin_dir", "free_ports", "log",
-    "pid_alive", "pid_exe", "port_listening", "wait_until",
+    "gpu_node",
+    "kwok_config",
+    "kwok_crd",
+    "log",
+    "pid_alive",
+    "pid_exe",
+    "port_listening",
+    "sim_stages",
+    "stock_stage",
+    "sweep_stale",
+    "temp_cluster_dir",
+    "wait_until",
 ]
 
 DEFAULT_WORK_DIR = (
@@ -279,7 +305,7 @@ class Cluster(NodesMixin, PodLogsMixin):
         crds = [
             kwok_crd(self.bin_dir, f) for f in ("kwok.x-k8s.io_logs.yaml", "kwok.x-k8s.io_clusterlogs.yaml")
         ]
-        self.kubectl("apply", *sum((["-f", str(c)] for c in crds), []))
+        self.kubectl("apply", *[arg for c in crds for arg in ("-f", str(c))])
 
         self._spawn("kube-controller-manager", controller_manager_args(p, self.kubeconfig, self.data_dir, pki))
         self._spawn("kube-scheduler", scheduler_args(p, self.kubeconfig, self.data_dir))
@@ -326,10 +352,8 @@ class Cluster(NodesMixin, PodLogsMixin):
             for d in (self.data_dir, self.pki, self.pod_logs_dir, self.work_dir / "home"):
                 shutil.rmtree(d, ignore_errors=True)
             for f in (self.kubeconfig, self.work_dir / "kwok.yaml", self.state_file):
-                try:
+                with contextlib.suppress(FileNotFoundError):
                     f.unlink()
-                except FileNotFoundError:
-                    pass
             self.state = {}
         else:
             self.state["processes"] = {}

@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
     watch = ParentWatch().start()
-    say("Kubernetes binaries (first run builds them from the Go module proxy: ~10 min, with progress)")
+    say("Kubernetes binaries (first run builds them from the Go module proxy: ~9 min, with progress)")
     bin_dir = cc.find_bin_dir(components=("cluster",))  # no helm, LWS or KEDA: the demo uses none
     cluster = cc.Cluster(args.dir, bin_dir=bin_dir)
     operator: Operator | None = None

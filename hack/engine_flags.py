@@ -81,7 +81,7 @@ def action_defaults(tree: ast.Module) -> None:
                         ACTION_NARGS[node.name] = str(default.value)
 
 
-def _kind_of_call(keywords: dict[str, ast.AST]) -> str | None:
+def _kind_of_call(keywords: dict[str, ast.AST]) -> str | None:  # noqa: C901 - one case per argparse form
     """The kind an explicit ``add_argument`` call sets through ``action``/``nargs`` (None: not decided)."""
     action = keywords.get("action")
     if action is not None and "nargs" not in keywords:
@@ -325,7 +325,7 @@ def _sglang_fields(tree: ast.Module, flags: dict[str, dict[str, Any]]) -> None:
             meta = {**_dict_keywords(meta.get("action_kwargs", ast.Constant(None))), **meta}
             kind = _kind_of_call(meta)
             if kind is None:
-                if "type_parser" in meta and "List" in type_text or "type_parser" in meta and "list" in type_text:
+                if ("type_parser" in meta and "List" in type_text) or ("type_parser" in meta and "list" in type_text):
                     kind = VALUE
                 else:
                     kind = _kind_of_annotation(type_text, bool_kind=FLAG)

@@ -74,7 +74,7 @@ def sglang_architectures(models: Path) -> set[str]:
 def spans(present: list[bool], versions: list[str]) -> str:
     """``0.8.0-0.10.2,0.12.0-0.33.0`` over the ordered versions."""
     out, start = [], None
-    for i, here in enumerate(present + [False]):
+    for i, here in enumerate([*present, False]):
         if here and start is None:
             start = i
         elif not here and start is not None:

@@ -32,7 +32,7 @@ class Engine:
     env: dict[str, str]  # os.environ plus what container-engine.sh exported (CONTAINERS_CONF)
 
     def cmd(self, *args: str, check: bool = True, timeout: float = 300,
-            input: str | None = None) -> subprocess.CompletedProcess[str]:  # noqa: A002 - subprocess's name
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run([self.name, *args], env=self.env, capture_output=True, text=True, timeout=timeout,
                               input=input, check=False)
         if check and proc.returncode != 0:
@@ -78,7 +78,7 @@ def engine() -> Engine:
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise ImageError(proc.stderr.strip() or "no container engine")
-    name, conf = (proc.stdout.splitlines() + ["", ""])[:2]
+    name, conf = ([*proc.stdout.splitlines(), "", ""])[:2]
     env = dict(os.environ)
     if conf:
         env["CONTAINERS_CONF"] = conf

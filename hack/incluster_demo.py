@@ -39,7 +39,7 @@ class Kube:
         self.kc = ["--kubeconfig", kubeconfig] if kubeconfig else []
         self._kubectl, self._helm = kubectl, helm
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:  # noqa: A002
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
         proc = subprocess.run([self._kubectl, *self.kc, *args], input=input, capture_output=True, text=True,
                               check=False, timeout=300)
         if check and proc.returncode != 0:

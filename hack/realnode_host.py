@@ -3,6 +3,7 @@ cgroups (v1 hierarchies or the v2 unified one), mounts. Needs root."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -78,10 +79,8 @@ def cgroup_pids(cgroup: str) -> set[int]:
     for d in cgroup_dirs(cgroup):
         if d.exists():
             for procs in d.rglob("cgroup.procs"):
-                try:
+                with contextlib.suppress(OSError):
                     pids |= {int(p) for p in procs.read_text().split()}
-                except OSError:
-                    pass
     return pids
 
 
@@ -90,22 +89,16 @@ def kill_cgroup(cgroup: str, timeout: float = 15) -> None:
     deadline = time.monotonic() + timeout
     while (pids := cgroup_pids(cgroup)) and time.monotonic() < deadline:
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         time.sleep(0.2)
     for d in cgroup_dirs(cgroup):
         if d.exists():
             for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-                try:
+                with contextlib.suppress(OSError):
                     sub.rmdir()
-                except OSError:
-                    pass
-            try:
+            with contextlib.suppress(OSError):
                 d.rmdir()
-            except OSError:
-                pass
 
 
 def unmount_under(*roots: str) -> None:

@@ -9,6 +9,7 @@ Runs until SIGTERM. Only the standard library.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
 
@@ -21,10 +22,8 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
     except (ConnectionError, asyncio.CancelledError):
         pass
     finally:
-        try:
+        with contextlib.suppress(RuntimeError):  # loop closing
             writer.close()
-        except RuntimeError:  # loop closing
-            pass
 
 
 async def main(listen_host: str, listen_port: int, target_host: str, target_port: int) -> None:

@@ -100,7 +100,7 @@ def _serve(host: str, port: int, kind: str, served: str, context: int) -> None:
                f'vllm:kv_cache_usage_perc{{model_name="{served}"}} 0.0\n')
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/health":
                 self._send(200, b"", "text/plain")
@@ -120,7 +120,7 @@ def _serve(host: str, port: int, kind: str, served: str, context: int) -> None:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's name
+        def log_message(self, format: str, *args: object) -> None:
             status = args[1] if len(args) > 1 else ""
             print(f'INFO:     {self.client_address[0]} - "{self.command} {self.path}" {status}', flush=True)
 

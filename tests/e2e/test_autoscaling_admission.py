@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """``spec.autoscaling`` at admission, on the real local API server: the CRD's CEL rules refuse what the models
 refuse (max below min, zero replicas without ``scaleToZero`` and the other way round, an initial ``replicas``
 outside the bounds, targets out of range), each with its message, and accept the valid forms. The same rules
@@ -11,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from .test_faults_objects import base
-from .test_operator_kit import GROUP, PLURAL, VERSION, ServerClient, api, crd  # noqa: F401 - fixtures
+from .operator_kit import GROUP, PLURAL, VERSION, ServerClient, base
 
 
 def scaled(autoscaling: dict[str, Any], **spec: Any) -> dict[str, Any]:

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit/autoscaling_kit are redefined as parameters
 """Autoscaling (issue 15) end to end: the ctxfit operator, the real KEDA operator and a real Prometheus on the
 local control plane (kwok GPU nodes run the engine pods; hack/README.md "Autoscaling add-ons").
 
@@ -16,6 +15,7 @@ not act on the trigger values: the replica count in these tests is set by the te
 
 from __future__ import annotations
 
+import contextlib
 import math
 import subprocess
 import time
@@ -33,16 +33,7 @@ from engine_metrics_fixture import EnginePod
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from .autoscaling_kit import engine_pod, keda, prometheus  # noqa: F401 - fixtures
-from .test_operator_kit import (  # noqa: F401 - api, crd are fixtures
-    OperatorProcess,
-    ServerClient,
-    api,
-    condition,
-    crd,
-    manifest,
-    with_sim,
-)
+from .operator_kit import OperatorProcess, ServerClient, condition, manifest, with_sim
 
 NAME = "llama31-8b-autoscaled"
 PAUSED = "autoscaling.keda.sh/paused"
@@ -76,10 +67,8 @@ def kube_api(api: ServerClient) -> Iterator[tuple[client.CustomObjectsApi, clien
     """ScaledObject and HPA clients; this namespace's ScaledObjects are deleted afterwards."""
     custom = client.CustomObjectsApi(api.core.api_client)
     yield custom, client.AutoscalingV2Api(api.core.api_client)
-    try:
+    with contextlib.suppress(ApiException):
         custom.delete_collection_namespaced_custom_object(KEDA_GROUP, KEDA_VERSION, api.namespace, KEDA_PLURAL)
-    except ApiException:
-        pass
 
 
 def scaled_object(custom: client.CustomObjectsApi, namespace: str, name: str = NAME) -> dict[str, Any] | None:

@@ -241,7 +241,7 @@ def _free_port() -> int:
 
 
 def _scrape(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3) as response:  # noqa: S310
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3) as response:
         return str(response.read().decode())
 
 
@@ -478,7 +478,7 @@ def test_metrics_endpoint_exposes_the_server_series(operator_run: OperatorRun) -
         assert of_server(metric), f"{metric} has no series for {server}:\n{_samples(text, metric)}"
     assert [v for _, v in of_server("ctxfit_server_context_length_tokens")] == [131072.0]
     assert [v for _, v in of_server("ctxfit_server_target_context_length_tokens")] == [131072.0]
-    assert [v for _, v in of_server("ctxfit_server_predicted_max_context_length_tokens")][0] >= 131072
+    assert next(v for _, v in of_server("ctxfit_server_predicted_max_context_length_tokens")) >= 131072
     phases = {labels["phase"]: value for labels, value in of_server("ctxfit_server_phase")}
     assert phases["Ready"] == 1.0 and sum(phases.values()) == 1.0
     outcomes = {labels["outcome"]: value for labels, value in of_server("ctxfit_attempts_total")}

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Issue 28, item 2, on the real local control plane: every refusal of every child kind (claims included) gets
 the same backoff and one Event per distinct cause, and status says what is true (docs/design/refusals.md).
 
@@ -17,15 +16,7 @@ from typing import Any
 from cluster_storage import with_download
 from ctxfit.api import GiB, quantity_to_bytes
 
-from .test_operator_kit import (  # noqa: F401 - api, crd, op are fixtures
-    OperatorProcess,
-    ServerClient,
-    api,
-    condition,
-    crd,
-    manifest,
-    op,
-)
+from .operator_kit import OperatorProcess, ServerClient, manifest
 
 NAME = "kimi-k25"
 

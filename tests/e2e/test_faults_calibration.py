@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Issue 28, item 3, on the real local control plane: the calibration ConfigMap is shared input, never trusted
 (docs/design/calibration-trust.md).
 
@@ -22,8 +21,7 @@ from typing import Any
 import yaml
 from sim_startup import StartupLogServer, vllm_startup_log
 
-from .test_faults_permissions import bind, can_i, kubectl, user_roles  # noqa: F401 - user_roles is a fixture
-from .test_operator_kit import OperatorProcess, ServerClient, api, crd  # noqa: F401 - api, crd are fixtures
+from .operator_kit import OperatorProcess, ServerClient, bind, can_i, kubectl
 
 GIB = 1 << 30
 CONFIGMAP = "ctxfit-calibration"

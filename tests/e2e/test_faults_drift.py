@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Issue 28, item 5, on the real local control plane: hand edits of every field ctxfit renders (and of every
 privilege or node choice added by hand) are reverted, claim retention follows the spec at every change, and a
 ScaledObject deleted or paused by hand is seen at once (the resync is 5 minutes here: only a watch can see it).
@@ -15,15 +14,7 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
-from .test_faults_objects import base
-from .test_operator_kit import (  # noqa: F401 - api, crd, op are fixtures
-    OperatorProcess,
-    ServerClient,
-    api,
-    condition,
-    crd,
-    op,
-)
+from .operator_kit import OperatorProcess, ServerClient, base
 
 SLOW_RESYNC = {"CTXFIT_RESYNC_SECONDS": "300"}
 """No resync during a test: what is seen, is seen through a watch."""

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Issue 28, item 7 (last part), on the real local control plane: engine args that silently replace the planned KV
 budget (vLLM ``--num-gpu-blocks-override`` in any spelling argparse accepts, ``--kv-cache-memory-bytes``, ``--config
 FILE``; SGLang ``--max-total-tokens``, ``--config``) are refused with a clear verdict: ``BudgetFits=False`` naming the
@@ -13,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from .test_faults_permissions import bind, can_i, kubectl, user_roles  # noqa: F401 - user_roles is a fixture
-from .test_operator_kit import OperatorProcess, ServerClient, api, condition, crd, op  # noqa: F401 - fixtures
+from .operator_kit import OperatorProcess, ServerClient, bind, can_i, condition, kubectl
 
 USER = "kv-editor"
 CASES = {  # name -> (engine, args, the flag the verdict names)

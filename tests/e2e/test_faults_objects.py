@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Issue 10, classes 1, 4, 5 and 8 on the real local control plane (reproductions from
 tests/fixtures/operator-faults.md sections 1 and 6, the whitespace image of section 2, and variants).
 
@@ -21,45 +20,18 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from .test_operator_kit import (  # noqa: F401 - api, crd, op are fixtures
+from .operator_kit import (
     GROUP,
     PLURAL,
+    PRODUCT,
     VERSION,
     OperatorProcess,
     ServerClient,
-    api,
+    base,
     condition,
-    crd,
-    op,
+    variant,
     with_sim,
 )
-
-PRODUCT = "NVIDIA-H100-80GB-HBM3"
-
-
-def base(name: str = "base") -> dict[str, Any]:
-    """BASE of tests/fixtures/operator-faults.md: Llama-3.1-8B on one H100 (default node pool), vLLM, context 32768."""
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceServer", "metadata": {"name": name},
-        "spec": {
-            "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "weightsPerGPU": "16Gi",
-                      "architecture": {"attention": "gqa", "numLayers": 32, "numKVHeads": 8, "headDim": 128}},
-            "engine": {"kind": "vllm"},
-            "gpu": {"count": 1, "product": PRODUCT},
-            "context": {"target": 32768},
-        },
-    }
-
-
-def variant(path: str, value: Any, name: str = "base") -> dict[str, Any]:
-    obj = base(name)
-    cur = obj
-    keys = path.split(".")
-    for key in keys[:-1]:
-        cur = cur.setdefault(key, {})
-    cur[keys[-1]] = value
-    return obj
-
 
 REFUSED_AT_ADMISSION = {
     "name-64": (variant("metadata.name", "a" * 64, "a" * 64), "DNS-1035"),

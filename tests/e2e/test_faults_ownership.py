@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Issue 28, item 1, on the real local control plane: a user who may create InferenceServers (the impersonated
 ``ctxfit-edit`` user, through ``edit``) names one after an object that already exists. The operator writes none of
 it: ``ObjectsAccepted=False`` (reason ``ForeignObject``) names the object, one Warning Event, the object keeps its
@@ -12,6 +11,7 @@ or deleted).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -23,16 +23,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from .test_faults_objects import base
-from .test_faults_permissions import bind, can_i, kubectl, user_roles  # noqa: F401 - user_roles is a fixture
-from .test_operator_kit import (  # noqa: F401 - api, crd, op are fixtures
-    OperatorProcess,
-    ServerClient,
-    api,
-    condition,
-    crd,
-    op,
-)
+from .operator_kit import OperatorProcess, ServerClient, base, bind, can_i, condition, kubectl
 
 USER = "erin-editor"
 SETTLE_SECONDS = 12.0
@@ -132,10 +123,8 @@ def _delete_server_and_its_own(api: ServerClient, name: str) -> None:
     except ApiException:
         return
     if any(ref.uid == uid for ref in deployment.metadata.owner_references or []):
-        try:
+        with contextlib.suppress(ApiException):  # the garbage collector may be first
             api.apps.delete_namespaced_deployment(name, api.namespace, propagation_policy="Foreground")
-        except ApiException:  # the garbage collector was first
-            pass
 
 
 def foreign_deployment(namespace: str, name: str) -> client.V1Deployment:

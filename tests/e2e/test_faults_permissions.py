@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Issue 10, class 7 (who may do what) on the real local control plane, with impersonated users
 (the harness admin's kubeconfig + ``kubectl --as``), as in tests/fixtures/operator-faults.md section 8.
 
@@ -13,54 +12,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from .test_faults_objects import base, variant
-from .test_operator_kit import REPO, OperatorProcess, ServerClient, api, condition, crd  # noqa: F401
-
-CHART = REPO / "charts" / "ctxfit"
-
-
-def kubectl(cluster: Any, *args: str, user: str | None = None, input: str | None = None,
-            namespace: str | None = None) -> subprocess.CompletedProcess[str]:
-    cmd = [str(Path(cluster.bin_dir) / "kubectl"), "--kubeconfig", str(cluster.kubeconfig)]
-    if user:
-        cmd += [f"--as={user}"]
-    if namespace:
-        cmd += ["-n", namespace]
-    return subprocess.run([*cmd, *args], input=input, capture_output=True, text=True, timeout=60)
-
-
-def can_i(cluster: Any, user: str, namespace: str, verb: str, resource: str, *extra: str) -> bool:
-    out = kubectl(cluster, "auth", "can-i", verb, resource, *extra, user=user, namespace=namespace)
-    return out.stdout.strip() == "yes"
-
-
-@pytest.fixture(scope="module")
-def user_roles(cluster: Any, crd: Path) -> Iterator[None]:
-    """The chart's user-facing ClusterRoles, applied as `helm install` would (deleted afterwards: they are
-    cluster-scoped, and a later `helm install` in the same cluster must not find them unowned)."""
-    rendered = subprocess.run([str(Path(cluster.bin_dir) / "helm"), "template", "ctxfit", str(CHART),
-                               "--show-only", "templates/user-roles.yaml"], capture_output=True, text=True, check=True)
-    docs = [d for d in yaml.safe_load_all(rendered.stdout) if d]
-    assert {d["metadata"]["name"] for d in docs} == {"ctxfit-edit", "ctxfit-view"}
-    result = kubectl(cluster, "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
-    assert result.returncode == 0, result.stderr
-    yield
-    kubectl(cluster, "delete", "clusterrole", "ctxfit-edit", "ctxfit-view", "--ignore-not-found")
-
-
-def bind(cluster: Any, namespace: str, user: str, role: str, kind: str = "ClusterRole") -> None:
-    out = kubectl(cluster, "create", "rolebinding", f"{user}-{role}", f"--{kind.lower()}={role}", f"--user={user}",
-                  namespace=namespace)
-    assert out.returncode == 0, out.stderr
-
+from .operator_kit import OperatorProcess, ServerClient, base, bind, can_i, condition, kubectl, variant
 
 POLICY_ENV = {"CTXFIT_ALLOWED_IMAGE_PREFIXES": "vllm/,lmsysorg/", "CTXFIT_ALLOW_WILDCARD_TOLERATIONS": "false",
               "CTXFIT_ALLOW_SECRET_ENV": "false"}

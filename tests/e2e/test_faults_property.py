@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Issue 10, "done when": every spec the CRD accepts either renders objects the API server accepts or ends
 in a condition - never a silent retry loop.
 
@@ -28,8 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kubernetes.client.rest import ApiException
 
-from .test_faults_objects import base
-from .test_operator_kit import GROUP, PLURAL, VERSION, ServerClient, api, crd  # noqa: F401 - fixtures
+from .operator_kit import GROUP, PLURAL, VERSION, ServerClient, base
 
 NAME_CHARS = string.ascii_lowercase + string.digits + "-."
 KEY_CHARS = string.ascii_letters + string.digits + "-._/ ü"

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Issue 24 on the real local control plane: servers with LoRA adapters, an EAGLE head, a draft model and MTP plan,
 render and start; a LoRA-buffer failure and a draft-pool failure step down the knob they add.
 
@@ -14,17 +13,8 @@ from typing import Any
 
 import pytest
 
+from .operator_kit import OperatorProcess, ServerClient, condition, manifest, with_sim
 from .test_operator import engine_args
-from .test_operator_kit import (  # noqa: F401 - api, crd, op are fixtures
-    OperatorProcess,
-    ServerClient,
-    api,
-    condition,
-    crd,
-    manifest,
-    op,
-    with_sim,
-)
 
 VLLM_LORA_OOM = (
     "Traceback (most recent call last):\n"

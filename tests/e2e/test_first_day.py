@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """A user's first day against the real API server: `kubectl explain` documents every field, `describe`
 of a vLLM server shows no `<nil>` field, and the operator logs its decisions per server."""
 
@@ -8,15 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from .test_operator_kit import (  # noqa: F401 - api, crd, op are fixtures
-    OperatorProcess,
-    ServerClient,
-    api,
-    condition,
-    crd,
-    manifest,
-    op,
-)
+from .operator_kit import OperatorProcess, ServerClient, condition, manifest
 
 
 def test_kubectl_explain_documents_the_fields(cluster: Any, crd: Path) -> None:

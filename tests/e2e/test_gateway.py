@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """The inference gateway (issue 26) end to end: the ctxfit operator with ``CTXFIT_GATEWAY_ENABLED`` on the local
 control plane, the real Gateway API and InferencePool CRDs (hack/gateway-bins.sh), GIE's lightweight endpoint
 picker reading the pools the operator writes, kwok GPU nodes running the engine pods.
@@ -38,13 +37,7 @@ from ctxfit.controller.converge.verify import capacity_tokens
 from kubernetes.client.rest import ApiException
 from sim_startup import StartupLogServer, vllm_startup_log
 
-from .test_operator_kit import (  # noqa: F401 - api, crd are fixtures
-    OperatorProcess,
-    ServerClient,
-    api,
-    condition,
-    crd,
-)
+from .operator_kit import OperatorProcess, ServerClient, condition
 
 REPO = Path(__file__).resolve().parents[2]
 POOLS = ("inference.networking.k8s.io", "v1", "inferencepools")
@@ -145,21 +138,23 @@ def test_a_created_pool(cluster: Any, gateway_crds: None, gw_op: OperatorProcess
     api.wait(lambda: pool(api, "llama31-8b") is None, "the pool garbage-collected with its server", timeout=120)
 
 
+@pytest.mark.parametrize("case", ["vllm-dp2", "sglang-dp2"])
 def test_a_data_parallel_server_pools_one_port_per_rank(cluster: Any, gateway_crds: None, gw_op: OperatorProcess,
-                                                        api: ServerClient, namespace: str) -> None:
-    """vLLM with two data-parallel ranks in a pod: the pool lists a port per rank, the pod says it serves both,
-    the Service exposes both, and lwepp makes an endpoint of each."""
-    obj = yaml.safe_load((REPO / "tests" / "golden" / "gateway" / "vllm-dp2" / "inferenceserver.yaml").read_text())
+                                                        api: ServerClient, namespace: str, case: str) -> None:
+    """Two data-parallel ranks in a pod (vLLM: external load balancing; SGLang: one launch_server per replica):
+    the pool lists a port per rank, the pod says it serves both, the Service exposes both."""
+    obj = yaml.safe_load((REPO / "tests" / "golden" / "gateway" / case / "inferenceserver.yaml").read_text())
+    name = obj["metadata"]["name"]
     api.create(obj)
-    api.wait_phase("llama31-8b-dp2", "Ready")
-    doc = api.wait(lambda: pool(api, "llama31-8b-dp2"), "the pool created")
+    api.wait_phase(name, "Ready")
+    doc = api.wait(lambda: pool(api, name), "the pool created")
     assert doc["spec"]["targetPorts"] == [{"number": 8000}, {"number": 8001}]
-    (pod,) = api.wait(lambda: serving_pods(api, "llama31-8b-dp2"), "the engine pod Ready")
+    (pod,) = api.wait(lambda: serving_pods(api, name), "the engine pod Ready")
     assert pod["metadata"]["annotations"]["llm-d.ai/active-ports"] == "8000,8001"
     container = pod["spec"]["containers"][0]
     assert [p["containerPort"] for p in container["ports"]] == [8000, 8001]
     assert container["readinessProbe"]["exec"]["command"][-2:] == ["8000", "8001"]
-    assert [(p["name"], p["port"]) for p in api.service("llama31-8b-dp2")["spec"]["ports"]] == \
+    assert [(p["name"], p["port"]) for p in api.service(name)["spec"]["ports"]] == \
         [("http", 8000), ("http-rank1", 8001)]
 
 

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - the crd fixture imported from test_operator_kit is redefined as a parameter
 """Every rendered InferencePool is valid against the real CRD (Gateway API Inference Extension v1.6.0, fetched by
 hack/gateway-bins.sh): a server-side apply (dry run) of each golden pool (tests/golden/gateway/*/expected.yaml) and
 of the pool of a shared pool, compared with what the API server would store, so the OpenAPI schema, pruning,
@@ -18,8 +17,6 @@ import yaml
 from addons_gateway import INFERENCE_POOL_CRD, gateway_available, install_gateway_crds
 from ctxfit.api import InferenceServer, InferenceServerSpec
 from ctxfit.render.inferencepool import pool_input, render_inference_pool, server_ports
-
-from .test_operator_kit import crd  # noqa: F401 - fixture
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "gateway"
 README = Path(__file__).resolve().parents[2] / "README.md"

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from autoscaling_kit are redefined as parameters
 """The autoscaling add-ons of the harness (issue 15): a real Prometheus scraping fake engine metrics, and
 the real KEDA operator (built from the Go module proxy by hack/keda-bins.sh) accepting a ScaledObject
 whose prometheus trigger queries that Prometheus. No ctxfit operator here: a hand-written ScaledObject
@@ -14,8 +13,6 @@ import pytest
 from addons_keda import SCALEDOBJECTS, KedaOperator, hpa_name
 from addons_prometheus import TARGETS_JOB, Prometheus, engine_target_labels
 from engine_metrics_fixture import VLLM_LABELS, EngineMetrics
-
-from .autoscaling_kit import engine_pod, keda, prometheus  # noqa: F401 - fixtures
 
 IMAGE = "ghcr.io/ctxfit/fake-engine:sim"  # never pulled: kwok runs no containers
 POD_MONITOR_LABELS = {"namespace", "pod", "container", "endpoint", "server", "engine_kind"}
@@ -132,7 +129,7 @@ def test_keda_accepts_a_prometheus_scaled_object(
     cluster.apply(deployment(server, replicas=1), namespace=namespace)
     cluster.apply(scaled_object(server, server, prometheus.url, query, min_replicas=2, max_replicas=5,
                                 threshold="0.78"), namespace=namespace)
-    group, version, plural = SCALEDOBJECTS
+    group, _, plural = SCALEDOBJECTS
 
     def ready() -> dict[str, Any] | None:
         so = cluster.kubectl_json("get", f"{plural}.{group}", server, "-n", namespace)

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Model resolution in the operator (issue 23) against the real local control plane and the local Hub stand-in.
 
 What is real: the kube-apiserver, scheduler and controller-manager (the claim really binds to a hostPath volume),
@@ -13,6 +12,8 @@ the container's termination message and phase back to the pod's status, as the k
 from __future__ import annotations
 
 import base64
+import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -25,17 +26,10 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from tests.hubfixtures.broken import broken_repos
-from tests.hubfixtures.repos import fixture_repo
+from tests.hubfixtures.repos import FixtureRepo, RepoFile, fixture_repo
 from tests.hubfixtures.server import TOKEN, HubStandIn
 
-from .test_operator_kit import (  # noqa: F401 - api, crd are fixtures
-    REPO,
-    OperatorProcess,
-    ServerClient,
-    api,
-    condition,
-    crd,
-)
+from .operator_kit import REPO, OperatorProcess, ServerClient, condition
 
 
 @pytest.fixture
@@ -120,6 +114,49 @@ def test_hub_down_at_create_is_waiting_then_ready_once_it_returns(
     assert info_requests(hub, "Qwen/Qwen3-4B") >= 2
     hub.down = False
     assert_resolved(api, "qwen", "Qwen/Qwen3-4B")
+
+
+def test_a_draft_in_no_catalog_is_resolved_from_the_hub_and_served(
+        api: ServerClient, resolving_op: OperatorProcess, hub: HubStandIn) -> None:
+    """Issue 24: a catalog target with a draft model in no catalog: the operator reads the draft's config.json and
+    safetensors headers from the Hub (once), budgets its weights and KV, records status.model.draft, and renders it."""
+    draft = "Qwen/Qwen3-0.6B"
+    obj = server("llama-draft", "Qwen/Qwen3-8B")
+    obj["spec"]["speculative"] = {"method": "draft", "draft": {"name": draft}, "numSpeculativeTokens": 4}
+    api.create(obj)
+    ready = api.wait_phase("llama-draft", "Ready", timeout=90)
+    recorded = ready["status"]["model"]["draft"]
+    assert (recorded["source"], recorded["repo"], recorded["sha"]) == ("hub", draft, fixture_repo(draft).sha)
+    assert recorded["architecture"]["numLayers"] == fixture_repo(draft).config["num_hidden_layers"]
+    extras = {e["term"]: e for e in ready["status"]["plan"]["perGPU"]["extras"]}
+    assert extras["draft weights"]["bytes"] == recorded["weightsPerGPUBytes"] > 0
+    assert "resolved" in condition(ready, "ModelResolved")["message"]
+    args = " ".join(engine_args(api, "llama-draft"))
+    assert '"method":"draft_model"' in args and '"model":"/models/ctxfit-draft"' in args, args
+    assert info_requests(hub, draft) == 1, hub.requests
+    assert hub.weight_bytes_served() < 2 * 2**20
+
+
+def test_a_hub_adapter_without_a_rank_is_sized_from_its_adapter_config(
+        api: ServerClient, resolving_op: OperatorProcess, hub: HubStandIn) -> None:
+    """Issue 24: a LoRA adapter given by its Hub repo only: the operator reads its adapter_config.json (not its
+    weights) from the Hub, renders --max-lora-rank from its r, and records it in status.model.adapters."""
+    config = {"peft_type": "LORA", "r": 32, "lora_alpha": 64, "base_model_name_or_path": "Qwen/Qwen3-8B",
+              "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"], "task_type": "CAUSAL_LM"}
+    hub.extra["acme/qwen3-8b-sql-lora"] = FixtureRepo(
+        "acme/qwen3-8b-sql-lora", {}, [], 1, False, "adapter", {}, "e" * 40,
+        {"adapter_config.json": RepoFile("adapter_config.json", json.dumps(config).encode()),
+         "adapter_model.safetensors": RepoFile("adapter_model.safetensors", header=b"{}", data_bytes=64 << 20)})
+    obj = server("qwen-lora", "Qwen/Qwen3-8B")
+    obj["spec"]["lora"] = {"adapters": [{"name": "sql", "source": "acme/qwen3-8b-sql-lora"}], "maxLoras": 2}
+    api.create(obj)
+    ready = api.wait_phase("qwen-lora", "Ready", timeout=90)
+    (read,) = ready["status"]["model"]["adapters"]
+    assert (read["name"], read["rank"], read["sha"]) == ("sql", 32, "e" * 40)
+    assert ready["status"]["effective"]["maxLoraRank"] == 32
+    args = engine_args(api, "qwen-lora")
+    assert args[args.index("--max-lora-rank") + 1] == "32" and "sql=/models/ctxfit-adapters/sql" in args
+    assert hub.weight_bytes_served() < 2 * 2**20
 
 
 def run_as_kubelet(api: ServerClient, pod: dict[str, Any], tmp_path: Path, mounts: dict[str, Path]) -> None:
@@ -222,10 +259,8 @@ def test_a_preloaded_claim_is_resolved_from_the_volume(
     assert len(hub.requests) == before  # nothing from the Hub
     assert condition(ready, "WeightsCached")["reason"] == "Preloaded"
     time.sleep(0.1)
-    try:
+    with contextlib.suppress(ApiException):
         api.core.delete_namespaced_persistent_volume_claim("weights", api.namespace)
-    except ApiException:
-        pass
 
 
 def test_bad_input_from_the_model_ends_in_conditions_and_the_operator_keeps_serving(
@@ -257,6 +292,10 @@ def test_bad_input_from_the_model_ends_in_conditions_and_the_operator_keeps_serv
         assert (cond["status"], cond["reason"]) == ("False", reason), (name, cond)
         assert repo in cond["message"] or reason == "ForeignObject", cond["message"]
         assert not failed["status"].get("attempts") and api.deployment(name, missing_ok=True) is None
+        api.wait(lambda name=name: [e for e in api.events(name) if e["type"] == "Warning"],
+                 f"the Warning Event of {name}")  # posted after the status write
+    resolving_op.settle(3)  # passes and backoff retries after the failure add no Event
+    for name, (_, _, reason) in expected.items():
         warnings = [e for e in api.events(name) if e["type"] == "Warning"]
         assert [e["reason"] for e in warnings] == [reason], (name, warnings)
     pod = api.core.read_namespaced_pod(squatter, api.namespace)

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """The resolver pod really runs (issue 23): on the harness's real node (a kubelet with containerd, the operator
 image imported; tests/e2e/realnode_kit.py), pinned there by ``CTXFIT_RESOLVER_NODE_SELECTOR``.
 
@@ -20,8 +19,8 @@ import pytest
 from tests.hubfixtures.repos import fixture_repo
 from tests.hubfixtures.server import TOKEN, HubStandIn
 
+from .operator_kit import OperatorProcess, ServerClient
 from .test_model_resolution import assert_resolved, info_requests, server
-from .test_operator_kit import OperatorProcess, ServerClient, api, crd  # noqa: F401 - api, crd are fixtures
 
 
 @pytest.fixture

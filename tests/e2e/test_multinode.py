@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Multi-node InferenceServers (issue 13) against the local control plane and the real LWS controller.
 
 The LeaderWorkerSet controller (sigs.k8s.io/lws, built by hack/lws-bins.sh) is started once per session
@@ -8,59 +7,11 @@ other engine pod (hack/README.md). Skipped when the binary is not built.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from addons_lws import LWS_BINARY, lws_available, start_lws
 from kubernetes.client import CustomObjectsApi
-from kubernetes.client.exceptions import ApiException
 
-from .test_operator_kit import (  # noqa: F401 - api, crd, op are fixtures
-    GPU_PRODUCT_LABEL,
-    OperatorProcess,
-    ServerClient,
-    api,
-    condition,
-    crd,
-    manifest,
-    op,
-    with_sim,
-)
-
-LWS = ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")
-
-
-@pytest.fixture(scope="session")
-def lws(cluster: Any) -> Any:
-    """The LWS controller, started once on the session's cluster."""
-    if not lws_available(cluster):
-        pytest.fail(f"{LWS_BINARY} not built: run bash hack/k8s-bins.sh (make test does)")
-    if LWS_BINARY not in cluster.state.get("processes", {}):
-        start_lws(cluster)
-    return cluster
-
-
-@pytest.fixture
-def groups(lws: Any, api: ServerClient) -> Iterator[CustomObjectsApi]:
-    """LeaderWorkerSet client; deletes this namespace's sets afterwards so the H100s are free again."""
-    custom = CustomObjectsApi(api.core.api_client)
-    yield custom
-    try:
-        custom.delete_collection_namespaced_custom_object(*LWS[:2], api.namespace, LWS[2])
-        api.wait(lambda: not api.core.list_namespaced_pod(api.namespace).items, "group pods released", timeout=60)
-    except (ApiException, AssertionError):
-        pass
-
-
-def group(custom: CustomObjectsApi, namespace: str, name: str) -> dict[str, Any] | None:
-    try:
-        out: dict[str, Any] = custom.get_namespaced_custom_object(LWS[0], LWS[1], namespace, LWS[2], name)
-        return out
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
+from .operator_kit import GPU_PRODUCT_LABEL, LWS, OperatorProcess, ServerClient, condition, group, manifest, with_sim
 
 
 def test_kimi_2x8_h100_group_ready_on_two_nodes(op: OperatorProcess, api: ServerClient,

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit/test_multinode are redefined as parameters
 """Multi-node failures against the real LWS controller (issue 13): a failure only a worker shows steps the
 whole group down once; a group recreated again and again without a failure ends Failed within its budget.
 
@@ -18,18 +17,7 @@ import yaml
 from ctxfit.controller.converge.group_restarts import RECREATION_WINDOW_SECONDS
 from kubernetes.client import CustomObjectsApi, V1DeleteOptions, V1Eviction, V1ObjectMeta
 
-from .test_multinode import group, groups, lws  # noqa: F401 - groups, lws are fixtures
-from .test_operator_kit import (  # noqa: F401 - api, crd, op are fixtures
-    REPO,
-    OperatorProcess,
-    ServerClient,
-    api,
-    condition,
-    crd,
-    manifest,
-    op,
-    with_sim,
-)
+from .operator_kit import REPO, OperatorProcess, ServerClient, condition, group, manifest, with_sim
 
 GLM5 = REPO / "tests" / "golden" / "multinode" / "sglang-2x8" / "inferenceserver.yaml"
 """GLM-5 on SGLang 0.5.6 across two 8x H100 nodes (TP 16): every node runs its own schedulers, so a rank on

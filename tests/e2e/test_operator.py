@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Operator acceptance (issue 5) against the real local control plane: scenarios 1-7.
 
 Each test gets its own namespace and runs the operator for real (``python -m ctxfit.controller`` as a
@@ -19,26 +18,18 @@ import yaml
 from ctxfit.api import quantity_to_bytes
 from ctxfit_cluster import NodeSpec
 
-from .test_operator_kit import (  # noqa: F401 - api, crd, op are fixtures
+from .operator_kit import (
     GPU_PRODUCT_LABEL,
     OperatorProcess,
     ServerClient,
-    api,
     condition,
-    crd,
+    kimi_262k,
     manifest,
-    op,
     with_sim,
 )
 
 REPO = Path(__file__).resolve().parents[2]
 
-KV_MESSAGE = (
-    "ValueError: To serve at least one request with the models's max seq len (262144), (17.16 GiB KV cache is "
-    "needed, which is larger than the available KV cache memory (11.70 GiB). Based on the available memory, the "
-    "estimated maximum model length is 178752. Try increasing `gpu_memory_utilization` or decreasing "
-    "`max_model_len` when initializing the engine."
-)
 GRAPH_MESSAGE = (
     "Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
     "95.59 GiB of which 1.20 GiB is free."
@@ -47,14 +38,6 @@ WEIGHTS_MESSAGE = (
     "Loading safetensors checkpoint shards:  40% Completed | 48/119\ntorch.OutOfMemoryError: CUDA out of memory. "
     "Tried to allocate 1.50 GiB. GPU 0 has a total capacity of 95.59 GiB of which 512.00 MiB is free."
 )
-
-
-def kimi_262k() -> dict[str, Any]:
-    """Kimi at 262144 with weights the planner thinks leave room (64Gi/GPU); the engine says 178752."""
-    obj = manifest("kimi-128k.yaml")
-    obj["spec"]["context"]["target"] = 262144
-    obj["spec"]["model"]["weightsPerGPU"] = "64Gi"
-    return with_sim(obj, "crash", message=KV_MESSAGE, fail_if=("ctxfit.io/context-length", 178752))
 
 
 def engine_args(deployment: dict[str, Any]) -> list[str]:

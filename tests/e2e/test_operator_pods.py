@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Readiness follows the pods, waiting is not failing, drift is reverted, pods are attributed by ownership
 (issue 10 classes 2, 3, 6; issue 9 item 9), on the local control plane (tests/fixtures/operator-faults.md
 sections 2, 3, 4, 5, 7).
@@ -19,14 +18,7 @@ from typing import Any
 import pytest
 from ctxfit_cluster import NodeSpec
 
-from .test_operator_kit import (  # noqa: F401 - api, crd, op are fixtures
-    OperatorProcess,
-    ServerClient,
-    api,
-    condition,
-    crd,
-    op,
-)
+from .operator_kit import OperatorProcess, ServerClient, condition
 
 A100 = "NVIDIA-A100-SXM4-80GB"
 OOM_MESSAGE = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of " \

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Scenario 8: the operator is killed in the middle of a step-down and restarted; it finishes the
 step-down from status without applying the same step twice."""
 
@@ -8,8 +7,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from .test_operator import kimi_262k
-from .test_operator_kit import OperatorProcess, ServerClient, api, crd, manifest  # noqa: F401 - fixtures
+from .operator_kit import OperatorProcess, ServerClient, kimi_262k, manifest
 
 
 def test_restart_mid_step_down(api: ServerClient, cluster: Any, namespace: str, tmp_path: Path) -> None:

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Issue 9 planner side on the real control plane: a node whose driver is too old for the engine image is
 not chosen (GFD ``nvidia.com/cuda.runtime-version``), and a layout the model cannot be split by is a
 DoesNotFit verdict before anything starts."""
@@ -9,16 +8,7 @@ from typing import Any
 
 from ctxfit_cluster import NodeSpec
 
-from .test_operator_kit import (  # noqa: F401 - api, crd, op are fixtures
-    GPU_PRODUCT_LABEL,
-    OperatorProcess,
-    ServerClient,
-    api,
-    condition,
-    crd,
-    manifest,
-    op,
-)
+from .operator_kit import GPU_PRODUCT_LABEL, OperatorProcess, ServerClient, condition, manifest
 
 
 def h20_server() -> dict[str, Any]:

@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Predict, then verify (issue 12) on the local control plane.
 
 The simulated engine's pods serve real-format start-up logs (hack/sim_startup.py) with a capacity the
@@ -15,14 +14,7 @@ from typing import Any
 import yaml
 from sim_startup import StartupLogServer, sglang_startup_log, vllm_startup_log
 
-from .test_operator_kit import (  # noqa: F401 - api, crd are fixtures
-    OperatorProcess,
-    ServerClient,
-    api,
-    condition,
-    crd,
-    manifest,
-)
+from .operator_kit import OperatorProcess, ServerClient, condition, manifest
 
 GIB = 1 << 30
 READY_DELAY_MS = "6000"

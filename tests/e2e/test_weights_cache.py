@@ -1,4 +1,3 @@
-# ruff: noqa: F811 - pytest fixtures imported from test_operator_kit are redefined as parameters
 """Weights cache (issue 11) against the real local control plane.
 
 The harness's default StorageClass uses kube-controller-manager's hostPath provisioner, so claims really
@@ -16,17 +15,7 @@ from cluster_storage import with_download
 from ctxfit.api import GiB, quantity_to_bytes
 from kubernetes.client.rest import ApiException
 
-from .test_operator import KV_MESSAGE
-from .test_operator_kit import (  # noqa: F401 - api, crd, op are fixtures
-    OperatorProcess,
-    ServerClient,
-    api,
-    condition,
-    crd,
-    manifest,
-    op,
-    with_sim,
-)
+from .operator_kit import KV_MESSAGE, OperatorProcess, ServerClient, condition, manifest, with_sim
 
 NAME = "kimi-k25"
 GATED = (

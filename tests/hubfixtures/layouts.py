@@ -32,7 +32,8 @@ def _linear(prefix: str, out: int, inp: int, dtype: str, *, bias: bool = False) 
     return ts
 
 
-def decoder(config: dict[str, Any], prefix: str = "model.", head: str = "lm_head", dtype: str = "BF16") -> list[T]:
+def decoder(config: dict[str, Any],  # noqa: C901 - one layout per family
+            prefix: str = "model.", head: str = "lm_head", dtype: str = "BF16") -> list[T]:
     """A Llama-style decoder (llama, mistral, qwen2/3, gemma 1-3, granite, phi3, mixtral, qwen2/3-moe, deepseek
     v2/v3 MLA + MoE + MTP, gpt-oss)."""
     c = _text(config)
@@ -55,7 +56,7 @@ def decoder(config: dict[str, Any], prefix: str = "model.", head: str = "lm_head
             nope, rope, vd = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
             qlr, kvlr = c.get("q_lora_rank"), c["kv_lora_rank"]
             if qlr:
-                ts += _linear(a + "q_a_proj", qlr, H, dtype) + [(a + "q_a_layernorm.weight", dtype, (qlr,))]
+                ts += [*_linear(a + "q_a_proj", qlr, H, dtype), (a + "q_a_layernorm.weight", dtype, (qlr,))]
                 ts += _linear(a + "q_b_proj", nh * (nope + rope), qlr, dtype)
             else:
                 ts += _linear(a + "q_proj", nh * (nope + rope), H, dtype)
@@ -123,7 +124,7 @@ def decoder(config: dict[str, Any], prefix: str = "model.", head: str = "lm_head
                     ts += _linear(m + "shared_expert_gate", 1, H, dtype)
         if i >= N:  # DeepSeek-V3 next-n (MTP) layer extras
             ts += [(p + "enorm.weight", dtype, (H,)), (p + "hnorm.weight", dtype, (H,))]
-            ts += _linear(p + "eh_proj", H, 2 * H, dtype) + [(p + "shared_head.norm.weight", dtype, (H,))]
+            ts += [*_linear(p + "eh_proj", H, 2 * H, dtype), (p + "shared_head.norm.weight", dtype, (H,))]
             ts += [(p + "shared_head.head.weight", dtype, (V, H)), (p + "embed_tokens.weight", dtype, (V, H))]
     ts += [(f"{prefix}norm.weight", dtype, (H,))]
     # absent key: the config class default (transformers' PretrainedConfig: True; Llama/Qwen classes: False)

@@ -142,7 +142,7 @@ def _clean_description(text: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"``([^`]*)``", r"`\1`", text)).strip()
 
 
-def _structural(node: dict[str, Any], defs: dict[str, Any], nullable: bool) -> dict[str, Any]:
+def _structural(node: dict[str, Any], defs: dict[str, Any], nullable: bool) -> dict[str, Any]:  # noqa: C901 - one case per JSON-schema form
     """Convert one JSON-schema node (recursively) to a Kubernetes structural schema node.
 
     ``nullable``: mark ``Optional`` fields ``nullable: true`` (status, where the operator writes nulls);

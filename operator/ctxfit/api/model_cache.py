@@ -29,7 +29,7 @@ from .quantity import Quantity, TiB, check_quantity_bounds
 from .validation import CONFIG_KEY, DNS1123_SUBDOMAIN
 
 if TYPE_CHECKING:
-    from .resolution import ResolvedModel
+    from .resolution import ResolvedAdapter, ResolvedModel
 
 MODES = ("volumeClaimTemplate", "persistentVolumeClaim", "hostPath", "emptyDir")
 """Wire names of the cache modes, in the order the docs list them."""
@@ -170,6 +170,8 @@ class ModelStatus(WireModel):
 
     Attributes:
         resolved: the resolved model (``ctxfit.api.resolution``; before the cache is chosen it is the only field).
+        draft: the speculative draft (``spec.speculative.draft``) resolved the same way, when it was read.
+        adapters: the Hub LoRA adapters whose adapter_config.json was read (rank and modules not in the spec).
         cache: the mode in force (after the default rule); None until the cache step ran.
         claim_name: the PersistentVolumeClaim mounted (operator-owned or the user's).
         claim_bytes: the operator-owned claim's requested size as stored (what the claim has), bytes; absent
@@ -189,6 +191,12 @@ class ModelStatus(WireModel):
     """
 
     resolved: ResolvedModel | None = None  # defined in .resolution (imports .spec, which imports this module)
+    draft: ResolvedModel | None = None
+    """The speculative draft resolved like the model (config.json and the safetensors headers of
+    `spec.speculative.draft.name`), when it was read; a re-plan reads its geometry and weights back from here."""
+    adapters: list[ResolvedAdapter] | None = Field(default=None, max_length=64)
+    """Hub LoRA adapters whose adapter_config.json was read (the rank and target modules the spec leaves unset); a
+    re-plan reads them back from here."""
     cache: CacheMode | None = None
     claim_name: str | None = None
     claim_bytes: int | None = None

@@ -32,7 +32,7 @@ def quantity_to_bytes(value: str | int | float) -> int:
         raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 80Gi, 512Mi, 37G)") from exc
     if not Decimal(parsed).is_finite():
         raise ValueError(f"{value!r} is not a finite quantity")
-    return int(math.ceil(Decimal(parsed)))
+    return math.ceil(Decimal(parsed))
 
 
 def bytes_to_quantity(n_bytes: int) -> str:

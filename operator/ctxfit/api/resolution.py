@@ -45,3 +45,20 @@ class ResolvedModel(WireModel):
     """The model's maximum context (config.json `max_position_embeddings`, or the derived maximum)."""
     resolved_at: str | None = None
     """When it was resolved (RFC 3339)."""
+
+
+class ResolvedAdapter(WireModel):
+    """A Hub LoRA adapter whose adapter_config.json was read (``status.model.adapters``)."""
+
+    name: Annotated[str, Field(max_length=63)]
+    """`spec.lora.adapters[].name`."""
+    repo: Annotated[str, Field(max_length=253)]
+    """Repository id that was read."""
+    sha: Annotated[str, Field(max_length=64, pattern=r"^[0-9a-f]{7,64}$")] | None = None
+    """The commit the adapter's revision resolved to."""
+    rank: Annotated[int, Field(ge=1, le=1024)] | None = None
+    """adapter_config.json `r`."""
+    target_modules: list[Annotated[str, Field(max_length=128)]] | None = Field(default=None, max_length=64)
+    """adapter_config.json `target_modules` (`["all-linear"]` for PEFT's shorthand)."""
+    base_model: Annotated[str, Field(max_length=253)] | None = None
+    """adapter_config.json `base_model_name_or_path`."""

@@ -10,6 +10,7 @@ so a reference copied from the GIE's documentation works unchanged. docs/design/
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -193,15 +194,28 @@ class RoutingStatus(WireModel):
     members: list[PoolMember] = Field(default_factory=list, max_length=1000)
 
 
-def rank_ports_apply(engine: str, nodes: int, data: int, pooled: bool) -> bool:
-    """Whether each data-parallel rank serves its own port: vLLM, one pod per replica, data > 1, in a pool
-    (vLLM's external load-balancing mode, ``--data-parallel-rank``; ``ctxfit.engines.vllm.ranks``)."""
-    return pooled and engine == "vllm" and nodes == 1 and data > 1
+SHARED_DP_FLAG = "--enable-dp-attention"
+"""SGLang's data-parallel attention: its DP ranks are one model instance (attention split by DP, the MoE layers
+shared across them), so they run as one server behind one port (``srt/server_args.py`` ``enable_dp_attention``,
+0.4.0 - 0.5.23)."""
 
 
-def pool_port_problem(engine: str, nodes: int, data: int, port: int, pooled: bool) -> str | None:
+def rank_ports_apply(engine: str, nodes: int, data: int, pooled: bool, engine_args: Sequence[str] = ()) -> bool:
+    """Whether each data-parallel rank serves its own port: one pod per replica, data > 1, in a pool, and the
+    engine can run a rank as a server of its own: vLLM (external load balancing, ``--data-parallel-rank``;
+    ``ctxfit.engines.vllm.ranks``), SGLang unless ``--enable-dp-attention`` is in ``engine.args``
+    (``ctxfit.engines.sglang.launch``: one ``launch_server`` per replica)."""
+    if not (pooled and nodes == 1 and data > 1):
+        return False
+    if engine == "vllm":
+        return True
+    return engine == "sglang" and SHARED_DP_FLAG not in engine_args
+
+
+def pool_port_problem(engine: str, nodes: int, data: int, port: int, pooled: bool,
+                      engine_args: Sequence[str] = ()) -> str | None:
     """Why the ports of a pooled server do not fit an InferencePool, None when they do (one sentence)."""
-    if not rank_ports_apply(engine, nodes, data, pooled):
+    if not rank_ports_apply(engine, nodes, data, pooled, engine_args):
         return None
     if data > MAX_TARGET_PORTS:
         return (f"routing.inferencePool: each of the {data} data-parallel ranks serves its own port, and an "
@@ -213,10 +227,12 @@ def pool_port_problem(engine: str, nodes: int, data: int, port: int, pooled: boo
 
 POOL_PORT_CEL_RULES: list[dict[str, str]] = [
     {
-        "rule": "!has(self.routing) || !has(self.routing.inferencePool) || self.engine.kind != 'vllm' || "
+        "rule": "!has(self.routing) || !has(self.routing.inferencePool) || "
+        "(self.engine.kind != 'vllm' && self.engine.kind != 'sglang') || "
+        f"(self.engine.kind == 'sglang' && has(self.engine.args) && '{SHARED_DP_FLAG}' in self.engine.args) || "
         "(has(self.nodes) && self.nodes > 1) || !has(self.parallelism) || !has(self.parallelism.data) || "
         f"self.parallelism.data <= {MAX_TARGET_PORTS}",
-        "message": f"routing.inferencePool: each vLLM data-parallel rank serves its own port, and an InferencePool "
+        "message": f"routing.inferencePool: each data-parallel rank serves its own port, and an InferencePool "
         f"holds at most {MAX_TARGET_PORTS} (lower parallelism.data)",
         "reason": "FieldValueInvalid",
     },

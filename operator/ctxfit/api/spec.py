@@ -490,7 +490,7 @@ class InferenceServerSpec(WireModel):
                 f"{REPLICAS_MESSAGE} ({scaling.min_replicas}..{scaling.max_replicas}), not {self.replicas}"
             )
         problem = pool_port_problem(self.engine.kind.value, self.nodes, p.data, self.serving.port,
-                                    self.routing.inference_pool is not None)
+                                    self.routing.inference_pool is not None, self.engine.args)
         if problem is not None:
             raise ValueError(problem)
         if self.engine.kind is EngineKind.VLLM and self.memory.mem_fraction_static is not None:

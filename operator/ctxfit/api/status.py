@@ -20,10 +20,10 @@ from .base import WireModel
 from .effective import EffectiveConfig
 from .model_cache import ModelStatus
 from .observed import ObservedStatus
-from .resolution import ResolvedModel
+from .resolution import ResolvedAdapter, ResolvedModel
 from .routing import RoutingStatus
 
-ModelStatus.model_rebuild(_types_namespace={"ResolvedModel": ResolvedModel})
+ModelStatus.model_rebuild(_types_namespace={"ResolvedModel": ResolvedModel, "ResolvedAdapter": ResolvedAdapter})
 
 
 class Phase(StrEnum):
@@ -140,6 +140,8 @@ class Reason(StrEnum):
     NO_REPLICA_HOLDS_LONGEST_CONTEXT = "NoReplicaHoldsLongestContext"
     # Events only (routing)
     POOL_RELABELED = "PoolRelabeled"
+    # Events only (a GPU product the engine cannot run the model on is avoided by the next attempts)
+    GPU_PRODUCT_EXCLUDED = "GPUProductExcluded"
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]
@@ -403,6 +405,24 @@ LEGACY_CLAMP_MARK = "ContextClamped:"
 """Start of a clamped attempt's evidence as operators before ``Attempt.clamped`` wrote it."""
 
 
+class ExcludedProduct(WireModel):
+    """A GPU product later attempts avoid: an attempt on it failed in a way bound to the product or its compute
+    capability (``UnsupportedGPU``), and the spec pins no product. Cleared when the spec changes
+    (``spec_key``)."""
+
+    product: Annotated[str, Field(max_length=63)]
+    """GFD ``nvidia.com/gpu.product`` of the excluded nodes."""
+    compute_capability: Annotated[str, Field(max_length=8)] | None = None
+    """Its compute capability (major.minor, from the failure's message, the node's GFD labels or the catalog)."""
+    failure_kind: Annotated[str, Field(max_length=64)]
+    """The failure that excluded it (``FailureKind`` value)."""
+    attempt: int = Field(ge=1)
+    """The attempt whose failure excluded it (it failed on this product, or on one whose failure rules this one out:
+    the same compute capability, or below the minimum the message states)."""
+    reason: Annotated[str, Field(max_length=512)] = ""
+    """Why, in one line: the product the attempt failed on and the capability the message requires."""
+
+
 class InferenceServerStatus(WireModel):
     """``status`` of an InferenceServer. Written only by the operator, through the status subresource.
 
@@ -418,6 +438,8 @@ class InferenceServerStatus(WireModel):
         attempts: every start under the current spec, oldest first.
         endpoint: the Service URL (``http://NAME.NAMESPACE.svc:PORT``).
         node_product: GFD product of the GPUs the plan is for.
+        excluded_products: GPU products later attempts avoid (an unpinned spec whose attempt failed with a kind
+            bound to the product or its compute capability); cleared when the spec changes. Absent: none.
         spec_key: digest of the spec fields that history depends on (history is kept while it matches).
         message: one line for humans (the latest explanation).
         observed: the engine's own start-up accounting for the newest Ready attempt, and the error.
@@ -439,6 +461,7 @@ class InferenceServerStatus(WireModel):
     attempts: list[Attempt] = Field(default_factory=list)
     endpoint: str | None = None
     node_product: str | None = None
+    excluded_products: Annotated[list[ExcludedProduct], Field(max_length=32)] | None = None
     spec_key: str | None = None
     message: str | None = None
     observed: ObservedStatus | None = None
@@ -452,6 +475,10 @@ class InferenceServerStatus(WireModel):
         """Parse the stored status, ignoring keys other writers put there (e.g. kopf's)."""
         data = {k: v for k, v in (status or {}).items() if k in _WIRE_FIELDS}
         return cls.model_validate(data)
+
+    def excluded_names(self) -> frozenset[str]:
+        """The GPU products ``excluded_products`` names (later attempts avoid them)."""
+        return frozenset(e.product for e in self.excluded_products or ())
 
     def condition(self, kind: ConditionType) -> Condition | None:
         """The condition of ``kind``, if set."""

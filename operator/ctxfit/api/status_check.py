@@ -61,7 +61,7 @@ def check_effective(where: str, effective: EffectiveStatus) -> EffectiveConfig:
     return effective.to_config()
 
 
-def check_status(status: InferenceServerStatus) -> None:
+def check_status(status: InferenceServerStatus) -> None:  # noqa: C901 - one bound per status field, in order
     """Raise ``ValueError`` naming the first field of a parsed status outside the spec's bounds."""
     if len(status.attempts) > MAX_ATTEMPTS:
         raise ValueError(f"status.attempts: {len(status.attempts)} entries, at most {MAX_ATTEMPTS}")
@@ -83,6 +83,9 @@ def check_status(status: InferenceServerStatus) -> None:
     product = status.node_product
     if product is not None and (len(product) > LABEL_VALUE_MAX or not re.match(LABEL_VALUE, product)):
         raise ValueError(f"status.nodeProduct: {product[:80]!r} is not a label value")
+    for i, excluded in enumerate(status.excluded_products or ()):
+        if not re.match(LABEL_VALUE, excluded.product):
+            raise ValueError(f"status.excludedProducts[{i}].product: {excluded.product[:80]!r} is not a label value")
     if status.plan is not None:
         plan = status.plan
         _bounded("status.plan.contextLength", plan.context_length, 0, 1 << 27)

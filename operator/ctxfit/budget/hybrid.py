@@ -91,8 +91,5 @@ def max_sequences(split: StateSplit, *, one_request_bytes: int) -> int:
     """
     if split.state_bytes_per_sequence <= 0:
         return 1 << 30
-    if split.state_pool_bytes:
-        room = split.state_pool_bytes
-    else:
-        room = split.kv_pool_bytes - one_request_bytes
+    room = split.state_pool_bytes or split.kv_pool_bytes - one_request_bytes
     return max(1, room // split.state_bytes_per_sequence)

@@ -116,8 +116,8 @@ def parallelism_problems(inputs: PlanInputs) -> list[str]:
             out.append(f"parallelism.tensor {tp} cannot split the {r.what}: TP sizes that divide every "
                        f"split of this model are {', '.join(map(str, good_tp))}")
         else:
-            out.append(f"parallelism.pipeline {pp} leaves a stage without layers ({r.what}): PP sizes up to "
-                       f"{max(good_pp)} work (layers need not divide evenly)")
+            out.append(f"parallelism.pipeline {pp} leaves a stage without layers (the model has {r.count} "
+                       f"layers): PP sizes up to {max(good_pp)} work (layers need not divide evenly)")
     return out
 
 

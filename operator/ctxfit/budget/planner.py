@@ -96,7 +96,7 @@ def _target(inputs: PlanInputs, pin: dict[str, Any] | None) -> int:
     raise PlanInputError("spec.context.target", "required when the model's maximum context is unknown")
 
 
-def plan(
+def plan(  # noqa: C901 - the planner's steps in order; to split with the any-model work
     spec: InferenceServerSpec,
     *,
     node_product: str | None = None,
@@ -184,9 +184,11 @@ def plan(
         reasons.append(f"context.target {target} exceeds the model's maximum {model_max}; capped at {model_max}")
     goal = _Goal(target=target, minimum=minimum, headroom=headroom, model_max=model_max)
 
-    refusal = parallelism_problems(inputs) + capability_problems(inputs)
+    capability = capability_problems(inputs)
+    refusal = parallelism_problems(inputs) + capability
     if refusal:
-        return _refused(inputs, engine, effective, [*reasons, *refusal])
+        return dataclasses.replace(_refused(inputs, engine, effective, [*reasons, *refusal]),
+                                   capability_refusals=tuple(capability))
     step = _plan_step(inputs, engine, effective, goal)
     if inputs.hybrid is not None and step.effective.max_num_seqs < effective.max_num_seqs:
         # fewer sequences also shrink the sampler warm-up: budget once more with the capped value
@@ -345,7 +347,7 @@ def _with_draft_pool(inputs: PlanInputs, engine: Engine, terms: BudgetTerms, fit
     pool = per_token * pool_tokens
     term = ExtraTerm("draft KV pool", pool, False,
                      f"{pool_tokens} tokens x {per_token} B of the draft's {inputs.draft.layers} layer(s), allocated "
-                     "after the target's pool (outside the budget)")
+                     "after the target's pool")
     return dataclasses.replace(terms, outside_bytes=terms.outside_bytes + pool, extras=(*terms.extras, term))
 
 

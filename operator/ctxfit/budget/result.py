@@ -44,6 +44,8 @@ class Plan:
             None when the spec was refused before a context was chosen.
         calibration_key: the calibration entry applied (``ctxfit.budget.calibrate``), None when none.
         calibration_bytes: the KV-pool offset in bytes that entry applied (0 when none).
+        capability_refusals: the compute-capability rules this GPU breaks (``budget.capability``), each a sentence
+            also in ``reasons``; non-empty only when they refused the plan (another GPU product may run it).
     """
 
     fits: bool
@@ -62,6 +64,7 @@ class Plan:
     calibration_key: str | None = None
     calibration_bytes: int = 0
     choice: ContextChoice | None = None
+    capability_refusals: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The ``ctxfit plan -o json`` document (stable keys; see issue 2)."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from ctxfit.api import InferenceServerSpec
 from ctxfit.catalog import lookup_model
+from ctxfit.vocab.extras import hub_draft
 from ctxfit.vocab.modelsource import ModelSource
 
 from .hfconfig import fetch_hf_config, load_hf_config
@@ -85,13 +86,10 @@ def extra_configs_for_cli(spec: InferenceServerSpec, args: argparse.Namespace
                 if adapter.from_hub and adapter.rank is None:
                     adapters[adapter.name] = fetch_hf_config(adapter.source, revision=adapter.revision,
                                                              filename="adapter_config.json")
-        draft = spec.speculative.draft if spec.speculative is not None else None
-        if draft is None or (draft.architecture is not None and draft.weights_per_gpu is not None):
+        draft = hub_draft(spec)
+        if draft is None:
             return adapters, None
-        if lookup_model(draft.name) is not None or draft.name.count("/") != 1 or draft.name.startswith(("/", ".")):
-            return adapters, None
-        revision = None if draft.revision == "main" else draft.revision
-        return adapters, resolve_hub(draft.name, revision=revision, offline=offline)
+        return adapters, resolve_hub(draft[0], revision=None if draft[1] == "main" else draft[1], offline=offline)
     except ResolveError as exc:
         raise ManifestError(exc.line()) from exc
     except ValueError as exc:

@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ctxfit.api import EngineKind
 from ctxfit.api.model_cache import CacheMode
-from ctxfit.api.status import InferenceServerStatus, Phase, Reason, now_rfc3339
+from ctxfit.api.status import InferenceServerStatus, Reason
 from ctxfit.api.status_check import read_status
 from ctxfit.recovery import Failure, Observation, classify
 from ctxfit.recovery.download import as_download_failure
@@ -35,8 +35,8 @@ from . import rejections
 from .converge import Outcome, Snapshot, converge
 from .converge.autoscaling import paused_rendering
 from .converge.cache import owned_claim_name
-from .converge.status import mark_phase
-from .converge.types import ScalingSnapshot
+from .converge.refusals import Write, claim_write, is_rejected
+from .converge.types import EventNote, ScalingSnapshot
 from .kube.calibration import CalibrationStore
 from .kube.claims import ClaimsApi
 from .kube.client import Conflict, Kube
@@ -53,7 +53,7 @@ from .kube.keda import (
 from .kube.pools import MembersOf, PoolAPIMissing, PoolMemo, apply_pool, delete_pool, patch_pod_labels, read_routing
 from .kube.resolution import Resolutions
 from .kube.service_lane import ServiceLane
-from .rejections import CLAIM_KIND, RejectionBook, refused
+from .rejections import RejectionBook, refused
 from .runtime.lanes import EventPoster
 from .settings import Settings
 from .telemetry.decision_log import decisions, log_decisions
@@ -183,13 +183,13 @@ def _apply_scaling(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
     obj = out.scaled_object
     try:
         if pausing and out.scaled_object_pause:
-            with refused("ScaledObject/pause", meta["name"], None):
+            with refused(Write.SCALED_OBJECT_PAUSE, meta["name"], None):
                 pause_scaled_object(rt.kube, meta["namespace"], meta["name"], snap.uid, live)
         if obj is not None and paused_rendering(obj) is pausing:
-            with refused("ScaledObject", meta["name"], obj):
+            with refused(Write.SCALED_OBJECT, meta["name"], obj):
                 apply_scaled_object(rt.kube, obj, live)
         if not pausing and out.scaled_object_delete:
-            with refused("ScaledObject/delete", meta["name"], None):
+            with refused(Write.SCALED_OBJECT_DELETE, meta["name"], None):
                 delete_scaled_object(rt.kube, meta["namespace"], meta["name"], snap.uid)
     except KedaNotInstalled:  # removed since it was read: the next pass says so in status
         rt.keda.found_absent(time.monotonic())
@@ -197,26 +197,12 @@ def _apply_scaling(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
 
 def _apply_claim(rt: Runtime, out: Outcome) -> None:
     if rt.claims is not None and out.claim is not None:
-        with refused(rejections.claim_kind(out), str(out.claim["metadata"]["name"]), out.claim):
+        with refused(claim_write(out), str(out.claim["metadata"]["name"]), out.claim):
             rt.claims.apply_claim(out.claim, exists=out.claim_exists)
 
 
-SERVICE_WAIT_SECONDS = 1.0
 DRIFT_EVENT_SECONDS = 30.0
 """The same drift revert (same fields, same values) gets one Event per this many seconds."""
-
-
-def _hold_ready_for_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
-    """A server whose Service is being written by the lane right now, and not yet seen as the server's, is not
-    Ready yet: the write may still find the name taken (``guarded.Foreign``), and status never says Ready with an
-    endpoint through a Service that is not the server's. Looked at again in ``SERVICE_WAIT_SECONDS``."""
-    if rt.services is None or out.status.phase is not Phase.READY or snap.service_port is not None:
-        return
-    if not rt.services.busy((snap.namespace, snap.name)):
-        return
-    mark_phase(out, Phase.STARTING, Reason.ENGINE_STARTING,
-               f"engine Ready; waiting for its Service {snap.name}", now_rfc3339(snap.now), snap.generation)
-    out.requeue(SERVICE_WAIT_SECONDS)
 
 
 def _check_mounted_claim(rt: Runtime, out: Outcome, snap: Snapshot, *, created: bool) -> None:
@@ -231,12 +217,12 @@ def _check_mounted_claim(rt: Runtime, out: Outcome, snap: Snapshot, *, created: 
     if created and out.claim is not None and out.claim["metadata"]["name"] == name:
         return
     seen = snap.claim if snap.claim is not None and snap.claim.name == name else None
-    if seen is not None and (seen.holder is None or seen.holder.owns(snap.uid, CLAIM_KIND)):
+    if seen is not None and (seen.holder is None or seen.holder.owns(snap.uid, Write.CLAIM)):
         return
     live = rt.claims.get_claim(snap.namespace, name)
-    if live is not None and live.holder is not None and not live.holder.owns(snap.uid, CLAIM_KIND):
-        with refused(CLAIM_KIND, name, out.claim):
-            raise Foreign(CLAIM_KIND, name, live.holder)
+    if live is not None and live.holder is not None and not live.holder.owns(snap.uid, Write.CLAIM):
+        with refused(Write.CLAIM, name, out.claim):
+            raise Foreign(Write.CLAIM, name, live.holder)
 
 
 def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
@@ -251,7 +237,7 @@ def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
         _apply_claim(rt, out)
     if out.deployment is not None:
         _check_mounted_claim(rt, out, snap, created=claim_first)
-        with refused(out.deployment["kind"], meta["name"], out.deployment):
+        with refused(Write(str(out.deployment["kind"])), meta["name"], out.deployment):
             if out.deployment["kind"] == LWS_KIND:
                 try:
                     apply_group(rt.kube, out.deployment, exists=snap.deployment is not None)
@@ -261,8 +247,7 @@ def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
             else:
                 rt.kube.apply(out.deployment, exists=snap.deployment is not None)
     if out.scale_to_zero:
-        kind = LWS_KIND if _multi_node(body) else "Deployment"
-        with refused(f"{kind}/scale", meta["name"], None):
+        with refused(Write.GROUP_SCALE if _multi_node(body) else Write.DEPLOYMENT_SCALE, meta["name"], None):
             if _multi_node(body):
                 scale_group_to_zero(rt.kube, meta["namespace"], meta["name"], snap.uid)
             else:
@@ -271,7 +256,7 @@ def _apply_objects(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
         _apply_claim(rt, out)
     # a replaced claim is deleted once the workload no longer mounts it
     if rt.claims is not None and out.claim_delete is not None:
-        with refused("PersistentVolumeClaim/delete", out.claim_delete, {"delete": out.claim_delete}):
+        with refused(Write.CLAIM_DELETE, out.claim_delete, {"delete": out.claim_delete}):
             rt.claims.delete_claim(meta["namespace"], out.claim_delete, snap.uid)
     _apply_scaling(rt, body, out, snap, pausing=False)
     _apply_routing(rt, body, out, snap)
@@ -286,7 +271,7 @@ def _apply_routing(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapsh
         if out.pool is not None:
             pool = str(out.pool["metadata"]["name"])
             live = snap.routing.pools.get(pool) if snap.routing is not None else None
-            with refused("InferencePool", pool, out.pool):
+            with refused(Write.POOL, pool, out.pool):
                 apply_pool(rt.kube, out.pool, live)
         if out.pool_delete is not None:
             delete_pool(rt.kube, namespace, out.pool_delete[0], snap.uid)
@@ -315,7 +300,7 @@ def _apply_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
     exists = snap.service_port is not None
     via = _service_via(snap.deployment, {"spec": snap.spec})
     if rt.services is None:
-        with refused("Service", out.service["metadata"]["name"], out.service):
+        with refused(Write.SERVICE, out.service["metadata"]["name"], out.service):
             if via:
                 rt.kube.apply(out.service, exists=exists, via=via)
             else:
@@ -331,42 +316,64 @@ def _apply_service(rt: Runtime, out: Outcome, snap: Snapshot) -> None:
 
 
 
-def _write(rt: Runtime, body: dict[str, Any], old: InferenceServerStatus, out: Outcome,
-           snap: Snapshot) -> dict[str, Any] | None | _Deferred:
-    """Apply ``out``; returns the InferenceServer as stored after the status write (None: not written).
+Written = tuple[dict[str, Any] | _Deferred | None, rejections.Rejected | None]
+"""What ``_write`` did: the InferenceServer as stored after the status write (None: not written; ``DEFERRED``), and
+the refusal that stopped the children's writes (None: all applied)."""
+
+
+def _write(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot, *, force_status: bool = False) -> Written:
+    """Apply ``out``: the children, and status at most once (when it changed, or ``force_status``: the stored one
+    was discarded). A refused child write stops the writes after it; it is returned, not raised: the book takes
+    it and the next pass says it in status (``converge.refusals.hold``).
 
     A step (a new attempt after a failure) is recorded in status *before* the Deployment changes. Only a
     fresh plan (no attempt in status yet) applies the Deployment first: it re-derives identically from
     the spec, so a crash or conflict in between is harmless, and the engine starts one round-trip sooner.
     """
+    key = (snap.namespace, snap.name)
     if out.service is not None and rt.services is not None:  # the lane's refusal of this very rendering, before
-        failure = rt.services.take_failure((snap.namespace, snap.name), out.service)  # a status that says Ready
+        failure = rt.services.take_failure(key, out.service)  # a status that says Ready
+        if isinstance(failure, rejections.Rejected):
+            return None, failure
         if failure is not None:
             raise failure
-    fresh_plan = not old.attempts
+    fresh_plan = not snap.status.attempts
     if fresh_plan:
-        _apply_objects(rt, body, out, snap)
+        try:
+            _apply_objects(rt, body, out, snap)
+        except rejections.Rejected as exc:
+            return None, exc
         if out.deployment is not None and rt.defer_status_after_create:
-            return DEFERRED
+            return DEFERRED, None
     stored: dict[str, Any] | None = None
     if out.samples and rt.calibration is not None:  # before the status that records them: idempotent by id
         rt.calibration.record(out.samples)
     new_wire = out.status.to_wire()
-    if new_wire != old.to_wire():
+    if force_status or new_wire != snap.status.to_wire():
         _not_stopping(rt)
         stored = rt.kube.replace_status(body, new_wire)
+    _post_events(rt, stored or body, out, snap)
+    try:
+        if not fresh_plan:
+            _apply_objects(rt, body, out, snap)
+        _apply_service(rt, out, snap)
+    except rejections.Rejected as exc:
+        return stored, exc
+    return stored, None
+
+
+def _post_events(rt: Runtime, body: dict[str, Any], out: Outcome, snap: Snapshot) -> None:
+    """Post ``out``'s Events (after the status that records them); the refusals announced are marked posted."""
+    key = (snap.namespace, snap.name)
     for note in out.events:
         if note.reason is Reason.DRIFT_REVERTED and not rt.rejections.should_post(
-                (snap.namespace, snap.name), f"drift: {note.message}", time.monotonic(), DRIFT_EVENT_SECONDS):
+                key, f"drift: {note.message}", time.monotonic(), DRIFT_EVENT_SECONDS):
             continue  # the same revert again before the watch showed the first one: one Event
         if rt.events is not None and note.type == "Normal":  # Warnings (failures) are posted inline
             rt.events.post(body, note.type, note.reason.value, note.message)
         else:
             rt.kube.post_event(body, note.type, note.reason.value, note.message)
-    if not fresh_plan:
-        _apply_objects(rt, body, out, snap)
-    _apply_service(rt, out, snap)
-    return stored
+    rt.rejections.announced(key, tuple(r for r in snap.refusals if r.announce))
 
 
 DOWNLOAD_LOG_LINES = 5
@@ -461,9 +468,113 @@ class _Unknown:
 UNKNOWN = _Unknown()
 
 
-def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...], pods: tuple[PodView, ...], *,
-              body: dict[str, Any] | None = None, deployment: DeploymentView | None | _Unknown = UNKNOWN,
-              service_port: ServiceView | int | None | _Unknown = UNKNOWN,
+@dataclass(frozen=True)
+class Pass:
+    """What one pass did: what the caller keeps, the child write the API server refused (None: none), and whether
+    every write refused before is now applied while status still says refused (``settle``: the next pass says
+    ``ObjectsAccepted``)."""
+
+    result: Result
+    refused: rejections.Rejected | None = None
+    settle: bool = False
+
+
+def _book(rt: Runtime, key: tuple[str, str], refused: rejections.Rejected | None) -> tuple[float, float | None]:
+    """Book a refusal (``RejectionBook.failed``) and count it; returns the monotonic time it was booked at and its
+    backoff (None: nothing refused)."""
+    now = time.monotonic()
+    if refused is None:
+        return now, None
+    rt.metrics.reconcile_errors.labels(f"rejected_{refused.code}").inc()
+    return now, rt.rejections.failed(key, refused, now)
+
+
+def _request_resolutions(rt: Runtime, key: tuple[str, str], out: Outcome, body: dict[str, Any]) -> None:
+    """Start the resolver reads the pass asked for (the model, its draft, its adapters: ``kube/resolution.py``)."""
+    if rt.resolutions is None:
+        return
+    requests = [r for r in (out.resolution_request, out.draft_resolution_request) if r is not None]
+    requests += list(out.adapter_resolution_requests)
+    for request in requests:
+        _not_stopping(rt)
+        rt.resolutions.request(key, request, body)
+
+
+def _pass(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...], pods: tuple[PodView, ...],
+          body: dict[str, Any], deployment: DeploymentView | _Unknown | None,
+          service_port: ServiceView | int | _Unknown | None, claim_seen: ClaimSeen | None,
+          members_of: MembersOf | None, clock: float | None = None) -> Pass:
+    """One pass: read the snapshot (the refusal book at ``clock``, else now), ``converge`` (pure), apply the
+    children, write status at most once."""
+    uid = str(body["metadata"].get("uid") or "")
+    if isinstance(deployment, _Unknown):
+        deployment = deployment_view(rt.kube.get_deployment(namespace, name))
+    deployment, groups_served = _group_view(rt, body, namespace, name, deployment)
+    deployment = _ours(deployment, uid)
+    if isinstance(service_port, _Unknown):
+        service_port = rt.kube.service_port(namespace, name)
+    if isinstance(service_port, ServiceView):
+        service_port = service_port.port_for(uid, _service_via(deployment, body), leaders_only=_multi_node(body))
+    meta = body["metadata"]
+    old, problem = read_status(body.get("status"))  # stored status is input: never trusted past the spec's bounds
+    spec_dict = body.get("spec") or {}
+    snap = Snapshot(
+        name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
+        spec=spec_dict, status=old, nodes=nodes, pods=pods, deployment=deployment,
+        service_port=service_port, now=datetime.now(UTC), storage=rt.claims.storage() if rt.claims else None,
+        claim=_claim(rt, namespace, name, uid, spec_dict, old, claim_seen),
+        download_log=lambda pod: rt.kube.log_tail(namespace, pod.name, DOWNLOAD_CONTAINER, previous=False,
+                                                  lines=DOWNLOAD_LOG_LINES),
+        # cached; used to plan; a namespace's own start-ups first, others' only as MIN_TENANTS namespaces agree
+        calibration=rt.calibration.table().scoped(namespace) if rt.calibration is not None else None,
+        scaling=_own_scaling(read_scaling(rt.kube, rt.keda, rt.settings.keda_enabled, namespace, name,
+                                          spec_dict.get("autoscaling") is not None, old.autoscaling is not None),
+                             uid),
+        groups_served=groups_served,
+        resolution=rt.resolutions.view((namespace, name), spec_dict) if rt.resolutions is not None else None,
+        draft_resolution=rt.resolutions.draft_view((namespace, name), spec_dict)
+        if rt.resolutions is not None else None,
+        adapter_resolutions=rt.resolutions.adapter_views((namespace, name), spec_dict)
+        if rt.resolutions is not None else (),
+        routing=read_routing(rt.kube, rt.pools, rt.settings.gateway_enabled, namespace, name, spec_dict,
+                             old.routing.pool if old.routing is not None else None, members_of),
+        created=str(meta.get("creationTimestamp") or ""),
+        refusals=rt.rejections.refusals((namespace, name), time.monotonic() if clock is None else clock),
+        writes_accepted=rt.rejections.accepted_all((namespace, name)),
+        service_writing=rt.services is not None and rt.services.busy((namespace, name)),
+        service_lane=rt.services is not None,
+    )
+    engine_text = str((snap.spec.get("engine") or {}).get("kind", ""))
+    # None (an invalid spec, which converge refuses before any diagnosis): classify knows every engine's text
+    engine = EngineKind(engine_text) if engine_text in EngineKind.__members__.values() else None
+    read_startup = None
+    if rt.settings.startup_log_bytes:
+        def read_startup(pod: PodView) -> str:
+            return rt.kube.log_head(namespace, pod.name, CONTAINER_NAME, limit_bytes=rt.settings.startup_log_bytes)
+    out = converge(snap, rt.settings, lambda pod, _restarts: diagnose(rt, namespace, pod, engine), read_startup)
+    if problem is not None:
+        out.events.insert(0, EventNote("Warning", Reason.INVALID_STATUS,
+                                       f"stored status discarded ({problem}); planning again from the spec"))
+    stored, refusal = _write(rt, body, out, snap, force_status=problem is not None)
+    if refusal is not None:
+        return Pass(Result(0.0, stored=stored if isinstance(stored, dict) else None), refusal)
+    _request_resolutions(rt, (namespace, name), out, body)
+    if isinstance(stored, _Deferred):
+        assert out.deployment is not None
+        return Pass(Result(0.0, applied=deployment_view(out.deployment)))
+    rt.rejections.applied((namespace, name), out)
+    log_decisions(body, decisions(old, out))
+    target = out.spec.context.target if out.spec else None
+    rt.metrics.observe_status(namespace, name, engine_text, out.status, target)
+    rt.metrics.observe_attempts(namespace, name, engine_text, out.finished, out.step_down_reasons)
+    return Pass(Result(out.requeue_after, waiting_for_nodes=out.waiting_for_nodes, stored=stored),
+                settle=is_rejected(out.status) and rt.rejections.accepted_all((namespace, name)))
+
+
+def reconcile(rt: Runtime, namespace: str, name: str,
+              nodes: tuple[GPUNode, ...], pods: tuple[PodView, ...], *,
+              body: dict[str, Any] | None = None, deployment: DeploymentView | _Unknown | None = UNKNOWN,
+              service_port: ServiceView | int | _Unknown | None = UNKNOWN,
               claim_seen: ClaimSeen | None = None, members_of: MembersOf | None = None) -> Result:
     """Reconcile ``namespace/name`` once; never raises (see the module docstring).
 
@@ -472,7 +583,8 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
     from the API (no members: a pool's other servers are not known). A stale ``body`` only costs a conflict and a
     retry with a fresh read. An object of a child's name that is not the server's (``ownership``) counts as
     absent: converge renders it, and the write ends in ``guarded.Foreign`` (a condition and an Event) instead of
-    touching it.
+    touching it. A refused child write is booked (``RejectionBook.failed``) and a second pass, at once, says it
+    in status; each pass writes status at most once.
     """
     started = time.monotonic()
     try:
@@ -482,73 +594,16 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         if body is None or body["metadata"].get("deletionTimestamp"):
             rt.metrics.forget(namespace, name)
             return Result(None)
-        uid = str(body["metadata"].get("uid") or "")
-        if isinstance(deployment, _Unknown):
-            deployment = deployment_view(rt.kube.get_deployment(namespace, name))
-        deployment, groups_served = _group_view(rt, body, namespace, name, deployment)
-        deployment = _ours(deployment, uid)
-        if isinstance(service_port, _Unknown):
-            service_port = rt.kube.service_port(namespace, name)
-        if isinstance(service_port, ServiceView):
-            service_port = service_port.port_for(uid, _service_via(deployment, body))
-        meta = body["metadata"]
-        old, problem = read_status(body.get("status"))
-        if problem is not None:  # stored status is input: never trusted past the spec's bounds
-            body = rt.kube.replace_status(body, old.to_wire())
-            rt.kube.post_event(body, "Warning", Reason.INVALID_STATUS.value,
-                               f"stored status discarded ({problem}); planning again from the spec")
-            meta = body["metadata"]
-        spec_dict = body.get("spec") or {}
-        snap = Snapshot(
-            name=name, namespace=namespace, uid=meta["uid"], generation=int(meta.get("generation") or 0),
-            spec=spec_dict, status=old, nodes=nodes, pods=pods, deployment=deployment,
-            service_port=service_port, now=datetime.now(UTC), storage=rt.claims.storage() if rt.claims else None,
-            claim=_claim(rt, namespace, name, uid, spec_dict, old, claim_seen),
-            download_log=lambda pod: rt.kube.log_tail(namespace, pod.name, DOWNLOAD_CONTAINER, previous=False,
-                                                      lines=DOWNLOAD_LOG_LINES),
-            # cached; used to plan; a namespace's own start-ups first, others' only as MIN_TENANTS namespaces agree
-            calibration=rt.calibration.table().scoped(namespace) if rt.calibration is not None else None,
-            scaling=_own_scaling(read_scaling(rt.kube, rt.keda, rt.settings.keda_enabled, namespace, name,
-                                              spec_dict.get("autoscaling") is not None, old.autoscaling is not None),
-                                 uid),
-            groups_served=groups_served,
-            resolution=rt.resolutions.view((namespace, name), spec_dict) if rt.resolutions is not None else None,
-            routing=read_routing(rt.kube, rt.pools, rt.settings.gateway_enabled, namespace, name, spec_dict,
-                                 old.routing.pool if old.routing is not None else None, members_of),
-            created=str(meta.get("creationTimestamp") or ""),
-        )
-        engine_text = str((snap.spec.get("engine") or {}).get("kind", ""))
-        # None (an invalid spec, which converge refuses before any diagnosis): classify knows every engine's text
-        engine = EngineKind(engine_text) if engine_text in EngineKind.__members__.values() else None
-        read_startup = None
-        if rt.settings.startup_log_bytes:
-            def read_startup(pod: PodView) -> str:
-                return rt.kube.log_head(namespace, pod.name, CONTAINER_NAME, limit_bytes=rt.settings.startup_log_bytes)
-        out = converge(snap, rt.settings, lambda pod, _restarts: diagnose(rt, namespace, pod, engine), read_startup)
-        rejections.hold(rt.rejections, (namespace, name), out, time.monotonic(), now_rfc3339(snap.now),
-                        snap.generation)
-        _hold_ready_for_service(rt, out, snap)
-        try:
-            stored = _write(rt, body, old, out, snap)
-        except rejections.Rejected as exc:
-            rt.metrics.reconcile_errors.labels(f"rejected_{exc.code}").inc()
-            delay, stored = rejections.record(rt.kube, rt.rejections, (namespace, name), exc, out.status,
-                                              snap.generation)
-            return Result(delay, stored=stored, conflict=True)
-        if out.resolution_request is not None and rt.resolutions is not None:
-            _not_stopping(rt)
-            rt.resolutions.request((namespace, name), out.resolution_request, body)
-        if isinstance(stored, _Deferred):
-            assert out.deployment is not None
-            return Result(0.0, applied=deployment_view(out.deployment))
-        if rejections.applied(rt.rejections, (namespace, name), out):
-            rejections.mark_accepted(out.status, now_rfc3339(snap.now), snap.generation)
-            stored = rt.kube.replace_status(rt.kube.get_server(namespace, name) or body, out.status.to_wire())
-        log_decisions(body, decisions(old, out))
-        target = out.spec.context.target if out.spec else None
-        rt.metrics.observe_status(namespace, name, engine_text, out.status, target)
-        rt.metrics.observe_attempts(namespace, name, engine_text, out.finished, out.step_down_reasons)
-        return Result(out.requeue_after, waiting_for_nodes=out.waiting_for_nodes, stored=stored)
+        first = _pass(rt, namespace, name, nodes, pods, body, deployment, service_port, claim_seen, members_of)
+        clock, backoff = _book(rt, (namespace, name), first.refused)
+        if first.refused is None and not first.settle:
+            return first.result
+        # a write was refused (booked), or every refused write is now applied: the next pass says so in status
+        again = _pass(rt, namespace, name, nodes, pods, first.result.stored or body, deployment, service_port,
+                      claim_seen, members_of, clock)
+        _book(rt, (namespace, name), again.refused)  # said by the next reconcile
+        result = replace(again.result, stored=again.result.stored or first.result.stored)
+        return result if backoff is None else replace(result, requeue_after=backoff)  # look again when it is due
     except Stopping:
         return Result(None)
     except Conflict:
@@ -558,7 +613,7 @@ def reconcile(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...]
         logger.warning("reconcile %s/%s: API error %s %s: %s", namespace, name, exc.status, exc.reason,
                        rejections.api_message(exc, 500))
         return Result(ERROR_RETRY_SECONDS, conflict=True)
-    except Exception as exc:  # noqa: BLE001 - an operator must not crash-loop on one bad object
+    except Exception as exc:  # an operator must not crash-loop on one bad object
         rt.metrics.reconcile_errors.labels(type(exc).__name__).inc()
         if rt.rejections.first_error((namespace, name), f"{type(exc).__name__}: {exc}"):
             logger.exception("reconcile %s/%s failed", namespace, name)

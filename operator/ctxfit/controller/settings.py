@@ -1,6 +1,6 @@
 """Operator settings: one object, read from ``CTXFIT_*`` environment variables at startup.
 
-Built in the ``@kopf.on.startup`` handler and kept on ``memo.settings`` (no module-level state).
+Built in the ``@kopf.on.startup`` handler and kept on ``memo.state.runtime.settings`` (no module-level state).
 
 | variable | default | meaning |
 |---|---|---|

@@ -55,7 +55,8 @@ class Takes(StrEnum):
 
 def _version(text: str) -> tuple[int, int, int]:
     parts = [int(p) for p in text.split(".")[:3] if p.isdigit()]
-    return (parts + [0, 0, 0])[0], (parts + [0, 0, 0])[1], (parts + [0, 0, 0])[2]
+    major, minor, patch = [*parts, 0, 0, 0][:3]
+    return major, minor, patch
 
 
 @dataclass(frozen=True)
@@ -214,14 +215,14 @@ def parse(args: Iterable[str], table: FlagTable) -> list[Occurrence]:
         if value is None and attached is not None:
             value = attached
         takes = rule.takes if rule is not None else None
-        if value is None and takes in (Takes.VALUE, Takes.MULTI, Takes.OPTIONAL, None):
-            if i < len(tokens) and not _is_flag(tokens[i]):
-                value = tokens[i]
-                i += 1
-                if takes is Takes.MULTI:
-                    while i < len(tokens) and not _is_flag(tokens[i]):
-                        value += " " + tokens[i]
-                        i += 1
+        if value is None and takes in (Takes.VALUE, Takes.MULTI, Takes.OPTIONAL, None) \
+                and i < len(tokens) and not _is_flag(tokens[i]):
+            value = tokens[i]
+            i += 1
+            if takes is Takes.MULTI:
+                while i < len(tokens) and not _is_flag(tokens[i]):
+                    value += " " + tokens[i]
+                    i += 1
         if negated:
             value = "false"
         out.append(Occurrence(written, canonical, value, key, rule, known))

@@ -97,7 +97,7 @@ def check_architecture(architectures: list[str] | tuple[str, ...], engine: str, 
 def _ranges(versions: list[str], ordered: list[str]) -> str:
     idx = sorted(ordered.index(v) for v in versions)
     parts, start = [], idx[0]
-    for a, b in zip(idx, idx[1:] + [None], strict=True):
+    for a, b in zip(idx, [*idx[1:], None], strict=True):
         if b is None or b != a + 1:
             parts.append(ordered[start] if start == a else f"{ordered[start]}-{ordered[a]}")
             start = b if b is not None else start

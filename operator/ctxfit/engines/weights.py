@@ -211,14 +211,15 @@ def _module(name: str) -> str:
     return modules[-1] if modules else ""
 
 
-def per_rank_fraction(group: TensorGroup, role: TensorRole, shape: ModelShape, layout: Layout,
+def per_rank_fraction(group: TensorGroup,  # noqa: C901 - one rule per tensor role
+                      role: TensorRole, shape: ModelShape, layout: Layout,
                       rules: ShardingRules) -> float:
     """The fraction of one instance of ``group`` that the busiest TP/EP rank holds."""
     tp = layout.tp
     numel = _numel(group.shape)
     name = group.example()
     param = _param(name)
-    if numel <= 1 or tp == 1 and not (role.role is Role.EXPERT and layout.ep):
+    if numel <= 1 or (tp == 1 and not (role.role is Role.EXPERT and layout.ep)):
         if role.role in (Role.EMBEDDING, Role.LM_HEAD) and group.shape:
             rows = group.shape[0]
             return _pad(rows, rules.vocab_padding) / rows
@@ -258,7 +259,8 @@ def _pad(rows: int, padding: int) -> int:
     return -(-rows // padding) * padding
 
 
-def estimate_weights(checkpoint: Checkpoint, config: dict[str, Any], layout: Layout, rules: ShardingRules, *,
+def estimate_weights(checkpoint: Checkpoint,  # noqa: C901 - to split
+                     config: dict[str, Any], layout: Layout, rules: ShardingRules, *,
                      dtype: str = "auto", inflight_quantization: str | None = None) -> WeightEstimate:
     """Per-GPU weight bytes of ``checkpoint`` served with ``layout`` under ``rules``.
 
@@ -299,9 +301,8 @@ def estimate_weights(checkpoint: Checkpoint, config: dict[str, Any], layout: Lay
         if role.mtp:
             skipped += group.nbytes
             continue
-        if role.role is Role.LM_HEAD:
-            if shape.tie_word_embeddings:
-                continue
+        if role.role is Role.LM_HEAD and shape.tie_word_embeddings:
+            continue
         if role.role is Role.UNKNOWN:
             guessed += group.nbytes
         param = _param(group.example())
@@ -324,7 +325,7 @@ def estimate_weights(checkpoint: Checkpoint, config: dict[str, Any], layout: Lay
     if rules.rope_cache and shape.max_position and shape.rotary_dim:
         buffers = shape.max_position * shape.rotary_dim * serve
         stage_bytes = [b + buffers for b in stage_bytes]
-    per_stage = tuple(int(round(b)) for b in stage_bytes)
+    per_stage = tuple(round(b) for b in stage_bytes)
     notes: list[str] = []
     if skipped:
         notes.append(f"{skipped / 2**30:.2f} GiB of MTP/next-n tensors not loaded")

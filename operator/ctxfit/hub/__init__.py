@@ -4,7 +4,7 @@ local directories, through huggingface_hub. Produces ``ctxfit.vocab.modelsource.
 tensor data."""
 
 from .errors import ResolveError, ResolveKind
-from .resolve import resolve_hub, resolve_local
+from .resolve import resolve_adapter, resolve_hub, resolve_local
 from .supported import require_supported
 
-__all__ = ["ResolveError", "ResolveKind", "require_supported", "resolve_hub", "resolve_local"]
+__all__ = ["ResolveError", "ResolveKind", "require_supported", "resolve_adapter", "resolve_hub", "resolve_local"]

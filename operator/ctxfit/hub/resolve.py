@@ -25,6 +25,9 @@ MODELOPT_FILE = "hf_quant_config.json"
 ``transformers_utils/config.py`` ``get_hf_file_to_dict("hf_quant_config.json")`` -> ``quant_method: modelopt``)."""
 
 
+ADAPTER_FILE = "adapter_config.json"
+
+
 def with_modelopt(config: dict[str, Any], hf_quant: dict[str, Any]) -> dict[str, Any]:
     """``config`` with ``quantization_config`` taken from a ModelOpt ``hf_quant_config.json`` (its ``quantization``
     block, ``quant_method: modelopt``), as vLLM reads it."""
@@ -47,7 +50,7 @@ def _endpoint(exc: BaseException) -> str:
         "the endpoint"
 
 
-def _classify(exc: BaseException, repo: str) -> ResolveError:
+def _classify(exc: BaseException, repo: str) -> ResolveError:  # noqa: C901 - one answer per Hub failure class
     """huggingface_hub / HTTP errors -> ``ResolveError`` (huggingface_hub ``errors.py`` class names)."""
     from huggingface_hub import errors as hf
 
@@ -73,7 +76,7 @@ def _classify(exc: BaseException, repo: str) -> ResolveError:
         status = getattr(getattr(exc, "response", None), "status_code", None)
         if status in (401, 403):
             return ResolveError(ResolveKind.ACCESS_DENIED, repo, f"HTTP {status}")
-        if status is not None and status >= 500 or status in (408, 429):
+        if (status is not None and status >= 500) or status in (408, 429):
             return ResolveError(ResolveKind.HUB_UNREACHABLE, repo, f"HTTP {status} from the Hub")
         if status in NOT_FOUND_STATUSES:  # no X-Error-Code: no such route there, not a Hub that is down
             return ResolveError(ResolveKind.NOT_FOUND, repo, f"HTTP {status} from {_endpoint(exc)} without a Hub "
@@ -124,11 +127,35 @@ def resolve_hub(repo: str, *, revision: str | None = None, token: str | bool | N
                                     sum(files[f] or 0 for f in meta.files_metadata if f in files) or None)
         else:
             checkpoint = _fallback([(f, files[f] or 0) for f in files if f.endswith(WEIGHT_SUFFIXES)])
-    except Exception as exc:  # noqa: BLE001 - every huggingface_hub/HTTP failure becomes one typed kind
+    except Exception as exc:  # every huggingface_hub/HTTP failure becomes one typed kind
         raise _classify(exc, repo) from exc
     source = ModelSource(config, checkpoint, "hub", repo, revision, sha)
     save_resolution(source)
     return source
+
+
+def resolve_adapter(repo: str, *, revision: str | None = None, token: str | bool | None = None,
+                    endpoint: str | None = None, cache_dir: str | None = None) -> ModelSource:
+    """A LoRA adapter's ``adapter_config.json`` (rank ``r``, ``target_modules``, ``base_model_name_or_path``) at the
+    commit ``revision`` resolves to, as a ``ModelSource`` whose ``config`` is that file (no checkpoint).
+
+    Raises:
+        ResolveError: typed, as ``resolve_hub`` (a repo without adapter_config.json is ``InvalidCheckpoint``).
+    """
+    from huggingface_hub import HfApi, hf_hub_download
+
+    api = HfApi(endpoint=endpoint, token=token)
+    try:
+        info = api.model_info(repo, revision=revision)
+        files = {s.rfilename for s in info.siblings or []}
+        if ADAPTER_FILE not in files:
+            raise ResolveError(ResolveKind.INVALID_CHECKPOINT, repo, f"the repo has no {ADAPTER_FILE}")
+        path = hf_hub_download(repo, ADAPTER_FILE, revision=info.sha, token=token, endpoint=endpoint,
+                               cache_dir=cache_dir)
+        config = _read_config(Path(path), repo)
+    except Exception as exc:  # every huggingface_hub/HTTP failure becomes one typed kind (re-raised)
+        raise _classify(exc, repo) from exc
+    return ModelSource(config, None, "hub", repo, revision, info.sha)
 
 
 def resolution_cache_dir() -> Path:
@@ -173,7 +200,7 @@ def _resolve_cached(repo: str, revision: str | None, cache_dir: str | None = Non
 
     try:
         folder = snapshot_download(repo, revision=revision, local_files_only=True, cache_dir=cache_dir)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise _classify(exc, repo) from exc
     source = resolve_local(folder, origin="cache", repo=repo)
     return ModelSource(source.config, source.checkpoint, "cache", repo, revision, Path(folder).name)

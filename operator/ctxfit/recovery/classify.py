@@ -288,7 +288,7 @@ def _wrapper_markers() -> tuple[str, ...]:
         for pattern in patterns:
             if pattern.rank >= RANK_WRAPPER:
                 found.extend(pattern.markers)
-    return tuple(found) + ("See root cause above",)
+    return (*tuple(found), "See root cause above")
 
 
 def _termination(observation: Observation) -> str:

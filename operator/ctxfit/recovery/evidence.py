@@ -57,8 +57,8 @@ def exception_at(line: str) -> int:
                 break
             start = pos + 1
             end = pos + len(word)
-            if not (line.startswith("(", end) or line.startswith(": ", end) or line.endswith(":") and
-                    end == len(line) - 1):
+            if not (line.startswith("(", end) or line.startswith(": ", end) or (line.endswith(":") and
+                    end == len(line) - 1)):
                 continue
             begin = pos
             while begin > 0 and pos - begin < NAME_MAX_CHARS and line[begin - 1] in NAME_CHARS:

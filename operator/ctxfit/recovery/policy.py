@@ -169,7 +169,7 @@ class PolicyContext:
     @cached_property
     def failed(self) -> tuple[Failed, ...]:
         """Every failed start so far as bounds, ``current`` included (``ctxfit.recovery.bounds``)."""
-        return tuple(Failed(a.config, a.failure) for a in self.history) + (Failed(self.current, self.failure.kind),)
+        return (*tuple(Failed(a.config, a.failure) for a in self.history), Failed(self.current, self.failure.kind))
 
     def ruled_out(self, config: EffectiveConfig) -> Failed | None:
         """The earlier failure that rules ``config`` out (at or beyond it on all its kind's knobs), else None."""

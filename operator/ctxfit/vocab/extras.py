@@ -154,6 +154,18 @@ def resolve_lora(spec: InferenceServerSpec, dims: LoRAGeometry | None,
                         f"ranks from {', '.join(sorted(set(sources)))}")
 
 
+def hub_draft(spec: InferenceServerSpec) -> tuple[str, str] | None:
+    """(repo, revision) of a draft that must be resolved from the Hub like the target (config.json and the
+    safetensors headers): an ``owner/name`` draft not in the catalog whose ``architecture`` or ``weightsPerGPU`` is
+    unset; None for no draft, a catalog draft, a path, or a draft the spec describes."""
+    draft = spec.speculative.draft if spec.speculative is not None else None
+    if draft is None or (draft.architecture is not None and draft.weights_per_gpu is not None):
+        return None
+    if lookup_model(draft.name) is not None or draft.name.count("/") != 1 or draft.name.startswith(("/", ".")):
+        return None
+    return draft.name, draft.revision or "main"
+
+
 @dataclass(frozen=True)
 class ResolvedDraft:
     """What speculative decoding adds.

@@ -137,7 +137,7 @@ def known_layers(spec: InferenceServerSpec) -> int | None:
     return None
 
 
-def resolve_inputs(
+def resolve_inputs(  # noqa: C901 - one source per input, in precedence order
     spec: InferenceServerSpec,
     *,
     node_product: str | None = None,

@@ -103,11 +103,11 @@ def _module_and_param(name: str) -> tuple[list[str], str]:
     if len(parts) > 1 and parts[-1] in PARAM_SUFFIXES:
         return parts[:-1], parts[-1]
     if len(parts) > 1 and parts[-1].endswith(("_blocks", "_scales", "_bias")) and parts[-2] == "experts":
-        return parts[:-1] + [parts[-1].rsplit("_", 1)[0]], parts[-1].rsplit("_", 1)[1]
+        return [*parts[:-1], parts[-1].rsplit("_", 1)[0]], parts[-1].rsplit("_", 1)[1]
     return parts, ""
 
 
-def classify(name: str, *, num_layers: int | None) -> TensorRole:
+def classify(name: str, *, num_layers: int | None) -> TensorRole:  # noqa: C901 - one rule per role
     """The role of checkpoint tensor ``name``.
 
     Args:

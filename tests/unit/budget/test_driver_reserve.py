@@ -30,7 +30,7 @@ from tests.unit.budget.test_planner import manifest
 from tests.unit.controller.builders import REPO, SETTINGS, applied, never, pod, snapshot, spec
 
 sys.path.insert(0, str(REPO / "hack"))
-from sim_startup import vllm_startup_log  # noqa: E402
+from sim_startup import vllm_startup_log
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -122,7 +122,7 @@ def test_the_operator_records_the_reserve_with_its_sample() -> None:
 
     out = converge(snapshot(body, first.status, pods=(pod(1, ready=True),), deployment=applied(first)), SETTINGS,
                    never, read)
-    (key, sample), = out.samples
+    (_key, sample), = out.samples
     assert sample.gpu_memory_bytes == plan_status.per_gpu.total_bytes
     assert sample.cuda_total_bytes is not None and abs(sample.cuda_total_bytes / GiB - printed) < 0.006
     assert sample.reserve_bytes is not None and abs(sample.reserve_bytes / MiB - (97887 - printed * 1024)) < 6

@@ -62,9 +62,11 @@ def test_capability_rules(engine: str, version: str, product: str, quant: str | 
     problems = capability_problems(resolve_inputs(spec, hf_config=config))
     assert bool(problems) is refused, problems
     result = plan(spec, hf_config=config)
+    assert result.capability_refusals == tuple(problems)  # typed: the operator tries another product on it
     if refused:
         assert not result.fits and result.context_length == 0
         assert any("compute capability" in r for r in result.reasons), result.reasons
+        assert set(result.capability_refusals) <= set(result.reasons)
     else:
         assert not any("compute capability" in r and "cannot" in r for r in result.reasons)
 

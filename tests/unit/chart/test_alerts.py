@@ -151,8 +151,8 @@ def test_every_alert_has_summary_description_and_runbook(values_files: list[Path
 
 def _grafana_groups(values_files: list[Path]) -> list[dict[str, Any]]:
     objs = render(values_files, {"grafanaAlerts.enabled": True})
-    config_map = one(objs, "ConfigMap", [o["metadata"]["name"] for o in objs
-                                         if o["metadata"]["name"].endswith("-grafana-alerts")][0])
+    config_map = one(objs, "ConfigMap", next(o["metadata"]["name"] for o in objs
+                                         if o["metadata"]["name"].endswith("-grafana-alerts")))
     assert config_map["metadata"]["labels"]["grafana_alert"] == "1"
     ((_, text),) = config_map["data"].items()
     provisioning = yaml.safe_load(text)

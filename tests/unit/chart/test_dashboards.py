@@ -71,7 +71,7 @@ def test_dashboard_structure(name: str) -> None:
         assert panel["id"] not in ids, f"duplicate panel id {panel['id']}"
         ids.add(panel["id"])
         pos = panel["gridPos"]
-        assert 0 <= pos["x"] and pos["x"] + pos["w"] <= 24, panel["title"]
+        assert pos["x"] >= 0 and pos["x"] + pos["w"] <= 24, panel["title"]
         for x in range(pos["x"], pos["x"] + pos["w"]):
             for y in range(pos["y"], pos["y"] + pos["h"]):
                 assert (x, y) not in cells, f"panel {panel['title']!r} overlaps another"

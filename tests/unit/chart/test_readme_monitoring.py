@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "hack"))
-import dashboard_picture  # noqa: E402
+import dashboard_picture
 
 from tests.unit.chart.chartkit import CHART, REPO, render
 from tests.unit.chart.test_readme_install import commands, section

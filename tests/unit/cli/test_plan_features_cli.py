@@ -26,6 +26,8 @@ def test_each_new_term_is_a_row_with_its_source(manifest: str, rows: list[str]) 
     for row in rows:
         assert any(line.lstrip("│ ").startswith(row) for line in table.stdout.splitlines()), row
         assert terms[row]["bytes"] > 0 and terms[row]["source"]
+        # where the term sits is said once, by the table's tag from the typed inBudget/host fields
+        assert not any(w in terms[row]["source"] for w in ("outside the budget", "in the slack")), terms[row]
     per_gpu = doc["perGPU"]
     in_budget = sum(e["bytes"] for e in doc["perGPUExtras"] if e["inBudget"])
     if "sglang" in manifest:  # SGLang: usable = weights + pool; activations, graphs and buffers sit in the slack

@@ -203,7 +203,7 @@ def test_a_refused_scaled_object_is_reported_without_holding_ready() -> None:
     assert first.stored is not None
     kube.server = first.stored
     result = reconcile(rt, "ns", "kimi-k25", (RTX,), (), deployment=DeploymentView("h", 1), service_port=8000)
-    assert result.conflict and result.requeue_after == 10
+    assert result.stored is not None and result.requeue_after == 10
     assert "event:ObjectRejected" in kube.calls
     assert kube.server is not None
     status = InferenceServerStatus.from_body(kube.server["status"])

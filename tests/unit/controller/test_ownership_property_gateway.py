@@ -14,6 +14,7 @@ foreign object ends exactly as it was.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from dataclasses import dataclass
 from typing import Any
@@ -204,10 +205,8 @@ def run_world(world: World) -> None:
     # the pool: applied as the routing pass would (with the view it read), then deleted (the server stopped creating)
     live = api.get(*POOL_KEY)
     view = pool_view(live) if live is not None else None
-    try:
-        apply_pool(kube, rendered_pool(), view if view is None or view.owner_uid == UID else view)
-    except Foreign:
-        pass
+    with contextlib.suppress(Foreign):
+        apply_pool(kube, rendered_pool(), view)
     delete_pool(kube, NS, POOL_KEY[3], UID)
     # the context labels of every engine pod the routing pass would name (those whose owner name is the RS)
     for index, _ in enumerate(world.pods):

@@ -72,7 +72,7 @@ def runtime(kube: FakeKube) -> Runtime:
     return Runtime(settings=Settings(metrics_port=0, health_port=0), kube=kube, metrics=Metrics())  # type: ignore[arg-type]
 
 
-def test_status_is_written_before_anything_else() -> None:
+def test_a_fresh_plan_applies_the_deployment_before_status() -> None:
     kube = FakeKube(server())
     result = reconcile(runtime(kube), "ns", "kimi-k25", (RTX,), ())
     assert kube.calls == ["apply:Deployment", "status", "event:Planned"], "a fresh plan applies first"

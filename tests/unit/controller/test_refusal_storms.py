@@ -40,7 +40,6 @@ class Clock:
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
     monkeypatch.setattr(reconcile_module.time, "monotonic", fake)
-    monkeypatch.setattr(rejections.time, "monotonic", fake)
     return fake
 
 

@@ -7,7 +7,6 @@ from collections import Counter
 
 import pytest
 from ctxfit.controller import reconcile as reconcile_module
-from ctxfit.controller import rejections
 from ctxfit.controller.reconcile import reconcile
 
 from tests.unit.controller.test_ownership_property import H100, NS, SERVED
@@ -18,7 +17,6 @@ from tests.unit.controller.test_refusal_storms import KEY, NAME, Clock, runtime,
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
     monkeypatch.setattr(reconcile_module.time, "monotonic", fake)
-    monkeypatch.setattr(rejections.time, "monotonic", fake)
     return fake
 
 
@@ -58,3 +56,6 @@ def test_a_pipeline_longer_than_the_model_is_a_verdict_not_a_wait_for_nodes(cloc
     assert status["phase"] == "Failed", status
     assert "pipeline stages for a model of 32 layers" in status["message"]
     assert "NoEligibleNode" not in {c["reason"] for c in status["conditions"]}
+    # the planner's verdict, as `ctxfit plan` gives it (exit 3), not a spec error
+    budget = next(c for c in status["conditions"] if c["type"] == "BudgetFits")
+    assert (budget["status"], budget["reason"]) == ("False", "DoesNotFit"), budget

@@ -261,7 +261,7 @@ def test_v0_activation_follows_the_context_until_chunked_prefill_switches_on() -
 def test_v0_rtx3090_start_up_is_predicted_from_its_own_rules() -> None:
     # vllm issue 10517: 29000-token profile, 2.99 GiB activation, 0.35 GiB non-torch, 2.89 GiB KV
     spec_weights = 14.9888
-    inputs, effective, terms = _vllm("0.6.4", context=29000)
+    inputs, _, terms = _vllm("0.6.4", context=29000)
     assert inputs.cuda_total_bytes / GiB == pytest.approx(23.58, abs=0.01)
     kv = terms.kv_cache_bytes + (inputs.weights_per_gpu_bytes - int(spec_weights * GiB))
     assert kv / GiB == pytest.approx(2.89, abs=0.25)

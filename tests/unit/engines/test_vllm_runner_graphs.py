@@ -4,6 +4,7 @@ engines/vllm/cudagraph.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -217,7 +218,8 @@ def test_model_runner_v2_deducts_its_captured_pool_from_029(version: str, deduct
     pool = cuda_graph_bytes(inputs, 512, max_num_seqs=256, max_num_batched_tokens=8192)
     assert profile.cuda_graph_bytes == pool
     assert terms.cuda_graph_bytes == (pool if deducted else 0)
-    assert terms.outside_bytes == CUDA_CONTEXT + (0 if deducted else pool) + sampler_state_bytes(256, 128256)
+    # from 0.27 the sampler state is in vLLM's device-wide total_consumed: inside the budget
+    assert terms.outside_bytes == CUDA_CONTEXT + (0 if deducted else pool)
 
 
 def test_every_model_runs_model_runner_v2_from_029() -> None:
@@ -234,11 +236,11 @@ def test_sampler_state_is_the_penalty_buffers() -> None:
         sampler_state_bytes(0, 128256)
 
 
-@pytest.mark.parametrize(("seqs", "version"), [(256, "0.26.0"), (1024, "0.26.0"), (256, "0.29.0")])
-def test_model_runner_v2_sampler_state_lies_outside_the_budget(seqs: int, version: str) -> None:
-    """The buffers are allocated after the memory snapshot and outside the profiled terms: the KV pool is
-    unchanged, and what the GPU must hold beyond ``requested`` grows by them."""
-    inputs, _, profile, terms = _plan(version, DENSE, seqs=seqs)
+@pytest.mark.parametrize(("seqs", "version"), [(256, "0.26.0"), (1024, "0.26.0"), (256, "0.25.0")])
+def test_model_runner_v2_sampler_state_lies_outside_the_budget_up_to_026(seqs: int, version: str) -> None:
+    """Up to 0.26 the buffers are allocated after the memory snapshot and outside the profiled terms: the KV pool
+    is unchanged, and what the GPU must hold beyond ``requested`` grows by them."""
+    _inputs, _, profile, terms = _plan(version, DENSE, seqs=seqs)
     state = sampler_state_bytes(seqs, 128256)
     assert profile.sampler_state_bytes == state
     graphs_outside = 0 if profile.graphs_deducted else profile.cuda_graph_bytes
@@ -247,6 +249,21 @@ def test_model_runner_v2_sampler_state_lies_outside_the_budget(seqs: int, versio
         terms.weights_bytes + terms.activation_bytes + terms.other_bytes + terms.cuda_graph_bytes + terms.kv_cache_bytes
     )
     assert any("sampler state" in note for note in terms.notes)
+
+
+@pytest.mark.parametrize(("seqs", "version"), [(256, "0.27.0"), (1024, "0.28.0"), (256, "0.29.0"), (256, "0.33.0")])
+def test_model_runner_v2_sampler_state_is_in_the_budget_from_027(seqs: int, version: str) -> None:
+    """0.27's ``memory_profiling`` budgets ``total_consumed`` (free memory taken since the init snapshot), which
+    holds the buffers: the non-torch term grows by them, the KV pool shrinks by them, nothing of them is outside."""
+    _inputs, _effective, profile, terms = _plan(version, DENSE, seqs=seqs)
+    state = sampler_state_bytes(seqs, 128256)
+    assert profile.sampler_state_bytes == state and profile.sampler_state_in_budget
+    graphs_outside = 0 if profile.graphs_deducted else profile.cuda_graph_bytes
+    assert terms.outside_bytes == CUDA_CONTEXT + graphs_outside
+    without = memory.overheads(replace(profile, sampler_state_in_budget=False))
+    assert terms.other_bytes == without.non_torch_bytes + state
+    assert memory.overheads(profile).kv_pool_bytes(profile) == without.kv_pool_bytes(profile) - state
+    assert any("total_consumed" in note for note in terms.notes)
 
 
 def test_v1_runner_has_no_sampler_state_outside() -> None:

@@ -14,6 +14,7 @@ no stored tensor is lost or counted twice.
 
 from __future__ import annotations
 
+import itertools
 from functools import cache
 from typing import Any
 
@@ -94,7 +95,7 @@ def test_tensor_parallel_loses_nothing_and_never_grows_a_gpu(name: str, engine: 
     for t, b in per_gpu.items():
         assert b * t >= one, f"TP {t}: {b} x {t} < {one} (a tensor lost)"
     sizes = sorted(per_gpu)
-    for small, large in zip(sizes, sizes[1:], strict=False):
+    for small, large in itertools.pairwise(sizes):
         assert per_gpu[large] <= per_gpu[small], f"TP {large} holds more per GPU than TP {small}"
 
 

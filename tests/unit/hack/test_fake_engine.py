@@ -70,13 +70,13 @@ def test_a_context_that_fits_serves_and_logs_the_pool() -> None:
         deadline = time.monotonic() + 20
         while True:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:  # noqa: S310
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
                     assert r.status == 200
                 break
             except OSError:
                 assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
                 time.sleep(0.1)
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as r:  # noqa: S310
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2) as r:
             models = json.loads(r.read())
         assert models["data"][0]["id"] == "served" and models["data"][0]["max_model_len"] == 16384
     finally:

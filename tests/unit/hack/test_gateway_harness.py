@@ -22,7 +22,19 @@ def _default(script: str, var: str) -> str:
 def test_versions_match_the_fetch_script() -> None:
     assert _default("gateway-bins.sh", "GATEWAY_API_VERSION") == addons_gateway.GATEWAY_API_VERSION
     assert _default("gateway-bins.sh", "GIE_VERSION") == addons_gateway.GIE_VERSION
-    assert addons_gateway.LWEPP_BINARY == f"lwepp-{addons_gateway.GIE_VERSION}"
+    assert f"lwepp-{addons_gateway.GIE_VERSION}" == addons_gateway.LWEPP_BINARY
+    assert f"extproc-gateway-{addons_gateway.GIE_VERSION}" == addons_gateway.EXTPROC_GATEWAY_BINARY
+    script = (REPO / "hack" / "gateway-bins.sh").read_text()
+    assert 'ROUTE="$OUT/extproc-gateway-$GIE_VERSION"' in script and '"$HACK/extproc-gateway/main.go"' in script
+
+
+def test_the_data_plane_speaks_the_pickers_protocol() -> None:
+    """hack/extproc-gateway reads the endpoint from the header lwepp sets (GIE pkg/lwepp/metadata), and names the
+    one it served in the header the tests read."""
+    source = (REPO / "hack" / "extproc-gateway" / "main.go").read_text()
+    assert 'const destinationHeader = "x-gateway-destination-endpoint"' in source
+    assert 'destinationHeader+"-served"' in source
+    assert addons_gateway.SERVED_ENDPOINT_HEADER == "x-gateway-destination-endpoint-served"
 
 
 def test_k8s_bins_builds_the_gateway_component() -> None:

@@ -10,8 +10,10 @@ an engine or a cluster:
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -103,9 +105,10 @@ REQUIRED = ["registry.k8s.io/kube-apiserver:v1.34.4", "registry.k8s.io/kube-cont
 
 
 def archive_tag_and_layer(path: Path) -> tuple[str, tarfile.TarFile]:
-    outer = tarfile.open(path)
-    manifest = json.load(outer.extractfile("manifest.json"))  # type: ignore[arg-type]
-    layer = tarfile.open(fileobj=outer.extractfile(manifest[0]["Layers"][0]))
+    with tarfile.open(path) as outer:
+        manifest = json.load(outer.extractfile("manifest.json"))  # type: ignore[arg-type]
+        data = outer.extractfile(manifest[0]["Layers"][0]).read()  # type: ignore[union-attr]
+    layer = tarfile.open(fileobj=io.BytesIO(data))  # noqa: SIM115 - the caller reads it (in memory)
     return manifest[0]["RepoTags"][0], layer
 
 
@@ -130,13 +133,13 @@ def test_a_binary_of_another_version_stops_the_build(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=r"etcd --version does not say 'etcd Version: 3.6.5'"):
         kind_node.write_images(bin_dir(tmp_path, etcd="3.6.16"), stage_dir(tmp_path), REQUIRED, "v1.34.4",
                                "v0.0.30", tmp_path / "out")
-    with pytest.raises(SystemExit, match="kubeadm wants registry.k8s.io/kube-apiserver:v1.35.0"):
+    with pytest.raises(SystemExit, match=re.escape("kubeadm wants registry.k8s.io/kube-apiserver:v1.35.0")):
         kind_node.write_images(bin_dir(tmp_path), stage_dir(tmp_path), ["registry.k8s.io/kube-apiserver:v1.35.0"],
                                "v1.34.4", "v0.0.30", tmp_path / "out")
 
 
 def test_an_image_without_a_recipe_stops_the_build(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match="no recipe for image docker.io/kindest/kindnetd:v1"):
+    with pytest.raises(SystemExit, match=re.escape("no recipe for image docker.io/kindest/kindnetd:v1")):
         kind_node.write_images(bin_dir(tmp_path), stage_dir(tmp_path), ["docker.io/kindest/kindnetd:v1"],
                                "v1.34.4", "v0.0.30", tmp_path / "out")
 

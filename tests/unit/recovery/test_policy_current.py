@@ -67,7 +67,7 @@ def test_fallback_context_from_model_maximum() -> None:
     explicit = spec(model={"name": "acme/x", "architecture": {"kvBytesPerToken": 3800,
                                                               "maxPositionEmbeddings": 524288}}, context={})
     assert fallback_effective(explicit).context_length == 524288
-    with pytest.raises(ValueError, match="spec.context.target"):
+    with pytest.raises(ValueError, match=r"spec\.context\.target"):
         fallback_effective(spec(context={}))
 
 

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 import yaml
 from ctxfit.api import InferenceServer, InferenceServerSpec
-from ctxfit.api.routing import MAX_TARGET_PORTS
+from ctxfit.api.routing import MAX_TARGET_PORTS, rank_ports_apply
 from ctxfit.api.validation import LABEL_VALUE, managed_flag_in
 from ctxfit.budget.multinode import plan_group
-from ctxfit.engines.vllm.ranks import RANKS_SCRIPT, READY_SCRIPT
+from ctxfit.engines.ranks import RANKS_SCRIPT, READY_SCRIPT
 from ctxfit.render import RenderInput
 from ctxfit.render.deployment import port_name
 from ctxfit.render.inferencepool import (
@@ -145,8 +145,8 @@ def test_data_parallel_vllm_serves_one_port_per_rank() -> None:
     inp = render_input("vllm-dp2")
     container = render_workload(inp)["spec"]["template"]["spec"]["containers"][0]
     assert container["command"][:2] == ["python3", "-c"]
-    assert container["args"][:3] == ["2", "1", "8000"]
-    program = container["args"][3:]
+    assert container["args"][:5] == ["2", "1", "8000", "--data-parallel-rank", ""]
+    program = container["args"][5:]
     assert program[:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
     assert "--port" not in program and "--data-parallel-rank" not in program  # the launcher's, per rank
     assert program[program.index("--data-parallel-size") + 1] == "2"
@@ -156,14 +156,41 @@ def test_data_parallel_vllm_serves_one_port_per_rank() -> None:
     assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [("http", 8000), ("http-rank1", 8001)]
 
 
-def test_data_parallel_sglang_and_unpooled_vllm_keep_one_port() -> None:
-    assert server_ports(server("sglang-dp2").spec) == (8000,)
+def test_data_parallel_sglang_serves_one_server_per_rank() -> None:
+    """SGLang in a pool: one launch_server per replica (no --dp-size: each is one replica), the rank in
+    SGLANG_DP_RANK so its log lines say "DPr", a port per rank, readiness over every rank."""
+    inp = render_input("sglang-dp2")
+    container = render_workload(inp)["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"][:2] == ["python3", "-c"]
+    assert container["args"][:5] == ["2", "1", "8000", "", "SGLANG_DP_RANK"]
+    program = container["args"][5:]
+    assert program[:3] == ["python3", "-m", "sglang.launch_server"]
+    assert "--port" not in program and "--dp-size" not in program
+    assert program[program.index("--tp-size") + 1] == "1"
+    assert container["readinessProbe"]["exec"]["command"][-3:] == ["/health", "8000", "8001"]
+    assert container["startupProbe"]["httpGet"]["port"] == "http"
+    assert server_ports(inp.spec) == (8000, 8001)
+    service = render_service_for(inp)
+    assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [("http", 8000), ("http-rank1", 8001)]
+
+
+def test_one_port_where_ranks_cannot_serve_alone() -> None:
+    """Unpooled DP, vLLM before external load balancing, and SGLang's DP attention (its ranks are one model
+    instance) keep one port."""
     spec = server("vllm-dp2").spec.model_copy(update={"routing": server("sglang-single").spec.routing
                                                        .model_copy(update={"inference_pool": None})})
     assert server_ports(spec) == (8000,)
     old = server("vllm-dp2").spec.model_copy(deep=True)
     old.engine.version = "0.9.2"
     assert server_ports(old) == (8000,)
+    unpooled = server("sglang-dp2").spec.model_copy(update={"routing": spec.routing})
+    assert server_ports(unpooled) == (8000,)
+    attention = server("sglang-dp2").spec.model_copy(deep=True)
+    attention.engine.args = ["--enable-dp-attention"]
+    assert server_ports(attention) == (8000,)
+    assert rank_ports_apply("sglang", 1, 2, True) and not rank_ports_apply("sglang", 1, 2, True,
+                                                                          ["--enable-dp-attention"])
+    assert not rank_ports_apply("sglang", 2, 2, True) and not rank_ports_apply("vllm", 1, 1, True)
 
 
 def test_served_model_name_is_rendered_and_managed() -> None:
@@ -171,7 +198,7 @@ def test_served_model_name_is_rendered_and_managed() -> None:
         args = render_workload(render_input(case))["spec"]["template"]["spec"]["containers"][0]["args"]
         assert args[args.index("--served-model-name") + 1] == flag
         assert managed_flag_in(["--served-model-name", "x"], server(case).spec.engine.kind.value) is not None
-    with pytest.raises(ValueError, match="spec.routing.servedModelName"):
+    with pytest.raises(ValueError, match=r"spec\.routing\.servedModelName"):
         raw = yaml.safe_load((GOLDEN / "vllm-single" / "inferenceserver.yaml").read_text())
         raw["spec"]["engine"]["args"] = ["--served-model-name=other"]
         InferenceServer.model_validate(raw)
@@ -229,6 +256,11 @@ def test_too_many_rank_ports_are_refused() -> None:
         InferenceServer.model_validate(raw)
     raw["spec"]["routing"] = {}
     assert InferenceServer.model_validate(raw).spec.parallelism.data == data  # no pool: one port
+    raw = _spec("sglang-dp2", parallelism={"data": data}, gpu={"count": data, "product": "NVIDIA-H100-80GB-HBM3"})
+    with pytest.raises(ValueError, match="at most 8"):
+        InferenceServer.model_validate(raw)
+    raw["spec"]["engine"]["args"] = ["--enable-dp-attention"]  # one server, one port: no limit from the pool
+    assert InferenceServer.model_validate(raw).spec.parallelism.data == data
     raw = _spec("vllm-dp2", serving={"port": 65535})
     with pytest.raises(ValueError, match="above 65535"):
         InferenceServerSpec.model_validate(raw["spec"])
@@ -261,8 +293,35 @@ FAKE_RANK = (
 
 
 def _launch(env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", RANKS_SCRIPT, "3", "2", "8100", sys.executable, "-c", FAKE_RANK,
-                             "--model", "m"], stdout=subprocess.PIPE, text=True, env={**os.environ, **env})
+    return subprocess.Popen([sys.executable, "-c", RANKS_SCRIPT, "3", "2", "8100", "--data-parallel-rank", "",
+                             sys.executable, "-c", FAKE_RANK, "--model", "m"], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, **env})
+
+
+FAKE_ENV_RANK = (  # rank 1 exits (ending the launcher) only once rank 0 has written: no race under load
+    "import os, pathlib, sys, time\n"
+    "port, rank = sys.argv[sys.argv.index('--port') + 1], os.environ['SGLANG_DP_RANK']\n"
+    "os.write(1, f'rank {rank} port {port} gpus {os.environ[\"CUDA_VISIBLE_DEVICES\"]} '\n"
+    "         f'args {sys.argv[1:]}\\n'.encode())\n"
+    "mark = pathlib.Path(os.environ['RANK0_WROTE'])\n"
+    "if rank == '0':\n"
+    "    mark.touch()\n"
+    "    time.sleep(30)\n"
+    "while not mark.exists():\n"
+    "    time.sleep(0.05)\n"
+)
+
+
+def test_launcher_gives_the_rank_by_environment_when_the_engine_has_no_rank_flag(tmp_path: Path) -> None:
+    """SGLang's form: no rank flag, SGLANG_DP_RANK set per rank; a rank exiting 0 ends the launcher with 0 (the
+    other rank stopped)."""
+    proc = subprocess.run([sys.executable, "-c", RANKS_SCRIPT, "2", "1", "8200", "", "SGLANG_DP_RANK",
+                           sys.executable, "-c", FAKE_ENV_RANK, "--model-path", "m"], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "RANK0_WROTE": str(tmp_path / "rank0")})
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(line for line in proc.stdout.splitlines() if line.startswith("rank")) == [
+        "rank 0 port 8200 gpus 0 args ['--model-path', 'm', '--port', '8200']",
+        "rank 1 port 8201 gpus 1 args ['--model-path', 'm', '--port', '8201']"]
 
 
 def test_launcher_starts_every_rank_on_its_gpus_and_port_and_fails_with_a_failed_rank() -> None:
@@ -291,7 +350,7 @@ def test_launcher_forwards_sigterm_to_every_rank() -> None:
 
 
 class _Health(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         self.send_response(200 if self.path == "/health" else 404)
         self.end_headers()
 

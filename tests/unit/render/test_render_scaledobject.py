@@ -157,7 +157,7 @@ def test_waiting_queries(engine: EngineKind, expected: str) -> None:
 
 def test_refuses_without_autoscaling_or_address() -> None:
     inp = scaled_input("vllm-llama8b")
-    with pytest.raises(ValueError, match="spec.autoscaling"):
+    with pytest.raises(ValueError, match=r"spec\.autoscaling"):
         render_scaled_object(ScaledObjectInput(**{**inp.__dict__, "spec": inp.spec.model_copy(
             update={"autoscaling": None})}))
     with pytest.raises(ValueError, match="prometheus address"):

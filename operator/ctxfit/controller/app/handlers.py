@@ -51,7 +51,8 @@ async def index_deployments(namespace: str, name: str, body: kopf.Body, **_: Any
 
 async def index_services(namespace: str, name: str, body: kopf.Body, **_: Any) -> dict[Key, ServiceView]:
     """Index: (namespace, name) -> the engine Service's ``ServiceView`` (the Service is named like its server): its
-    port, None when it was edited away from the rendering (``drift.owned_service_port``), so it is applied again,
+    port, None when it was edited away from the rendering (``views.workloads.service_view``: either the one-node or
+    the multi-node rendering, which ``reconcile`` compares with the spec), so it is applied again,
     and whose it is (a Service that is not the server's counts as absent: ``reconcile``)."""
     return {(namespace, name): service_view(dict(body), name)}
 

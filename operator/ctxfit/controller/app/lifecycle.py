@@ -4,6 +4,7 @@ reconcile per queued key, ``cleanup`` stops it all; ``slim``/``unslim`` keep the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -32,7 +33,7 @@ from ..views.pods import DeploymentView, GPUNode, PodView
 from . import kopf_settings
 from .routing import members_of
 
-logger = logging.getLogger("ctxfit.controller")  # the operator's start/stop lines, as before
+logger = logging.getLogger(__name__)
 APPLIED_MEMORY_SECONDS = 10.0
 DEFAULT_EXECUTOR_THREADS = 4
 """asyncio's default executor: start-up (API client), leader election, stopping; reconciles have their own."""
@@ -168,10 +169,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     loop = asyncio.get_running_loop()
 
     def service_failed(key: Key) -> None:  # from a lane thread: the server's next pass handles the error
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: stopping
             loop.call_soon_threadsafe(state.queue.add, key)
-        except RuntimeError:  # the loop is closed: stopping
-            pass
 
     runtime.services = ServiceLane(kube.apply, runtime.rejections, service_failed)
     runtime.resolutions = Resolutions(kube, cfg, service_failed)  # a finished resolution wakes its servers

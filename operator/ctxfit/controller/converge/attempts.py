@@ -9,6 +9,7 @@ the workload changes, so a pass run twice never steps twice. See docs/design/att
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from ctxfit.api import InferenceServerSpec
@@ -74,7 +75,7 @@ def start_over(out: Outcome, key: str, now: str, announce: bool = True) -> None:
     if st.current_attempt is not None:
         supersede(out, st.current_attempt, now)
     st.spec_key, st.plan, st.effective, st.context_length, st.node_product = key, None, None, None, None
-    st.attempts = []
+    st.attempts, st.excluded_products = [], None
 
 
 def startup_overdue(pod: PodView, attempt: Attempt, settings: Settings, now: datetime) -> float | None:
@@ -117,7 +118,7 @@ def _end_failed(out: Outcome, cur: Attempt, pod: str | None, node: str | None, k
 def fail(
     out: Outcome, spec: InferenceServerSpec, cur: Attempt, pod: PodView, failure: Failure,
     node: GPUNode | None, settings: Settings, now: datetime, generation: int, replan: Replan,
-    decision: Decision | None = None, *, clamped: bool = False,
+    decision: Decision | None = None, *, clamped: bool = False, elsewhere: Callable[[str], bool] | None = None,
 ) -> Decision:
     """``cur`` failed in ``pod`` with ``failure``: record it and what comes next, in one status update.
 
@@ -125,6 +126,8 @@ def fail(
     Retrying when the configuration is the same) or phase Failed with the policy's reason (the workload then
     scales to 0). ``decision``: already made by the caller (a download failure with the claim's facts); else
     the policy's (``recovery.decide``). ``clamped``: the engine served less than the effective context.
+    ``elsewhere``: called with what was seen when the verdict is permanent; True when the pass moved on to another
+    GPU product (``products.move_on``: it recorded the next attempt), so the server does not end here.
     """
     st = out.status
     stamp = now_rfc3339(now)
@@ -139,9 +142,13 @@ def fail(
     seen = f"attempt {cur.number} failed ({failure.kind.value}"
     seen += f": {trim_words(failure.evidence, 200)})" if failure.evidence else ")"
     if decision.permanent or decision.next is None:
+        if decision.permanent and elsewhere is not None and elsewhere(seen):
+            return decision
         reason = Reason.ATTEMPTS_EXHAUSTED if decision.check is CheckName.ATTEMPTS_EXHAUSTED else \
             Reason.PERMANENT_FAILURE
-        message = f"{seen}; {decision.explanation}; no further attempts, scaled to 0"
+        avoided = sorted(st.excluded_names())
+        also = f"; no other eligible GPU product (excluded: {', '.join(avoided)})" if avoided else ""
+        message = f"{seen}; {decision.explanation}{also}; no further attempts, scaled to 0"
         mark_phase(out, Phase.FAILED, reason, message, stamp, generation)
         out.events.append(EventNote("Warning", reason, message))
         return decision

@@ -49,10 +49,10 @@ from ctxfit.budget.autoscale import (
 )
 from ctxfit.render.scaledobject import PAUSED_ANNOTATION, ScaledObjectInput, render_scaled_object
 
-from ..rejections import refused_autoscaler
 from ..settings import Settings
 from ..views.pods import DeploymentView
 from ..views.workloads import ScaledObjectView
+from .refusals import Refusal, refused_autoscaler
 from .status import drop_condition, set_condition
 from .types import EventNote, Keda, Outcome, ScalingSnapshot, Snapshot
 
@@ -175,7 +175,7 @@ def _keda_unusable(out: Outcome, keda: Keda, now: str, generation: int) -> None:
 
 
 def fold_scaled_object(out: Outcome, auto: AutoscalingSpec, desired: dict[str, Any], scaling: ScalingSnapshot,
-                       workload_exists: bool, now: str, generation: int) -> None:
+                       workload_exists: bool, now: str, generation: int, refusals: tuple[Refusal, ...] = ()) -> None:
     """Apply ``desired`` (the rendered ScaledObject) when the live one differs, and say where autoscaling stands.
 
     The ScaledObject is created only once the workload exists (or is created in the same pass): KEDA checks
@@ -200,11 +200,11 @@ def fold_scaled_object(out: Outcome, auto: AutoscalingSpec, desired: dict[str, A
         _set(out, "False", Reason.AUTOSCALING_PAUSED, message, now, generation,
              EventNote("Normal", Reason.AUTOSCALING_PAUSED, message))
         return
-    refusal = refused_autoscaler(out.status)
+    refusal = refused_autoscaler(refusals)
     if refusal is not None and (live is None or live.paused):  # not created, or not resumed: say so
         if live is not None and out.status.autoscaling is not None:
             out.status.autoscaling.paused = True
-        _set(out, "False", Reason.OBJECT_REJECTED, refusal, now, generation)  # its Warning came with the refusal
+        _set(out, "False", Reason.OBJECT_REJECTED, refusal.message, now, generation)  # its Warning: refusals.hold
         return
     if live is None:
         message = f"creating ScaledObject {name}: KEDA scales {bounds}; waiting for KEDA to accept it"
@@ -298,4 +298,4 @@ def converge_autoscaling(snap: Snapshot, spec: InferenceServerSpec, out: Outcome
         name=snap.name, namespace=snap.namespace, uid=snap.uid, spec=spec, thresholds=found,
         prometheus_address=settings.prometheus_address, paused=failed,
         startup_timeout_seconds=cur.effective.startup_timeout_seconds if cur is not None else None))
-    fold_scaled_object(out, auto, desired, scaling, have is not None, now, snap.generation)
+    fold_scaled_object(out, auto, desired, scaling, have is not None, now, snap.generation, snap.refusals)

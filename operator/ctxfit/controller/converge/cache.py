@@ -57,6 +57,7 @@ def resolve(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str,
     """
     st = out.status
     resolved = st.model.resolved if st.model is not None else None
+    draft, adapters = (st.model.draft, st.model.adapters) if st.model is not None else (None, None)
     old = st.model if st.model is not None and st.model.cache is not None else None  # None: only resolved so far
     if snap.storage is None and old is None:
         return None
@@ -83,7 +84,7 @@ def resolve(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str,
         cache=cache.mode, claim_name=cache.claim_name, claim_bytes=claim_bytes, claim_wanted_bytes=wanted,
         ephemeral_bytes=cache.size_bytes if cache.mode is CacheMode.EMPTY_DIR else None,
         bytes=old.bytes if old else None, download_seconds=old.download_seconds if old else None,
-        changed_at=old.changed_at if old else None, note=note, resolved=resolved,
+        changed_at=old.changed_at if old else None, note=note, resolved=resolved, draft=draft, adapters=adapters,
         owned_claim=cache.claim_name if cache.mode is CacheMode.VOLUME_CLAIM_TEMPLATE else
         (old.owned_claim or (old.claim_name if owned else None)) if old is not None else None,
     )
@@ -166,7 +167,8 @@ def _grow_claim(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, cache: 
             f"{how}: {name} of {bytes_to_quantity(grown)}, same engine configuration")
 
 
-def observe_download(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, cache: CacheVolume | None,
+def observe_download(snap: Snapshot,  # noqa: C901 - one branch per download outcome; to split
+                     spec: InferenceServerSpec, out: Outcome, cache: CacheVolume | None,
                      diagnose: DiagnoseDownload, record: RecordFailure, now: str) -> bool:
     """Fold the newest attempt's download into status; True while the engine has not started (or failed here).
 

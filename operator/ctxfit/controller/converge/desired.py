@@ -41,7 +41,8 @@ def render_input(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settin
 
 def desired_digest(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings,
                     cache: CacheVolume | None = None) -> str:
-    """``pods.engine_digest`` of the current attempt's engine container (pods of another template are ignored)."""
+    """``views.pod_facts.engine_digest`` of the current attempt's engine container (pods of another template are
+    ignored)."""
     template = render_pod_template(render_input(snap, spec, out, settings, cache))
     return engine_digest(template["spec"]["containers"][0])
 

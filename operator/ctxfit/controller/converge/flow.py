@@ -12,7 +12,7 @@ from ctxfit.recovery import Decision, Failure
 
 from ..settings import Settings
 from ..views.pods import PodView
-from . import attempts, policy, resolution, routing, status
+from . import attempts, policy, refusals, resolution, routing, status
 from .autoscaling import converge_autoscaling, pause_live
 from .cache import observe_download, resolve
 from .desired import desired
@@ -27,10 +27,20 @@ GROUPS_RECHECK_SECONDS = 60.0
 
 def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
              read_startup: ReadStartup | None = None) -> Outcome:
-    """One reconciliation step for one InferenceServer (pure; see the module docstring).
+    """One reconciliation step for one InferenceServer (pure; see the module docstring): the ordered steps, then
+    the refusal book's state into status and the writes still in their backoff dropped (``refusals.hold``), Ready
+    held while the Service lane writes the Service (``refusals.hold_for_service``).
 
     ``read_startup``: reads a Ready pod's start-up log (``controller/converge/verify.py``); None skips verification.
     """
+    out = _steps(snap, settings, diagnose, read_startup)
+    refusals.hold(out, snap.refusals, now_rfc3339(snap.now), snap.generation, accepted=snap.writes_accepted)
+    refusals.hold_for_service(out, snap, now_rfc3339(snap.now))
+    return out
+
+
+def _steps(snap: Snapshot, settings: Settings, diagnose: Diagnose,  # noqa: C901 - the ordered steps of the pass
+           read_startup: ReadStartup | None) -> Outcome:
     out = Outcome(status=snap.status.model_copy(deep=True))
     st = out.status
     now = now_rfc3339(snap.now)
@@ -40,7 +50,8 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        mark_failed_spec(out, f"spec.{where}: {first['msg']}" if where else str(first["msg"]), now, snap.generation)
+        msg = str(first["msg"]).removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
+        mark_failed_spec(out, f"spec.{where}: {msg}" if where else msg, now, snap.generation)
         st.observed_generation = snap.generation
         if snap.deployment is not None and snap.deployment.replicas != 0:
             out.scale_to_zero = True
@@ -75,9 +86,10 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
         attempts.start_over(out, key, now, announce=False)
         found = resolution.step(snap, spec, out, now, settings, False)
     if st.plan is None and found.ready:
-        first_plan(snap, spec, out, settings, now, model=found.source)
+        first_plan(snap, spec, out, settings, now, model=found.source, draft=found.draft, adapters=found.adapters)
         if out.plan_result is not None:
-            resolution.record(out, spec, snap.namespace, found.source, out.plan_result, now, snap.generation)
+            resolution.record(out, spec, snap.namespace, found.source, out.plan_result, now, snap.generation,
+                              draft=found.draft, adapters=found.adapters)
     attempts.reopen(out, snap.generation, now)
     cache = resolve(snap, spec, out, now, settings.default_cache)
     def record(pod: PodView, failure: Failure, decision: Decision | None) -> None:

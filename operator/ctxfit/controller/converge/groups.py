@@ -20,7 +20,7 @@ from ..views.pods import GPUNode, PodView
 
 
 def group_shortage(spec: InferenceServerSpec, eligible: Sequence[GPUNode]) -> str | None:
-    """Why ``eligible`` (from ``observe.eligible_nodes``) cannot hold one group; None when it can.
+    """Why ``eligible`` (from ``views.pods.eligible_nodes``) cannot hold one group; None when it can.
 
     One group needs ``spec.nodes`` schedulable nodes of the same GPU product, each with at least
     ``gpu.count`` allocatable ``nvidia.com/gpu``. Single-node specs never fall short here.

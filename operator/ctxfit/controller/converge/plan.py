@@ -3,8 +3,10 @@ the recovery policy. ``spec_key`` says what the plan and the attempt history dep
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+from collections import Counter
 from typing import Any
 
 from ctxfit.api import InferenceServerSpec
@@ -42,10 +44,13 @@ def spec_key(spec: InferenceServerSpec) -> str:
 
 def plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Settings,
              pin: dict[str, Any] | None = None, calibration: CalibrationTable | None = None,
-             model: ModelSource | None = None) -> Plan:
+             model: ModelSource | None = None, draft: ModelSource | None = None,
+             adapters: dict[str, ModelSource] | None = None) -> Plan:
     return plan(
         spec,
         model=model,
+        draft_model=draft,
+        adapter_configs={name: a.config for name, a in adapters.items()} if adapters else None,
         node_product=node.product if node else None,
         node_gpu_memory_mib=node.gpu_memory_mib if node else None,
         node_compute_capability=node.compute if node else None,
@@ -57,27 +62,39 @@ def plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Settings
 
 
 def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings, now: str,
-               model: ModelSource | None = None) -> bool:
-    """Choose a node and plan (with the resolved ``model``, when one was read: ``converge.resolution``). Returns
-    True when attempt 1 was created (False: waiting or failed); the plan, when one was made, is
+               model: ModelSource | None = None, draft: ModelSource | None = None,
+               adapters: dict[str, ModelSource] | None = None) -> bool:
+    """Choose a node (of a product ``status.excludedProducts`` does not name) and plan (with the resolved
+    ``model``, ``draft`` and adapters, when read: ``converge.resolution``). Returns True when the next attempt (1, or
+    N+1 after ``products.move_on``) was created (False: waiting or failed); the plan, when one was made, is
     ``out.plan_result``."""
     st = out.status
-    try:  # a verdict the nodes cannot change comes before waiting for nodes (pipeline 64 on 32 layers)
+    try:  # a verdict the nodes cannot change comes before waiting for nodes (pipeline 64 on 32 layers): the
+        # planner's own DoesNotFit verdict (budget.parallel), as the CLI says it, not a spec error
         check_pipeline(spec, known_layers(spec) if model is None else _config_layers(model.config))
     except PlanInputError as exc:
-        mark_failed_spec(out, str(exc), now, snap.generation)
+        status.mark_does_not_fit(out, str(exc), now, snap.generation)
         return False
     operator_image = settings.image_for(spec.engine.kind.value)
-    nodes = eligible_nodes(spec, snap.nodes, operator_image)
+    avoid = st.excluded_names()
+    listed = eligible_nodes(spec, snap.nodes, operator_image)
+    nodes = [n for n in listed if n.product not in avoid]
     shortage = group_shortage(spec, nodes)
     if not nodes or shortage:
-        mark_no_node(out, shortage or describe_nodes(spec, snap.nodes, operator_image), now, snap.generation)
+        why = shortage or describe_nodes(spec, snap.nodes, operator_image)
+        if listed and not nodes:
+            why = f"every eligible GPU product is excluded after failed attempts: {', '.join(sorted(avoid))}"
+        mark_no_node(out, why, now, snap.generation)
         out.waiting_for_nodes = True
         out.requeue(settings.node_recheck_seconds)
         return False
     node = best_group_node(spec, nodes)
     try:
-        result = plan_for(spec, node, settings, calibration=snap.calibration, model=model)
+        result = plan_for(spec, node, settings, calibration=snap.calibration, model=model, draft=draft,
+                          adapters=adapters)
+        if result.capability_refusals and spec.gpu.product is None:
+            node, result = capable_product(spec, nodes, node, result, settings, snap.calibration, model, draft,
+                                           adapters)
     except (PlanInputError, ValueError) as exc:
         mark_failed_spec(out, str(exc), now, snap.generation)
         return False
@@ -93,13 +110,36 @@ def first_plan(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings
         status.mark_does_not_fit(out, result, now, snap.generation)
         return False
     status.mark_fits(out, result, spec, st.plan.headroom, now, snap.generation)
-    attempts.start(out, EffectiveStatus.of(result.effective), now)
+    first = attempts.start(out, EffectiveStatus.of(result.effective), now)
     out.events.append(EventNote(
         "Normal", Reason.PLANNED,
         f"planned context {result.context_length} on {st.node_product} (predicted max "
         f"{result.max_context_length}, {result.kv_bytes_per_token} B/token/GPU): {'; '.join(result.reasons)}"))
-    mark_phase(out, Phase.STARTING, Reason.ENGINE_STARTING, "starting attempt 1", now, snap.generation)
+    mark_phase(out, Phase.STARTING, Reason.ENGINE_STARTING, f"starting attempt {first.number}", now, snap.generation)
     return True
+
+
+def capable_product(spec: InferenceServerSpec, nodes: list[GPUNode], node: GPUNode, result: Plan,
+                    settings: Settings, calibration: CalibrationTable | None,
+                    model: ModelSource | None, draft: ModelSource | None = None,
+                    adapters: dict[str, ModelSource] | None = None) -> tuple[GPUNode, Plan]:
+    """An unpinned spec whose plan on ``node``'s product the compute-capability rules refuse
+    (``Plan.capability_refusals``, ``budget.capability``): the best node of the next eligible product (best-first,
+    with enough nodes for a group) whose plan they do not refuse, its reasons first saying which products were
+    skipped and why; ``node`` and ``result`` when every product is refused."""
+    skipped = [f"skipped {node.product}: {'; '.join(result.capability_refusals)}"]
+    counts = Counter(n.product for n in nodes)
+    for product in dict.fromkeys(n.product for n in nodes):
+        if product == node.product or counts[product] < spec.nodes:
+            continue
+        candidate = next(n for n in nodes if n.product == product)
+        other = plan_for(spec, candidate, settings, calibration=calibration, model=model, draft=draft,
+                         adapters=adapters)
+        if other.capability_refusals:
+            skipped.append(f"skipped {product}: {'; '.join(other.capability_refusals)}")
+            continue
+        return candidate, dataclasses.replace(other, reasons=[*skipped, *other.reasons])
+    return node, result
 
 
 def node_of(snap: Snapshot, pod: PodView | None, product: str | None) -> GPUNode | None:
@@ -114,7 +154,9 @@ def replan(spec: InferenceServerSpec, pin: dict[str, Any], node: GPUNode | None,
     """A re-plan of the same spec (step-down, verify): the resolved architecture and weights come back from
     ``status.model.resolved`` (no Hub request)."""
     model = out.status.model
-    spec = inputs_from_status(spec, model.resolved if model is not None else None)
+    spec = inputs_from_status(spec, model.resolved if model is not None else None,
+                              model.draft if model is not None else None,
+                              model.adapters if model is not None else None)
     result = plan_for(spec, node, settings, pin=pin)
     return result.context_length, (result.reasons[-1] if result.reasons else "")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import (
+    Attempt,
     AttemptOutcome,
     Phase,
     Reason,
@@ -16,7 +17,7 @@ from ctxfit.vocab.kinds import Failure
 
 from ..settings import Settings
 from ..views.pods import PodView
-from . import attempts
+from . import attempts, products
 from .desired import desired_digest
 from .group_restarts import follow_group
 from .groups import group_is_ready, most_telling_failure
@@ -42,21 +43,16 @@ def observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, set
     failing = [p for p in pods if p.failed]
     failed = failing[0] if failing else None
     if failed is None and cur.outcome is AttemptOutcome.RUNNING:
-        for pod in pods:
-            if pod.ready:
-                continue
-            left = attempts.startup_overdue(pod, cur, settings, snap.now)
-            if left is not None and left <= 0:
-                failed = pod
-                break
-            if left is not None:
-                out.requeue(left)
+        failed = _overdue(out, cur, pods, settings, snap)
     if failed is not None:
         failed, failure = most_telling_failure(failing, diagnose) if len(failing) > 1 else \
             (failed, diagnose(failed, failed.restart_count))
         node = node_of(snap, failed, st.node_product)
+
+        def elsewhere(seen: str) -> bool:
+            return products.move_on(snap, spec, out, settings, failure, node, cur.number, seen, now)
         attempts.fail(out, spec, cur, failed, failure, node, settings, snap.now, snap.generation,
-                      lambda s, pin: replan(s, pin, node, settings, out))
+                      lambda s, pin: replan(s, pin, node, settings, out), elsewhere=elsewhere)
         return
     groups = snap.deployment.replicas if snap.deployment is not None else None
     if follow_group(out, spec, cur, pods, settings.group_restart_budget, now, snap.generation, groups):
@@ -76,8 +72,22 @@ def observe_attempt(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, set
         follow_pods(out, cur, pods, gone, snap.deployment, node_names, now, snap.generation)
 
 
+def _overdue(out: Outcome, cur: Attempt, pods: list[PodView], settings: Settings, snap: Snapshot) -> PodView | None:
+    """The first pod past the attempt's startup deadline (``attempts.startup_overdue``); else look again when the
+    nearest deadline passes."""
+    for pod in pods:
+        if pod.ready:
+            continue
+        left = attempts.startup_overdue(pod, cur, settings, snap.now)
+        if left is not None and left <= 0:
+            return pod
+        if left is not None:
+            out.requeue(left)
+    return None
+
+
 def record_download_failure(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings, pod: PodView,
-            failure: Failure, decision: Decision | None) -> None:
+                            failure: Failure, decision: Decision | None) -> None:
     """A failed download ends the newest attempt through the policy (``attempts.fail``)."""
     cur = out.status.current_attempt
     assert cur is not None

@@ -1,5 +1,5 @@
-"""Operator-side policy: which images, tolerations and Secret references an InferenceServer may use
-(issue 10, class 7). Pure; the settings come from ``CTXFIT_*`` (``settings.py``, chart ``policy.*``).
+"""Operator-side policy: which images, tolerations and Secret references an InferenceServer may use.
+Pure; the settings come from ``CTXFIT_*`` (``settings.py``, chart ``policy.*``).
 
 The permission model (README "Security"): creating an InferenceServer is creating pods in its
 namespace; the chart's ``ctxfit-edit`` ClusterRole aggregates into ``edit``/``admin``, so by default only
@@ -94,7 +94,7 @@ def _secret_refusal(spec: InferenceServerSpec, settings: Settings) -> str | None
     return None
 
 
-def refusal(spec: InferenceServerSpec, settings: Settings) -> str | None:
+def refusal(spec: InferenceServerSpec, settings: Settings) -> str | None:  # noqa: C901 - one check per spec path
     """The first policy violation of ``spec`` as one sentence, None when the spec is allowed."""
     image = engine_image(spec, settings.image_for(spec.engine.kind.value))
     prefixes = settings.allowed_image_prefixes

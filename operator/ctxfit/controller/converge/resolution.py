@@ -36,12 +36,13 @@ from typing import TYPE_CHECKING, Literal
 
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.model_cache import ModelStatus
-from ctxfit.api.resolution import ResolvedModel
+from ctxfit.api.resolution import ResolvedAdapter, ResolvedModel
 from ctxfit.api.status import ConditionType, Phase, Reason, parse_rfc3339
 from ctxfit.budget.planner import Plan
 from ctxfit.catalog import lookup_model
 from ctxfit.engines.registry import unsupported
 from ctxfit.vocab.checkpoint import quantization_config
+from ctxfit.vocab.extras import hub_draft
 from ctxfit.vocab.hfconfig import architecture_from_hf_config
 from ctxfit.vocab.modelsource import ModelSource
 
@@ -95,17 +96,94 @@ def need(spec: InferenceServerSpec, namespace: str) -> Need:
     return Need("hub", ("hub", model.name, revision), model.name, revision)
 
 
+def draft_need(spec: InferenceServerSpec) -> Need | None:
+    """The Hub resolution ``spec.speculative.draft`` needs (``vocab.extras.hub_draft``: a Hub draft the catalog and
+    the spec do not describe), None when it needs none. Shared with every server under the same key as a model."""
+    found = hub_draft(spec)
+    return None if found is None else Need("hub", ("hub", *found), found[0], found[1])
+
+
+def adapter_needs(spec: InferenceServerSpec) -> tuple[tuple[str, Need], ...]:
+    """(adapter name, the read of its adapter_config.json) for every Hub adapter whose rank the spec leaves unset
+    (key ``("adapter", repo, revision)``; the CLI reads the same file, ``cli.resolve.extra_configs_for_cli``)."""
+    if spec.lora is None:
+        return ()
+    return tuple((a.name, Need("hub", ("adapter", a.source, a.revision or "main"), a.source, a.revision or "main"))
+                 for a in spec.lora.adapters if a.from_hub and a.rank is None)
+
+
 @dataclass(frozen=True)
 class Step:
-    """This pass's answer: ``ready`` (plan now, with ``source`` when one was read), else wait or stop."""
+    """This pass's answer: ``ready`` (plan now, with ``source``, ``draft`` and the adapters' adapter_config.json
+    when they were read), else wait or stop."""
 
     ready: bool
     source: ModelSource | None = None
+    draft: ModelSource | None = None
+    adapters: dict[str, ModelSource] | None = None
 
 
 def step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, settings: Settings,
          spec_changed: bool) -> Step:
-    """The resolution step of one pass (before ``flow._first_plan``); see the module docstring."""
+    """The resolution step of one pass (before ``flow._first_plan``): the model, then a Hub draft (the same states:
+    waiting while the Hub is unreachable, permanent errors until the spec changes); see the module docstring."""
+    found = _model_step(snap, spec, out, now, settings, spec_changed)
+    if not found.ready or out.status.plan is not None:  # a re-plan reads status
+        return found
+    found = _draft_step(snap, spec, out, now, settings, spec_changed, found)
+    return _adapters_step(snap, spec, out, now, settings, spec_changed, found) if found.ready else found
+
+
+def _adapters_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, settings: Settings,
+                   spec_changed: bool, found: Step) -> Step:
+    needs = adapter_needs(spec)
+    if not needs:
+        return found
+    views = {v.key: v for v in snap.adapter_resolutions}
+    configs: dict[str, ModelSource] = {}
+    waiting = False
+    for name, wanted in needs:
+        view = views.get(wanted.key)
+        stale_error = view is not None and view.error is not None and spec_changed and not view.in_flight
+        if view is None or stale_error or (view.source is None and view.error is None):
+            out.adapter_resolution_requests.append(ResolutionRequest(wanted, forget_error=spec_changed))
+            if not waiting:
+                _resolving(out, wanted, view, now, snap.generation, settings, role=f"adapter {name} ",
+                           how="reading its adapter_config.json from the Hub")
+            waiting = True
+            continue
+        if view.source is not None:
+            configs[name] = view.source
+            continue
+        request = _wait_or_fail(snap, out, wanted, view, now, settings, role=f"adapter {name} ")
+        if request is not None:
+            out.adapter_resolution_requests.append(request)
+        return Step(False)
+    return Step(False) if waiting else Step(True, found.source, found.draft, configs)
+
+
+def _draft_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, settings: Settings,
+                spec_changed: bool, found: Step) -> Step:
+    wanted = draft_need(spec)
+    if wanted is None:
+        return found
+    view = snap.draft_resolution if snap.draft_resolution is not None and \
+        snap.draft_resolution.key == wanted.key else None
+    stale_error = view is not None and view.error is not None and spec_changed and not view.in_flight
+    if view is None or stale_error or (view.source is None and view.error is None):
+        out.draft_resolution_request = ResolutionRequest(wanted, forget_error=spec_changed)
+        _resolving(out, wanted, view, now, snap.generation, settings, role="draft ")
+        return Step(False)
+    if view.source is not None:
+        return Step(True, found.source, view.source)
+    request = _wait_or_fail(snap, out, wanted, view, now, settings, role="draft ")
+    if request is not None:
+        out.draft_resolution_request = request
+    return Step(False)
+
+
+def _model_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, settings: Settings,
+                spec_changed: bool) -> Step:
     st = out.status
     wanted = need(spec, snap.namespace)
     if not wanted.reads:
@@ -126,23 +204,31 @@ def step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, sett
             return Step(True, view.source)
         _failed(out, wanted, "UnsupportedArchitecture", problem, now, snap.generation)
         return Step(False)
+    request = _wait_or_fail(snap, out, wanted, view, now, settings)
+    if request is not None:
+        out.resolution_request = request
+    return Step(False)
+
+
+def _wait_or_fail(snap: Snapshot, out: Outcome, wanted: Need, view: ResolutionView, now: str, settings: Settings,
+                  role: str = "") -> ResolutionRequest | None:
+    """A failed resolution: wait (Hub unreachable) or fail; the request to make when a retry is due."""
     assert view.error is not None
     due = view.retry_at is not None and view.retry_at <= snap.now
-    if due and not view.in_flight:
-        out.resolution_request = ResolutionRequest(wanted)
+    request = ResolutionRequest(wanted) if due and not view.in_flight else None
     if view.error in WAITING_KINDS:
         wait = max(1.0, (view.retry_at - snap.now).total_seconds()) if view.retry_at and not due else \
             settings.resolve_poll_seconds
-        message = (f"{_what(wanted)}: {view.detail}; retrying in {wait:.0f} s "
+        message = (f"{role}{_what(wanted)}: {view.detail}; retrying in {wait:.0f} s "
                    f"({HINTS['HubUnreachable']})")
         _condition(out, "False", Reason.HUB_UNREACHABLE, message, now, snap.generation)
         mark_phase(out, Phase.PLANNING, Reason.HUB_UNREACHABLE, message, now, snap.generation)
         out.requeue(wait)
-        return Step(False)
-    _failed(out, wanted, view.error, view.detail, now, snap.generation)
+        return request
+    _failed(out, wanted, view.error, view.detail, now, snap.generation, role=role)
     if view.retry_at is not None:
         out.requeue(max(1.0, (view.retry_at - snap.now).total_seconds()))
-    return Step(False)
+    return request
 
 
 def _what(wanted: Need) -> str:
@@ -163,20 +249,25 @@ def _condition(out: Outcome, status: Literal["True", "False", "Unknown"], reason
 
 
 def _resolving(out: Outcome, wanted: Need, view: ResolutionView | None, now: str, generation: int,
-               settings: Settings) -> None:
-    how = {"hub": "reading config.json and the safetensors headers from the Hub",
-           "token": "a resolver pod reads the gated repository with the token Secret",
-           "volume": "a resolver pod reads the preloaded claim"}[wanted.kind]
+               settings: Settings, role: str = "", how: str = "") -> None:
+    how = how or {"hub": "reading config.json and the safetensors headers from the Hub",
+                  "token": "a resolver pod reads the gated repository with the token Secret",
+                  "volume": "a resolver pod reads the preloaded claim"}[wanted.kind]
     pod = f" ({view.pod})" if view is not None and view.pod else ""
-    message = f"resolving {_what(wanted)}: {how}{pod}"
+    message = f"resolving {role}{_what(wanted)}: {how}{pod}"
     _condition(out, "Unknown", Reason.RESOLVING, message, now, generation)
     mark_phase(out, Phase.PLANNING, Reason.RESOLVING, message, now, generation)
     out.requeue(settings.resolve_poll_seconds)
 
 
-def _failed(out: Outcome, wanted: Need, kind: str, detail: str, now: str, generation: int) -> None:
+def _failed(out: Outcome, wanted: Need, kind: str, detail: str, now: str, generation: int, role: str = "") -> None:
     reason = REASONS.get(kind, Reason.INVALID_CHECKPOINT)
-    message = f"{_what(wanted)}: {kind}: {detail}; {HINTS.get(kind, HINTS['InvalidCheckpoint'])}"
+    hint = HINTS.get(kind, HINTS["InvalidCheckpoint"])
+    if role.startswith("draft"):
+        hint = "check spec.speculative.draft (name, revision), or set its architecture and weightsPerGPU"
+    elif role.startswith("adapter"):
+        hint = "check spec.lora.adapters[].source and revision, or set the adapter's rank (and targetModules)"
+    message = f"{role}{_what(wanted)}: {kind}: {detail}; {hint}"
     _condition(out, "False", reason, message, now, generation)
     mark_phase(out, Phase.FAILED, reason, message, now, generation)
 
@@ -205,9 +296,13 @@ def _recheck(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, 
 
 
 def record(out: Outcome, spec: InferenceServerSpec, namespace: str, source: ModelSource | None, result: Plan,
-           now: str, generation: int) -> None:
-    """``status.model.resolved`` and ``ModelResolved=True`` once the first plan of the spec exists."""
+           now: str, generation: int, draft: ModelSource | None = None,
+           adapters: dict[str, ModelSource] | None = None) -> None:
+    """``status.model.resolved`` (``status.model.draft`` for a Hub draft, ``status.model.adapters`` for Hub adapters
+    read) and ``ModelResolved=True`` once the first plan of the spec exists."""
     st = out.status
+    drafted = _draft_record(spec, draft, result, now)
+    read = _adapter_records(spec, adapters)
     wanted = need(spec, namespace)
     kind = "volume" if wanted.kind == "volume" else ("hub" if wanted.reads else wanted.kind)
     config = source.config if source is not None else None
@@ -233,20 +328,95 @@ def record(out: Outcome, spec: InferenceServerSpec, namespace: str, source: Mode
         max_position_embeddings=architecture.max_position_embeddings if architecture is not None else None,
         resolved_at=now)
     if st.model is None:
-        st.model = ModelStatus(resolved=resolved)
+        st.model = ModelStatus(resolved=resolved, draft=drafted, adapters=read)
     else:
-        st.model.resolved = resolved
+        st.model.resolved, st.model.draft, st.model.adapters = resolved, drafted, read
     where = {"spec": "from spec.model.architecture and weightsPerGPU", "catalog": "from the built-in catalog"}.get(
         wanted.kind, f"from {source.describe()}" if source is not None else "")
-    _condition(out, "True", Reason.RESOLVED, f"{_what(wanted)} resolved {where}".strip(), now, generation)
+    also = (f"; draft {draft.describe()}" if draft is not None else "") + (
+        f"; adapter_config.json of {', '.join(sorted(adapters))}" if adapters else "")
+    _condition(out, "True", Reason.RESOLVED, f"{_what(wanted)} resolved {where}".strip() + also, now, generation)
 
 
-def inputs_from_status(spec: InferenceServerSpec, resolved: ResolvedModel | None) -> InferenceServerSpec:
-    """``spec`` with the architecture and weights per GPU the first plan resolved, for a re-plan of the same spec
-    (spec fields win; nothing is read again)."""
+def _adapter_records(spec: InferenceServerSpec, adapters: dict[str, ModelSource] | None
+                     ) -> list[ResolvedAdapter] | None:
+    """``status.model.adapters``: what each Hub adapter's adapter_config.json said."""
+    if not adapters or spec.lora is None:
+        return None
+    out: list[ResolvedAdapter] = []
+    for adapter in spec.lora.adapters:
+        source = adapters.get(adapter.name)
+        if source is None:
+            continue
+        config = source.config
+        rank = config.get("r")
+        targets = config.get("target_modules")
+        targets = [targets] if isinstance(targets, str) else targets
+        base = config.get("base_model_name_or_path")
+        out.append(ResolvedAdapter(
+            name=adapter.name, repo=adapter.source, sha=source.commit if source.commit and COMMIT.match(source.commit)
+            else None, rank=rank if isinstance(rank, int) and 1 <= rank <= 1024 else None,
+            target_modules=[str(t)[:128] for t in targets][:64] if isinstance(targets, list) else None,
+            base_model=base[:253] if isinstance(base, str) else None))
+    return out or None
+
+
+def _draft_record(spec: InferenceServerSpec, draft: ModelSource | None, result: Plan, now: str
+                  ) -> ResolvedModel | None:
+    """``status.model.draft``: the Hub draft's geometry and the weights per GPU the plan gave it."""
+    wanted = draft_need(spec)
+    if draft is None or wanted is None:
+        return None
+    try:
+        architecture = architecture_from_hf_config(draft.config)
+    except (ValueError, TypeError, KeyError, AssertionError):
+        architecture = None
+    weights = next((e.bytes for e in result.per_gpu.extras if e.label == "draft weights"), None)
+    return ResolvedModel(
+        source="hub", repo=wanted.repo[:253], revision=wanted.revision[:255],
+        sha=draft.commit if draft.commit and COMMIT.match(draft.commit) else None,
+        architectures=[a for a in draft.config.get("architectures") or [] if isinstance(a, str)][:8],
+        architecture=architecture, quantization=draft.weight_format,
+        checkpoint_bytes=draft.checkpoint.checkpoint_bytes if draft.checkpoint else None,
+        weights_per_gpu_bytes=weights,
+        max_position_embeddings=architecture.max_position_embeddings if architecture is not None else None,
+        resolved_at=now)
+
+
+def inputs_from_status(spec: InferenceServerSpec, resolved: ResolvedModel | None,
+                       draft: ResolvedModel | None = None,
+                       adapters: list[ResolvedAdapter] | None = None) -> InferenceServerSpec:
+    """``spec`` with the architecture and weights per GPU the first plan resolved (the model's, a Hub draft's from
+    ``status.model.draft``, the Hub adapters' rank and modules from ``status.model.adapters``), for a re-plan of the
+    same spec (spec fields win; nothing is read again)."""
+    from ctxfit.api import bytes_to_quantity
+
+    if adapters and spec.lora is not None:
+        read = {(a.name, a.repo): a for a in adapters}
+        filled = []
+        for adapter in spec.lora.adapters:
+            found = read.get((adapter.name, adapter.source))
+            if found is not None and adapter.rank is None and found.rank is not None:
+                adapter = adapter.model_copy(update={
+                    "rank": found.rank,
+                    "target_modules": adapter.target_modules if adapter.target_modules is not None
+                    else found.target_modules})
+            filled.append(adapter)
+        spec = spec.model_copy(update={"lora": spec.lora.model_copy(update={"adapters": filled})})
+
+    speculative = spec.speculative
+    if draft is not None and speculative is not None and speculative.draft is not None and \
+            speculative.draft.name == draft.repo:
+        fill: dict[str, object] = {}
+        if speculative.draft.architecture is None and draft.architecture is not None:
+            fill["architecture"] = draft.architecture
+        if speculative.draft.weights_per_gpu is None and draft.weights_per_gpu_bytes:
+            fill["weights_per_gpu"] = bytes_to_quantity(draft.weights_per_gpu_bytes)
+        if fill:
+            spec = spec.model_copy(update={"speculative": speculative.model_copy(
+                update={"draft": speculative.draft.model_copy(update=fill)})})
     if resolved is None or resolved.source not in ("hub", "volume"):
         return spec
-    from ctxfit.api import bytes_to_quantity
 
     update: dict[str, object] = {}
     if spec.model.architecture is None and resolved.architecture is not None:

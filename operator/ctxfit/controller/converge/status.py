@@ -104,9 +104,10 @@ def mark_no_node(out: Outcome, message: str, now: str, generation: int) -> None:
     mark_phase(out, Phase.PLANNING, Reason.NO_ELIGIBLE_NODE, message, now, generation)
 
 
-def mark_does_not_fit(out: Outcome, result: Plan, now: str, generation: int) -> None:
-    """The plan does not fit: BudgetFits False and Failed with the planner's reasons; nothing starts."""
-    text = "; ".join(result.reasons)
+def mark_does_not_fit(out: Outcome, result: Plan | str, now: str, generation: int) -> None:
+    """The plan does not fit: BudgetFits False and Failed with the planner's reasons (or one verdict sentence
+    found before planning, e.g. more pipeline stages than layers); nothing starts."""
+    text = result if isinstance(result, str) else "; ".join(result.reasons)
     out.status.set_condition(ConditionType.BUDGET_FITS, "False", Reason.DOES_NOT_FIT, text, now=now,
                              generation=generation)
     mark_phase(out, Phase.FAILED, Reason.DOES_NOT_FIT, f"does not fit: {text}", now, generation)

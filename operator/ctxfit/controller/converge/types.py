@@ -41,7 +41,7 @@ ReadStartup = Callable[[PodView], str]
 DiagnoseDownload = Callable[[PodView], Failure]
 """Classify a failed ``model-download`` run (its termination message, log tail and the pod's Events)."""
 RecordFailure = Callable[[PodView, Failure, Decision | None], None]
-"""``record(pod, failure, decision)``: end the attempt through ``stepping.record_failure``."""
+"""``record(pod, failure, decision)``: end the attempt through ``attempts.fail``."""
 
 
 class Keda(StrEnum):
@@ -50,6 +50,60 @@ class Keda(StrEnum):
     INSTALLED = "Installed"
     ABSENT = "Absent"
     DISABLED = "Disabled"
+
+
+class Write(StrEnum):
+    """A child write the book keeps apart; the value is how conditions and Events name it."""
+
+    DEPLOYMENT = "Deployment"
+    GROUP = "LeaderWorkerSet"
+    DEPLOYMENT_SCALE = "Deployment/scale"
+    GROUP_SCALE = "LeaderWorkerSet/scale"
+    SERVICE = "Service"
+    CLAIM = "PersistentVolumeClaim"
+    CLAIM_EXPAND = "PersistentVolumeClaim/expand"
+    CLAIM_DELETE = "PersistentVolumeClaim/delete"
+    SCALED_OBJECT = "ScaledObject"
+    SCALED_OBJECT_PAUSE = "ScaledObject/pause"
+    SCALED_OBJECT_DELETE = "ScaledObject/delete"
+    POOL = "InferencePool"
+
+    @property
+    def holds_ready(self) -> bool:
+        """A refusal of this write stops the server from serving (Ready held, no endpoint)."""
+        return self not in SERVING_UNAFFECTED
+
+    @property
+    def autoscaler(self) -> bool:
+        """A write of the server's ScaledObject (any verb)."""
+        return self in (Write.SCALED_OBJECT, Write.SCALED_OBJECT_PAUSE, Write.SCALED_OBJECT_DELETE)
+
+
+SERVING_UNAFFECTED = frozenset({Write.SCALED_OBJECT, Write.SCALED_OBJECT_PAUSE, Write.SCALED_OBJECT_DELETE,
+                                Write.CLAIM_EXPAND, Write.CLAIM_DELETE})
+"""Refused writes that do not stop the server from serving: its ScaledObject (it serves at its current replica
+count), the growth of a claim it already mounts, the delete of a claim it no longer mounts."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One refused write as the refusal book holds it at the snapshot (``Snapshot.refusals``, oldest first).
+
+    Attributes:
+        write: what was refused.
+        fingerprint: ``fingerprint`` of the refused object ("" for a verb without a body: scale, pause, delete).
+        wait: seconds until that rendering may be tried again (0: due now; another rendering is always due).
+        message: the condition's and the Event's text (the API server's message, or whose the object is).
+        reason: ``ObjectRejected``, or ``ForeignObject`` for an object that is not the server's.
+        announce: a Warning Event is due (the first of this cause in an hour: ``RejectionBook.should_post``).
+    """
+
+    write: Write
+    fingerprint: str
+    wait: float
+    message: str
+    reason: Reason = Reason.OBJECT_REJECTED
+    announce: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,6 +119,10 @@ class Snapshot:
     """One InferenceServer and what the operator knows around it, at ``now``.
 
     ``service_port``: the port of its Service (None: no Service yet).
+    ``refusals``: the refusal book's entries of the server, oldest first (``rejections.RejectionBook.refusals``);
+    ``writes_accepted``: the last pass applied every write it asked for (``RejectionBook.accepted_all``);
+    ``service_writing``: the Service lane is writing its Service right now (``kube/service_lane.py``);
+    ``service_lane``: Services are written by that lane, after the pass (else inline, in it).
     ``storage``, ``claim``, ``download_log``: the StorageClasses (None: not read, no cache rendered), the
     cache claim, and a reader of a pod's download log (``controller.cache``).
     """
@@ -87,8 +145,14 @@ class Snapshot:
     scaling: ScalingSnapshot | None = None
     groups_served: bool = True
     resolution: ResolutionView | None = None
+    draft_resolution: ResolutionView | None = None
+    adapter_resolutions: tuple[ResolutionView, ...] = ()
     routing: RoutingSnapshot | None = None
     created: str = ""
+    refusals: tuple[Refusal, ...] = ()
+    writes_accepted: bool = False
+    service_writing: bool = False
+    service_lane: bool = False
 
 
 @dataclass
@@ -114,6 +178,8 @@ class Outcome:
     scaled_object_delete: bool = False
     scaled_object_pause: bool = False
     resolution_request: ResolutionRequest | None = None
+    draft_resolution_request: ResolutionRequest | None = None
+    adapter_resolution_requests: list[ResolutionRequest] = field(default_factory=list)
     replan_resolution: bool = False
     plan_result: Plan | None = None
     pool: dict[str, Any] | None = None

@@ -29,8 +29,8 @@ WAIT_ORDER = (WaitKind.IMAGE_ERROR, WaitKind.UNSCHEDULABLE, WaitKind.NODE_LOST, 
 def attempt_pods(pods: Sequence[PodView], deployment: str, attempt: int, digest: str | None,
                  node_names: Collection[str]) -> tuple[list[PodView], list[PodView]]:
     """(live, lost) pods of ``attempt``: owned by Deployment ``deployment`` with engine ``digest``
-    (``pods.owned_by``), not being deleted (except a group pod that shows a crash, ``group.crash_evidence``);
-    ``lost`` ones (node gone, disrupted) are not engine failures."""
+    (``views.pod_facts.owned_by``), not being deleted (except a group pod that shows a crash,
+    ``groups.crash_evidence``); ``lost`` ones (node gone, disrupted) are not engine failures."""
     mine = [p for p in pods if p.attempt == attempt and (not p.deleting or crash_evidence(p))
             and owned_by(p, deployment, digest)]
     gone = [p for p in mine if lost(p, node_names)]  # a crash before the loss was acted on when it happened

@@ -141,7 +141,7 @@ class CalibrationStore:
             self._warn(configmap, TOO_LARGE, f"calibration.yaml not read: {exc}; planning with the last table read "
                        "(ctxfit writes at most that much: delete the ConfigMap, or shorten it)")
             return self._last
-        except Exception as exc:  # noqa: BLE001 - a bug in reading shared input must never stop planning
+        except Exception as exc:
             logger.exception("calibration ConfigMap %s/%s", self.namespace, self.name)
             table = CalibrationTable(problems=(f"unreadable ({type(exc).__name__})",))
         if table.problems:

@@ -10,6 +10,7 @@ its Deployment, a failed pod's Events and previous log tail. Requests and respon
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from datetime import UTC, datetime
@@ -289,7 +290,5 @@ class Kube:
             "firstTimestamp": now, "lastTimestamp": now, "source": {"component": COMPONENT},
             "reportingComponent": COMPONENT, "reportingInstance": self.instance,
         }
-        try:
+        with contextlib.suppress(ApiException):
             self.rest.call("POST", EVENTS, involved["namespace"], body=body)
-        except ApiException:
-            pass

@@ -9,6 +9,7 @@ status write is also a compare-and-swap, so even a stale leader cannot overwrite
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -99,10 +100,8 @@ class LeaderElector:
             elif not acquired and self.is_leader:
                 logger.warning("leader election: lost lease %s/%s; pausing", self.namespace, self.name)
                 self.is_leader = False
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), timeout=self.lease_seconds / 3)
-            except TimeoutError:
-                pass
 
     async def stop(self) -> None:
         """Stop renewing and hand the Lease over at once."""

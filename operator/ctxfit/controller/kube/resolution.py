@@ -41,7 +41,7 @@ from ctxfit.render.cache import CACHE_MOUNT_PATH
 from ctxfit.render.labels import MANAGED_BY, owner_reference
 from ctxfit.vocab.modelsource import ModelSource, unpack
 
-from ..converge.resolution import need
+from ..converge.resolution import adapter_needs, draft_need, need
 from ..converge.types import Need, ResolutionRequest, ResolutionView
 from ..settings import Settings
 from .client import Kube
@@ -94,6 +94,9 @@ class Resolutions:
 
             resolve = resolve_hub
         self._resolve = resolve
+        from ctxfit.hub import resolve_adapter
+
+        self._resolve_adapter: Resolve = resolve_adapter  # adapter_config.json of a Hub LoRA adapter
         self._clock = clock or (lambda: datetime.now(UTC))
         self._lock = threading.Lock()
         self._entries: dict[tuple[str, ...], _Entry] = {}
@@ -117,6 +120,31 @@ class Resolutions:
             return None
         if not wanted.reads:
             return None
+        return self._view(server, wanted)
+
+    def draft_view(self, server: Key, spec: dict[str, Any]) -> ResolutionView | None:
+        """What is known for the Hub draft the spec needs (``converge.resolution.draft_need``), None without one."""
+        speculative = spec.get("speculative")
+        if not isinstance(speculative, dict) or not speculative.get("draft"):
+            return None
+        try:
+            wanted = draft_need(InferenceServerSpec.model_validate(spec))
+        except ValidationError:
+            return None
+        return None if wanted is None else self._view(server, wanted)
+
+    def adapter_views(self, server: Key, spec: dict[str, Any]) -> tuple[ResolutionView, ...]:
+        """What is known for each Hub adapter's adapter_config.json the spec needs (``adapter_needs``)."""
+        lora = spec.get("lora")
+        if not isinstance(lora, dict) or not lora.get("adapters"):
+            return ()
+        try:
+            needs = adapter_needs(InferenceServerSpec.model_validate(spec))
+        except ValidationError:
+            return ()
+        return tuple(self._view(server, wanted) for _, wanted in needs)
+
+    def _view(self, server: Key, wanted: Need) -> ResolutionView:
         with self._lock:
             entry = self._entries.get(wanted.key)
             if entry is None:
@@ -170,12 +198,13 @@ class Resolutions:
 
         self.hub_requests += 1
         try:
-            source = self._resolve(wanted.repo, revision=None if wanted.revision == "main" else wanted.revision,
+            resolve = self._resolve_adapter if wanted.key[0] == "adapter" else self._resolve
+            source = resolve(wanted.repo, revision=None if wanted.revision == "main" else wanted.revision,
                                    endpoint=os.environ.get("HF_ENDPOINT") or None, cache_dir=self._cache)
         except ResolveError as exc:
             self._finish(wanted.key, None, exc.kind.value, exc.detail)
             return
-        except Exception as exc:  # noqa: BLE001 - a bug in resolution must not kill the pool thread
+        except Exception as exc:
             logger.exception("resolving %s failed", wanted.repo)
             self._finish(wanted.key, None, "InvalidCheckpoint", f"{type(exc).__name__}: {exc}")
             return
@@ -191,10 +220,7 @@ class Resolutions:
                 entry.retry_at, entry.failures = None, 0
             else:
                 entry.error, entry.detail = error, detail
-                if error == "HubUnreachable":
-                    entry.failures += 1
-                    entry.retry_at = now + timedelta(seconds=self._backoff(entry.failures))
-                elif error == "ForeignObject":  # asked again as refusals are (the object may be renamed)
+                if error == "HubUnreachable" or error == "ForeignObject":
                     entry.failures += 1
                     entry.retry_at = now + timedelta(seconds=self._backoff(entry.failures))
                 elif error == "ModelAccessDenied" and key[0] == "token":

@@ -26,7 +26,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..rejections import RejectionBook, fingerprint, refused
+from ..converge.refusals import Write, fingerprint
+from ..rejections import RejectionBook, refused
 from ..runtime.lanes import Lane
 
 Key = tuple[str, str]
@@ -84,7 +85,7 @@ class ServiceLane:
         def write() -> None:
             failed = False
             try:
-                with refused("Service", name, service):
+                with refused(Write.SERVICE, name, service):
                     if via:
                         self._apply(service, exists=exists, via=via)
                     else:
@@ -94,7 +95,7 @@ class ServiceLane:
                 with self._lock:
                     self._failures[key] = (digest, exc)
             else:
-                self._book.accepted(key, "Service")
+                self._book.accepted(key, Write.SERVICE)
                 with self._lock:
                     self._written[key] = (digest, time.monotonic())
             finally:

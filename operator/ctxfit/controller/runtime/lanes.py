@@ -60,7 +60,7 @@ class Lane:
                 self._busy += 1
             try:
                 call()
-            except Exception:  # noqa: BLE001 - best effort; the lane must not die
+            except Exception:  # best effort; the lane must not die
                 logger.debug("a background write failed", exc_info=True)
             finally:
                 with self._cond:

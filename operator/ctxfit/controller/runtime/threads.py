@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -53,10 +54,8 @@ class WorkerThreads:
                 outcome()
 
         def hand_over(outcome: Callable[[], None]) -> None:
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the operator has stopped, nobody waits
                 loop.call_soon_threadsafe(settle, outcome)
-            except RuntimeError:  # the loop is closed: the operator has stopped, nobody waits
-                pass
 
         def call() -> None:
             try:

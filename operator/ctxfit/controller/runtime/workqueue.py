@@ -83,7 +83,7 @@ class WorkQueue:
                     self._observe_wait(first, time.monotonic() - added)
                 self._started.add(key)
                 requeue = await self._worker(key)
-        except Exception:  # noqa: BLE001 - the worker reports its own errors; keep the queue alive
+        except Exception:  # the worker reports its own errors; keep the queue alive
             logger.exception("reconcile of %s crashed", key)
             requeue = 10.0
         finally:

@@ -1,9 +1,9 @@
 """Operator metrics: one dedicated registry, prefix ``ctxfit_``, labels namespace/name/engine (+ one more).
 
 State (the configuration in force, the plan, the phase) is set from each reconciled status into one
-collector (``server_metrics.ServerGauges``); events (attempt outcomes, step-downs, reconcile errors) are
+collector (``gauges.ServerGauges``); events (attempt outcomes, step-downs, reconcile errors) are
 counters. Built in ``@kopf.on.startup`` and kept
-on ``memo.metrics``; ``start_http_server`` serves ``/metrics`` on ``CTXFIT_METRICS_PORT``.
+on ``memo.state.runtime.metrics``; ``start_http_server`` serves ``/metrics`` on ``CTXFIT_METRICS_PORT``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.servers = ServerGauges()  # the per-server state gauges (server_metrics.py)
+        self.servers = ServerGauges()  # the per-server state gauges (gauges.py)
         r.register(self.servers)
         self.attempts = Counter("ctxfit_attempts", "Engine starts by outcome.", (*LABELS, "outcome"), registry=r)
         self.step_downs = Counter("ctxfit_step_downs", "Automatic configuration changes after a failed start, "
@@ -52,7 +52,7 @@ class Metrics:
         self.queue_wait.labels("first" if first else "later").observe(seconds)
 
     def observe_api_request(self, verb: str, resource: str, code: int, seconds: float) -> None:
-        """``rest.Rest``'s ``observe``: one request's outcome and time."""
+        """``kube.rest.Rest``'s ``observe``: one request's outcome and time."""
         self.api_requests.labels(verb, resource, str(code)).inc()
         self.api_request_duration.labels(verb, resource).observe(seconds)
 
@@ -86,6 +86,6 @@ class Metrics:
         families: list[Any] = [self.attempts, self.step_downs]
         with self._lock:
             for family in families:
-                for labels in list(family._metrics):  # noqa: SLF001 - prometheus_client has no public lister
+                for labels in list(family._metrics):  # prometheus_client has no public lister
                     if labels[0] == namespace and labels[1] == name:
                         family.remove(*labels)

@@ -74,7 +74,7 @@ class PodView:
     created: str | None
     node: str | None
     phase: str | None
-    facts: PodFacts = PodFacts()
+    facts: PodFacts = PodFacts()  # noqa: RUF009 - frozen: one shared empty value is safe
     download: DownloadView | None = None
     reason: str | None = None
     message: str = ""

@@ -31,7 +31,7 @@ from kubernetes.utils.quantity import parse_quantity
 
 from ctxfit.render.deployment import PORT_NAME
 from ctxfit.render.labels import selector_labels
-from ctxfit.render.leaderworkerset import LWS_KIND
+from ctxfit.render.leaderworkerset import LWS_KIND, WORKER_INDEX_LABEL
 from ctxfit.render.scaledobject import PAUSED_ANNOTATION
 
 from .ownership import Holder, holder_of
@@ -231,14 +231,16 @@ def _list_change(have: list[Any], want: list[Any]) -> str:
     return f"{extra} {' '.join(str(a) for a in longer[min(len(have), len(want)):])}"
 
 
-def owned_service_port(service: Mapping[str, Any], server: str) -> int | None:
+def owned_service_port(service: Mapping[str, Any], server: str, *, leaders_only: bool = False) -> int | None:
     """The port of server ``server``'s Service as stored, or None when it is not the one ctxfit renders
     (``render/service.py``: ClusterIP, selector ``{ctxfit.io/server: NAME}``, one port targeting ``http``, or, when
     each data-parallel rank serves its own port, ``http``, ``http-rank1``... on consecutive ports): None makes the
-    operator apply the rendering again, exactly as for a missing Service."""
+    operator apply the rendering again, exactly as for a missing Service. ``leaders_only``: the rendering of a
+    multi-node server (``render/leaderworkerset.render_group_service``: the selector adds ``worker-index: "0"``)."""
     spec = service.get("spec") or {}
     ports = spec.get("ports") or []
-    if (spec.get("type") or "ClusterIP") != "ClusterIP" or dict(spec.get("selector") or {}) != selector_labels(server):
+    if (spec.get("type") or "ClusterIP") != "ClusterIP" or dict(spec.get("selector") or {}) != _selector(server,
+                                                                                                         leaders_only):
         return None
     if not ports or any("port" not in p for p in ports):
         return None
@@ -250,22 +252,36 @@ def owned_service_port(service: Mapping[str, Any], server: str) -> int | None:
     return first
 
 
+def _selector(server: str, leaders_only: bool) -> dict[str, str]:
+    return {**selector_labels(server), WORKER_INDEX_LABEL: "0"} if leaders_only else selector_labels(server)
+
+
 @dataclass(frozen=True)
 class ServiceView:
-    """The Service named like a server: its port when it is the one ctxfit renders (``owned_service_port``; None
-    otherwise) and whose it is (``ownership``; a Service that is not the server's counts as absent)."""
+    """The Service named like a server: its port when it is one ctxfit renders (``owned_service_port``; None
+    otherwise), which rendering (``leaders_only``: the multi-node one, selecting the group leaders) and whose it is
+    (``ownership``; a Service that is not the server's counts as absent)."""
 
     port: int | None
     holder: Holder | None = None
+    leaders_only: bool = False
 
-    def port_for(self, server_uid: str, via: tuple[str, ...] = ()) -> int | None:
-        """The port when the Service is the server's of ``server_uid`` (``Holder.owns``), else None (absent)."""
-        return self.port if self.holder is not None and self.holder.owns(server_uid, "Service", via) else None
+    def port_for(self, server_uid: str, via: tuple[str, ...] = (), *, leaders_only: bool = False) -> int | None:
+        """The port when the Service is the server's of ``server_uid`` (``Holder.owns``) and rendered for the
+        server's shape (``leaders_only``: ``spec.nodes`` > 1), else None (absent, or to be applied again)."""
+        if self.holder is None or not self.holder.owns(server_uid, "Service", via) or \
+                self.leaders_only is not leaders_only:
+            return None
+        return self.port
 
 
 def service_view(service: Mapping[str, Any], server: str) -> ServiceView:
-    """Fold a Service (dict) into a ``ServiceView``."""
-    return ServiceView(owned_service_port(service, server), holder_of(service))
+    """Fold a Service (dict) into a ``ServiceView``: either rendering (one node, or a multi-node group's)."""
+    plain = owned_service_port(service, server)
+    if plain is not None:
+        return ServiceView(plain, holder_of(service))
+    group = owned_service_port(service, server, leaders_only=True)
+    return ServiceView(group, holder_of(service), leaders_only=group is not None)
 
 
 @dataclass(frozen=True)

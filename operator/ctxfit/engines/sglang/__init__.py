@@ -17,6 +17,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctxfit.api import AttentionKind, EffectiveConfig, EngineKind, InferenceServerSpec, MiB
+from ctxfit.api.routing import rank_ports_apply
+from ctxfit.engines import ranks as engine_ranks
 from ctxfit.engines.base import BudgetTerms, KVDtypeDecision, Launch
 from ctxfit.engines.common import container_defaults, format_fraction, probe_effective
 from ctxfit.engines.flags import FlagEffects, missing_in_version, refusals, unknown
@@ -37,6 +39,8 @@ MAMBA_FULL_MEMORY_RATIO = 0.9
 IMAGE_REPOSITORY = "lmsysorg/sglang"
 COMMAND = ("python3", "-m", "sglang.launch_server")
 DECODE_GRAPH_FLAG_SINCE = (0, 5, 14)
+DP_RANK_ENV = "SGLANG_DP_RANK"
+"""Read by SGLang's scheduler when no DP controller gives it a rank ("[For Router]", 0.4.0 - 0.5.23)."""
 """``--cuda-graph-max-bs-decode`` exists from 0.5.14 and ``--cuda-graph-max-bs`` up to 0.5.19
 (tests/fixtures/engine-flags/sglang.json)."""
 PAGE_SIZE = 1
@@ -256,10 +260,22 @@ class SGLang:
         return features.problems(inputs)
 
     def api_ports(self, spec: InferenceServerSpec) -> tuple[int, ...]:
-        """``(serving.port,)``: SGLang's data-parallel ranks share one HTTP server."""
-        return (spec.serving.port,)
+        """``serving.port + r`` per data-parallel rank in a pool (``launch``), else ``(serving.port,)``."""
+        per_rank = rank_ports_apply("sglang", spec.nodes, spec.parallelism.data,
+                                    spec.routing.inference_pool is not None, spec.engine.args)
+        return engine_ranks.rank_ports(spec, per_rank)
 
     def launch(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> Launch:
-        """``sglang.launch_server`` on ``serving.port``: SGLang's data-parallel ranks share its one HTTP
-        server (its DP controller balances them), so a pool routes to one port per pod."""
-        return Launch(list(self.command), self.engine_args(spec, effective), (spec.serving.port,))
+        """``sglang.launch_server`` on ``serving.port``. In a pool with data parallelism (and no
+        ``--enable-dp-attention``), one server per replica instead, so the endpoint picker sees every rank: the
+        shared rank launcher (``ctxfit.engines.ranks``) starts ``launch_server`` per rank without ``--dp-size``
+        (each is one replica: SGLang's ``--dp-size`` replicas are whole models, its DP controller only balances
+        them), on ``serving.port + r``, with ``SGLANG_DP_RANK=r`` (``managers/scheduler.py`` "[For Router]": the
+        rank in the log prefix, "DPr TPn", read 0.4.0 - 0.5.23, so every rank's start-up lines stay its own)."""
+        args = self.engine_args(spec, effective)
+        ports = self.api_ports(spec)
+        if len(ports) == 1:
+            return Launch(list(self.command), args, ports)
+        command, rank_args = engine_ranks.rank_launch(spec, self.command, engine_ranks.without_flag(args, "--dp-size"),
+                                                      rank_env=DP_RANK_ENV)
+        return Launch(command, rank_args, ports, engine_ranks.readiness_command(self.health_path, ports))

@@ -182,7 +182,7 @@ def extra_terms(inputs: PlanInputs, effective: EffectiveConfig) -> tuple[ExtraTe
     if draft is not None and draft.weights_per_gpu_bytes:
         joint = draft_pool_in_budget(inputs)
         label = "MTP layers" if inputs.spec.speculative and inputs.spec.speculative.draft is None else "draft weights"
-        where = "loaded before the pool is sized" if joint else "draft worker, loaded after the pool (in the slack)"
+        where = "loaded before the pool is sized" if joint else "draft worker, loaded after the pool is sized"
         out.append(ExtraTerm(label, draft.weights_per_gpu_bytes, joint, f"{draft.source} ({where})"))
     return tuple(out)
 

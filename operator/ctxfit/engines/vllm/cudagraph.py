@@ -133,10 +133,7 @@ def _graph_model_bytes(
     extra_layers: int = 0,
 ) -> int:
     layers = -(-(inputs.architecture.num_layers or 32) // inputs.pp) + extra_layers
-    if inputs.architecture.attention is AttentionKind.MLA:
-        factor = mla_factor
-    else:
-        factor = moe_factor if inputs.moe else 1.0
+    factor = mla_factor if inputs.architecture.attention is AttentionKind.MLA else moe_factor if inputs.moe else 1.0
     return int(base + per_layer * layers * factor * graphs / REFERENCE_GRAPHS)
 
 

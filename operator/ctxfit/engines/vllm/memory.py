@@ -39,7 +39,9 @@ Families (``Family``) and what differs between them:
   wheels and not modelled, because no term changes: the sampler warm-up runs twice from 0.21 (FlashInfer, then
   ``forward_native``; the peak is the larger of the two); 0.27 budgets ``total_consumed +
   transient_peak_headroom`` (``utils/mem_utils.py``), the same terms measured device-wide; 0.28 captures up to
-  1024 tokens on SM100 by default, but ctxfit always passes ``--max-cudagraph-capture-size``.
+  1024 tokens on SM100 by default, but ctxfit always passes ``--max-cudagraph-capture-size``. One term moves:
+  from 0.27 the budget is device-wide (``CONSUMED_DEVICE_WIDE_SINCE``), so Model Runner V2's penalty state, outside
+  the budget up to 0.26, is inside it.
 
 Fitted constants (``FITTED``): the activation copies (``overhead.ActivationCopies``) and the non-torch
 terms, per family, by ``bench/overhead_fit.py --fit`` on tests/fixtures/startups (vLLM 0.19 H100 sweep and
@@ -99,6 +101,13 @@ and the only engine from 0.11.0 (docs/engine-memory.md A.3)."""
 V0_REMOVED_SINCE = (0, 11, 0)
 CUDAGRAPH_DEDUCTED_SINCE = (0, 20, 0)
 """VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 from 0.20.0 (0 in 0.18/0.19, absent in 0.11)."""
+CONSUMED_DEVICE_WIDE_SINCE = (0, 27, 0)
+"""From 0.27.0 ``utils/mem_utils.py::memory_profiling`` budgets ``total_consumed + transient_peak_headroom``:
+``total_consumed`` is the free memory the instance took from the worker's init snapshot to the end of the profile
+run (weights, non-torch and every persistent torch buffer), the headroom the peak above what stays allocated (read in
+the 0.27.0, 0.28.0, 0.29.0, 0.31.0 and 0.33.0 wheels; 0.26.0 budgets ``weights + non_torch_increase +
+torch_peak_increase``). So Model Runner V2's penalty state (``runner.sampler_state_bytes``), allocated after the
+snapshot by ``load_model``, is outside the budget up to 0.26 and inside it from 0.27."""
 SNAPSHOT_AFTER_DISTRIBUTED_SINCE = (0, 12, 0)
 """Newer ``gpu_worker.init_device`` initializes "the distributed environment BEFORE taking memory snapshot"
 (both orders seen in public copies of v1/worker/gpu_worker.py; the 0.12 boundary is [unverified])."""
@@ -244,7 +253,10 @@ class ProfileInputs:
     """vLLM subtracts ``cuda_graph_bytes`` from the KV budget: 0.20+ on the V1 model runner (its estimate), and
     Model Runner V2 from 0.29 (the captured pool); not before 0.20, nor on Model Runner V2 up to 0.28."""
     sampler_state_bytes: int = 0
-    """Model Runner V2's penalty state: in no printed term, so outside the budget (``runner.sampler_state_bytes``)."""
+    """Model Runner V2's penalty state (``runner.sampler_state_bytes``): in no printed term up to 0.26, so outside the
+    budget; in ``total_consumed`` from 0.27 (``sampler_state_in_budget``)."""
+    sampler_state_in_budget: bool = False
+    """vLLM >= 0.27 counts the penalty state in its budget (``CONSUMED_DEVICE_WIDE_SINCE``)."""
     pp_intermediate_bytes: int = 0
     """V0 at PP > 1: intermediate tensors the (non-first) stage holds through its profile run (``pipeline.py``)."""
     band: str = ""
@@ -327,6 +339,7 @@ def profile_inputs(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_ba
         sampler_state_bytes=(
             sampler_state_bytes(effective.max_num_seqs, inputs.vocab_size or DEFAULT_VOCAB) if mrv2 else 0
         ),
+        sampler_state_in_budget=version >= CONSUMED_DEVICE_WIDE_SINCE,
         pp_intermediate_bytes=v0_intermediate_tensor_bytes(inputs, tokens) if fam is Family.V0 else 0,
         band=constants_band(fam, version),
         eager=eager,
@@ -360,6 +373,8 @@ def overheads(profile: ProfileInputs, constants: OverheadConstants | None = None
     pp = profile.pp_intermediate_bytes
     note = activation.note + (f" + {pp / GiB:.2f} GiB pipeline intermediate tensors" if pp else "")
     non_torch = c.non_torch_bytes + profile.nccl_init_in_budget_bytes
+    if profile.sampler_state_in_budget:
+        non_torch += profile.sampler_state_bytes
     if profile.nvlink_multi_gpu:
         non_torch += c.nvlink_buffers_bytes
     graphs = profile.cuda_graph_bytes if profile.graphs_deducted else 0
@@ -388,7 +403,8 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_to
     extras = extra_terms(inputs, effective, max_num_batched_tokens)
     in_budget = sum(e.bytes for e in extras if e.in_budget)
     deducted = profile.graphs_deducted
-    outside = CUDA_CONTEXT + (0 if deducted else profile.cuda_graph_bytes) + profile.sampler_state_bytes
+    state_outside = 0 if profile.sampler_state_in_budget else profile.sampler_state_bytes
+    outside = CUDA_CONTEXT + (0 if deducted else profile.cuda_graph_bytes) + state_outside
     topology = "NVSwitch all-reduce buffers" if profile.nvlink_multi_gpu else "no NVSwitch buffers"
     notes: tuple[str, ...] = (
         f"usable: CUDA total {inputs.cuda_total_bytes / GiB:.2f} GiB x gpu-memory-utilization "
@@ -399,9 +415,11 @@ def budget(inputs: PlanInputs, effective: EffectiveConfig, *, max_num_batched_to
         _graph_note(profile),
     )
     if profile.sampler_state_bytes:
+        where = ("other: includes" if profile.sampler_state_in_budget else "outside:")
+        why = ("in vLLM >= 0.27's total_consumed" if profile.sampler_state_in_budget else "in no profiled term")
         notes += (
-            f"outside: Model Runner V2 sampler state ~{profile.sampler_state_bytes / GiB:.2f} GiB "
-            f"({effective.max_num_seqs} seqs x vocab penalty counts, in no profiled term)",
+            f"{where} Model Runner V2 sampler state ~{profile.sampler_state_bytes / GiB:.2f} GiB "
+            f"({effective.max_num_seqs} seqs x vocab penalty counts, {why})",
         )
     return BudgetTerms(
         total_bytes=inputs.gpu_total_bytes,

@@ -42,8 +42,10 @@ PenaltiesState.__init__`` allocates ``output_bin_counts`` (int32 ``[max_num_seqs
 ``GPUModelRunner.__init__`` in 0.21-0.22, in ``load_model`` after the weights' ``DeviceMemoryProfiler`` from 0.24;
 read in the 0.21, 0.22, 0.24, 0.26, 0.28, 0.29 and 0.33 wheels). ``gpu_worker.init_device`` takes the memory
 snapshot before it builds the runner, and ``memory_profiling`` (``utils/mem_utils.py``) counts torch memory only as
-the weights and the peak increase of the profile run, so these buffers are in none of the printed terms: the KV
-pool is sized as if they did not exist, and they come on top of ``requested``. The last pipeline stage builds the
+the weights and the peak increase of the profile run, so up to 0.26 these buffers are in none of the printed terms:
+the KV pool is sized as if they did not exist, and they come on top of ``requested``. From 0.27 ``memory_profiling``
+budgets ``total_consumed`` (free memory taken since the init snapshot), which holds them: inside the budget
+(``memory.CONSUMED_DEVICE_WIDE_SINCE``). The last pipeline stage builds the
 sampler; the per-GPU budget describes that stage.
 
 MRV2's profile run (``model_runner.py::profile_run``, 0.21-0.33) is the V1 runner's in shape: a forward of
@@ -204,7 +206,8 @@ def plan_uses_model_runner_v2(inputs: PlanInputs, env: Mapping[str, str]) -> boo
 
 
 def sampler_state_bytes(max_num_seqs: int, vocab_size: int) -> int:
-    """GPU bytes of MRV2's per-request penalty state, which vLLM keeps outside its KV budget (module docstring).
+    """GPU bytes of MRV2's per-request penalty state: outside vLLM's KV budget up to 0.26, inside from 0.27 (module
+    docstring).
 
     ``output_bin_counts`` int32 ``[max_num_seqs, vocab]`` + ``prompt_bin_mask`` int32 ``[max_num_seqs,
     ceil(vocab / 32)]`` (``v1/worker/gpu/sample/penalties.py::PenaltiesState.__init__``, 0.21-0.33).

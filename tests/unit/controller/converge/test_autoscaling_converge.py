@@ -12,8 +12,8 @@ from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import ConditionType, InferenceServerStatus
 from ctxfit.controller.converge import Outcome, Snapshot, converge
 from ctxfit.controller.converge.autoscaling import KEDA_RECHECK_SECONDS, Replicas, up_to_date, wanted_replicas
+from ctxfit.controller.converge.refusals import Refusal, Write, fingerprint
 from ctxfit.controller.converge.types import Keda, ScalingSnapshot
-from ctxfit.controller.rejections import mark_rejected
 from ctxfit.controller.settings import Settings
 from ctxfit.controller.views.pods import DeploymentView, deployment_view
 from ctxfit.controller.views.workloads import ScaledObjectView, scaled_object_view
@@ -204,9 +204,9 @@ def test_a_refused_resume_says_paused_not_resumed() -> None:
     at_zero = replace(deployment, replicas=0, current_replicas=0)
     fixed = converge(snap(body, failed.status, deployment=at_zero, live=paused_live, generation=2), KEDA, never)
     refusal = "the API server refused ScaledObject kimi (422): admission webhook denied the request"
-    mark_rejected(fixed.status, refusal, "2026-01-01T12:01:00Z", 2)
-    again = converge(snap(body, fixed.status, deployment=replace(at_zero, replicas=2), live=paused_live,
-                          generation=2), KEDA, never)
+    book = (Refusal(Write.SCALED_OBJECT, fingerprint(fixed.scaled_object), 0.0, refusal),)  # its backoff over
+    again = converge(replace(snap(body, fixed.status, deployment=replace(at_zero, replicas=2), live=paused_live,
+                                  generation=2), refusals=book), KEDA, never)
     assert again.scaled_object is not None, "the resume is tried again (after the backoff)"
     assert autoscaling_reason(again) == ("False", "ObjectRejected")
     cond = again.status.condition(ConditionType.AUTOSCALING)

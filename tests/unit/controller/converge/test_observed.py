@@ -18,7 +18,7 @@ from ctxfit.controller.views.pods import PodView
 from tests.unit.controller.builders import REPO, SETTINGS, applied, never, pod, snapshot, spec
 
 sys.path.insert(0, str(REPO / "hack"))
-from sim_startup import sglang_startup_log, vllm_startup_log  # noqa: E402
+from sim_startup import sglang_startup_log, vllm_startup_log
 
 
 def reader(text: str) -> Any:

@@ -219,7 +219,7 @@ def test_a_bad_number_drops_that_sample_with_one_warning_event_and_planning_goes
     involved, type_, reason, message = event
     assert (involved["kind"], involved["name"], involved["uid"], type_, reason) == \
         ("ConfigMap", "ctxfit-calibration", "cm-uid", "Warning", "CalibrationEntryDropped")
-    assert "residualBytes" in message and "u/1" not in message or "residualBytes" in message
+    assert ("residualBytes" in message and "u/1" not in message) or "residualBytes" in message
     s._cached = None
     s.table()
     assert len(core.events) == 1, "one Event per resourceVersion, however often it is read"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from ctxfit.api import InferenceServerSpec
-from ctxfit.controller.converge.resolution import need
+from ctxfit.controller.converge.resolution import adapter_needs, draft_need, need
 from ctxfit.controller.converge.types import ResolutionRequest
 from ctxfit.controller.kube.resolution import RESOLVER_CONTAINER, Resolutions, resolver_pod
 from ctxfit.controller.settings import Settings
@@ -21,7 +21,7 @@ from ctxfit.hub.resolver import run as run_resolver
 from ctxfit.vocab.modelsource import ModelSource, pack_source, unpack
 from kubernetes.client.exceptions import ApiException
 
-from tests.hubfixtures.repos import fixture_repo
+from tests.hubfixtures.repos import FixtureRepo, RepoFile, fixture_repo
 from tests.hubfixtures.server import TOKEN, HubStandIn, hub_env
 
 SETTINGS = Settings(metrics_port=0, health_port=0, resolve_backoff_seconds=5, resolver_image="ctxfit:test")
@@ -75,6 +75,52 @@ def test_two_servers_of_one_repo_resolve_once(hub: HubStandIn) -> None:
     assert len(infos) == 1, hub.requests
     assert set(woken) >= {("team-a", "one"), ("team-b", "two")}
     assert hub.weight_bytes_served() < 2 * 2**20  # headers only
+    res.close()
+
+
+def test_a_hub_draft_is_resolved_under_its_own_key_and_shared_with_a_model(hub: HubStandIn) -> None:
+    """The draft of a catalog target (issue 24): the target needs nothing, the draft is read from the Hub stand-in
+    once, under the key a server serving that repo as its model would use."""
+    res = Resolutions(None, SETTINGS, lambda key: None)
+    body = spec("Qwen/Qwen3-8B") | {"speculative": {"method": "draft", "draft": {
+        "name": "Qwen/Qwen3-0.6B"}, "numSpeculativeTokens": 4}}
+    assert res.view(("team-a", "spec"), body) is None, "a catalog target"
+    wanted = draft_need(InferenceServerSpec.model_validate(body))
+    assert wanted is not None and wanted.key == need(InferenceServerSpec.model_validate(
+        spec("Qwen/Qwen3-0.6B")), "team-a").key
+    first = res.draft_view(("team-a", "spec"), body)
+    assert first is not None and first.source is None and not first.in_flight
+    res.request(("team-a", "spec"), ResolutionRequest(wanted), BODY)
+    wait_for(lambda: (v := res.draft_view(("team-a", "spec"), body)) is not None and v.source is not None)
+    view = res.draft_view(("team-a", "spec"), body)
+    assert view is not None and view.source is not None
+    assert view.source.commit == fixture_repo("Qwen/Qwen3-0.6B").sha
+    as_model = res.view(("team-b", "small"), spec("Qwen/Qwen3-0.6B"))
+    assert as_model is not None and as_model.source is view.source
+    assert res.hub_requests == 1 and res.draft_view(("team-a", "x"), spec("Qwen/Qwen2.5-7B")) is None
+    res.close()
+
+
+def test_a_hub_adapters_config_is_read_once_from_the_hub(hub: HubStandIn) -> None:
+    """A LoRA adapter without a rank (issue 24): its adapter_config.json is read with the real huggingface_hub client
+    from the stand-in (the file only, never the adapter's weights), under the key ("adapter", repo, revision)."""
+    config = {"peft_type": "LORA", "r": 32, "lora_alpha": 64, "base_model_name_or_path": "Qwen/Qwen3-8B",
+              "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"], "task_type": "CAUSAL_LM"}
+    hub.extra["acme/qwen3-8b-sql-lora"] = FixtureRepo(
+        "acme/qwen3-8b-sql-lora", {}, [], 1, False, "adapter", {}, "c" * 40,
+        {"adapter_config.json": RepoFile("adapter_config.json", json.dumps(config).encode()),
+         "adapter_model.safetensors": RepoFile("adapter_model.safetensors", header=b"{}", data_bytes=64 << 20)})
+    res = Resolutions(None, SETTINGS, lambda key: None)
+    body = spec("Qwen/Qwen3-8B") | {"lora": {"adapters": [
+        {"name": "sql", "source": "acme/qwen3-8b-sql-lora"}, {"name": "given", "source": "acme/other", "rank": 8}]}}
+    needs = adapter_needs(InferenceServerSpec.model_validate(body))
+    assert [(name, wanted.key) for name, wanted in needs] == [("sql", ("adapter", "acme/qwen3-8b-sql-lora", "main"))]
+    res.request(("team-a", "lora"), ResolutionRequest(needs[0][1]), BODY)
+    wait_for(lambda: all(v.source is not None or v.error for v in res.adapter_views(("team-a", "lora"), body)))
+    (view,) = res.adapter_views(("team-a", "lora"), body)
+    assert view.error is None and view.source is not None, view.detail
+    assert view.source.config == config and view.source.commit == "c" * 40 and view.source.checkpoint is None
+    assert hub.weight_bytes_served() < 2**20, "the adapter's weights are not read"
     res.close()
 
 
@@ -237,7 +283,7 @@ def test_resolver_pod_is_created_once_read_back_and_deleted(hub: HubStandIn, tmp
     res.request(("team-a", "llama"), ResolutionRequest(wanted), server)
     res.request(("team-a", "llama"), ResolutionRequest(wanted), server)
     assert len(kube.rest.pods) == 1
-    (namespace, name), pod = next(iter(kube.rest.pods.items()))
+    (_namespace, name), pod = next(iter(kube.rest.pods.items()))
     view = res.view(("team-a", "llama"), body)
     assert view is not None and view.in_flight and view.pod is not None and "Pending" in view.pod
     env = _kubelet_env(pod, {("hf", "token"): TOKEN}) | {"HF_HOME": str(tmp_path / "hf"),

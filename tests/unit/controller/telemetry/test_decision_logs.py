@@ -108,3 +108,22 @@ def test_chart_sets_the_log_level_and_passes_no_arguments() -> None:
     assert "args" not in container, "the operator reads no arguments: settings are CTXFIT_* variables"
     default = one(render(), "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert "CTXFIT_LOG_LEVEL" not in {e["name"] for e in default["env"]}
+
+
+def test_an_engine_up_behind_a_refused_service_is_not_logged_as_ready() -> None:
+    """The attempt's engine serves but a refusal holds Ready: the line says so, never "Ready"."""
+    from dataclasses import replace
+
+    from ctxfit.controller.converge.refusals import Refusal, Write, fingerprint
+
+    body = spec()
+    first = converge(snapshot(body), SETTINGS, never)
+    ready = snapshot(body, first.status, pods=(pod(1, ready=True),), deployment=applied(first), service_port=8000)
+    seen = converge(ready, SETTINGS, never)
+    assert [line.verb for line in decisions(first.status, seen)] == ["ready"]
+    refused = Refusal(Write.SERVICE, fingerprint(None), 30.0, "Service kimi already exists and is not owned by this "
+                      "InferenceServer", announce=True)
+    held = converge(replace(ready, refusals=(refused,)), SETTINGS, never)
+    lines = decisions(first.status, held)
+    assert [line.verb for line in lines] == ["ready-held"]
+    assert "Ready:" not in lines[0].message and "not owned by this InferenceServer" in lines[0].message

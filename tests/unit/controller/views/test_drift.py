@@ -352,3 +352,23 @@ def test_a_rendered_data_parallel_service_is_the_operators_own() -> None:
                                              effective=result.effective, attempt=1))
     assert len(service["spec"]["ports"]) == 2
     assert owned_service_port(service, srv.metadata.name) == 8000
+
+
+def test_a_service_is_the_operators_own_only_in_the_rendering_of_the_servers_shape() -> None:
+    """A multi-node server's Service selects the group leaders (``worker-index: "0"``): that rendering is the
+    operator's own for ``spec.nodes`` > 1 only, and the one-node rendering for one node only (a server that changed
+    shape gets its Service applied again)."""
+    from ctxfit.controller.views.workloads import service_view
+    from ctxfit.render.leaderworkerset import WORKER_INDEX_LABEL
+
+    service = _service()
+    service["metadata"]["ownerReferences"] = [{"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer",
+                                               "name": "s", "uid": "uid-1", "controller": True}]
+    port = service["spec"]["ports"][0]["port"]
+    plain = service_view(service, service["metadata"]["name"])
+    assert (plain.port_for("uid-1"), plain.port_for("uid-1", leaders_only=True)) == (port, None)
+    service["spec"]["selector"] = {**service["spec"]["selector"], WORKER_INDEX_LABEL: "0"}
+    leaders = service_view(service, service["metadata"]["name"])
+    assert (leaders.port_for("uid-1"), leaders.port_for("uid-1", leaders_only=True)) == (None, port)
+    service["spec"]["selector"][WORKER_INDEX_LABEL] = "1"
+    assert service_view(service, service["metadata"]["name"]).port_for("uid-1", leaders_only=True) is None

@@ -1,8 +1,5 @@
 """Shared pieces of the operator e2e tests (no tests here): the operator subprocess, a small API client,
-manifest helpers, and the fixtures ``crd`` (session), ``api`` and ``op`` (per test, per namespace).
-
-Test modules import the fixtures by name (``from .test_operator_kit import api, op``).
-"""
+manifest and server builders; the fixtures that use them (``crd``, ``api``, ``op``...) are in conftest.py."""
 
 from __future__ import annotations
 
@@ -15,18 +12,20 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from kubernetes import client, config
+from kubernetes.client import CustomObjectsApi
 from kubernetes.client.rest import ApiException
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO / "crds" / "inferenceservers.ctxfit.io.yaml"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+PRODUCT = "NVIDIA-H100-80GB-HBM3"
+"""The product of the H100 nodes in the harness's default node pool."""
 GROUP, VERSION, PLURAL = "ctxfit.io", "v1alpha1", "inferenceservers"
 WAIT_SECONDS = float(os.environ.get("CTXFIT_E2E_WAIT", "60"))
 
@@ -229,31 +228,75 @@ class ServerClient:
         self.apps.delete_collection_namespaced_deployment(self.namespace, propagation_policy="Foreground")
 
 
-@pytest.fixture(scope="session")
-def crd(cluster: Any) -> Path:
-    """The checked-in CRD, applied once and Established."""
-    cluster.kubectl("apply", "-f", str(CRD_FILE))
-    cluster.wait_established("inferenceservers.ctxfit.io", timeout=30)
-    return CRD_FILE
+def base(name: str = "base") -> dict[str, Any]:
+    """BASE of tests/fixtures/operator-faults.md: Llama-3.1-8B on one H100 (default node pool), vLLM, context 32768."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceServer", "metadata": {"name": name},
+        "spec": {
+            "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "weightsPerGPU": "16Gi",
+                      "architecture": {"attention": "gqa", "numLayers": 32, "numKVHeads": 8, "headDim": 128}},
+            "engine": {"kind": "vllm"},
+            "gpu": {"count": 1, "product": PRODUCT},
+            "context": {"target": 32768},
+        },
+    }
 
 
-@pytest.fixture
-def api(cluster: Any, crd: Path, namespace: str) -> Iterator[ServerClient]:
-    """API helper for this test's namespace; deletes the servers and waits for their pods afterwards."""
-    helper = ServerClient(Path(cluster.kubeconfig), namespace, Path(cluster.bin_dir) / "kubectl")
-    yield helper
+def variant(path: str, value: Any, name: str = "base") -> dict[str, Any]:
+    obj = base(name)
+    cur = obj
+    keys = path.split(".")
+    for key in keys[:-1]:
+        cur = cur.setdefault(key, {})
+    cur[keys[-1]] = value
+    return obj
+
+
+KV_MESSAGE = (
+    "ValueError: To serve at least one request with the models's max seq len (262144), (17.16 GiB KV cache is "
+    "needed, which is larger than the available KV cache memory (11.70 GiB). Based on the available memory, the "
+    "estimated maximum model length is 178752. Try increasing `gpu_memory_utilization` or decreasing "
+    "`max_model_len` when initializing the engine."
+)
+
+
+def kimi_262k() -> dict[str, Any]:
+    """Kimi at 262144 with weights the planner thinks leave room (64Gi/GPU); the engine says 178752."""
+    obj = manifest("kimi-128k.yaml")
+    obj["spec"]["context"]["target"] = 262144
+    obj["spec"]["model"]["weightsPerGPU"] = "64Gi"
+    return with_sim(obj, "crash", message=KV_MESSAGE, fail_if=("ctxfit.io/context-length", 178752))
+
+
+LWS = ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets")
+
+
+def group(custom: CustomObjectsApi, namespace: str, name: str) -> dict[str, Any] | None:
     try:
-        helper.delete_all()
-        helper.wait(lambda: not helper.core.list_namespaced_pod(namespace).items, "pods released", timeout=30)
-    except (ApiException, AssertionError):
-        pass
+        out: dict[str, Any] = custom.get_namespaced_custom_object(LWS[0], LWS[1], namespace, LWS[2], name)
+        return out
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
 
 
-@pytest.fixture
-def op(cluster: Any, crd: Path, namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
-    """The operator, running for this test's namespace; its log is printed when the test fails."""
-    operator = OperatorProcess(Path(cluster.kubeconfig), namespace, tmp_path / "operator.log").start()
-    yield operator
-    operator.stop()
-    # captured output is shown only when the test fails
-    print(f"--- operator log ({operator.log_path}) ---\n{operator.log_path.read_text()[-6000:]}")
+def kubectl(cluster: Any, *args: str, user: str | None = None, input: str | None = None,
+            namespace: str | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [str(Path(cluster.bin_dir) / "kubectl"), "--kubeconfig", str(cluster.kubeconfig)]
+    if user:
+        cmd += [f"--as={user}"]
+    if namespace:
+        cmd += ["-n", namespace]
+    return subprocess.run([*cmd, *args], input=input, capture_output=True, text=True, timeout=60)
+
+
+def can_i(cluster: Any, user: str, namespace: str, verb: str, resource: str, *extra: str) -> bool:
+    out = kubectl(cluster, "auth", "can-i", verb, resource, *extra, user=user, namespace=namespace)
+    return out.stdout.strip() == "yes"
+
+
+def bind(cluster: Any, namespace: str, user: str, role: str, kind: str = "ClusterRole") -> None:
+    out = kubectl(cluster, "create", "rolebinding", f"{user}-{role}", f"--{kind.lower()}={role}", f"--user={user}",
+                  namespace=namespace)
+    assert out.returncode == 0, out.stderr
