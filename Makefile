@@ -3,7 +3,7 @@ PYTHON ?= python3
 PYTEST ?= $(PYTHON) -m pytest
 export PYTHONDONTWRITEBYTECODE = 1
 
-.PHONY: install bins bins-cluster image fake-engine-image kind-demo demo test test-unit test-tools test-e2e lint typecheck crd bench bench-operator help
+.PHONY: install bins bins-cluster image fake-engine-image kind-demo kind-delete kind-node-image demo test test-unit test-tools test-e2e lint typecheck crd bench bench-operator help
 
 help:
 	@echo "make install   - pip install -e .[test]"
@@ -11,6 +11,8 @@ help:
 	@echo "make test      - lint, unit tests, e2e tests against the local control plane"
 	@echo "make image     - build the operator image from the Dockerfile (docker, podman or buildah)"
 	@echo "make kind-demo - a kind cluster with ctxfit, fake GPUs and kimi-128k Ready (needs Docker or podman)"
+	@echo "make kind-delete - delete the kind-demo cluster"
+	@echo "make kind-node-image - kind's node image built offline (where docker.io/kindest/node cannot be pulled)"
 	@echo "make test-unit - unit tests without Go, helm or promtool (minutes, on a fresh clone)"
 	@echo "make test-tools - the unit tests that run helm (built alone) or promtool"
 	@echo "make bench     - planner and calibration benchmarks (bench/)"
@@ -33,6 +35,14 @@ image:
 # kind for users (Docker or podman): a kind cluster with ctxfit, fake GPUs and kimi-128k Ready (hack/kind-demo.sh)
 kind-demo:
 	bash hack/kind-demo.sh
+
+kind-delete:
+	bash hack/kind-demo.sh --delete
+
+# kind's node image built offline from the harness's Kubernetes binaries (hack/kind-node-image.sh); kind-demo uses
+# it by itself where kindest/node cannot be pulled
+kind-node-image:
+	bash hack/kind-node-image.sh
 
 # The fake engine (hack/fake-engine: vLLM/SGLang start-up logs, /health, /v1/models) for the real node and kind
 fake-engine-image:

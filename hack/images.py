@@ -105,25 +105,36 @@ def build_fake_engine_image(image: str = FAKE_ENGINE_IMAGE) -> str:
                                      "CONTEXT": "hack"})
 
 
-def write_docker_archive(path: Path, tag: str, files: dict[str, tuple[bytes, int]], config: dict[str, Any]) -> Path:
+def write_docker_archive(path: Path, tag: str, files: dict[str, tuple[bytes, int]], config: dict[str, Any],
+                         tree: Path | None = None) -> Path:
     """A one-layer image as a docker-archive tarball (``docker save`` format: manifest.json, the config, the layer),
-    built without any engine: ``files`` maps a path in the image to (content, mode); ``config`` is the image's
-    runtime config (Entrypoint, User, Env, ...). What `ctr images import` and `kind load image-archive` read.
+    built without any engine: ``files`` maps a path in the image to (content, mode); ``tree``, a directory whose
+    contents (files, directories, symlinks) come first, owned by root; ``config`` is the image's runtime config
+    (Entrypoint, User, Env, ...). What `ctr images import` and `kind load image-archive` read.
     Deterministic: the same inputs give the same image ID."""
     import hashlib
     import io
     import tarfile
 
-    def tar_bytes(entries: dict[str, tuple[bytes, int]]) -> bytes:
+    def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        info.mtime = 0
+        return info
+
+    def tar_bytes(entries: dict[str, tuple[bytes, int]], root: Path | None = None) -> bytes:
         buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT if root else tarfile.USTAR_FORMAT) as tar:
+            if root is not None:
+                for entry in sorted(root.rglob("*")):
+                    tar.add(entry, arcname=str(entry.relative_to(root)), recursive=False, filter=as_root)
             for name, (data, mode) in sorted(entries.items()):
                 info = tarfile.TarInfo(name.lstrip("/"))
                 info.size, info.mode, info.mtime = len(data), mode, 0
                 tar.addfile(info, io.BytesIO(data))
         return buf.getvalue()
 
-    layer = tar_bytes(files)
+    layer = tar_bytes(files, tree)
     diff_id = hashlib.sha256(layer).hexdigest()
     image_config = json.dumps({
         "architecture": "amd64", "os": "linux", "config": config,

@@ -12,6 +12,10 @@
 #   gateway     gateway/ (Gateway API + InferencePool CRDs), lwepp-<v>           (hack/gateway-bins.sh: sigs.k8s.io/gateway-api,
 #                                                                                 sigs.k8s.io/gateway-api-inference-extension)
 #   node        kubelet, kube-proxy, pause (the harness's real node)             (hack/node-bins.sh)
+#   kind        kind (the CLI)                                                   (hack/kind-bins.sh cli)
+#   kind-node   kind, kind-node/ (kubeadm, crictl, etcd, coredns, local-path-provisioner: the offline
+#               kind node image's parts, hack/kind-node-image.sh)                (hack/kind-bins.sh node)
+#   (kind and kind-node are not in the default set: only `make kind-demo` / `make kind-node-image` need them)
 #   cluster     = kubernetes etcd kwok (what hack/ctxfit_cluster.py and `make demo` need)
 #
 # Output: $CTXFIT_BIN_DIR (default ~/.cache/ctxfit/k8s/<k8s>-<etcd>-<kwok>-<helm>/), printed on the
@@ -57,8 +61,8 @@ for arg in "${@:-${ALL[@]}}"; do
   case "$arg" in
     cluster) WANT+=(kubernetes etcd kwok) ;;
     all) WANT+=("${ALL[@]}") ;;
-    kubernetes|etcd|kwok|helm|lws|keda|gateway|node) WANT+=("$arg") ;;
-    *) echo "unknown component: $arg (one of: ${ALL[*]} cluster all)" >&2; exit 2 ;;
+    kubernetes|etcd|kwok|helm|lws|keda|gateway|node|kind|kind-node) WANT+=("$arg") ;;
+    *) echo "unknown component: $arg (one of: ${ALL[*]} kind kind-node cluster all)" >&2; exit 2 ;;
   esac
 done
 wants() { local c; for c in "${WANT[@]}"; do [ "$c" = "$1" ] && return 0; done; return 1; }
@@ -160,11 +164,14 @@ build_keda() { OUT="$OUT" KEDA_VERSION="$KEDA_VERSION" bash "$HACK/keda-bins.sh"
 build_gateway() { OUT="$OUT" bash "$HACK/gateway-bins.sh"; }
 # the real node's kubelet, kube-proxy and pause (hack/cluster_realnode.py): hack/node-bins.sh, same cache dir
 build_node() { OUT="$OUT" K8S_VERSION="$K8S_VERSION" bash "$HACK/node-bins.sh"; }
+# kind and the offline kind node image's binaries (hack/kind-node-image.sh): hack/kind-bins.sh, same cache dir
+build_kind() { OUT="$OUT" bash "$HACK/kind-bins.sh" cli; }
+build_kind-node() { OUT="$OUT" K8S_VERSION="$K8S_VERSION" bash "$HACK/kind-bins.sh" node; }
 
-for component in "${ALL[@]}"; do
+for component in "${ALL[@]}" kind kind-node; do
   wants "$component" || continue
   case "$component" in
-    lws|keda|gateway|node) "build_$component" ;;  # these lock themselves
+    lws|keda|gateway|node|kind|kind-node) "build_$component" ;;  # these lock themselves
     *) ( lock "$component"; "build_$component" ) ;;
   esac
 done

@@ -33,18 +33,36 @@ def cgroup_dirs(cgroup: str) -> list[Path]:
             if h.is_dir() and not h.is_symlink() and (h / "cgroup.procs").exists()]
 
 
+KUBELET_CONTROLLERS = frozenset({"cpu", "cpuset", "memory", "hugetlb", "pids"})
+"""The cgroup v2 controllers the kubelet uses; those of them the root cgroup offers must all be enabled in its
+cgroupRoot (kubernetes v1.34 pkg/kubelet/cm/cgroup_v2_manager_linux.go, Validate and
+getSupportedUnifiedControllers: "cgroup ... has some missing controllers")."""
+
+
 def make_cgroup(cgroup: str) -> None:
-    """Create the cgroup in every hierarchy. On v2 the controllers the kubelet needs are delegated down to it
-    (``cgroup.subtree_control`` of each parent; best effort: what the parent lacks it cannot give). Not exercised
-    on this CI machine (cgroup v1)."""
+    """Create the cgroup in every hierarchy. On v2 the controllers the kubelet needs (KUBELET_CONTROLLERS the root
+    offers; io too, best effort) are delegated down to it: ``+controller`` into ``cgroup.subtree_control`` of each
+    parent. A parent that lacks one or refuses to enable it (EBUSY: processes directly in a non-root cgroup, e.g. a
+    container's own root, the v2 "no internal processes" rule) raises HarnessError naming it, instead of a kubelet
+    that fails later. This machine is cgroup v1 (hybrid): the v2 branch runs here only against a directory tree
+    (tests/unit/hack/test_realnode_host.py), never against the kernel."""
     if (CGROUP_FS / "cgroup.controllers").exists():
+        needed = KUBELET_CONTROLLERS & set((CGROUP_FS / "cgroup.controllers").read_text().split())
         parent = CGROUP_FS
         for part in cgroup.strip("/").split("/"):
             available = set((parent / "cgroup.controllers").read_text().split())
-            wanted = available & {"cpu", "cpuset", "memory", "pids", "io", "hugetlb"}
-            for controller in sorted(wanted):
-                with contextlib.suppress(OSError):
+            if missing := needed - available:
+                raise HarnessError(f"cgroup v2: {parent} does not offer {', '.join(sorted(missing))} (not delegated "
+                                   f"to it); the real node's kubelet needs {', '.join(sorted(needed))}")
+            for controller in sorted(available & (needed | {"io"})):
+                try:
                     (parent / "cgroup.subtree_control").write_text(f"+{controller}")
+                except OSError as exc:
+                    if controller in needed:
+                        raise HarnessError(
+                            f"cgroup v2: cannot enable {controller} in {parent / 'cgroup.subtree_control'} ({exc}); "
+                            "if processes live directly in that cgroup (a container's root), move them to a child "
+                            "cgroup first, as kind's entrypoint does") from exc
             parent = parent / part
             parent.mkdir(exist_ok=True)
         return

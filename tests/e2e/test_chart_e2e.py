@@ -211,6 +211,29 @@ class OperatorRun:
     metrics: str = ""
     server: dict[str, Any] = field(default_factory=dict)
     operator_log: str = ""
+    operator_pid: int = 0
+    event_instances: set[str] = field(default_factory=set)
+    lease_holder: str = ""  # with peering (2 replicas)
+
+    @property
+    def pod_name(self) -> str:
+        """The name the operator runs under: the downward API's metadata.name of a pod of the release."""
+        return f"{self.release}-local"
+
+
+def container_env(container: dict[str, Any], pod_name: str, namespace: str) -> dict[str, str]:
+    """The rendered container's environment as the kubelet gives it to a pod ``pod_name`` in ``namespace``: the
+    values, and the downward API's metadata.name / metadata.namespace (any other valueFrom fails the test)."""
+    downward = {"metadata.name": pod_name, "metadata.namespace": namespace}
+    env = {}
+    for item in container["env"]:
+        if "value" in item:
+            env[item["name"]] = item["value"]
+        else:
+            path = item["valueFrom"]["fieldRef"]["fieldPath"]
+            assert path in downward, f"{item['name']}: the test does not resolve {item['valueFrom']}"
+            env[item["name"]] = downward[path]
+    return env
 
 
 def _free_port() -> int:
@@ -277,13 +300,11 @@ def operator_run(request: pytest.FixtureRequest, cluster: cc.Cluster, tmp_path_f
             "users": [{"name": "sa", "user": {}}],
             "contexts": [{"name": "sa", "context": {"cluster": "proxy", "user": "sa", "namespace": release_ns}}]}))
 
-        # the operator with the rendered container's command and environment
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CTXFIT_")}
-        for item in container["env"]:
-            if "value" in item:
-                env[item["name"]] = item["value"]
-        env.update(POD_ID=f"{release}-local", POD_NAMESPACE=release_ns, KUBECONFIG=str(kubeconfig),
-                   PYTHONPATH=str(REPO / "operator"))
+        # the operator with the rendered container's command and environment (the downward API's fields as the
+        # kubelet would fill them for a pod of this name)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CTXFIT_", "POD_"))}
+        env.update(container_env(container, run.pod_name, release_ns))
+        env.update(KUBECONFIG=str(kubeconfig), PYTHONPATH=str(REPO / "operator"))
         command = [sys.executable if c == "python" else c for c in container["command"]] + container.get("args", [])
         operator_log = work / "operator.log"
         with operator_log.open("w") as out:
@@ -310,6 +331,12 @@ def operator_run(request: pytest.FixtureRequest, cluster: cc.Cluster, tmp_path_f
         except cc.HarnessError:
             status = cluster.kubectl("-n", server_ns, "get", "inferenceserver", name, "-o", "yaml", check=False)
             pytest.fail(f"not Ready:\n{status}\noperator log:\n{operator_log.read_text()[-5000:]}")
+        run.operator_pid = operator.pid
+        run.event_instances = {e.get("reportingInstance", "") for e in cluster.kubectl_json(
+            "-n", server_ns, "get", "events")["items"] if e.get("reportingComponent") == "ctxfit-operator"}
+        peering = next((i["value"] for i in container["env"] if i["name"] == "CTXFIT_PEERING"), "")
+        if peering:
+            run.lease_holder = cluster.kubectl_json("-n", release_ns, "get", "lease", peering)["spec"]["holderIdentity"]
         time.sleep(2)  # one more round of the gauges
         run.metrics = _scrape(metrics)
         cluster.kubectl("-n", server_ns, "delete", "-f", str(KIMI), "--wait=true", "--timeout=60s")
@@ -335,6 +362,16 @@ def test_operator_reconciles_kimi_to_ready(operator_run: OperatorRun) -> None:
     assert status["contextLength"] == 131072
     conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
     assert conditions.get("Ready") == "True"
+
+
+def test_operator_identity_is_its_pod_name(operator_run: OperatorRun) -> None:
+    """The pod name the chart hands the operator (POD_NAME, downward API) is its identity: the Events it posts
+    name it as reportingInstance, and with 2 replicas it holds the Lease under it (the host name here is the
+    machine's, so a variable the operator does not read would show)."""
+    identity = f"{operator_run.pod_name}-{operator_run.operator_pid}"
+    assert operator_run.event_instances == {identity}
+    if operator_run.mode == "namespaced-2-replicas":
+        assert operator_run.lease_holder == identity
 
 
 def test_operator_gets_no_403(operator_run: OperatorRun) -> None:

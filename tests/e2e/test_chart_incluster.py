@@ -16,6 +16,7 @@ One scenario, in order:
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -114,6 +115,10 @@ def test_chart_install_upgrade_uninstall_in_cluster(cluster: cc.Cluster, real_no
     assert claim["status"]["phase"] == "Bound"
     operator_log = cluster.kubectl("-n", ns, "logs", pod["metadata"]["name"])  # through the kubelet
     assert SERVER in operator_log and "Forbidden" not in operator_log, operator_log[-3000:]
+    # its identity is the pod's name, from the chart's POD_NAME (downward API): the Events it posted say so
+    instances = {e.get("reportingInstance") for e in cluster.kubectl_json("-n", server_ns, "get", "events")["items"]
+                 if e.get("reportingComponent") == "ctxfit-operator"}
+    assert instances and all(re.fullmatch(rf"{pod['metadata']['name']}-\d+", i or "") for i in instances), instances
 
     # 3. upgrade: a new operator pod; the same server and claim, still Ready and Bound
     helm(cluster, "upgrade", rel, str(CHART), "--namespace", ns, *values, "--set", "operator.logLevel=DEBUG",

@@ -16,6 +16,7 @@ The container shares the host's network (the harness apiserver listens on 127.0.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import urllib.request
 import uuid
@@ -28,7 +29,7 @@ import images
 import pytest
 import yaml
 
-from .test_chart_e2e import CHART, KIMI, helm
+from .test_chart_e2e import CHART, KIMI, container_env, helm
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # the chart's securityContext (values.yaml securityContext/podSecurityContext) as engine options
@@ -112,9 +113,9 @@ def test_controller_in_the_image_runs_on_in_cluster_config(
 
     health, metrics = cc.free_ports(2)
     container = pod["containers"][0]
-    env = {item["name"]: item["value"] for item in container["env"] if "value" in item}
-    env.update(CTXFIT_HEALTH_PORT=str(health), CTXFIT_METRICS_PORT=str(metrics), POD_ID=f"img-{uuid.uuid4().hex[:6]}",
-               POD_NAMESPACE=release_ns, KUBERNETES_SERVICE_HOST="127.0.0.1",
+    pod_name = f"img-{uuid.uuid4().hex[:6]}"  # the container's host name is its id, not this
+    env = container_env(container, pod_name, release_ns)
+    env.update(CTXFIT_HEALTH_PORT=str(health), CTXFIT_METRICS_PORT=str(metrics), KUBERNETES_SERVICE_HOST="127.0.0.1",
                KUBERNETES_SERVICE_PORT=str(cluster.state["ports"]["apiserver"]))
     name = f"ctxfit-operator-{uuid.uuid4().hex[:6]}"
     options = ["--name", name, "--network", "host", *RESTRICTED, "-v", f"{secrets}:{SA_DIR}:ro"]
@@ -160,6 +161,9 @@ def test_controller_in_the_image_runs_on_in_cluster_config(
             pytest.fail(f"not Ready:\n{status}\noperator log:\n{log()}")
         assert obj["status"]["contextLength"] == 131072
         assert "Forbidden" not in log()
+        instances = {e.get("reportingInstance", "") for e in cluster.kubectl_json("-n", namespace, "get", "events")[
+            "items"] if e.get("reportingComponent") == "ctxfit-operator"}
+        assert instances and all(re.fullmatch(rf"{pod_name}-\d+", i) for i in instances), instances  # POD_NAME
         cluster.kubectl("-n", namespace, "delete", "-f", str(KIMI), "--wait=true", "--timeout=60s")
 
         stop = container_engine.cmd("stop", "-t", "30", name, check=False)

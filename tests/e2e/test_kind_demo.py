@@ -1,6 +1,6 @@
-"""`make kind-demo`'s cluster part (hack/incluster_demo.py), run here on a harness of its own whose only node is a
-real one (kind's node image cannot be pulled here; `kind create cluster` and `kind load` are the only steps of
-hack/kind-demo.sh this does not run: images reach the node by `ctr import` instead of `kind load`).
+"""`make kind-demo`'s cluster part (hack/incluster_demo.py), run on a harness of its own whose only node is the
+harness's real one (kubelet + containerd, no kind: images reach the node by `ctr import` instead of `kind load`).
+README's whole kind path, kind included, runs in tests/e2e/test_kind_readme.py.
 
 The script gives the node the 8x RTX PRO 6000 that manifests/kimi-128k.yaml asks for (GFD labels, nvidia.com/gpu),
 installs the chart with the built image and the fake engine as the default vLLM image, runs its Hub stand-in

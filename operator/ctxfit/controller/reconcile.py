@@ -610,7 +610,8 @@ def reconcile(rt: Runtime, namespace: str, name: str,
         return Result(CONFLICT_RETRY_SECONDS, conflict=True)
     except ApiException as exc:
         rt.metrics.reconcile_errors.labels(f"api_{exc.status}").inc()
-        logger.warning("reconcile %s/%s: API error %s %s", namespace, name, exc.status, exc.reason)
+        logger.warning("reconcile %s/%s: API error %s %s: %s", namespace, name, exc.status, exc.reason,
+                       rejections.api_message(exc, 500))
         return Result(ERROR_RETRY_SECONDS, conflict=True)
     except Exception as exc:  # an operator must not crash-loop on one bad object
         rt.metrics.reconcile_errors.labels(type(exc).__name__).inc()

@@ -63,13 +63,19 @@ def rejection_of(exc: ApiException, kind: str, name: str, obj: dict[str, Any] | 
     """A ``Rejected`` for a 400/403/422 answer (message from the ``Status`` body), None for other errors."""
     if exc.status not in REJECTED_STATUSES:
         return None
+    return Rejected(kind, name, int(exc.status), api_message(exc), fingerprint(obj))
+
+
+def api_message(exc: ApiException, limit: int = 900) -> str:
+    """The API server's own words for an error (the ``Status`` body's ``message``: which field, which rule), else
+    the HTTP reason; cleaned and cut to ``limit`` characters."""
     message = str(exc.reason or "")
     try:
         body = json.loads(exc.body) if exc.body else {}
         message = str(body.get("message") or message)
     except (ValueError, TypeError, AttributeError):
         pass
-    return Rejected(kind, name, int(exc.status), clean_text(message)[:900], fingerprint(obj))
+    return clean_text(message)[:limit]
 
 
 @dataclass

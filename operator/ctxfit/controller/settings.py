@@ -47,11 +47,14 @@ Built in the ``@kopf.on.startup`` handler and kept on ``memo.state.runtime.setti
 | ``CTXFIT_RESOLVE_TIMEOUT_SECONDS`` | 120 | a resolution (or resolver pod run) not done by then: HubUnreachable |
 | ``CTXFIT_RESOLVE_POLL_SECONDS`` | 2 | a server waiting for a resolution looks again this often |
 | ``CTXFIT_GATEWAY_ENABLED`` | false | manage the InferencePools and pool labels of ``spec.routing`` servers |
+| ``POD_NAME`` | host name | the pod's name (downward API, set by the chart): Lease holder, Events' reportingInstance |
+| ``POD_NAMESPACE`` | ``default`` | the pod's namespace (downward API, set by the chart) |
 """
 
 from __future__ import annotations
 
 import os
+import socket
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
@@ -120,6 +123,9 @@ class Settings(BaseSettings):
     resolve_timeout_seconds: Annotated[float, Field(gt=0)] = 120.0
     """A resolution (the operator's own Hub calls, or a resolver pod's run) not done by then failed as unreachable."""
     gateway_enabled: bool = False
+    pod_name: str = Field(default_factory=lambda: os.environ.get("POD_NAME") or socket.gethostname())
+    """Not a ``CTXFIT_`` variable: ``POD_NAME``, the name the chart gives it from the downward API (in a pod the host
+    name is the pod's name too, cut to 63 characters; outside one it is the machine's)."""
 
     @field_validator("log_level", mode="before")
     @classmethod

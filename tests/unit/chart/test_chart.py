@@ -7,6 +7,7 @@ server, the operator impersonating the chart's ServiceAccount); here: their shap
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -251,8 +252,35 @@ def test_operator_environment(sets: dict[str, Any], present: dict[str, str], abs
         assert env.get(key) == value, key
     for key in absent:
         assert key not in env, key
-    assert env["POD_ID"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert env["POD_NAMESPACE"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+
+
+def test_every_variable_the_chart_sets_is_one_the_operator_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's Settings, built from the environment the chart gives its container (downward API fields
+    resolved as the kubelet does), hold what the chart meant: each ``CTXFIT_*`` name is a Settings field, the pod's
+    name and namespace reach the Lease/Event identity and the Lease/calibration namespaces (the chart once set
+    kopf's ``POD_ID``, which nothing read: kopf runs standalone here)."""
+    from ctxfit.controller.settings import Settings
+
+    deployment = one(render([ALL_ON], {"replicaCount": 2, "operator.extraEnv": []}), "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    downward = {"metadata.name": "ctxfit-7d9f-abcde", "metadata.namespace": NAMESPACE}
+    for name in [k for k in os.environ if k.startswith(("CTXFIT_", "POD_"))]:
+        monkeypatch.delenv(name)
+    for item in container["env"]:
+        value = item.get("value")
+        if value is None:
+            value = downward[item["valueFrom"]["fieldRef"]["fieldPath"]]
+        monkeypatch.setenv(item["name"], value)
+        if item["name"].startswith("CTXFIT_"):
+            assert item["name"].removeprefix("CTXFIT_").lower() in Settings.model_fields, item["name"]
+        else:
+            assert item["name"] in {"POD_NAME", "POD_NAMESPACE"}, f"{item['name']}: not read by the operator"
+    cfg = Settings()
+    assert cfg.pod_name == "ctxfit-7d9f-abcde"
+    assert cfg.peering and cfg.peering_namespace == NAMESPACE
+    assert cfg.calibration_namespace == NAMESPACE  # from POD_NAMESPACE (else "default")
 
 
 def test_deployment_runs_the_operator_non_root_with_kopf_health_probes() -> None:

@@ -8,7 +8,6 @@ import contextlib
 import json
 import logging
 import os
-import socket
 import time
 from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -157,7 +156,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
         ThreadPoolExecutor(max_workers=DEFAULT_EXECUTOR_THREADS, thread_name_prefix="ctxfit"))
     threads = WorkerThreads(cfg.workers)
     api_client = await asyncio.to_thread(load_api_client, cfg.workers * 2 + 4)
-    identity = f"{os.environ.get('POD_NAME') or socket.gethostname()}-{os.getpid()}"
+    identity = f"{cfg.pod_name}-{os.getpid()}"
     metrics = Metrics()
     kube = Kube(api_client, instance=identity, observe=metrics.observe_api_request)
     metrics.serve(cfg.metrics_port)
