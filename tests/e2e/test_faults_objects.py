@@ -267,7 +267,7 @@ def test_edited_status_is_validated_and_replanned(op: OperatorProcess, api: Serv
     assert "Traceback" not in op.log_path.read_text()
 
 
-HOSTILE = ("\x1b]0;owned\x07\x1b[31mValueError\x1b[0m: To serve at least one request with the models's max seq "
+HOSTILE = ("\x1b]0;osc-title-payload\x07\x1b[31mValueError\x1b[0m: To serve at least one request with the models's max seq "
            "len (32768), (4.00 GiB KV cache is needed, which is larger than the available KV cache memory "
            "(1.00 GiB). Based on the available memory, the estimated maximum model length is 8192.\x1b[2J\x00")
 
@@ -280,6 +280,7 @@ def test_engine_output_is_sanitized(op: OperatorProcess, api: ServerClient) -> N
     api.wait(lambda: len(api.get("base")["status"].get("attempts", [])) >= 2, "a step-down")
     server = api.get("base")
     text = json.dumps(server["status"], ensure_ascii=False) + json.dumps(api.events("base"), ensure_ascii=False)
-    for bad in ("\x1b", "\x00", "\x07", "\x9b", "owned"):
+    # the OSC title's payload is a token no status field has ("owned" was one: status.model.ownedClaim)
+    for bad in ("\x1b", "\x00", "\x07", "\x9b", "osc-title-payload"):
         assert bad not in text, (bad, text[:2000])
     assert "ValueError" in (server["status"]["attempts"][0].get("evidence") or ""), server["status"]["attempts"][0]
