@@ -267,8 +267,8 @@ def test_edited_status_is_validated_and_replanned(op: OperatorProcess, api: Serv
     assert "Traceback" not in op.log_path.read_text()
 
 
-HOSTILE = ("\x1b]0;osc-title-payload\x07\x1b[31mValueError\x1b[0m: To serve at least one request with the models's max seq "
-           "len (32768), (4.00 GiB KV cache is needed, which is larger than the available KV cache memory "
+HOSTILE = ("\x1b]0;osc-title-payload\x07\x1b[31mValueError\x1b[0m: To serve at least one request with the models's "
+           "max seq len (32768), (4.00 GiB KV cache is needed, which is larger than the available KV cache memory "
            "(1.00 GiB). Based on the available memory, the estimated maximum model length is 8192.\x1b[2J\x00")
 
 
