@@ -163,6 +163,9 @@ INVALID = [
     pytest.param({"resources": {"memory": "12XB"}}, "spec.resources.memory", id="bad-quantity"),
     pytest.param({"context": {"target": 4096, "minimum": 8192}}, "context.minimum must not be above", id="min>target"),
     pytest.param({"engine": {"kind": "tgi"}}, "spec.engine.kind", id="unknown-engine"),
+    pytest.param({"speculative": {"method": "draft"}}, "speculative.draft: required for methods", id="no-draft"),
+    pytest.param({"speculative": {"method": "ngram", "draft": {"name": "org/draft"}}}, "takes no draft model",
+                 id="ngram-with-draft"),
 ]
 
 

@@ -31,6 +31,7 @@ from .model_cache import CACHE_CEL_RULES
 from .quantity import _canonical_quantity
 from .routing import POOL_PORT_CEL_RULES, ROUTING_CEL_RULES
 from .spec import API_GROUP, API_VERSION, KIND, PLURAL, InferenceServerSpec
+from .speculative import SPECULATIVE_CEL_RULES
 from .status import InferenceServerStatus
 
 SHORT_NAMES = ["infsrv"]
@@ -114,6 +115,7 @@ CEL_RULES: dict[str, list[dict[str, str]]] = {
 
 CEL_RULES.update(KUBE_CEL_RULES)
 CEL_RULES.update(ADMISSION_CEL_RULES)
+CEL_RULES.update(SPECULATIVE_CEL_RULES)
 
 
 class _KubeJsonSchema(GenerateJsonSchema):

@@ -94,3 +94,31 @@ class SpeculativeSpec(WireModel):
         if self.method is not SpeculativeMethod.NGRAM and self.prompt_lookup_max is not None:
             raise ValueError("speculative.promptLookupMax: only for method ngram")
         return self
+
+
+SPECULATIVE_CEL_RULES: dict[str, list[dict[str, str]]] = {
+    "SpeculativeSpec": [
+        {
+            "rule": f"!(self.method in {[m.value for m in DRAFTED]}) || has(self.draft)",
+            "message": "speculative.draft: required for methods " + ", ".join(m.value for m in DRAFTED),
+            "reason": "FieldValueRequired",
+        },
+        {
+            "rule": f"self.method != '{SpeculativeMethod.NGRAM.value}' || !has(self.draft)",
+            "message": "speculative.draft: ngram proposes from the prompt; it takes no draft model",
+            "reason": "FieldValueForbidden",
+        },
+        {
+            "rule": f"self.method == '{SpeculativeMethod.MTP.value}' || !has(self.mtpLayers)",
+            "message": "speculative.mtpLayers: only for method mtp",
+            "reason": "FieldValueForbidden",
+        },
+        {
+            "rule": f"self.method == '{SpeculativeMethod.NGRAM.value}' || !has(self.promptLookupMax)",
+            "message": "speculative.promptLookupMax: only for method ngram",
+            "reason": "FieldValueForbidden",
+        },
+    ],
+}
+"""CEL for ``ctxfit.api.crd``: ``SpeculativeSpec._draft_matches_method`` at admission, so an edit that breaks it is
+refused by the API server (a running server is never taken down by it)."""

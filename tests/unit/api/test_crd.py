@@ -117,3 +117,13 @@ def test_names_status_and_columns() -> None:
                              "Phase", "Ready", "Age"]
     conditions = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]["conditions"]
     assert conditions["x-kubernetes-list-type"] == "map"
+
+
+def test_speculative_rules_are_cel_at_admission() -> None:
+    """``SpeculativeSpec._draft_matches_method`` is also CEL on ``spec.speculative``: an edit that breaks it is
+    refused by the API server instead of taking a running server to Failed (tests/e2e/test_operator.py INVALID)."""
+    crd = build_crd()
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    rules = spec["properties"]["speculative"]["x-kubernetes-validations"]
+    assert rules == CEL_RULES["SpeculativeSpec"]
+    assert "has(self.draft)" in rules[0]["rule"] and "'eagle3'" in rules[0]["rule"]
