@@ -232,7 +232,10 @@ def test_no_eligible_node_waits_for_one(api: ServerClient, op: OperatorProcess, 
     api.wait(lambda: any(e["reason"] == "NoEligibleNode" for e in api.events("kimi-k25")), "a NoEligibleNode Event",
              timeout=10)
     assert api.deployment("kimi-k25", missing_ok=True) is None
-    cluster.add_node(NodeSpec(name=f"b200-{namespace}", product="NVIDIA-B200", gpu_memory_mib=183359, gpu_count=8,
-                              compute=(10, 0)))
-    server = api.wait_phase("kimi-k25", "Ready")
-    assert condition(server, "BudgetFits")["status"] == "True"
+    node = cluster.add_node(NodeSpec(name=f"b200-{namespace}", product="NVIDIA-B200", gpu_memory_mib=183359,
+                                     gpu_count=8, compute=(10, 0)))
+    try:
+        server = api.wait_phase("kimi-k25", "Ready")
+        assert condition(server, "BudgetFits")["status"] == "True"
+    finally:  # the session's node pool is shared: later modules (test_operator_diagnosis) read its products
+        cluster.kubectl("delete", "node", node, "--ignore-not-found", "--wait=false", check=False)
