@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import cluster_realnode as rn
@@ -49,9 +50,15 @@ def test_incluster_demo_makes_kimi_ready(cluster: cc.Cluster, tmp_path: Path, co
             capture_output=True, text=True, timeout=700, env=env, check=False)
         assert proc.returncode == 0, f"{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}"
         name = yaml.safe_load(KIMI.read_text())["metadata"]["name"]
-        server = own.kubectl_json("-n", "ctxfit-demo", "get", "inferenceserver", name)
-        status = server["status"]
+        # Ready comes first; the start-up log is read back (status.observed) by a pass after it
+        deadline = time.monotonic() + 60
+        while True:
+            status = own.kubectl_json("-n", "ctxfit-demo", "get", "inferenceserver", name)["status"]
+            if "kvCacheBytes" in (status.get("observed") or {}) or time.monotonic() > deadline:
+                break
+            time.sleep(1)
         assert status["phase"] == "Ready" and status["contextLength"] == 131072
+        assert "kvCacheBytes" in (status.get("observed") or {}), status
         plan = json.loads(subprocess.run([sys.executable, "-m", "ctxfit.cli", "plan", "-f", str(KIMI), "-o", "json"],
                                          capture_output=True, text=True, check=True, env=env).stdout)
         # the log says "Available KV cache memory: 12.56 GiB": two decimals
