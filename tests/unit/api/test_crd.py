@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, get_args
@@ -11,9 +12,11 @@ import yaml
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.crd import CEL_RULES, QUANTITY_PATTERN, build_crd
 from ctxfit.api.spec import MemorySpec
+from ctxfit.api.speculative import SpeculativeMethod, SpeculativeSpec
 from ctxfit.api.validation import ENV_VAR_NAME, IMAGE_REFERENCE, LABEL_VALUE
 from ctxfit.cli import main
 from ctxfit.cli.crd import render_crd
+from pydantic import ValidationError
 
 REPO = Path(__file__).resolve().parents[3]
 CRD_FILE = REPO / "crds" / "inferenceservers.ctxfit.io.yaml"
@@ -126,4 +129,23 @@ def test_speculative_rules_are_cel_at_admission() -> None:
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     rules = spec["properties"]["speculative"]["x-kubernetes-validations"]
     assert rules == CEL_RULES["SpeculativeSpec"]
-    assert "has(self.draft)" in rules[0]["rule"] and "'eagle3'" in rules[0]["rule"]
+    # the CEL rule's method list is exactly the methods the pydantic validator refuses without a draft
+    needs_draft = {m for m in SpeculativeMethod
+                   if not _accepted({"method": m.value} | ({"mtpLayers": 1} if m is SpeculativeMethod.MTP else {}))}
+    assert needs_draft == {m for m in SpeculativeMethod if f"'{m.value}'" in rules[0]["rule"]}
+    # each rule refuses what the validator refuses, naming the same field (a spec breaking only that rule)
+    breaking = [{"method": "draft"}, {"method": "ngram", "draft": {"name": "org/d"}},
+                {"method": "ngram", "mtpLayers": 1}, {"method": "mtp", "promptLookupMax": 4}]
+    for rule, spec in zip(rules, breaking, strict=True):
+        field = rule["message"].split(":", 1)[0]
+        with pytest.raises(ValidationError, match=re.escape(field)):
+            SpeculativeSpec.model_validate(spec)
+        assert f"self.{field.split('.')[-1]}" in rule["rule"], rule
+
+
+def _accepted(spec: dict[str, object]) -> bool:
+    try:
+        SpeculativeSpec.model_validate(spec)
+    except ValidationError:
+        return False
+    return True
