@@ -104,13 +104,15 @@ def _evict_worker_and_wait_for_a_new_group(api: ServerClient, name: str, before:
     def worker_exists() -> bool:
         return any(p["metadata"]["name"] == worker for p in api.pods(name))
 
-    api.wait(lambda: failed() or worker_exists(), f"worker {worker}", timeout=60)
+    # A leader and its worker, both live: between two incarnations of a cascade there is no leader, and an eviction
+    # timed from nothing could land within the window of the disruption still going on (one disruption, rightly
+    # not counted again: the final CI hit that with the operator down).
+    current = api.wait(lambda: failed() or (worker_exists() and _leader(api, name)), f"worker {worker} and its leader",
+                       timeout=60)
     if failed():
         return before
-    current = _leader(api, name)  # evict only once this incarnation is a window old: a new disruption
-    if current is not None:
-        born = datetime.fromisoformat(current["metadata"]["creationTimestamp"])
-        time.sleep(max(0.0, (born - datetime.now(UTC)).total_seconds() + RECREATION_WINDOW_SECONDS + 1))
+    born = datetime.fromisoformat(current["metadata"]["creationTimestamp"])  # evict once it is a window old
+    time.sleep(max(0.0, (born - datetime.now(UTC)).total_seconds() + RECREATION_WINDOW_SECONDS + 1))
     api.core.create_namespaced_pod_eviction(worker, api.namespace, V1Eviction(
         metadata=V1ObjectMeta(name=worker, namespace=api.namespace), delete_options=V1DeleteOptions()))
     leader = api.wait(lambda: failed() or ((p := _leader(api, name)) and p["metadata"]["uid"] != before and p),
