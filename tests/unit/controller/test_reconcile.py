@@ -29,6 +29,8 @@ class FakeKube:
     def __init__(self, server: dict[str, Any] | None, *, conflict: bool = False, error: int | None = None) -> None:
         self.server, self.conflict, self.error = server, conflict, error
         self.calls: list[str] = []
+        self.rest: Any = None  # a test that reaches custom objects serves them (``Rest`` over a fake pool)
+        self.instance = "test"
 
     def get_server(self, namespace: str, name: str) -> dict[str, Any] | None:
         if self.error:

@@ -41,8 +41,8 @@ from ctxfit.vocab.modelsource import ModelSource, unpack
 from ..converge.resolution import adapter_needs, draft_need, need
 from ..converge.types import Need, ResolutionRequest, ResolutionView
 from ..settings import Settings
-from .client import Kube
 from .guarded import Foreign, check, delete_owned
+from .protocol import KubeClient
 from .resolver_pod import RESOLVER_CONTAINER, resolver_pod
 from .rest import PODS, Conflict
 
@@ -75,7 +75,7 @@ class Resolutions:
     passes its own); ``clock`` gives the current time.
     """
 
-    def __init__(self, kube: Kube | None, settings: Settings, wake: Callable[[Key], None],
+    def __init__(self, kube: KubeClient | None, settings: Settings, wake: Callable[[Key], None],
                  resolve: Resolve | None = None, clock: Callable[[], datetime] | None = None,
                  workers: int = 2) -> None:
         self.kube, self.settings, self.wake = kube, settings, wake
