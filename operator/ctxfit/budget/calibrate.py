@@ -44,7 +44,7 @@ from typing import Any
 from ctxfit.api import GiB
 
 from .samples import (
-    ENGINE_LABELS,
+    ENGINE_KINDS,
     LABEL_TEXT,
     MAX_BYTES,
     MAX_RESERVE_BYTES,
@@ -145,7 +145,7 @@ class CalibrationEntry:
             raise ValueError("entry: not a mapping")
         engine, version = bounded_text(data["engine"], "engine", 16), bounded_text(data["version"], "version", 16)
         gpu = bounded_text(data["gpu"], "gpu", 63)
-        if engine not in ENGINE_LABELS or not VERSION_TEXT.match(version) or not LABEL_TEXT.match(gpu):
+        if engine not in ENGINE_KINDS or not VERSION_TEXT.match(version) or not LABEL_TEXT.match(gpu):
             raise ValueError(f"key {engine}/{version}/{gpu}: not an engine, minor version and GPU label")
         key = CalibrationKey(engine, version, gpu, whole_number(data["tp"], "tp", 1, 64),
                              whole_number(data["pp"], "pp", 1, 64))

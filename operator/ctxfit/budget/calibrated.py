@@ -8,10 +8,10 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, cast
 
 from ctxfit.api import EffectiveConfig, GiB
-from ctxfit.engines import BudgetTerms, Engine
+from ctxfit.engines import BudgetTerms, Engine, get_engine
 
 from .calibrate import CalibrationTable, Correction
-from .samples import ENGINE_LABELS, CalibrationKey, calibration_key
+from .samples import CalibrationKey, calibration_key
 
 if TYPE_CHECKING:
     from ctxfit.vocab.inputs import PlanInputs
@@ -64,7 +64,7 @@ def calibrate_engine(engine: Engine, inputs: PlanInputs,
                      table: CalibrationTable | None) -> tuple[Engine, CalibrationKey, Correction | None]:
     """``engine`` wrapped with the table's most specific correction for ``inputs`` (unchanged without one)."""
     key = calibration_key(inputs)
-    found = table.lookup(key, ENGINE_LABELS.get(key.engine, key.engine)) if table is not None else None
+    found = table.lookup(key, get_engine(inputs.spec.engine.kind).display_name) if table is not None else None
     if found is None or found.offset_bytes == 0:
         return engine, key, found
     return cast(Engine, CalibratedEngine(engine, found)), key, found

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ctxfit.api import GiB
+from ctxfit.api import EngineKind, GiB
 
 if TYPE_CHECKING:
     from ctxfit.vocab.inputs import PlanInputs
@@ -20,7 +20,8 @@ MAX_RESERVE_BYTES = 8 * GiB
 MAX_BYTES = 2 << 40
 """Largest KV pool or GPU total a sample may state (2 TiB: no GPU has that much); ``residualBytes`` within +-it."""
 VERSION_TEXT = re.compile(r"^[0-9]{1,4}\.[0-9]{1,4}$")
-ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang"}
+ENGINE_KINDS = frozenset(k.value for k in EngineKind)
+"""The ``engine`` of a key: an ``EngineKind`` value."""
 LABEL_TEXT = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
