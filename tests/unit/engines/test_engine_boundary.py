@@ -56,8 +56,8 @@ def test_default_versions_agree() -> None:
     from ctxfit.vocab.inputs import DEFAULT_ENGINE_VERSION
     from ctxfit.vocab.version import parse_version
 
-    assert DEFAULT_ENGINE_VERSION == {"vllm": parse_version(VLLM, default=(0, 0, 0)),
-                                      "sglang": parse_version(SGLANG, default=(0, 0, 0))}
+    expected = {"vllm": parse_version(VLLM, default=(0, 0, 0)), "sglang": parse_version(SGLANG, default=(0, 0, 0))}
+    assert expected == DEFAULT_ENGINE_VERSION
     assert set(DEFAULT_ENGINE_VERSION) == {k.value for k in EngineKind}
 
 
