@@ -102,6 +102,11 @@ class Engine(Protocol):
     state_pool_ratio: float | None
     """Hybrid models: the fixed ratio of recurrent-state pool to KV pool (SGLang ``mamba_full_memory_ratio``);
     None when state and KV share one block pool (vLLM)."""
+    memory_knob: str
+    """Wire name (``EffectiveConfig.to_wire``) of the memory fraction this engine budgets with:
+    "gpuMemoryUtilization" (vLLM), "memFractionStatic" (SGLang)."""
+    display_with_article: str
+    """``display_name`` with its indefinite article, for sentences: "a vLLM", "an SGLang"."""
 
     def draft_own_geometry(self, inputs: PlanInputs) -> bool:
         """The draft's KV follows its own geometry (vLLM; SGLang's separate draft pool before 0.5.14), else the
@@ -115,6 +120,23 @@ class Engine(Protocol):
 
     def default_image(self, version: str | None) -> str:
         """Container image for a version (the official one)."""
+        ...
+
+    def capability_problems(self, inputs: PlanInputs) -> list[str]:
+        """Sentences for each compute-capability rule of this engine version the plan's GPU breaks
+        (``<engine>.capability``); [] when none does or the capability is unknown."""
+        ...
+
+    def unplanned_defaults(self, spec: InferenceServerSpec) -> tuple[float | None, float | None, int]:
+        """(gpu-memory-utilization, mem-fraction-static, CUDA-graph max batch) for a spec that cannot be planned: the
+        spec's value, else this engine's default; the fraction the engine does not have is None
+        (``recovery.current.fallback_effective``)."""
+        ...
+
+    def free_at_load_bytes(self, inputs: PlanInputs) -> int | None:
+        """Memory free at weight load that this engine's memory fraction multiplies, bytes, as the plan computes it
+        (SGLang ``mem-fraction-static``: the weights come out of it); None where the fraction multiplies the GPU's
+        total (vLLM)."""
         ...
 
     def image_cuda(self, version: str | None) -> tuple[int, int] | None:

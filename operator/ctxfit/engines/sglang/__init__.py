@@ -44,6 +44,10 @@ DP_RANK_ENV = "SGLANG_DP_RANK"
 """``--cuda-graph-max-bs-decode`` exists from 0.5.14 and ``--cuda-graph-max-bs`` up to 0.5.19
 (tests/fixtures/engine-flags/sglang.json)."""
 PAGE_SIZE = 1
+UNPLANNED_MEM_FRACTION_STATIC = 0.85
+"""mem-fraction-static of a spec that cannot be planned: a typical value of SGLang's heuristic on 80 GB GPUs."""
+UNPLANNED_CUDA_GRAPH_MAX_BS = 256
+"""cuda-graph-max-bs of a spec that cannot be planned: SGLang's H100-class ``cuda_graph_max_bs``."""
 
 
 class SGLang:
@@ -60,6 +64,8 @@ class SGLang:
     display_name = "SGLang"
     tp_splits_experts = True
     state_pool_ratio: float | None = MAMBA_FULL_MEMORY_RATIO
+    memory_knob = "memFractionStatic"
+    display_with_article = "an SGLang"
 
     def draft_own_geometry(self, inputs: PlanInputs) -> bool:
         """The draft worker's own pool (before 0.5.14) follows its model; the joint cell does not."""
@@ -72,6 +78,20 @@ class SGLang:
     def default_image(self, version: str | None) -> str:
         """``lmsysorg/sglang:v<version>``."""
         return f"{IMAGE_REPOSITORY}:v{(version or DEFAULT_VERSION).lstrip('v')}"
+
+    def capability_problems(self, inputs: PlanInputs) -> list[str]:
+        """``capability.capability_problems``."""
+        from .capability import capability_problems
+
+        return capability_problems(inputs)
+
+    def unplanned_defaults(self, spec: InferenceServerSpec) -> tuple[float | None, float | None, int]:
+        """The spec's fraction, else ``UNPLANNED_MEM_FRACTION_STATIC``; graph batch ``UNPLANNED_CUDA_GRAPH_MAX_BS``."""
+        return None, spec.memory.mem_fraction_static or UNPLANNED_MEM_FRACTION_STATIC, UNPLANNED_CUDA_GRAPH_MAX_BS
+
+    def free_at_load_bytes(self, inputs: PlanInputs) -> int | None:
+        """``memory.pre_free_bytes``: mem-fraction-static is of the memory free at weight load."""
+        return memory.pre_free_bytes(inputs)
 
     def image_cuda(self, version: str | None) -> tuple[int, int] | None:
         """``cuda.image_cuda`` of ``version`` (default ``DEFAULT_VERSION``)."""

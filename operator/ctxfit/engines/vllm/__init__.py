@@ -43,6 +43,8 @@ DEFAULT_UTILIZATION_OLD = 0.90
 DEFAULT_UTILIZATION_NEW = 0.92
 UTILIZATION_092_SINCE = (0, 20, 0)
 DEFAULT_CUDA_GRAPH_CAPTURE = 512
+UNPLANNED_VERSION = (99, 0, 0)
+"""Version assumed by ``unplanned_defaults`` when the spec names none: the newest defaults."""
 CAPTURE_SIZE_FLAG_SINCE = (0, 12, 0)
 """``--max-cudagraph-capture-size`` exists from 0.12.0 (tests/fixtures/engine-flags/vllm.json; 0.11.0 has neither the
 flag nor ``CompilationConfig.max_cudagraph_capture_size``)."""
@@ -69,6 +71,8 @@ class VLLM:
     display_name = "vLLM"
     tp_splits_experts = False
     state_pool_ratio: float | None = None  # state and KV share one block pool (V1 hybrid allocator)
+    memory_knob = "gpuMemoryUtilization"
+    display_with_article = "a vLLM"
 
     def draft_own_geometry(self, inputs: PlanInputs) -> bool:
         """The drafter's layers get their own KV specs."""
@@ -81,6 +85,22 @@ class VLLM:
     def default_image(self, version: str | None) -> str:
         """``vllm/vllm-openai:v<version>``."""
         return f"{IMAGE_REPOSITORY}:v{(version or DEFAULT_VERSION).lstrip('v')}"
+
+    def capability_problems(self, inputs: PlanInputs) -> list[str]:
+        """``capability.capability_problems``."""
+        from .capability import capability_problems
+
+        return capability_problems(inputs)
+
+    def unplanned_defaults(self, spec: InferenceServerSpec) -> tuple[float | None, float | None, int]:
+        """The spec's utilization, else the default of its version (unknown: the newest, 0.92); graph batch 512."""
+        version = parse_version(spec.engine.version, default=UNPLANNED_VERSION)
+        default = DEFAULT_UTILIZATION_NEW if version >= UTILIZATION_092_SINCE else DEFAULT_UTILIZATION_OLD
+        return spec.memory.gpu_memory_utilization or default, None, DEFAULT_CUDA_GRAPH_CAPTURE
+
+    def free_at_load_bytes(self, inputs: PlanInputs) -> int | None:
+        """None: vLLM's utilization is of the CUDA total, not of the memory free at load."""
+        return None
 
     def image_cuda(self, version: str | None) -> tuple[int, int] | None:
         """``cuda.image_cuda`` of ``version`` (default ``DEFAULT_VERSION``)."""

@@ -1,0 +1,51 @@
+"""What a spec needs resolved before its first plan, and the key each read is shared under (pure; the cases are in
+``converge.resolution``'s docstring and docs/design/model-resolution.md)."""
+
+from __future__ import annotations
+
+import re
+
+from ctxfit.api import InferenceServerSpec
+from ctxfit.catalog import lookup_model
+from ctxfit.vocab.extras import hub_draft
+
+from .types import Need
+
+COMMIT = re.compile(r"^[0-9a-f]{40}$")
+"""A revision that is a commit (never moves, so never re-checked)."""
+
+
+def need(spec: InferenceServerSpec, namespace: str) -> Need:
+    """The resolution ``spec`` needs (see the module docstring)."""
+    model = spec.model
+    revision = model.revision or "main"
+    if model.architecture is not None and model.weights_per_gpu is not None:
+        return Need("spec", ("spec",), model.name, revision)
+    claim = model.cache.persistent_volume_claim if model.cache is not None else None
+    where = (claim.claim_name, claim.sub_path or "") if claim is not None else None
+    if where is not None and model.name.startswith("/"):
+        return Need("volume", ("volume", namespace, *where, model.name, revision), model.name, revision, claim=where)
+    if revision == "main" and lookup_model(model.name) is not None:
+        return Need("catalog", ("catalog", model.name), model.name, revision)  # the offline seed: nothing to read
+    if where is not None and claim is not None and claim.read_only:  # the claim holds the Hugging Face cache
+        return Need("volume", ("volume", namespace, *where, model.name, revision), model.name, revision, claim=where)
+    if model.token_secret_ref is not None:
+        secret = (model.token_secret_ref.name, model.token_secret_ref.key)
+        return Need("token", ("token", namespace, *secret, model.name, revision), model.name, revision, secret=secret)
+    return Need("hub", ("hub", model.name, revision), model.name, revision)
+
+
+def draft_need(spec: InferenceServerSpec) -> Need | None:
+    """The Hub resolution ``spec.speculative.draft`` needs (``vocab.extras.hub_draft``: a Hub draft the catalog and
+    the spec do not describe), None when it needs none. Shared with every server under the same key as a model."""
+    found = hub_draft(spec)
+    return None if found is None else Need("hub", ("hub", *found), found[0], found[1])
+
+
+def adapter_needs(spec: InferenceServerSpec) -> tuple[tuple[str, Need], ...]:
+    """(adapter name, the read of its adapter_config.json) for every Hub adapter whose rank the spec leaves unset
+    (key ``("adapter", repo, revision)``; the CLI reads the same file, ``cli.resolve.extra_configs_for_cli``)."""
+    if spec.lora is None:
+        return ()
+    return tuple((a.name, Need("hub", ("adapter", a.source, a.revision or "main"), a.source, a.revision or "main"))
+                 for a in spec.lora.adapters if a.from_hub and a.rank is None)
