@@ -53,6 +53,16 @@ class Takes(StrEnum):
     OPTIONAL = "optional"
 
 
+# The short names the engines' tables (``engines/vllm/flags.py``, ``engines/sglang/flags.py``) write their rules with.
+M, MOD, REF, COND = Handling.MANAGED, Handling.MODELLED, Handling.REFUSED, Handling.CONDITIONAL
+N, B, V, MANY, OPT = Takes.NOTHING, Takes.BOOL, Takes.VALUE, Takes.MULTI, Takes.OPTIONAL
+LORA = "spec.lora"
+SPEC = "spec.speculative"
+WEIGHTS = "spec.model.weightsPerGPU (the weights that stay on each GPU)"
+ARCH = "spec.model.architecture (the geometry the override gives)"
+NOT_PLANNED = NO_FIELD
+
+
 def _version(text: str) -> tuple[int, int, int]:
     parts = [int(p) for p in text.split(".")[:3] if p.isdigit()]
     major, minor, patch = [*parts, 0, 0, 0][:3]
@@ -142,6 +152,18 @@ class Occurrence:
     key: str | None
     rule: FlagRule | None
     known: bool
+
+
+def weights_given(occ: Occurrence, spec: InferenceServerSpec) -> bool:
+    """``FlagRule.allowed`` of a flag that changes the weights on each GPU: the spec states them
+    (``spec.model.weightsPerGPU``, ``WEIGHTS``)."""
+    return spec.model.weights_per_gpu is not None
+
+
+def architecture_given(occ: Occurrence, spec: InferenceServerSpec) -> bool:
+    """``FlagRule.allowed`` of a flag that overrides the model's geometry: the spec states it
+    (``spec.model.architecture``, ``ARCH``)."""
+    return spec.model.architecture is not None
 
 
 _NUMBER = re.compile(r"^-\d|^-\.\d")

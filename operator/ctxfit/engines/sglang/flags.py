@@ -19,18 +19,30 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctxfit.engines.flags import (
-    NO_FIELD,
+    ARCH,
+    COND,
+    LORA,
+    MANY,
+    MOD,
+    NOT_PLANNED,
+    REF,
+    SPEC,
+    WEIGHTS,
+    B,
     FlagEffects,
     FlagRule,
     FlagTable,
-    Handling,
+    M,
+    N,
     Occurrence,
-    Takes,
+    V,
+    architecture_given,
     json_keys,
     last,
     number,
     parse,
     truthy,
+    weights_given,
 )
 
 from .passthrough import PASSTHROUGH
@@ -39,27 +51,11 @@ if TYPE_CHECKING:
     from ctxfit.api import InferenceServerSpec
     from ctxfit.vocab.inputs import PlanInputs
 
-M, MOD, REF, COND = Handling.MANAGED, Handling.MODELLED, Handling.REFUSED, Handling.CONDITIONAL
-N, B, V, MANY, OPT = Takes.NOTHING, Takes.BOOL, Takes.VALUE, Takes.MULTI, Takes.OPTIONAL
-
 KV_SIZE = "spec.context.target and spec.memory.memFractionStatic (ctxfit sizes the KV pool)"
 GRAPHS = "spec.batching.cudaGraphMaxBatchSize, or --disable-cuda-graph for none"
-LORA = "spec.lora"
-SPEC = "spec.speculative"
-WEIGHTS = "spec.model.weightsPerGPU (the weights that stay on each GPU)"
-ARCH = "spec.model.architecture (the geometry the override gives)"
-NOT_PLANNED = NO_FIELD
 GRAPH_OFF_BACKENDS = frozenset({"torch_native", "flex_attention"})
 DISABLED_GRAPH_RESERVE_SINCE = (0, 5, 23)
 """From 0.5.23 SGLang's default fraction reserves no graph memory when decode graphs are disabled."""
-
-
-def _weights_given(occ: Occurrence, spec: InferenceServerSpec) -> bool:
-    return spec.model.weights_per_gpu is not None
-
-
-def _architecture_given(occ: Occurrence, spec: InferenceServerSpec) -> bool:
-    return spec.model.architecture is not None
 
 
 def _no_media(occ: Occurrence, spec: InferenceServerSpec) -> bool:
@@ -205,9 +201,9 @@ RULES: tuple[FlagRule, ...] = (
              "shards the KV pool across ranks", NOT_PLANNED),
     FlagRule(("--attention-context-parallel-size", "--attn-cp-size"), "0.5.9-0.5.23", V, REF,
              "shards attention across ranks", NOT_PLANNED),
-    FlagRule(("--moe-dense-tp-size",), "0.4.6-0.5.23", V, COND, "replicates the dense layers", WEIGHTS, _weights_given),
+    FlagRule(("--moe-dense-tp-size",), "0.4.6-0.5.23", V, COND, "replicates the dense layers", WEIGHTS, weights_given),
     FlagRule(("--moe-data-parallel-size", "--moe-dp-size"), "0.5.9-0.5.23", V, COND, "replicates experts", WEIGHTS,
-             _weights_given),
+             weights_given),
     # --- CUDA graphs
     FlagRule(("--disable-cuda-graph",), "0.4.0-0.5.23", N, MOD, "captures no CUDA graphs",
              "read: no CUDA-graph term (module docstring)"),
@@ -228,45 +224,45 @@ RULES: tuple[FlagRule, ...] = (
     FlagRule(("--enable-draft-weights-cpu-backup",), "0.5.6-0.5.23", N, REF, "keeps a host copy of the draft weights",
              SPEC),
     FlagRule(("--offload-group-size",), "0.5.1-0.5.23", V, COND, "streams layers from host memory", WEIGHTS,
-             _weights_given),
-    FlagRule(("--offload-mode",), "0.5.1-0.5.23", V, COND, "streams layers from host memory", WEIGHTS, _weights_given),
+             weights_given),
+    FlagRule(("--offload-mode",), "0.5.1-0.5.23", V, COND, "streams layers from host memory", WEIGHTS, weights_given),
     FlagRule(("--offload-num-in-group",), "0.5.1-0.5.23", V, COND, "streams layers from host memory", WEIGHTS,
-             _weights_given),
+             weights_given),
     FlagRule(("--offload-prefetch-step",), "0.5.1-0.5.23", V, COND, "streams layers from host memory", WEIGHTS,
-             _weights_given),
-    FlagRule(("--ple-offload-backend",), "0.5.20-0.5.23", V, COND, "offloads embeddings", WEIGHTS, _weights_given),
-    FlagRule(("--ple-offload-dir",), "0.5.20-0.5.23", V, COND, "offloads embeddings", WEIGHTS, _weights_given),
-    FlagRule(("--ple-offload-embedding",), "0.5.20-0.5.23", B, COND, "offloads embeddings", WEIGHTS, _weights_given),
+             weights_given),
+    FlagRule(("--ple-offload-backend",), "0.5.20-0.5.23", V, COND, "offloads embeddings", WEIGHTS, weights_given),
+    FlagRule(("--ple-offload-dir",), "0.5.20-0.5.23", V, COND, "offloads embeddings", WEIGHTS, weights_given),
+    FlagRule(("--ple-offload-embedding",), "0.5.20-0.5.23", B, COND, "offloads embeddings", WEIGHTS, weights_given),
     FlagRule(("--enable-paged-experts",), "0.5.23", N, COND, "pages experts in from host memory", WEIGHTS,
-             _weights_given),
+             weights_given),
     FlagRule(("--paged-experts-num-resident",), "0.5.23", V, COND, "sets the experts kept on the GPU", WEIGHTS,
-             _weights_given),
+             weights_given),
     FlagRule(("--kt-num-gpu-experts",), "0.5.4-0.5.23", V, COND, "keeps only some experts on the GPU (KTransformers)",
-             WEIGHTS, _weights_given),
+             WEIGHTS, weights_given),
     FlagRule(("--kt-weight-path",), "0.5.6-0.5.23", V, COND, "runs experts on the CPU (KTransformers)", WEIGHTS,
-             _weights_given),
+             weights_given),
     FlagRule(("--ep-num-redundant-experts",), "0.4.7-0.5.23", V, COND, "adds redundant experts to each GPU", WEIGHTS,
-             _weights_given),
+             weights_given),
     FlagRule(("--enable-eplb",), "0.4.7-0.5.23", N, COND, "rebalances (and replicates) experts", WEIGHTS,
-             _weights_given),
+             weights_given),
     FlagRule(("--init-expert-location",), "0.4.7-0.5.23", V, COND, "places (and replicates) experts", WEIGHTS,
-             _weights_given),
+             weights_given),
     FlagRule(("--enable-elastic-expert-backup",), "0.5.10-0.5.23", N, REF, "keeps expert backups", NOT_PLANNED),
     FlagRule(("--weight-cache-mode",), "0.5.17-0.5.23", V, REF,
              "'daemon' holds the weights in another process's GPU memory",
              NOT_PLANNED),
     FlagRule(("--quantization",), "0.4.0-0.5.23", V, MOD, "quantizes the weights",
              "read: the quantization method; weight bytes: spec.model.weightsPerGPU"),
-    FlagRule(("--modelopt-quant",), "0.5.4-0.5.23", V, COND, "quantizes the weights online", WEIGHTS, _weights_given),
+    FlagRule(("--modelopt-quant",), "0.5.4-0.5.23", V, COND, "quantizes the weights online", WEIGHTS, weights_given),
     FlagRule(("--quantize-and-serve",), "0.5.4-0.5.23", N, COND, "quantizes the weights online", WEIGHTS,
-             _weights_given),
-    FlagRule(("--torchao-config",), "0.4.0-0.5.17", V, COND, "quantizes the weights online", WEIGHTS, _weights_given),
+             weights_given),
+    FlagRule(("--torchao-config",), "0.4.0-0.5.17", V, COND, "quantizes the weights online", WEIGHTS, weights_given),
     FlagRule(("--dtype",), "0.4.0-0.5.23", V, COND, "sets the weight and activation dtype (float32 doubles both)",
              f"{WEIGHTS} and {ARCH}", lambda o, s: (o.value or "auto") in ("auto", "half", "float16", "bfloat16")
              or (s.model.weights_per_gpu is not None and s.model.architecture is not None)),
     FlagRule(("--json-model-override-args",), "0.4.0-0.5.23", V, COND, "changes config.json (layers, heads, context)",
              ARCH,
-             _architecture_given),
+             architecture_given),
     # --- communication buffers
     FlagRule(("--moe-a2a-backend",), "0.5.1-0.5.23", V, COND, "allocates all-to-all (DeepEP) buffers", NOT_PLANNED,
              _no_a2a),

@@ -21,18 +21,31 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctxfit.engines.flags import (
-    NO_FIELD,
+    ARCH,
+    COND,
+    LORA,
+    MANY,
+    MOD,
+    NOT_PLANNED,
+    OPT,
+    REF,
+    SPEC,
+    WEIGHTS,
+    B,
     FlagEffects,
     FlagRule,
     FlagTable,
-    Handling,
+    M,
+    N,
     Occurrence,
-    Takes,
+    V,
+    architecture_given,
     json_keys,
     last,
     number,
     parse,
     truthy,
+    weights_given,
 )
 
 from .passthrough import PASSTHROUGH
@@ -41,24 +54,8 @@ if TYPE_CHECKING:
     from ctxfit.api import InferenceServerSpec
     from ctxfit.vocab.inputs import PlanInputs
 
-M, MOD, REF, COND = Handling.MANAGED, Handling.MODELLED, Handling.REFUSED, Handling.CONDITIONAL
-N, B, V, MANY, OPT = Takes.NOTHING, Takes.BOOL, Takes.VALUE, Takes.MULTI, Takes.OPTIONAL
-
 KV_SIZE = "spec.context.target and spec.memory.gpuMemoryUtilization (ctxfit sizes the KV cache)"
 GRAPHS = "spec.batching.cudaGraphMaxBatchSize, or --enforce-eager for none"
-LORA = "spec.lora"
-SPEC = "spec.speculative"
-WEIGHTS = "spec.model.weightsPerGPU (the weights that stay on each GPU)"
-ARCH = "spec.model.architecture (the geometry the override gives)"
-NOT_PLANNED = NO_FIELD
-
-
-def _weights_given(occ: Occurrence, spec: InferenceServerSpec) -> bool:
-    return spec.model.weights_per_gpu is not None
-
-
-def _architecture_given(occ: Occurrence, spec: InferenceServerSpec) -> bool:
-    return spec.model.architecture is not None
 
 
 def _no_media(occ: Occurrence, spec: InferenceServerSpec) -> bool:
@@ -222,36 +219,36 @@ RULES: tuple[FlagRule, ...] = (
     FlagRule(("--swap-space",), "0.8.0-0.17.0", V, MOD, "allocates that many GiB of host swap per GPU",
              "read: host memory limit plus it"),
     FlagRule(("--offload-backend",), "0.17.0-0.33.0", V, COND, "streams weights from host memory", WEIGHTS,
-             _weights_given),
+             weights_given),
     FlagRule(("--offload-params",), "0.17.0-0.33.0", MANY, COND, "streams weights from host memory", WEIGHTS,
-             _weights_given),
+             weights_given),
     FlagRule(("--offload-group-size",), "0.17.0-0.33.0", V, COND, "streams weights from host memory", WEIGHTS,
-             _weights_given),
+             weights_given),
     FlagRule(("--offload-num-in-group",), "0.17.0-0.33.0", V, COND, "streams weights from host memory", WEIGHTS,
-             _weights_given),
+             weights_given),
     FlagRule(("--offload-prefetch-step",), "0.17.0-0.33.0", V, COND, "streams weights from host memory", WEIGHTS,
-             _weights_given),
+             weights_given),
     FlagRule(("--cpu-offload-params",), "0.17.0-0.33.0", MANY, COND,
              "selects the weights --cpu-offload-gb keeps on the host",
-             WEIGHTS, _weights_given),
+             WEIGHTS, weights_given),
     FlagRule(("--quantization", "-q"), "0.8.0-0.33.0", V, MOD, "quantizes the weights",
              "read: the quantization method (dequantization buffers); weight bytes: spec.model.weightsPerGPU"),
     FlagRule(("--quantization-config",), "0.22.0-0.33.0", V, COND, "quantizes the weights online", WEIGHTS,
-             _weights_given),
+             weights_given),
     FlagRule(("--dtype",), "0.8.0-0.33.0", V, COND, "sets the weight and activation dtype (float32 doubles both)",
              f"{WEIGHTS} and {ARCH}", lambda o, s: (o.value or "auto") in ("auto", "half", "float16", "bfloat16")
              or (s.model.weights_per_gpu is not None and s.model.architecture is not None)),
     FlagRule(("--hf-overrides",), "0.8.0-0.33.0", V, COND, "changes config.json (layers, heads, context)", ARCH,
-             _architecture_given),
+             architecture_given),
     FlagRule(("--rope-scaling",), "0.8.0-0.11.0", V, COND, "changes the model's maximum context", ARCH,
-             _architecture_given),
-    FlagRule(("--rope-theta",), "0.8.0-0.11.0", V, COND, "changes the rotary embedding", ARCH, _architecture_given),
+             architecture_given),
+    FlagRule(("--rope-theta",), "0.8.0-0.11.0", V, COND, "changes the rotary embedding", ARCH, architecture_given),
     FlagRule(("--enable-eplb",), "0.9.2-0.33.0", B, COND, "adds redundant experts to each GPU", WEIGHTS,
-             _weights_given),
+             weights_given),
     FlagRule(("--eplb-config",), "0.10.2-0.33.0", V, COND, "adds redundant experts to each GPU", WEIGHTS,
-             _weights_given),
+             weights_given),
     FlagRule(("--num-redundant-experts",), "0.9.2-0.11.0", V, COND, "adds redundant experts to each GPU", WEIGHTS,
-             _weights_given),
+             weights_given),
     FlagRule(("--enable-elastic-ep",), "0.17.0-0.33.0", B, REF, "resizes expert parallelism at run time", NOT_PLANNED),
     FlagRule(("--all2all-backend",), "0.12.0-0.33.0", V, REF, "allocates all-to-all (DeepEP / NVSHMEM) buffers",
              NOT_PLANNED),
