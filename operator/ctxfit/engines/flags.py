@@ -322,6 +322,18 @@ def unknown(occurrences: Iterable[Occurrence]) -> list[str]:
     return [occ.written.split("=", 1)[0] for occ in occurrences if not occ.known]
 
 
+def passthrough_flags(package: str) -> frozenset[str]:
+    """An engine's pass-through flags (``FlagTable.passthrough``): ``flags`` of ``passthrough.json`` in the engine's
+    ``package`` (``ctxfit.engines.vllm``): every flag of the versions read that is in no rule of its table (it changes
+    no term the budget counts), written by hand from tests/fixtures/engine-flags/<engine>.json after review.
+    Raises OSError / KeyError when the package has no such file (a packaging fault)."""
+    import json
+    from importlib import resources
+
+    text = resources.files(package).joinpath("passthrough.json").read_text(encoding="utf-8")
+    return frozenset(str(flag) for flag in json.loads(text)["flags"])
+
+
 def json_keys(value: str | None) -> Mapping[str, object]:
     """A JSON-object flag value as a dict ({} when it is not one)."""
     import json
