@@ -29,17 +29,7 @@ import images
 import pytest
 from hub_standin import HubStandIn
 
-from .fake_engine_kit import (
-    KV_POOL,
-    MODEL,
-    PER_TOKEN,
-    REPO,
-    chart_operator,
-    diagnose,
-    fake_engine_server,
-    load_fake_engine,
-    ready_server,
-)
+from . import fake_engine_kit as kit
 from .realnode_kit import http_get
 from .test_chart_incluster import _ready_pod
 
@@ -47,7 +37,7 @@ from .test_chart_incluster import _ready_pod
 @pytest.fixture
 def operator_in_cluster(cluster: cc.Cluster, real_node: rn.RealNode, operator_image: str,
                         ) -> Iterator[str]:
-    with chart_operator(cluster, operator_image, "ctxfit-fe") as ns:
+    with kit.chart_operator(cluster, operator_image, "ctxfit-fe") as ns:
         yield ns
 
 
@@ -55,17 +45,18 @@ def operator_in_cluster(cluster: cc.Cluster, real_node: rn.RealNode, operator_im
 def test_fake_engine_on_the_real_node(cluster: cc.Cluster, real_node: rn.RealNode,
                                       container_engine: images.Engine, fake_engine_image: str,
                                       operator_in_cluster: str, namespace: str, tmp_path: Path) -> None:
-    load_fake_engine(container_engine, fake_engine_image, real_node, tmp_path)
+    kit.load_fake_engine(container_engine, fake_engine_image, real_node, tmp_path)
     assert _ready_pod(cluster, operator_in_cluster) is not None
     name = "fake-llama"
-    with HubStandIn({MODEL: REPO}, host=real_node.host_ip) as hub:
-        cluster.apply(fake_engine_server(name, fake_engine_image, hub.url, kv_pool=KV_POOL, load_seconds=12,
-                                         startup_timeout=60), namespace=namespace)
+    with HubStandIn({kit.MODEL: kit.REPO}, host=real_node.host_ip) as hub:
+        server_object = kit.fake_engine_server(name, fake_engine_image, hub.url, kv_pool=kit.KV_POOL, load_seconds=12,
+                                               startup_timeout=60)
+        cluster.apply(server_object, namespace=namespace)
         try:
-            server: dict[str, Any] = cc.wait_until(lambda: ready_server(cluster, namespace, name), 420,
+            server: dict[str, Any] = cc.wait_until(lambda: kit.ready_server(cluster, namespace, name), 420,
                                                    f"{namespace}/{name} Ready", interval=1)
         except cc.HarnessError:
-            pytest.fail(diagnose(cluster, operator_in_cluster, namespace))
+            pytest.fail(kit.diagnose(cluster, operator_in_cluster, namespace))
         status = server["status"]
 
         # 2. the first start failed with the engine's own text, classified and stepped down from
@@ -75,7 +66,7 @@ def test_fake_engine_on_the_real_node(cluster: cc.Cluster, real_node: rn.RealNod
         assert attempts[0]["failureKind"] == "KVCacheTooSmall", json.dumps(attempts[0], indent=1)
         assert "24576" in (attempts[0].get("evidence") or ""), attempts[0]
         context = status["contextLength"]
-        assert context == attempts[1]["effective"]["contextLength"] and context * PER_TOKEN <= KV_POOL
+        assert context == attempts[1]["effective"]["contextLength"] and context * kit.PER_TOKEN <= kit.KV_POOL
 
         # 1. the download ran for real, against the stand-in, only the files the engine loads
         pods = cluster.kubectl_json("-n", namespace, "get", "pods", "-l", f"ctxfit.io/server={name}")["items"]
@@ -86,7 +77,7 @@ def test_fake_engine_on_the_real_node(cluster: cc.Cluster, real_node: rn.RealNod
         assert init["name"] == "model-download" and init["state"]["terminated"]["exitCode"] == 0, init
         download_log = cluster.kubectl("-n", namespace, "logs", pod["metadata"]["name"], "-c", "model-download")
         assert "ctxfit-download: complete" in download_log, download_log
-        assert hub.served["model-00001-of-00001.safetensors"] == len(REPO["model-00001-of-00001.safetensors"])
+        assert hub.served["model-00001-of-00001.safetensors"] == len(kit.REPO["model-00001-of-00001.safetensors"])
         assert hub.served["config.json"] > 0 and "README.md" not in hub.served
 
         # 3. probes: the engine container started (startup probe passed) and is ready
@@ -97,9 +88,9 @@ def test_fake_engine_on_the_real_node(cluster: cc.Cluster, real_node: rn.RealNod
 
         # 4. the start-up log, read back through the kubelet, and the engine's own answer
         observed = status["observed"]
-        assert observed["kvCacheBytes"] == KV_POOL and observed["kvCacheTokens"] == KV_POOL // PER_TOKEN
+        assert observed["kvCacheBytes"] == kit.KV_POOL and observed["kvCacheTokens"] == kit.KV_POOL // kit.PER_TOKEN
         assert observed["servedContextLength"] == context
         models = json.loads(http_get(f"http://{pod['status']['podIP']}:8000/v1/models"))
-        assert models["data"][0]["id"] == MODEL and models["data"][0]["max_model_len"] == context
+        assert models["data"][0]["id"] == kit.MODEL and models["data"][0]["max_model_len"] == context
 
     cluster.kubectl("-n", namespace, "delete", "inferenceserver", name, "--wait=true", "--timeout=120s")
