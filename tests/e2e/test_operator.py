@@ -154,7 +154,14 @@ def test_permanent_failure_scales_to_zero(api: ServerClient, op: OperatorProcess
     api.wait(lambda: api.deployment("kimi-k25")["spec"]["replicas"] == 0, "Deployment scaled to 0")
     api.wait(lambda: not api.pods("kimi-k25"), "engine pods gone")
     op.settle(3)
-    assert len(api.get("kimi-k25")["status"]["attempts"]) == 1
+    status = api.get("kimi-k25")["status"]
+    assert len(status["attempts"]) == 1
+    # nothing runs: no CONTEXT in `kubectl get` (status.effective keeps what was tried)
+    assert "contextLength" not in status and status["effective"]["contextLength"] == 131072
+    row = subprocess.run([str(api.kubectl_bin), "get", "infsrv", "kimi-k25", "-n", api.namespace, "--no-headers",
+                          "-o", "custom-columns=CONTEXT:.status.contextLength,PHASE:.status.phase"],
+                         capture_output=True, text=True, env=api.env, check=True).stdout.split()
+    assert row == ["<none>", "Failed"], row
 
 
 INVALID = [

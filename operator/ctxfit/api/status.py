@@ -434,7 +434,8 @@ class InferenceServerStatus(WireModel):
         conditions: Ready, BudgetFits, Degraded.
         plan: the planner's budget for the spec on the chosen GPU.
         effective: the configuration in force (the last attempt's).
-        context_length: ``effective.contextLength`` (printer column CONTEXT).
+        context_length: ``effective.contextLength`` while a replica of it may run (printer column CONTEXT);
+            absent while Failed (scaled to 0: nothing runs), when ``effective`` still says what was tried last.
         attempts: every start under the current spec, oldest first.
         endpoint: the Service URL (``http://NAME.NAMESPACE.svc:PORT``).
         node_product: GFD product of the GPUs the plan is for.
