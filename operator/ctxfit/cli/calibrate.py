@@ -6,8 +6,10 @@ error (observed minus predicted KV pool per GPU) and the calibration entry this 
 (``ctxfit.budget.calibrate``). ``--calibration FILE`` adds the sample to an existing table (YAML as
 the operator's ConfigMap ``calibration.yaml`` holds it, or the ConfigMap itself); ``--save FILE``
 writes the updated table, which ``ctxfit plan --calibration FILE`` applies.
-Exit 0; 1 when the log holds no KV cache accounting in a known wording; 2 on invalid input.
-``-f -`` or ``--log -`` reads stdin (not both).
+Exit codes (``ctxfit.cli.EXIT_CODES``): 0 a calibration sample was made (and saved with ``--save``); 1 none was made,
+with one line on stderr saying why (the log holds no KV cache accounting in a known wording, or there is no
+prediction to compare it with: what the log says is still printed), or stdout was closed; 2 invalid input (one line
+naming the file or option). ``-f -`` or ``--log -`` reads stdin (not both).
 """
 
 from __future__ import annotations
@@ -174,10 +176,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write("\n")
         else:
             _observed_only(doc, server.metadata.name)
-        if not report.observed:
-            print("ctxfit: the log holds no KV cache accounting in a known wording (not observed)", file=sys.stderr)
-            return EXIT_ERROR
-        return EXIT_OK
+        return no_sample(report, f"no prediction to compare the log with ({why})")
     t = result.per_gpu
     predicted = {"kvCacheBytes": t.kv_cache_bytes, "kvCacheTokens": max(0, result.kv_pool_bytes)
                  // max(1, result.kv_bytes_per_token), "weightsBytes": t.weights_bytes,
@@ -211,10 +210,18 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         _table(doc, server.metadata.name)
-    if not report.observed:
-        print("ctxfit: the log holds no KV cache accounting in a known wording (not observed)", file=sys.stderr)
-        return EXIT_ERROR
+    if calibration is None:
+        return no_sample(report, f"the plan has no calibration key ({result.calibration_key or 'none'})")
     return EXIT_OK
+
+
+def no_sample(report: StartupReport, otherwise: str) -> int:
+    """Exit 1 with one stderr line saying why no calibration sample was made: the log's accounting was not
+    recognised (not observed), else ``otherwise``."""
+    why = ("the log holds no KV cache accounting in a known wording (not observed)" if not report.observed
+           or report.kv_cache_bytes is None else otherwise)
+    print(f"ctxfit: no calibration sample: {why}", file=sys.stderr)
+    return EXIT_ERROR
 
 
 def _gib(value: object) -> str:

@@ -1,6 +1,6 @@
 """``-f`` read as ``kubectl apply -f`` reads it, by every subcommand that takes it: ``ctxfit plan`` plans every
 InferenceServer document (other kinds skipped with a note), ``-f -`` reads stdin, ``--name`` picks one server;
-``diagnose`` and ``calibrate`` need ``--name`` in a file of several."""
+``diagnose`` and ``calibrate`` need ``--name`` in a file of several. Exit codes are ``ctxfit.cli.EXIT_CODES``'."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ctxfit.cli import main
+from ctxfit.cli import EXIT_CODES, main
 
 ROOT = Path(__file__).resolve().parents[3]
 GATEWAY = "manifests/llama31-8b-gateway.yaml"
@@ -129,3 +129,29 @@ def test_diagnose_and_calibrate_read_stdin_once() -> None:
     assert diag.returncode == 0, diag.stderr
     both = run_cli("diagnose", "-f", "-", "--message-file", "-", stdin=server)
     assert both.returncode == 2 and len(both.stderr.strip().splitlines()) == 1
+
+
+def test_every_exit_code_is_in_the_help_and_the_readme() -> None:
+    helped = run_cli("--help").stdout
+    readme = (ROOT / "README.md").read_text()
+    for code, _ in EXIT_CODES:
+        assert f"  {code}  " in helped
+        assert f"\n| {code} | " in readme
+    for sub in ("plan", "diagnose", "calibrate", "crd"):
+        assert "exit codes:" in run_cli(sub, "--help").stdout
+
+
+def test_calibrate_without_a_prediction_makes_no_sample_and_exits_1(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    server = yaml.safe_load((FIX / "llama31-8b-h100.yaml").read_text())
+    server["spec"]["gpu"] = {"count": 1, "product": "NVIDIA-Imaginary-9000"}  # no memory known: no plan
+    path = tmp_path / "server.yaml"
+    path.write_text(yaml.safe_dump(server))
+    save = tmp_path / "table.yaml"
+    code = main(["calibrate", "-f", str(path), "--log", str(FIX / "vllm019-llama31-8b-h100-tp1.log"),
+                 "--save", str(save), "-o", "json"])
+    out = capsys.readouterr()
+    assert code == 1
+    assert json.loads(out.out)["observed"]["kvCacheBytes"], "what the log says is still printed"
+    assert out.err.strip().startswith("ctxfit: no calibration sample: no prediction to compare the log with")
+    assert not save.exists()
