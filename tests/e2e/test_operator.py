@@ -51,6 +51,7 @@ def test_kimi_128k_ready(op: OperatorProcess, api: ServerClient, namespace: str)
     assert server["status"]["contextLength"] == 131072
     assert condition(server, "Ready")["status"] == "True"
     assert condition(server, "BudgetFits")["status"] == "True"
+    assert condition(server, "EngineVersionModelled")["reason"] == "VersionModelled"
     args = " ".join(engine_args(api.deployment("kimi-k25")))
     for flag in ("--max-model-len 131072", "--tensor-parallel-size 8", "--gpu-memory-utilization 0.95"):
         assert flag in args
@@ -162,6 +163,20 @@ def test_permanent_failure_scales_to_zero(api: ServerClient, op: OperatorProcess
                           "-o", "custom-columns=CONTEXT:.status.contextLength,PHASE:.status.phase"],
                          capture_output=True, text=True, env=api.env, check=True).stdout.split()
     assert row == ["<none>", "Failed"], row
+
+
+def test_unmodelled_engine_release_is_planned_with_a_warning(api: ServerClient, op: OperatorProcess) -> None:
+    """An engine release newer than ctxfit models is not refused: planned with the newest modelled release's rules,
+    condition EngineVersionModelled False (NewerThanModelled) and one Warning Event saying so."""
+    obj = manifest("llama31-8b-h100.yaml")
+    obj["spec"]["engine"]["version"] = "0.40.0"
+    api.create(obj)
+    server = api.wait_phase("llama31-8b", "Ready")
+    modelled = condition(server, "EngineVersionModelled")
+    assert (modelled["status"], modelled["reason"]) == ("False", "NewerThanModelled")
+    assert "0.40.0" in modelled["message"] and "0.33.0" in modelled["message"]
+    warned = [e for e in api.events("llama31-8b") if e["reason"] == "NewerThanModelled"]
+    assert [(e["type"], e["message"]) for e in warned] == [("Warning", modelled["message"])]
 
 
 INVALID = [

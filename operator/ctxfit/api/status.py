@@ -51,6 +51,7 @@ class ConditionType(StrEnum):
     MODEL_RESOLVED = "ModelResolved"
     INFERENCE_POOL = "InferencePool"
     POOL_CONTEXT_COVERED = "PoolContextCovered"
+    ENGINE_VERSION_MODELLED = "EngineVersionModelled"
 
 
 class Reason(StrEnum):
@@ -142,6 +143,12 @@ class Reason(StrEnum):
     POOL_RELABELED = "PoolRelabeled"
     # Events only (a GPU product the engine cannot run the model on is avoided by the next attempts)
     GPU_PRODUCT_EXCLUDED = "GPUProductExcluded"
+    # EngineVersionModelled (ctxfit.engines.versions.VersionCoverage: the same values)
+    VERSION_MODELLED = "VersionModelled"
+    OLDER_THAN_MODELLED = "OlderThanModelled"
+    NEWER_THAN_MODELLED = "NewerThanModelled"
+    VERSION_NOT_SET = "VersionNotSet"
+    VERSION_UNKNOWN = "VersionUnknown"
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]
@@ -172,7 +179,7 @@ class Condition(WireModel):
 
     type: ConditionType
     """Ready, BudgetFits, Degraded, ObjectsAccepted, Admitted, WeightsCached, Autoscaling, ModelResolved,
-    InferencePool or PoolContextCovered."""
+    InferencePool, PoolContextCovered or EngineVersionModelled."""
     status: ConditionStatus
     """True, False or Unknown."""
     reason: Reason

@@ -84,5 +84,12 @@ def fail(message: str, code: int = EXIT_INVALID) -> int:
     return code
 
 
+def warn(message: str) -> None:
+    """Print one warning line on stderr (cleaned as ``fail`` does); the command goes on."""
+    from ctxfit.vocab.text import clean_text
+
+    print(f"ctxfit: warning: {clean_text(message)}", file=sys.stderr)
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -10,6 +10,8 @@ whether the target itself does), 3 for every verdict that nothing can start (too
 larger than the GPU, a TP/PP layout the model cannot be split by) with the full plan, reasons and
 suggestions printed, 2 only for input that cannot be read (one line naming the field the user wrote), 1 when
 stdout was closed (``| head``). Over several servers the worst wins: 2, then 3, then 0; the others are still planned.
+An engine version outside the releases ctxfit models (``ctxfit.engines.versions``) is one warning line on stderr
+and ``engineVersion`` in ``-o json``, never a refusal.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from ctxfit.budget.planner import Plan
 from ctxfit.render.cache import CacheVolume, checkpoint_bytes, describe_cache, resolve_cache
 from ctxfit.vocab.inputs import PlanInputError
 
-from . import EXIT_DOES_NOT_FIT, EXIT_INVALID, EXIT_OK, fail
+from . import EXIT_DOES_NOT_FIT, EXIT_INVALID, EXIT_OK, fail, warn
 from .load import STDIN, ManifestError, load_servers, no_such_server, validation_message
 from .resolve import add_resolve_arguments, extra_configs_for_cli, resolve_for_cli
 from .routing import plan_routing
@@ -158,6 +160,8 @@ def plan_server(server: InferenceServer, args: argparse.Namespace, table: Calibr
     """Plan one server and, for ``-o table``, print it. Returns (exit code, the ``-o json`` document or None when
     its input could not be read: then one error line was printed). ``where`` prefixes the lines (a file of several
     servers names the one they are about)."""
+    from ctxfit.engines.versions import check_version
+
     try:
         hf_config, model = resolve_for_cli(server.spec, args)
         adapter_configs, draft_model = extra_configs_for_cli(server.spec, args)
@@ -169,9 +173,12 @@ def plan_server(server: InferenceServer, args: argparse.Namespace, table: Calibr
         return fail(where + "config.json: " + validation_message(exc)), None
     except (ValueError, TypeError, ArithmeticError, RecursionError) as exc:
         return fail(where + f"{type(exc).__name__}: {exc}".splitlines()[0]), None
+    version = check_version(server.spec)
+    if not version.ok:  # planned all the same, with the nearest modelled release's rules: a warning, not a refusal
+        warn(where + version.message())
     cache, note, cache_doc = plan_cache(server.spec, result, server.metadata.name, not args.no_default_storage_class)
     scaling_lines, scaling_doc = plan_autoscaling(server.spec, result, server.metadata.name)
-    doc = ({"name": server.metadata.name} | result.to_json() | {"cache": cache_doc}
+    doc = ({"name": server.metadata.name} | result.to_json() | {"cache": cache_doc, "engineVersion": version.to_json()}
            | ({"autoscaling": scaling_doc} if scaling_doc is not None else {}))
     routing_lines, routing_doc = plan_routing(server.spec, result, server.metadata.name)
     if routing_doc is not None:

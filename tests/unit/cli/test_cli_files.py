@@ -155,3 +155,24 @@ def test_calibrate_without_a_prediction_makes_no_sample_and_exits_1(tmp_path: Pa
     assert json.loads(out.out)["observed"]["kvCacheBytes"], "what the log says is still printed"
     assert out.err.strip().startswith("ctxfit: no calibration sample: no prediction to compare the log with")
     assert not save.exists()
+
+
+@pytest.mark.parametrize(("engine", "coverage"), [({"version": "0.40.0"}, "NewerThanModelled"),
+                                                   ({"version": "0.5.4"}, "OlderThanModelled"),
+                                                   ({"image": "registry.example.com/vllm:prod"}, "VersionUnknown")])
+def test_plan_warns_once_about_an_unmodelled_engine_release(tmp_path: Path, engine: dict[str, str],
+                                                            coverage: str) -> None:
+    doc = yaml.safe_load((ROOT / "manifests" / "llama31-8b-h100.yaml").read_text())
+    doc["spec"]["engine"] = {"kind": "vllm", **engine}
+    path = tmp_path / "server.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    out = run_cli("plan", "-f", str(path))
+    assert out.returncode == 0, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ctxfit: warning: spec.engine."), out.stderr
+    assert "--max-model-len" in out.stdout, "planned all the same"
+    planned = json.loads(run_cli("plan", "-f", str(path), "-o", "json").stdout)
+    assert planned["engineVersion"]["coverage"] == coverage
+    assert planned["engineVersion"]["message"] in lines[0]
+    modelled = run_cli("plan", "-f", "manifests/llama31-8b-h100.yaml", "-o", "json")
+    assert not modelled.stderr and json.loads(modelled.stdout)["engineVersion"]["coverage"] == "VersionModelled"
