@@ -54,6 +54,7 @@ class ConditionType(StrEnum):
     MODEL_RESOLVED = "ModelResolved"
     INFERENCE_POOL = "InferencePool"
     POOL_CONTEXT_COVERED = "PoolContextCovered"
+    ENGINE_VERSION_MODELLED = "EngineVersionModelled"
 
 
 class Reason(StrEnum):
@@ -145,6 +146,12 @@ class Reason(StrEnum):
     POOL_RELABELED = "PoolRelabeled"
     # Events only (a GPU product the engine cannot run the model on is avoided by the next attempts)
     GPU_PRODUCT_EXCLUDED = "GPUProductExcluded"
+    # EngineVersionModelled (ctxfit.engines.versions.VersionCoverage: the same values)
+    VERSION_MODELLED = "VersionModelled"
+    OLDER_THAN_MODELLED = "OlderThanModelled"
+    NEWER_THAN_MODELLED = "NewerThanModelled"
+    VERSION_NOT_SET = "VersionNotSet"
+    VERSION_UNKNOWN = "VersionUnknown"
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]
@@ -175,7 +182,7 @@ class Condition(WireModel):
 
     type: ConditionType
     """Ready, BudgetFits, Degraded, ObjectsAccepted, Admitted, WeightsCached, Autoscaling, ModelResolved,
-    InferencePool or PoolContextCovered."""
+    InferencePool, PoolContextCovered or EngineVersionModelled."""
     status: ConditionStatus
     """True, False or Unknown."""
     reason: Reason
@@ -313,7 +320,8 @@ class InferenceServerStatus(WireModel):
         conditions: Ready, BudgetFits, Degraded.
         plan: the planner's budget for the spec on the chosen GPU.
         effective: the configuration in force (the last attempt's).
-        context_length: ``effective.contextLength`` (printer column CONTEXT).
+        context_length: ``effective.contextLength`` while a replica of it may run (printer column CONTEXT);
+            absent while Failed (scaled to 0: nothing runs), when ``effective`` still says what was tried last.
         attempts: every start under the current spec, oldest first.
         endpoint: the Service URL (``http://NAME.NAMESPACE.svc:PORT``).
         node_product: GFD product of the GPUs the plan is for.
