@@ -80,6 +80,7 @@ KIB = 1024
 MB = 1_000_000
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 FAILING = ("SteppingDown", "Retrying", "Failed")
+PHASES = ("baseline", "specs", "updates", "largest", "foreign", "calibration", "crashes")
 TARGET_OVER_BASELINE_MIB = 64.0
 TARGET_PEAK_MIB = 256.0
 OWNED_LABELS = {"app.kubernetes.io/managed-by": MANAGED_BY}
@@ -163,6 +164,10 @@ def calibration_texts() -> list[tuple[str, str]]:
                                                     "#" + "x" * (MB - 2) + "\n")]
 
 
+class _Enough(Exception):
+    """The ``--until`` phase is done."""
+
+
 class Bench:
     """The cluster's API (raw JSON), the namespace and the operator; phases and their memory figures."""
 
@@ -178,6 +183,7 @@ class Bench:
         self.series: list[tuple[float, str, float]] = []
         self.phase = "start"
         self.metrics_port = 0
+        self.until = PHASES[-1]
         self.began = time.monotonic()
         self.done = threading.Event()
 
@@ -231,6 +237,8 @@ class Bench:
         row = self.rows[-1]
         print(f"[{time.monotonic() - self.began:5.0f} s] {phase}: RSS {row[2]:.0f} MiB, peak {row[3]:.0f} MiB "
               f"({row[1]:.0f} s; {note})", flush=True)
+        if phase == self.until:
+            raise _Enough
 
     def sample(self) -> None:
         while not self.done.wait(2):
@@ -309,89 +317,96 @@ def run(bench: Bench, count: int, crashing: int, timeout: float) -> int:
         op_env["PYTHONPATH"] = os.environ["CTXFIT_BENCH_OPERATOR_PATH"]
     print(f"operator: {op_env.get('PYTHONPATH', 'this checkout')}", flush=True)
     with log_path.open("wb") as log:
-        bench.operator = subprocess.Popen([sys.executable, "-m", "ctxfit.controller"], env=op_env, stdout=log,
+        program = [str(ROOT / "bench" / "operator_trace.py")] if os.environ.get("CTXFIT_BENCH_TRACEMALLOC") \
+            else ["-m", "ctxfit.controller"]  # operator_trace: top allocation sites, as reconcile_bench.py
+        bench.operator = subprocess.Popen([sys.executable, *program], env=op_env, stdout=log,
                                           stderr=subprocess.STDOUT, start_new_session=True)
     threading.Thread(target=bench.sample, daemon=True).start()
+    alive, facts = False, "ended"
     try:
-        print(f"operator ready: {wait_ready(bench.operator, metrics_port):.1f} s after its start", flush=True)
-        bench.record("idle", time.monotonic(), "no servers")
+        try:
+            print(f"operator ready: {wait_ready(bench.operator, metrics_port):.1f} s after its start", flush=True)
+            bench.record("idle", time.monotonic(), "no servers")
 
-        def phase(name: str, objects: list[tuple[Any, dict[str, Any]]], wait: Callable[[], str]) -> None:
-            bench.phase = name
+            def phase(name: str, objects: list[tuple[Any, dict[str, Any]]], wait: Callable[[], str]) -> None:
+                bench.phase = name
+                began = time.monotonic()
+                bench.create_all(objects)
+                created = time.monotonic() - began
+                bench.record(name, began, f"{len(objects)} objects created in {created:.0f} s; {wait()}")
+
+            ready = lambda p, r: p == "Ready"  # noqa: E731
+            has_status = lambda p, r: bool(p)  # noqa: E731
+            phase("baseline", [(SERVERS, server(f"base-{i:02d}", "baseline")) for i in range(count)],
+                  lambda: "Ready " + bench.wait("baseline", count, ready, timeout))
+            phase("specs", [(SERVERS, hostile_spec(i)) for i in range(count)],
+                  lambda: "with a status " + bench.wait("specs", count, has_status, timeout))
+            one = bench.rest.call_json("GET", SERVERS, ns, f"hostile-{0:02d}")
+            refused = [f"{c['type']}={c['status']} {c.get('reason')}: {str(c.get('message'))[:120]}"
+                       for c in (one.get("status") or {}).get("conditions") or [] if c.get("status") != "True"]
+            said = "; ".join(refused)[:400]
+            print(f"  hostile-00: phase {(one.get('status') or {}).get('phase')}; {said}", flush=True)
+            del one
+
+            bench.phase = "updates"
             began = time.monotonic()
-            bench.create_all(objects)
-            created = time.monotonic() - began
-            bench.record(name, began, f"{len(objects)} objects created in {created:.0f} s; {wait()}")
+            for round_ in range(3):
+                def touch(i: int, round_: int = round_) -> None:
+                    bench.rest.call("PATCH", SERVERS, ns, f"hostile-{i:02d}",
+                                    content_type="application/merge-patch+json", body={"metadata": {"annotations": {
+                                        "bench.ctxfit.io/pad": filler(64 * KIB, f"s{i}r{round_}")}}})
+                with ThreadPoolExecutor(4) as pool:
+                    list(pool.map(touch, range(count)))
+            bench.record("updates", began, f"{3 * count} updates of ~1.2 MB servers")
 
-        ready = lambda p, r: p == "Ready"  # noqa: E731
-        has_status = lambda p, r: bool(p)  # noqa: E731
-        phase("baseline", [(SERVERS, server(f"base-{i:02d}", "baseline")) for i in range(count)],
-              lambda: "Ready " + bench.wait("baseline", count, ready, timeout))
-        phase("specs", [(SERVERS, hostile_spec(i)) for i in range(count)],
-              lambda: "with a status " + bench.wait("specs", count, has_status, timeout))
-        one = bench.rest.call_json("GET", SERVERS, ns, f"hostile-{0:02d}")
-        refused = [f"{c['type']}={c['status']} {c.get('reason')}: {str(c.get('message'))[:120]}"
-                   for c in (one.get("status") or {}).get("conditions") or [] if c.get("status") != "True"]
-        print(f"  hostile-00: phase {(one.get('status') or {}).get('phase')}; {'; '.join(refused)[:400]}", flush=True)
-        del one
+            phase("largest", [(SERVERS, largest_valid(i)) for i in range(count)],
+                  lambda: "Ready " + bench.wait("largest", count, ready, timeout))
+            foreign = [item for i in range(count) for item in foreign_objects(i)]
+            phase("foreign", foreign, lambda: f"{len(foreign)} labelled as the operator's")
 
-        bench.phase = "updates"
-        began = time.monotonic()
-        for round_ in range(3):
-            def touch(i: int, round_: int = round_) -> None:
-                bench.rest.call("PATCH", SERVERS, ns, f"hostile-{i:02d}", content_type="application/merge-patch+json",
-                                body={"metadata": {"annotations": {
-                                    "bench.ctxfit.io/pad": filler(64 * KIB, f"s{i}r{round_}")}}})
-            with ThreadPoolExecutor(4) as pool:
-                list(pool.map(touch, range(count)))
-        bench.record("updates", began, f"{3 * count} updates of ~1.2 MB servers")
+            bench.phase = "calibration"
+            began = time.monotonic()
+            notes = []
+            for k, (what, text) in enumerate(calibration_texts()):
+                body = {"apiVersion": "v1", "kind": "ConfigMap",
+                        "metadata": {"name": "ctxfit-calibration", "labels": {
+                            "app.kubernetes.io/managed-by": "ctxfit", "app.kubernetes.io/component": "calibration"}},
+                        "data": {"calibration.yaml": text}}
+                existing = bench.rest.read(CONFIGMAPS, ns, "ctxfit-calibration")
+                if existing is None:
+                    bench.post(CONFIGMAPS, body)
+                else:
+                    body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
+                    bench.rest.call("PUT", CONFIGMAPS, ns, "ctxfit-calibration", body=body)
+                bench.create_all([(SERVERS, server(f"calib-{k}{i}", f"calibration-{k}")) for i in range(2)])
+                notes.append(f"{what}: Ready " + bench.wait(f"calibration-{k}", 2, ready, timeout))
+            bench.record("calibration", began, "; ".join(notes))
 
-        phase("largest", [(SERVERS, largest_valid(i)) for i in range(count)],
-              lambda: "Ready " + bench.wait("largest", count, ready, timeout))
-        foreign = [item for i in range(count) for item in foreign_objects(i)]
-        phase("foreign", foreign, lambda: f"{len(foreign)} labelled as the operator's")
-
-        bench.phase = "calibration"
-        began = time.monotonic()
-        notes = []
-        for k, (what, text) in enumerate(calibration_texts()):
-            body = {"apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"name": "ctxfit-calibration", "labels": {
-                        "app.kubernetes.io/managed-by": "ctxfit", "app.kubernetes.io/component": "calibration"}},
-                    "data": {"calibration.yaml": text}}
-            existing = bench.rest.read(CONFIGMAPS, ns, "ctxfit-calibration")
-            if existing is None:
-                bench.post(CONFIGMAPS, body)
-            else:
-                body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
-                bench.rest.call("PUT", CONFIGMAPS, ns, "ctxfit-calibration", body=body)
-            bench.create_all([(SERVERS, server(f"calib-{k}{i}", f"calibration-{k}")) for i in range(2)])
-            notes.append(f"{what}: Ready " + bench.wait(f"calibration-{k}", 2, ready, timeout))
-        bench.record("calibration", began, "; ".join(notes))
-
-        bench.phase = "crashes"
-        began = time.monotonic()
-        line = "x" * (50 * MB)
-        cluster.set_default_logs(line, line)
-        del line
-        names = [f"crash-{i}" for i in range(crashing)]
-        pod = {"labels": {"sim.ctxfit.io/behavior": "crash"},
-               "annotations": {"sim.ctxfit.io/restart-delay-ms": "1000", "sim.ctxfit.io/message": "engine died"}}
-        stop_events = threading.Event()
-        counts = post_pod_events(bench, names, stop_events)
-        status_before, events_before = bench.writes()
-        bench.create_all([(SERVERS, server(n, "crashes", pod=pod)) for n in names])
-        failing = bench.wait("crashes", crashing, lambda p, r: p in FAILING, timeout)
-        bench.done.wait(20)  # more crash-loop passes: log tails and Events read again
-        stop_events.set()
-        status_after, events_after = bench.writes()
-        minutes = (time.monotonic() - began) / 60
-        print(f"  crash storm: {status_after - status_before:.0f} status writes = "
-              f"{(status_after - status_before) / crashing / minutes:.1f} per server per minute, "
-              f"{events_after - events_before:.0f} Events posted in {minutes:.1f} min; "
-              f"{events_per_cause(bench, names)}", flush=True)
-        bench.record("crashes", began, f"stepping down or failed {failing}; {counts[1]} Events of 4 KiB on "
-                                       f"{counts[0]} pods; logs of one 50 MB line")
+            bench.phase = "crashes"
+            began = time.monotonic()
+            line = "x" * (50 * MB)
+            cluster.set_default_logs(line, line)
+            del line
+            names = [f"crash-{i}" for i in range(crashing)]
+            pod = {"labels": {"sim.ctxfit.io/behavior": "crash"},
+                   "annotations": {"sim.ctxfit.io/restart-delay-ms": "1000", "sim.ctxfit.io/message": "engine died"}}
+            stop_events = threading.Event()
+            counts = post_pod_events(bench, names, stop_events)
+            status_before, events_before = bench.writes()
+            bench.create_all([(SERVERS, server(n, "crashes", pod=pod)) for n in names])
+            failing = bench.wait("crashes", crashing, lambda p, r: p in FAILING, timeout)
+            bench.done.wait(20)  # more crash-loop passes: log tails and Events read again
+            stop_events.set()
+            status_after, events_after = bench.writes()
+            minutes = (time.monotonic() - began) / 60
+            print(f"  crash storm: {status_after - status_before:.0f} status writes = "
+                  f"{(status_after - status_before) / crashing / minutes:.1f} per server per minute, "
+                  f"{events_after - events_before:.0f} Events posted in {minutes:.1f} min; "
+                  f"{events_per_cause(bench, names)}", flush=True)
+            bench.record("crashes", began, f"stepping down or failed {failing}; {counts[1]} Events of 4 KiB on "
+                                           f"{counts[0]} pods; logs of one 50 MB line")
+        except _Enough:  # --until
+            pass
         alive = bench.alive()
         facts = process_facts(bench.operator.pid) if alive else "ended"
     finally:
@@ -425,11 +440,14 @@ def main() -> int:
     parser.add_argument("--crashing", type=int, default=5, help="crash-looping servers in the last phase")
     parser.add_argument("--settle", type=float, default=10.0, help="seconds after each phase before reading memory")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds a phase may take")
+    parser.add_argument("--until", choices=PHASES, default=PHASES[-1], help="stop after this phase")
     args = parser.parse_args()
     cluster = cc.Cluster(cc.temp_cluster_dir("ctxfit-hostile-"))
     try:
         print(f"local control plane up in {cluster.start(die_with_parent=True):.1f} s", flush=True)
-        return run(Bench(cluster, args.settle), args.count, args.crashing, args.timeout)
+        bench = Bench(cluster, args.settle)
+        bench.until = args.until
+        return run(bench, args.count, args.crashing, args.timeout)
     finally:
         cluster.stop()
 
