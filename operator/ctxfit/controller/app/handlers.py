@@ -82,7 +82,6 @@ async def on_server(event: kopf.RawEvent, body: kopf.Body, name: str, namespace:
         state.known.discard(key)
         state.waiting_for_nodes.discard(key)
         state.bodies.pop(key, None)
-        state.large.discard(key)
         state.written.pop(key, None)
         state.events_seen.pop(key, None)
         state.queue.forget(key)
@@ -94,7 +93,7 @@ async def on_server(event: kopf.RawEvent, body: kopf.Body, name: str, namespace:
     state.known.add(key)
     if state.written.get(key) == body.metadata.get("resourceVersion"):
         return
-    state.keep(key, lifecycle.slim(event["object"]))
+    lifecycle.keep_body(state.bodies, key, lifecycle.slim(event["object"]))
     state.events_seen[key] = state.events_seen.get(key, 0) + 1
     state.queue.add(key)
 

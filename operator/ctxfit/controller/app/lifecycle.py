@@ -79,8 +79,6 @@ class State:
         indexes: kopf's (pods_by_server, gpu_nodes, deployments_by_server, services_by_server,
             claims_by_name) indexes,
             captured from the first handler call.
-        large: servers whose newest body is over ``MAX_CACHED_BODY_BYTES`` (not kept: each pass reads it).
-        large_passes: at most ``LARGE_PASSES`` of their passes run at once (``Worker``).
     """
 
     runtime: Runtime
@@ -99,15 +97,6 @@ class State:
     members: Any = None
     member_views: dict[Key, tuple[str, int]] = field(default_factory=dict)
     owned_views: dict[str, int] = field(default_factory=dict)
-    large: set[Key] = field(default_factory=set)
-    large_passes: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(LARGE_PASSES))
-
-    def keep(self, key: Key, text: bytes) -> None:
-        """``text`` (``slim``) as ``key``'s newest body (``keep_body``); a body over the bound marks the key large."""
-        if keep_body(self.bodies, key, text):
-            self.large.discard(key)
-        else:
-            self.large.add(key)
 
 
 class Worker:
@@ -138,10 +127,7 @@ class Worker:
         recent = state.applied.pop((namespace, name), None)
         if deployment is None and recent is not None and time.monotonic() - recent[1] < APPLIED_MEMORY_SECONDS:
             deployment = recent[0]  # our own write, not yet in the index
-        large = (namespace, name) in state.large
         try:
-            if large:  # its pass reads, validates and writes back a body near the object size limit
-                await state.large_passes.acquire()
             result = await self.threads.run(
                 reconcile, self.runtime, namespace, name, nodes, pods,
                 body=unslim(state.bodies.get((namespace, name))), deployment=deployment,
@@ -149,15 +135,12 @@ class Worker:
                 members_of=members_of(state.members, namespace))
         except Stopped:
             return None
-        finally:
-            if large:
-                state.large_passes.release()
         if result.applied is not None:
             state.applied[(namespace, name)] = (result.applied, time.monotonic())
         if result.stored is not None:
             state.written[(namespace, name)] = str(result.stored["metadata"].get("resourceVersion"))
             if state.events_seen.get((namespace, name), 0) == seen:  # else the event's body is newer
-                state.keep((namespace, name), slim(result.stored))
+                keep_body(state.bodies, (namespace, name), slim(result.stored))
         if result.conflict:
             state.bodies.pop((namespace, name), None)
         if result.waiting_for_nodes:
@@ -244,20 +227,12 @@ MAX_CACHED_BODY_BYTES = 256 * 1024
 is bounded in bytes per server, whatever a spec or a status holds)."""
 
 
-LARGE_PASSES = 2
-"""Passes of servers whose body is over ``MAX_CACHED_BODY_BYTES`` that run at once. Such a pass holds several copies
-of a body of up to ~1.5 MB (the GET, its decoding and validation, the status write of the whole object and its
-answer): twenty hostile servers reconciled by 32 workers at once raised the operator's peak by ~100 MiB
-(bench/hostile_rss.py); two at a time bound it whatever their number. Servers of ordinary size never wait for it."""
-
-
-def keep_body(bodies: dict[Key, bytes], key: Key, text: bytes) -> bool:
-    """Keep ``text`` (``slim``) as the newest body of ``key`` unless over ``MAX_CACHED_BODY_BYTES``; True: kept."""
+def keep_body(bodies: dict[Key, bytes], key: Key, text: bytes) -> None:
+    """Keep ``text`` (``slim``) as ``key``'s newest body, unless it is over ``MAX_CACHED_BODY_BYTES``."""
     if len(text) <= MAX_CACHED_BODY_BYTES:
         bodies[key] = text
-        return True
-    bodies.pop(key, None)
-    return False
+    else:
+        bodies.pop(key, None)
 
 
 def slim(body: Mapping[str, Any]) -> bytes:
