@@ -8,6 +8,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +25,7 @@ from ..kube.resolution import Resolutions
 from ..kube.service_lane import ServiceLane
 from ..reconcile import Runtime, reconcile
 from ..runtime.lanes import EventPoster
+from ..runtime.memory import Trimmer, glibc_trim
 from ..runtime.threads import Stopped, WorkerThreads
 from ..runtime.workqueue import WorkQueue
 from ..settings import Settings
@@ -188,6 +190,8 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
                   leader_task=asyncio.create_task(leader.run()))
     work.state = state
     memo.state = state
+    trimmer = Trimmer(glibc_trim())  # freed C heap back to the system after hostile-sized reads (runtime/memory.py)
+    threading.Thread(target=trimmer.run, args=(runtime.stopping,), name="ctxfit-trim", daemon=True).start()
     logger.info("ctxfit operator started: namespaces=%s peering=%s metrics=:%s", cfg.watch_namespaces or "all",
                 cfg.peering or "standalone", cfg.metrics_port)
 
