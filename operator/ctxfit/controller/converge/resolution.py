@@ -96,19 +96,36 @@ def need(spec: InferenceServerSpec, namespace: str) -> Need:
     return Need("hub", ("hub", model.name, revision), model.name, revision)
 
 
-def draft_need(spec: InferenceServerSpec) -> Need | None:
+def _extra_need(spec: InferenceServerSpec, namespace: str, what: Literal["hub", "adapter"], repo: str,
+                revision: str) -> Need:
+    """The Hub read of a draft (``what="hub"``: config.json and headers) or an adapter (``adapter_config.json``) the
+    way the model is read: with ``spec.model.tokenSecretRef`` through the resolver pod with that token (a gated
+    draft or adapter repo needs the token as a gated model does; the download container gets the same Secret), keyed
+    ``("token", namespace, secret, key, repo, revision)`` (a draft: the key a gated model of that repo has) or
+    ``("adapter-token", ...)``; without one the operator reads it itself, keyed ``(what, repo, revision)``."""
+    ref = spec.model.token_secret_ref
+    if ref is None:
+        return Need("hub", (what, repo, revision), repo, revision)
+    secret = (ref.name, ref.key)
+    kind = "token" if what == "hub" else "adapter-token"
+    return Need("token", (kind, namespace, *secret, repo, revision), repo, revision, secret=secret)
+
+
+def draft_need(spec: InferenceServerSpec, namespace: str) -> Need | None:
     """The Hub resolution ``spec.speculative.draft`` needs (``vocab.extras.hub_draft``: a Hub draft the catalog and
-    the spec do not describe), None when it needs none. Shared with every server under the same key as a model."""
+    the spec do not describe), None when it needs none. Shared with every server under the same key as a model;
+    with a token as the model (``_extra_need``)."""
     found = hub_draft(spec)
-    return None if found is None else Need("hub", ("hub", *found), found[0], found[1])
+    return None if found is None else _extra_need(spec, namespace, "hub", found[0], found[1])
 
 
-def adapter_needs(spec: InferenceServerSpec) -> tuple[tuple[str, Need], ...]:
+def adapter_needs(spec: InferenceServerSpec, namespace: str) -> tuple[tuple[str, Need], ...]:
     """(adapter name, the read of its adapter_config.json) for every Hub adapter whose rank the spec leaves unset
-    (key ``("adapter", repo, revision)``; the CLI reads the same file, ``cli.resolve.extra_configs_for_cli``)."""
+    (key ``("adapter", repo, revision)``, with a token ``("adapter-token", namespace, secret, key, repo, revision)``;
+    the CLI reads the same file, ``cli.resolve.extra_configs_for_cli``)."""
     if spec.lora is None:
         return ()
-    return tuple((a.name, Need("hub", ("adapter", a.source, a.revision or "main"), a.source, a.revision or "main"))
+    return tuple((a.name, _extra_need(spec, namespace, "adapter", a.source, a.revision or "main"))
                  for a in spec.lora.adapters if a.from_hub and a.rank is None)
 
 
@@ -136,7 +153,7 @@ def step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, sett
 
 def _adapters_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, settings: Settings,
                    spec_changed: bool, found: Step) -> Step:
-    needs = adapter_needs(spec)
+    needs = adapter_needs(spec, snap.namespace)
     if not needs:
         return found
     views = {v.key: v for v in snap.adapter_resolutions}
@@ -149,7 +166,8 @@ def _adapters_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now:
             out.adapter_resolution_requests.append(ResolutionRequest(wanted, forget_error=spec_changed))
             if not waiting:
                 _resolving(out, wanted, view, now, snap.generation, settings, role=f"adapter {name} ",
-                           how="reading its adapter_config.json from the Hub")
+                           how="reading its adapter_config.json from the Hub" + (
+                               " (a resolver pod, with the token Secret)" if wanted.kind == "token" else ""))
             waiting = True
             continue
         if view.source is not None:
@@ -164,7 +182,7 @@ def _adapters_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now:
 
 def _draft_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, settings: Settings,
                 spec_changed: bool, found: Step) -> Step:
-    wanted = draft_need(spec)
+    wanted = draft_need(spec, snap.namespace)
     if wanted is None:
         return found
     view = snap.draft_resolution if snap.draft_resolution is not None and \
@@ -263,7 +281,11 @@ def _resolving(out: Outcome, wanted: Need, view: ResolutionView | None, now: str
 def _failed(out: Outcome, wanted: Need, kind: str, detail: str, now: str, generation: int, role: str = "") -> None:
     reason = REASONS.get(kind, Reason.INVALID_CHECKPOINT)
     hint = HINTS.get(kind, HINTS["InvalidCheckpoint"])
-    if role.startswith("draft"):
+    if role.startswith(("draft", "adapter")) and kind == "ModelAccessDenied":
+        hint = ("the token of spec.model.tokenSecretRef has no access to this repository: accept its terms on the Hub "
+                "with that account" if wanted.kind == "token" else "accept the repository's terms on the Hub and set "
+                "spec.model.tokenSecretRef (its token reads the draft and the adapters too)")
+    elif role.startswith("draft"):
         hint = "check spec.speculative.draft (name, revision), or set its architecture and weightsPerGPU"
     elif role.startswith("adapter"):
         hint = "check spec.lora.adapters[].source and revision, or set the adapter's rank (and targetModules)"
@@ -364,8 +386,8 @@ def _adapter_records(spec: InferenceServerSpec, adapters: dict[str, ModelSource]
 def _draft_record(spec: InferenceServerSpec, draft: ModelSource | None, result: Plan, now: str
                   ) -> ResolvedModel | None:
     """``status.model.draft``: the Hub draft's geometry and the weights per GPU the plan gave it."""
-    wanted = draft_need(spec)
-    if draft is None or wanted is None:
+    found = hub_draft(spec)
+    if draft is None or found is None:
         return None
     try:
         architecture = architecture_from_hf_config(draft.config)
@@ -373,7 +395,7 @@ def _draft_record(spec: InferenceServerSpec, draft: ModelSource | None, result: 
         architecture = None
     weights = next((e.bytes for e in result.per_gpu.extras if e.label == "draft weights"), None)
     return ResolvedModel(
-        source="hub", repo=wanted.repo[:253], revision=wanted.revision[:255],
+        source="hub", repo=found[0][:253], revision=found[1][:255],
         sha=draft.commit if draft.commit and COMMIT.match(draft.commit) else None,
         architectures=[a for a in draft.config.get("architectures") or [] if isinstance(a, str)][:8],
         architecture=architecture, quantization=draft.weight_format,

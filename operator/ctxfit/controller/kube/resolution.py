@@ -128,7 +128,7 @@ class Resolutions:
         if not isinstance(speculative, dict) or not speculative.get("draft"):
             return None
         try:
-            wanted = draft_need(InferenceServerSpec.model_validate(spec))
+            wanted = draft_need(InferenceServerSpec.model_validate(spec), server[0])
         except ValidationError:
             return None
         return None if wanted is None else self._view(server, wanted)
@@ -139,7 +139,7 @@ class Resolutions:
         if not isinstance(lora, dict) or not lora.get("adapters"):
             return ()
         try:
-            needs = adapter_needs(InferenceServerSpec.model_validate(spec))
+            needs = adapter_needs(InferenceServerSpec.model_validate(spec), server[0])
         except ValidationError:
             return ()
         return tuple(self._view(server, wanted) for _, wanted in needs)
@@ -380,6 +380,8 @@ def resolver_pod(wanted: Need, server: str, namespace: str, uid: str, settings: 
         env.append({"name": "HF_ENDPOINT", "value": os.environ["HF_ENDPOINT"]})
     mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
+    if wanted.key[0] == "adapter-token":  # a gated LoRA adapter: its adapter_config.json, with the token
+        env.append({"name": "CTXFIT_RESOLVE_ADAPTER", "value": "1"})
     if wanted.kind == "token" and wanted.secret is not None:
         env += [{"name": "HF_HOME", "value": "/tmp/hf"},
                 {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": wanted.secret[0],
