@@ -143,3 +143,12 @@ def test_handed_startups_without_kv_accounting(case_id: str) -> None:
     assert not parse(log).observed
     if case_id.startswith("sglang"):
         assert abs(parse(log).weights_bytes / GIB - 61.07) < 0.006  # type: ignore[operator]
+
+
+def test_vllm_0102_debug_ledger_states_the_pool_in_bytes() -> None:
+    """0.10.2 gpu_worker.py ends its debug ledger "Current kv cache memory in use is N bytes." (0.11+ print GiB): the
+    handed sleep-mode start-up on an L40S prints only that line, and its pool is now observed."""
+    case = CASES["vllm0102-granite33-2b-l40s-sleep-mode-len32k"]
+    report = parse_vllm(case["log"])
+    assert report.observed and report.kv_cache_bytes == 32786058444
+    assert abs(report.kv_cache_bytes / GIB - 30.53) < 0.006 and abs(report.weights_bytes / GIB - 4.74) < 0.006  # type: ignore[operator]

@@ -51,10 +51,10 @@ TABLE: list[Row] = [
     ("vllm", "the rest of the memory reserved for KV Cache is", 8, (3.49, 79.19, 0.9, 71.27, 14.99, 0.25, 1.89, 54.14),
      {"weights_bytes": 14.99, "non_torch_bytes": 0.25, "activation_bytes": 1.89, "kv_cache_bytes": 54.14,
       "cuda_total_bytes": 79.19}),
-    # the debug ledger; 0.10.2 prints the KV pool in bytes ("... in use is N bytes."): read from the lines above
+    # the debug ledger; 0.10.2 prints the KV pool in bytes ("... in use is N bytes.")
     ("vllm", "GiB for weight,", 11, (78.68, 79.19, 0.95, 75.23, 14.99, 1.89, 0.25, 0.91, 111, 222, 62397587456),
      {"weights_bytes": 14.99, "activation_bytes": 1.89, "non_torch_bytes": 0.25, "cuda_graph_bytes": 0.91,
-      "cuda_total_bytes": 79.19}),
+      "kv_cache_bytes": 62397587456 / GIB, "cuda_total_bytes": 79.19}),
     ("vllm", "GiB for weight,", 13, (78.68, 79.19, 0.95, 75.23, 14.99, 1.89, 0.25, 0.91, 111, 0.0, 222, 0.0, 58.11),
      {"weights_bytes": 14.99, "activation_bytes": 1.89, "non_torch_bytes": 0.25, "cuda_graph_bytes": 0.91,
       "kv_cache_bytes": 58.11, "cuda_total_bytes": 79.19}),

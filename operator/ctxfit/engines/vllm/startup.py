@@ -26,7 +26,7 @@ Wordings (each read in the vLLM source named in ``source``; multi-rank logs repe
   ``compile_or_warm_up_model``: "CUDA graph pool memory: X GiB (actual), ..." (0.18 - 0.33) and the debug line
   "Free memory on device (F/T GiB) on startup. ... Actual usage is X GiB for weight, X GiB for peak activation, X
   GiB for non-torch memory, and X GiB for CUDAGraph memory ... Current kv cache memory in use is X GiB" (0.10.2 -
-  0.26; 0.10.2 ends "... in use is N bytes.", not read; 0.27 - 0.33 "Actual usage is C GiB for consumed memory
+  0.26; 0.10.2 ends "... in use is N bytes."; 0.27 - 0.33 "Actual usage is C GiB for consumed memory
   (weights + non-torch), X GiB for peak activation, and X GiB for CUDAGraph memory", C not read as weights).
 - V1 ``v1/core/kv_cache_utils.py`` ``get_kv_cache_config`` / ``_report_kv_cache_config`` /
   ``update_kv_cache_capacity``: "# GPU blocks: N" (0.7), "GPU KV cache size: N tokens" (0.8 - 0.27, its own line),
@@ -128,6 +128,9 @@ STARTUP_PATTERNS: tuple[StartupPattern, ...] = (
     StartupPattern("kv_cache_bytes", "Current kv cache memory in use is",
                    r"Current kv cache memory in use is " + NUM + _UNIT, "bytes", "min",
                    "vLLM V1 0.11 - 0.33 (debug)", "v1/worker/gpu_worker.py compile_or_warm_up_model"),
+    StartupPattern("kv_cache_bytes", "Current kv cache memory in use is",
+                   r"Current kv cache memory in use is " + NUM + r" (bytes)\b", "bytes", "min",
+                   "vLLM V1 0.10.2 (debug, in bytes)", "v1/worker/gpu_worker.py compile_or_warm_up_model"),
     # KV pool tokens / blocks ("GPU + host KV cache size", 0.32+ HiSparse, holds host blocks: not the GPU pool)
     StartupPattern("kv_cache_tokens", "GPU KV cache size:", r"GPU KV cache size: " + NUM + " tokens", "int", "min",
                    "vLLM V1 0.8 - 0.33", "v1/core/kv_cache_utils.py get_kv_cache_config (0.28 - 0.33 "
