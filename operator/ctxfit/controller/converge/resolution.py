@@ -41,6 +41,7 @@ from ctxfit.budget.planner import Plan
 from ctxfit.catalog import lookup_model
 from ctxfit.engines.registry import unsupported
 from ctxfit.vocab.checkpoint import quantization_config
+from ctxfit.vocab.extras import hub_draft
 from ctxfit.vocab.hfconfig import architecture_from_hf_config
 from ctxfit.vocab.modelsource import ModelSource
 
@@ -101,7 +102,7 @@ def step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, sett
 
 def _adapters_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, settings: Settings,
                    spec_changed: bool, found: Step) -> Step:
-    needs = adapter_needs(spec)
+    needs = adapter_needs(spec, snap.namespace)
     if not needs:
         return found
     views = {v.key: v for v in snap.adapter_resolutions}
@@ -114,7 +115,8 @@ def _adapters_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now:
             out.adapter_resolution_requests.append(ResolutionRequest(wanted, forget_error=spec_changed))
             if not waiting:
                 _resolving(out, wanted, view, now, snap.generation, settings, role=f"adapter {name} ",
-                           how="reading its adapter_config.json from the Hub")
+                           how="reading its adapter_config.json from the Hub" + (
+                               " (a resolver pod, with the token Secret)" if wanted.kind == "token" else ""))
             waiting = True
             continue
         if view.source is not None:
@@ -129,7 +131,7 @@ def _adapters_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now:
 
 def _draft_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, settings: Settings,
                 spec_changed: bool, found: Step) -> Step:
-    wanted = draft_need(spec)
+    wanted = draft_need(spec, snap.namespace)
     if wanted is None:
         return found
     view = snap.draft_resolution if snap.draft_resolution is not None and \
@@ -228,7 +230,11 @@ def _resolving(out: Outcome, wanted: Need, view: ResolutionView | None, now: str
 def _failed(out: Outcome, wanted: Need, kind: str, detail: str, now: str, generation: int, role: str = "") -> None:
     reason = REASONS.get(kind, Reason.INVALID_CHECKPOINT)
     hint = HINTS.get(kind, HINTS["InvalidCheckpoint"])
-    if role.startswith("draft"):
+    if role.startswith(("draft", "adapter")) and kind == "ModelAccessDenied":
+        hint = ("the token of spec.model.tokenSecretRef has no access to this repository: accept its terms on the Hub "
+                "with that account" if wanted.kind == "token" else "accept the repository's terms on the Hub and set "
+                "spec.model.tokenSecretRef (its token reads the draft and the adapters too)")
+    elif role.startswith("draft"):
         hint = "check spec.speculative.draft (name, revision), or set its architecture and weightsPerGPU"
     elif role.startswith("adapter"):
         hint = "check spec.lora.adapters[].source and revision, or set the adapter's rank (and targetModules)"
@@ -329,8 +335,8 @@ def _adapter_records(spec: InferenceServerSpec, adapters: dict[str, ModelSource]
 def _draft_record(spec: InferenceServerSpec, draft: ModelSource | None, result: Plan, now: str
                   ) -> ResolvedModel | None:
     """``status.model.draft``: the Hub draft's geometry and the weights per GPU the plan gave it."""
-    wanted = draft_need(spec)
-    if draft is None or wanted is None:
+    found = hub_draft(spec)
+    if draft is None or found is None:
         return None
     try:
         architecture = architecture_from_hf_config(draft.config)
@@ -338,7 +344,7 @@ def _draft_record(spec: InferenceServerSpec, draft: ModelSource | None, result: 
         architecture = None
     weights = next((e.bytes for e in result.per_gpu.extras if e.label == "draft weights"), None)
     return ResolvedModel(
-        source="hub", repo=wanted.repo[:253], revision=wanted.revision[:255],
+        source="hub", repo=found[0][:253], revision=found[1][:255],
         sha=draft.commit if draft.commit and COMMIT.match(draft.commit) else None,
         architectures=[a for a in draft.config.get("architectures") or [] if isinstance(a, str)][:8],
         architecture=architecture, quantization=draft.weight_format,

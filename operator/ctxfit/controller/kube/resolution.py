@@ -118,7 +118,7 @@ class Resolutions:
         if not isinstance(speculative, dict) or not speculative.get("draft"):
             return None
         try:
-            wanted = draft_need(InferenceServerSpec.model_validate(spec))
+            wanted = draft_need(InferenceServerSpec.model_validate(spec), server[0])
         except ValidationError:
             return None
         return None if wanted is None else self._view(server, wanted)
@@ -129,7 +129,7 @@ class Resolutions:
         if not isinstance(lora, dict) or not lora.get("adapters"):
             return ()
         try:
-            needs = adapter_needs(InferenceServerSpec.model_validate(spec))
+            needs = adapter_needs(InferenceServerSpec.model_validate(spec), server[0])
         except ValidationError:
             return ()
         return tuple(self._view(server, wanted) for _, wanted in needs)

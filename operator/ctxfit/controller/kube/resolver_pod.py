@@ -56,6 +56,8 @@ def resolver_pod(wanted: Need, server: str, namespace: str, uid: str, settings: 
         env.append({"name": "HF_ENDPOINT", "value": os.environ["HF_ENDPOINT"]})
     mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
+    if wanted.key[0] == "adapter-token":  # a gated LoRA adapter: its adapter_config.json, with the token
+        env.append({"name": "CTXFIT_RESOLVE_ADAPTER", "value": "1"})
     if wanted.kind == "token" and wanted.secret is not None:
         env += [{"name": "HF_HOME", "value": "/tmp/hf"},
                 {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": wanted.secret[0],
