@@ -3,10 +3,13 @@
     python bench/before_after.py [--before main] [--rounds 2] [--] [reconcile_bench.py arguments...]
 
 Checks out ``--before`` (a commit or branch) into a temporary worktree, starts one local control plane, then
-runs ``bench/reconcile_bench.py`` against it ``--rounds`` times per side, alternating before/after (so drift of
-the machine's load hits both), with ``CTXFIT_BENCH_OPERATOR_PATH`` pointing the "before" runs at that worktree's
-operator. The bench code, the ceilings and the servers are this checkout's in every run. Prints each run's
-output and a summary of the figures each side reached (p95, peak RSS, throughput / ceiling lines).
+runs ``bench/reconcile_bench.py`` against it ``--rounds`` times per side, alternating before/after in ABBA order
+(so drift of the machine's load hits both, and each side runs first as often), each run starting once the previous
+run's namespace is gone (its servers, Deployments and pods deleted: a run that starts while the control plane still
+deletes the last one's hundreds of objects is the slower for it), with ``CTXFIT_BENCH_OPERATOR_PATH`` pointing
+the "before" runs at that worktree's operator. The bench code, the ceilings and the servers are this checkout's in
+every run. Prints each run's output and a summary of the figures each side reached (p95, peak RSS, throughput /
+ceiling lines).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,12 +49,13 @@ def main() -> int:
         try:
             print(f"local control plane up in {cluster.start(die_with_parent=True):.1f} s", flush=True)
             for round_ in range(args.rounds):
-                for side in ("before", "after"):
+                for side in ("before", "after") if round_ % 2 == 0 else ("after", "before"):
+                    waited = wait_for_no_bench_namespaces(cluster)
                     env = {"CTXFIT_K8S_BIN_DIR": str(cluster.bin_dir)}
                     if side == "before":
                         env["CTXFIT_BENCH_OPERATOR_PATH"] = str(before / "operator")
-                    print(f"\n=== round {round_ + 1}: {side} ({args.before if side == 'before' else 'this checkout'})",
-                          flush=True)
+                    print(f"\n=== round {round_ + 1}: {side} ({args.before if side == 'before' else 'this checkout'}; "
+                          f"the previous run's namespace gone after {waited:.0f} s)", flush=True)
                     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "reconcile_bench.py"),
                                            "--kubeconfig", str(cluster.kubeconfig), *extra],
                                           env={**os.environ, **env}, capture_output=True, text=True)
@@ -66,6 +71,21 @@ def main() -> int:
             for line in SUMMARY.findall(out):
                 print(f"  {line}")
     return 0
+
+
+def wait_for_no_bench_namespaces(cluster: cc.Cluster, timeout: float = 600.0) -> float:
+    """Seconds waited until the cluster has no ``bench-*`` namespace left (reconcile_bench.py deletes its own
+    without waiting); raises TimeoutError after ``timeout`` seconds."""
+    kubectl = [str(cluster.bin_dir / "kubectl"), "--kubeconfig", str(cluster.kubeconfig)]
+    start = time.monotonic()
+    while True:
+        names = subprocess.run([*kubectl, "get", "namespaces", "-o", "name"], capture_output=True, text=True,
+                               check=True).stdout.split()
+        if not any(n.startswith("namespace/bench-") for n in names):
+            return time.monotonic() - start
+        if time.monotonic() - start > timeout:
+            raise TimeoutError(f"bench namespaces still there after {timeout:.0f} s: {names}")
+        time.sleep(2.0)
 
 
 if __name__ == "__main__":
