@@ -21,7 +21,7 @@ from ..kube.calibration import CalibrationStore
 from ..kube.claims import ClaimsApi
 from ..kube.client import Kube, load_api_client
 from ..kube.leader import LeaderElector
-from ..kube.resolution import Resolve, Resolutions
+from ..kube.resolution import Resolutions, Resolve
 from ..kube.service_lane import ServiceLane
 from ..reconcile import Runtime, reconcile
 from ..runtime.lanes import EventPoster

@@ -19,6 +19,7 @@ from ctxfit.controller.runtime.workqueue import WorkQueue
 from ctxfit.controller.settings import Settings
 from ctxfit.controller.telemetry.metrics import Metrics
 from ctxfit.vocab.modelsource import ModelSource
+from prometheus_client import generate_latest
 
 SETTINGS = Settings(metrics_port=0, health_port=0)
 SPEC = {"model": {"name": "Qwen/Qwen2.5-7B"}, "engine": {"kind": "vllm"},
@@ -27,78 +28,90 @@ NAMESPACE = "bench"
 WORKERS = 8
 
 
-def test_servers_woken_by_their_resolution_plan_in_their_next_pass_ahead_of_the_rest_of_the_burst() -> None:
-    async def scenario() -> tuple[list[tuple[str, str]], dict[str, int], str]:
-        release, started = threading.Event(), threading.Event()
-        log: list[tuple[str, str]] = []  # (server, "pass" | "planned") in the order they happened
-        planned_in: dict[str, int] = {}
-        passes: dict[str, int] = {}
-        slow = asyncio.Event()  # the burst's first passes hold their slots until it is set
+class Burst:
+    """What a pass does with the resolution (``reconcile``'s part of it), with an API call's time; the servers named
+    ``burst-*`` hold their slots until ``slow`` is set; ``other-*`` are servers of other models (no resolution)."""
 
-        def resolve(repo: str, **_: Any) -> ModelSource:
-            started.set()
-            release.wait(30)
-            return ModelSource(config={"architectures": ["Qwen2ForCausalLM"]}, repo=repo)
+    def __init__(self) -> None:
+        self.release, self.started = threading.Event(), threading.Event()
+        self.log: list[tuple[str, str]] = []  # (server, "pass" | "planned") in the order they happened
+        self.planned_in: dict[str, int] = {}
+        self.passes: dict[str, int] = {}
+        self.slow = asyncio.Event()
+        self.woken: list[Hashable] = []
+        self.resolutions: Any = None
 
-        async def worker(key: Hashable) -> float | None:  # what a pass does with the resolution, and its API time
-            namespace, name = key  # type: ignore[misc]
-            passes[name] = passes.get(name, 0) + 1
-            log.append((name, "pass"))
-            if name.startswith("burst"):
-                await slow.wait()
-            await asyncio.sleep(0.002)
-            if name in planned_in or name.startswith("other"):
-                return None  # a follow-up: status, Events
-            view = resolutions.view(key, SPEC)  # type: ignore[arg-type]
-            if view is not None and view.source is not None:
-                planned_in[name] = passes[name]
-                log.append((name, "planned"))
-                return 0.0  # the Deployment is written; its status follows in a later pass
-            wanted = need(InferenceServerSpec.model_validate(SPEC), namespace)
-            resolutions.request(key, ResolutionRequest(wanted), {"metadata": {"namespace": namespace, "name": name}})  # type: ignore[arg-type]
-            return SETTINGS.resolve_poll_seconds  # "Resolving" written; look again later
+    def resolve(self, repo: str, **_: Any) -> ModelSource:
+        self.started.set()
+        self.release.wait(30)
+        return ModelSource(config={"architectures": ["Qwen2ForCausalLM"]}, repo=repo)
 
-        queue = WorkQueue(worker, WORKERS, reserved=WORKERS - max(1, WORKERS // LATER_PASS_SHARE))
-        metrics = Metrics()
-        resolutions = shared_resolutions(None, SETTINGS, asyncio.get_running_loop(), queue, metrics, resolve=resolve)
-        woken: list[Hashable] = []
-        ready = resolutions.ready
+    async def worker(self, key: Hashable) -> float | None:
+        namespace, name = key  # type: ignore[misc]
+        self.passes[name] = self.passes.get(name, 0) + 1
+        self.log.append((name, "pass"))
+        if name.startswith("burst"):
+            await self.slow.wait()
+        await asyncio.sleep(0.002)
+        if name in self.planned_in or name.startswith("other"):
+            return None  # a follow-up: status, Events
+        view = self.resolutions.view(key, SPEC)
+        if view is not None and view.source is not None:
+            self.planned_in[name] = self.passes[name]
+            self.log.append((name, "planned"))
+            return 0.0  # the Deployment is written; its status follows in a later pass
+        wanted = need(InferenceServerSpec.model_validate(SPEC), namespace)
+        self.resolutions.request(key, ResolutionRequest(wanted), {"metadata": {"namespace": namespace, "name": name}})
+        return SETTINGS.resolve_poll_seconds  # "Resolving" written; look again later
+
+    def spy_on_ready(self) -> None:
+        ready = self.resolutions.ready
 
         def spy(key: tuple[str, str]) -> None:  # the production callback, then noted here
             ready(key)
-            woken.append(key)
+            self.woken.append(key)
 
-        resolutions.ready = spy
-        for i in range(4):  # servers of other models, reconciled once: their follow-ups compete for the later share
-            queue.add((NAMESPACE, f"other-{i}"))
-        for i in range(3):  # created while the resolution runs: "Resolving"
-            queue.add((NAMESPACE, f"waited-{i}"))
-        await asyncio.sleep(0.05)
-        assert await asyncio.to_thread(started.wait, 10)
-        for i in range(16):  # the burst goes on: every slot busy, first passes waiting
-            queue.add((NAMESPACE, f"burst-{i:02d}"))
-        for i in range(4):
-            queue.add((NAMESPACE, f"other-{i}"))  # follow-ups, waiting
-        await asyncio.sleep(0.01)
-        release.set()  # the resolution ends
-        while len(woken) < 3:
-            await asyncio.sleep(0.001)
-        await asyncio.sleep(0.001)  # the wake-ups (call_soon_threadsafe) are in the queue
-        for i in range(8):  # created after the end
-            queue.add((NAMESPACE, f"after-{i}"))
-        await asyncio.sleep(0.01)
-        slow.set()
-        for _ in range(2000):
-            if len(planned_in) == 3 + 16 + 8:
-                break
-            await asyncio.sleep(0.005)
-        await queue.close()
-        resolutions.close()
-        from prometheus_client import generate_latest
+        self.resolutions.ready = spy
 
-        return log, planned_in, generate_latest(metrics.registry).decode()
 
-    log, planned_in, exported = asyncio.run(scenario())
+async def burst_scenario(burst: Burst) -> str:
+    queue = WorkQueue(burst.worker, WORKERS, reserved=WORKERS - max(1, WORKERS // LATER_PASS_SHARE))
+    metrics = Metrics()
+    burst.resolutions = shared_resolutions(None, SETTINGS, asyncio.get_running_loop(), queue, metrics,
+                                           resolve=burst.resolve)
+    burst.spy_on_ready()
+    for i in range(4):  # servers of other models, reconciled once: their follow-ups compete for the later share
+        queue.add((NAMESPACE, f"other-{i}"))
+    for i in range(3):  # created while the resolution runs: "Resolving"
+        queue.add((NAMESPACE, f"waited-{i}"))
+    await asyncio.sleep(0.05)
+    assert await asyncio.to_thread(burst.started.wait, 10)
+    for i in range(16):  # the burst goes on: every slot busy, first passes waiting
+        queue.add((NAMESPACE, f"burst-{i:02d}"))
+    for i in range(4):
+        queue.add((NAMESPACE, f"other-{i}"))  # follow-ups, waiting
+    await asyncio.sleep(0.01)
+    burst.release.set()  # the resolution ends
+    while len(burst.woken) < 3:
+        await asyncio.sleep(0.001)
+    await asyncio.sleep(0.001)  # the wake-ups (call_soon_threadsafe) are in the queue
+    for i in range(8):  # created after the end
+        queue.add((NAMESPACE, f"after-{i}"))
+    await asyncio.sleep(0.01)
+    burst.slow.set()
+    for _ in range(2000):
+        if len(burst.planned_in) == 3 + 16 + 8:
+            break
+        await asyncio.sleep(0.005)
+    await queue.close()
+    burst.resolutions.close()
+    return generate_latest(metrics.registry).decode()
+
+
+def test_servers_woken_by_their_resolution_plan_in_their_next_pass_ahead_of_the_rest_of_the_burst() -> None:
+    burst = Burst()
+    exported = asyncio.run(burst_scenario(burst))
+    log, planned_in = burst.log, burst.planned_in
     assert len(planned_in) == 27, f"not all planned: {sorted(planned_in)}"
     assert all(planned_in[f"after-{i}"] == 1 for i in range(8)), "created after the end: planned in the first pass"
     assert all(planned_in[f"burst-{i:02d}"] == 1 for i in range(16))
@@ -141,8 +154,6 @@ def test_a_resolution_that_succeeds_calls_ready_one_that_fails_calls_wake_and_ea
 
 
 def test_resolution_metrics_keep_their_labels_bounded() -> None:
-    from prometheus_client import generate_latest
-
     metrics = Metrics()
     metrics.observe_resolution("hub", "Resolved", 0.8)
     metrics.observe_resolution("token", "anything a pod wrote\n", 3.0)
