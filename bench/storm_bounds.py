@@ -34,11 +34,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "operator"))
 
-from ctxfit.controller import reconcile as reconcile_module  # noqa: E402
 from ctxfit.controller.kube.calibration import MAX_TABLE_BYTES, CalibrationStore, fit  # noqa: E402
 from ctxfit.controller.kube.claims import ClaimsApi  # noqa: E402
 from ctxfit.controller.kube.client import LOG_TAIL_BYTES, Kube  # noqa: E402
 from ctxfit.controller.reconcile import Runtime, reconcile  # noqa: E402
+from ctxfit.controller.reconcile import passes as reconcile_module  # noqa: E402
 from ctxfit.controller.settings import Settings  # noqa: E402
 from ctxfit.controller.telemetry.metrics import Metrics  # noqa: E402
 

@@ -270,7 +270,7 @@ def test_bad_input_from_the_model_ends_in_conditions_and_the_operator_keeps_serv
     pod is not touched, and a good server created after them all is Ready from the same operator process."""
     from ctxfit.api import InferenceServerSpec
     from ctxfit.controller.converge.resolution import need
-    from ctxfit.controller.kube.resolution import resolver_pod_name
+    from ctxfit.controller.kube.resolver_pod import resolver_pod_name
 
     bad = {"truncated": ("acme/config-truncated", "ModelResolved", "InvalidCheckpoint"),
            "bad-dtype": ("acme/header-bad-dtype", "ModelResolved", "InvalidCheckpoint"),

@@ -1,7 +1,7 @@
 """The operator: kopf handlers over the pure core (api, budget, engines, recovery, render).
 
 - ``app/``: kopf wiring, the only place that registers handlers (``python -m ctxfit.controller``: ``__main__``).
-- ``reconcile``: one pass for one server: read -> ``converge`` (pure) -> write children and status (once).
+- ``reconcile/``: one pass for one server: ``read`` -> ``converge`` (pure) -> ``write`` children and status (once).
 - ``rejections``: the refusal book (backoff, Events due), read into each pass's snapshot.
 - ``converge/``: the pure pass (Snapshot -> Outcome): plan, attempts, status transitions, desired children.
 - ``views/``: pure folds of API objects (pods, nodes, workloads, the weights cache) into frozen dataclasses.
@@ -11,7 +11,7 @@
 - ``settings``: the ``CTXFIT_*`` environment, the lowest layer.
 
 Where a failed pod turns into a step-down: ``converge/attempts.py`` (``fail``). Where status is written: its
-content in ``converge/status.py`` (refusals: ``converge/refusals.py``), the one write in ``reconcile._write``.
-Where to add a child object: render it in ``converge/desired.py``, apply it in ``reconcile.py`` through ``kube/``.
+content in ``converge/status.py`` (refusals: ``converge/refusals.py``), the one write in ``reconcile/write.py``.
+Where to add a child object: render it in ``converge/desired.py``, apply it in ``reconcile/write.py`` through ``kube/``.
 Reasoning and figures: docs/design/.
 """

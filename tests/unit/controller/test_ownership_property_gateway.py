@@ -25,7 +25,8 @@ from ctxfit.controller.converge.types import ResolutionRequest
 from ctxfit.controller.kube.client import Kube
 from ctxfit.controller.kube.guarded import Foreign
 from ctxfit.controller.kube.pools import apply_pool, delete_pool, patch_pod_labels
-from ctxfit.controller.kube.resolution import Resolutions, resolver_pod_name
+from ctxfit.controller.kube.resolution import Resolutions
+from ctxfit.controller.kube.resolver_pod import resolver_pod_name
 from ctxfit.controller.settings import Settings
 from ctxfit.controller.views.ownership import holder_of
 from ctxfit.controller.views.routing import pool_view

@@ -11,11 +11,11 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from ctxfit.controller import reconcile as reconcile_module
 from ctxfit.controller import rejections
 from ctxfit.controller.kube.claims import ClaimsApi
 from ctxfit.controller.kube.client import Kube
 from ctxfit.controller.reconcile import Runtime, reconcile
+from ctxfit.controller.reconcile import passes as reconcile_module
 from ctxfit.controller.rejections import RejectionBook, rejection_of
 from ctxfit.controller.settings import Settings
 from ctxfit.controller.telemetry.metrics import Metrics

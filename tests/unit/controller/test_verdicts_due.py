@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from ctxfit.controller import reconcile as reconcile_module
+from ctxfit.controller.reconcile import passes as reconcile_module
 from ctxfit.controller.reconcile import reconcile
 
 from tests.unit.controller.test_ownership_property import H100, NS, SERVED

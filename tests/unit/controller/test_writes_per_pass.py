@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ctxfit.controller import reconcile as reconcile_module
+from ctxfit.controller.reconcile import passes as reconcile_module
 from ctxfit.controller.reconcile import reconcile
 
 from tests.unit.controller.kube.fakeapi import FakeApiServer, Response, status_response

@@ -142,7 +142,7 @@ def hold(out: Outcome, refusals: tuple[Refusal, ...], now: str, generation: int,
             out.requeue(wait)
             _drop(out, attribute)
             claim_held = claim_held or (attribute == "claim" and not out.claim_exists)
-    # the claim the workload mounts was found not the server's (reconcile._check_mounted_claim)
+    # the claim the workload mounts was found not the server's (reconcile/write._check_mounted_claim)
     mounted_wait = _wait(refusals, (Write.CLAIM,), None) if out.deployment is not None and out.claim is None else 0.0
     if mounted_wait > 0:
         out.requeue(mounted_wait)

@@ -5,14 +5,14 @@ tensor groups) or the typed failure, and runs each resolution once however many 
 
 - public repositories (``hub``): ``ctxfit.hub.resolve_hub`` in a small thread pool of the operator (its own
   ``HF_ENDPOINT``), never in a reconcile; the servers waiting on the key are woken when it ends;
-- gated repositories (``token``) and preloaded claims (``volume``): a resolver pod in the server's namespace, owned by
-  the server (deleted with it), running the operator's image (``python -m ctxfit.hub.resolver``) with the Secret as
-  ``HF_TOKEN`` (``secretKeyRef``: the kubelet reads it, the operator never does) or the claim mounted read-only; its
-  packed result comes back through its termination message, read with one GET per waiting pass, and the pod is
-  deleted. Every write goes through the ownership guard (``guarded``, docs/design/ownership.md) like every other
-  child's: a pod of that name that is not the server's (by uid) is never read for a result, patched or deleted (the
-  key fails ``ForeignObject``, retried with backoff), a result is taken only from the very pod the operator created
-  (its uid), and the delete carries that uid as a precondition.
+- gated repositories (``token``) and preloaded claims (``volume``): a resolver pod (``resolver_pod.py``) in the
+  server's namespace, owned by the server (deleted with it), running the operator's image (``python -m
+  ctxfit.hub.resolver``) with the Secret as ``HF_TOKEN`` (``secretKeyRef``: the kubelet reads it, the operator never
+  does) or the claim mounted read-only; its packed result comes back through its termination message, read with one
+  GET per waiting pass, and the pod is deleted. Every write goes through the ownership guard (``guarded``,
+  docs/design/ownership.md) like every other child's: a pod of that name that is not the server's (by uid) is never
+  read for a result, patched or deleted (the key fails ``ForeignObject``, retried with backoff), a result is taken
+  only from the very pod the operator created (its uid), and the delete carries that uid as a precondition.
 
 Failures: ``HubUnreachable`` (and a run that timed out) is retried with backoff (``resolve_backoff_seconds``,
 doubling, capped); the others stay until the spec changes (``ResolutionRequest.forget_error``), except a token's
@@ -22,7 +22,6 @@ no resolution again (a re-plan reads ``status.model.resolved``), so after a rest
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import tempfile
@@ -36,9 +35,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from ctxfit.api import API_GROUP, API_VERSION, KIND, InferenceServerSpec
-from ctxfit.render.cache import CACHE_MOUNT_PATH
-from ctxfit.render.labels import MANAGED_BY, owner_reference
+from ctxfit.api import InferenceServerSpec
 from ctxfit.vocab.modelsource import ModelSource, unpack
 
 from ..converge.resolution import adapter_needs, draft_need, need
@@ -46,12 +43,11 @@ from ..converge.types import Need, ResolutionRequest, ResolutionView
 from ..settings import Settings
 from .client import Kube
 from .guarded import Foreign, check, delete_owned
+from .resolver_pod import RESOLVER_CONTAINER, resolver_pod
 from .rest import PODS, Conflict
 
 logger = logging.getLogger(__name__)
 Key = tuple[str, str]
-RESOLVER_LABEL = "ctxfit.io/resolver"
-RESOLVER_CONTAINER = "resolver"
 POD_GRACE_SECONDS = 60.0
 """A resolver pod gets ``resolve_timeout_seconds`` (its activeDeadlineSeconds) plus this to report."""
 Resolve = Callable[..., ModelSource]
@@ -70,12 +66,6 @@ class _Entry:
     pod: tuple[str, str, str, str] | None = None  # namespace, name, owner (server) uid, the pod's own uid
     note: str = ""
     waiters: set[Key] = field(default_factory=set)
-
-
-def resolver_pod_name(server: str, key: tuple[str, ...]) -> str:
-    """``<server>-resolve-<8 hex of the key>`` (a new key, e.g. another revision, is another pod)."""
-    digest = hashlib.sha256("\0".join(key).encode()).hexdigest()[:8]
-    return f"{server[:200]}-resolve-{digest}"
 
 
 class Resolutions:
@@ -367,73 +357,3 @@ def _needs_nothing(spec: dict[str, Any]) -> bool:
     from ctxfit.catalog import lookup_model
 
     return lookup_model(name) is not None
-
-
-def _toleration(text: str) -> dict[str, str]:
-    """``key[=value][:Effect]`` -> a core/v1 Toleration (``Equal`` with a value, else ``Exists``)."""
-    spec, _, effect = text.partition(":")
-    key, eq, value = spec.partition("=")
-    out = {"key": key.strip(), "operator": "Equal" if eq else "Exists"}
-    if eq:
-        out["value"] = value.strip()
-    if effect.strip():
-        out["effect"] = effect.strip()
-    return out
-
-
-def resolver_pod(wanted: Need, server: str, namespace: str, uid: str, settings: Settings) -> dict[str, Any]:
-    """The resolver pod for ``wanted`` (``token`` or ``volume``), owned by the server; see ``ctxfit.hub.resolver``."""
-    env: list[dict[str, Any]] = [{"name": "CTXFIT_RESOLVE_REPO", "value": wanted.repo},
-                                 {"name": "CTXFIT_RESOLVE_REVISION", "value": wanted.revision},
-                                 {"name": "CTXFIT_CACHE", "value": "/tmp/ctxfit"},
-                                 {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"}]
-    if os.environ.get("HF_ENDPOINT"):
-        env.append({"name": "HF_ENDPOINT", "value": os.environ["HF_ENDPOINT"]})
-    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
-    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
-    if wanted.kind == "token" and wanted.secret is not None:
-        env += [{"name": "HF_HOME", "value": "/tmp/hf"},
-                {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": wanted.secret[0],
-                                                                     "key": wanted.secret[1]}}}]
-    if wanted.kind == "volume" and wanted.claim is not None:
-        claim, sub_path = wanted.claim
-        mount: dict[str, Any] = {"name": "model-cache", "mountPath": CACHE_MOUNT_PATH, "readOnly": True}
-        if sub_path:
-            mount["subPath"] = sub_path
-        mounts.append(mount)
-        volumes.append({"name": "model-cache", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
-        if wanted.repo.startswith("/"):
-            env.append({"name": "CTXFIT_RESOLVE_DIR", "value": wanted.repo})
-        else:  # the claim holds the Hugging Face cache (HF_HOME), as the download container fills it
-            env += [{"name": "HF_HOME", "value": CACHE_MOUNT_PATH}, {"name": "HF_HUB_OFFLINE", "value": "1"},
-                    {"name": "CTXFIT_RESOLVE_OFFLINE", "value": "1"}]
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {
-            "name": resolver_pod_name(server, wanted.key), "namespace": namespace,
-            "labels": {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": "resolver",
-                       "app.kubernetes.io/instance": server[:63], RESOLVER_LABEL: server[:63]},
-            "ownerReferences": [owner_reference(f"{API_GROUP}/{API_VERSION}", KIND, server, uid)],
-        },
-        "spec": {
-            "restartPolicy": "Never",
-            "activeDeadlineSeconds": int(settings.resolve_timeout_seconds),
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [{
-                "name": RESOLVER_CONTAINER, "image": settings.resolver_image,
-                "imagePullPolicy": "IfNotPresent",
-                "command": ["python", "-m", "ctxfit.hub.resolver"], "env": env, "volumeMounts": mounts,
-                "terminationMessagePolicy": "File",
-                "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
-                "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                    "capabilities": {"drop": ["ALL"]}},
-            }],
-            "volumes": volumes,
-            **({"nodeSelector": dict(item.split("=", 1) for item in settings.resolver_node_selector if "=" in item)}
-               if settings.resolver_node_selector else {}),
-            **({"tolerations": [_toleration(t) for t in settings.resolver_tolerations]}
-               if settings.resolver_tolerations else {}),
-        },
-    }

@@ -15,7 +15,8 @@ import pytest
 from ctxfit.api import InferenceServerSpec
 from ctxfit.controller.converge.resolution import adapter_needs, draft_need, need
 from ctxfit.controller.converge.types import ResolutionRequest
-from ctxfit.controller.kube.resolution import RESOLVER_CONTAINER, Resolutions, resolver_pod
+from ctxfit.controller.kube.resolution import Resolutions
+from ctxfit.controller.kube.resolver_pod import RESOLVER_CONTAINER, resolver_pod
 from ctxfit.controller.settings import Settings
 from ctxfit.hub.resolver import run as run_resolver
 from ctxfit.vocab.modelsource import ModelSource, pack_source, unpack

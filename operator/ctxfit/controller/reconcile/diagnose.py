@@ -1,0 +1,46 @@
+"""A failed pod read into a ``Failure``: its termination, log tail and Events through ``recovery.classify``."""
+
+from __future__ import annotations
+
+from ctxfit.api import EngineKind
+from ctxfit.recovery import Failure, Observation, classify
+from ctxfit.recovery.download import as_download_failure
+from ctxfit.render.cache import DOWNLOAD_CONTAINER
+from ctxfit.render.deployment import CONTAINER_NAME
+from ctxfit.vocab.text import clean_lines, clean_text
+
+from ..views.pods import PodView
+from .context import Runtime
+
+MESSAGE_CUT_BYTES = 2000
+"""A termination message this long was probably cut by the kubelet (2048-byte/80-line tail)."""
+
+def diagnose(rt: Runtime, namespace: str, pod: PodView, engine: EngineKind | None) -> Failure:
+    """Classify a failed pod: termination reason/exit code/message, + log tail when cut, + pod Events.
+
+    A pod whose ``model-download`` init container failed is classified from that container
+    (``recovery.download.as_download_failure``); a pod's own ``status.reason``/``message`` (eviction)
+    counts as an Event.
+    """
+    download = pod.download
+    if download is not None and download.state == "failed":
+        tail = ""
+        if (not download.message or len(download.message.encode()) >= MESSAGE_CUT_BYTES) and rt.settings.log_tail_lines:
+            tail = rt.kube.log_tail(namespace, pod.name, DOWNLOAD_CONTAINER, previous=True,
+                                    lines=rt.settings.log_tail_lines)
+        found = classify(Observation(reason=download.reason, exit_code=download.exit_code, message=download.message,
+                                     log_tail=tail, events=tuple(rt.kube.pod_events(namespace, pod.name))), engine)
+        return as_download_failure(found, f"{tail}\n{download.message}")
+    term = pod.termination
+    message = term.message if term else ""
+    log_tail = ""
+    if (not message or len(message.encode()) >= MESSAGE_CUT_BYTES) and rt.settings.log_tail_lines:
+        log_tail = rt.kube.log_tail(namespace, pod.name, CONTAINER_NAME, previous=pod.restart_count > 0,
+                                    lines=rt.settings.log_tail_lines)
+    events = tuple(rt.kube.pod_events(namespace, pod.name))
+    if pod.reason:
+        events = (*events, f"{pod.reason}: {pod.message}")
+    observation = Observation(reason=term.reason if term else None, exit_code=term.exit_code if term else None,
+                              message=clean_text(message), log_tail=clean_text(log_tail), events=clean_lines(events),
+                              node=pod.node)
+    return classify(observation, engine)
