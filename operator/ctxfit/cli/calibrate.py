@@ -219,7 +219,8 @@ def no_sample(report: StartupReport, otherwise: str) -> int:
     """Exit 1 with one stderr line saying why no calibration sample was made: the log's accounting was not
     recognised (not observed), else ``otherwise``."""
     why = ("the log holds no KV cache accounting in a known wording (not observed)" if not report.observed
-           or report.kv_cache_bytes is None else otherwise)
+           else "the log gives the KV pool in tokens or blocks only, not its bytes (a sample needs the bytes)"
+           if report.kv_cache_bytes is None else otherwise)
     print(f"ctxfit: no calibration sample: {why}", file=sys.stderr)
     return EXIT_ERROR
 
