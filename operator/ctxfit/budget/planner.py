@@ -102,6 +102,7 @@ def plan(  # noqa: C901 - the planner's steps in order; to split with the any-mo
     node_product: str | None = None,
     node_gpu_memory_mib: int | None = None,
     node_compute_capability: tuple[int, int] | None = None,
+    node_gpus: int | None = None,
     hf_config: dict[str, Any] | None = None,
     adapter_configs: Mapping[str, Mapping[str, Any]] | None = None,
     draft_config: Mapping[str, Any] | None = None,
@@ -117,6 +118,7 @@ def plan(  # noqa: C901 - the planner's steps in order; to split with the any-mo
     Args:
         spec: validated InferenceServer spec.
         node_product, node_gpu_memory_mib, node_compute_capability: what the node's GFD labels say.
+        node_gpus: GPUs on one eligible node (allocatable ``nvidia.com/gpu``), for "more GPUs" suggestions.
         hf_config: a config.json dict, used when the spec has no architecture.
         adapter_configs: adapter name -> its adapter_config.json (LoRA rank and modules when the spec omits them).
         draft_config: the speculative draft's config.json (its geometry and weights when the spec omits them).
@@ -187,7 +189,7 @@ def plan(  # noqa: C901 - the planner's steps in order; to split with the any-mo
     capability = capability_problems(inputs)
     refusal = parallelism_problems(inputs) + capability
     if refusal:
-        return dataclasses.replace(_refused(inputs, engine, effective, [*reasons, *refusal]),
+        return dataclasses.replace(_refused(inputs, engine, effective, [*reasons, *refusal], node_gpus),
                                    capability_refusals=tuple(capability))
     step = _plan_step(inputs, engine, effective, goal)
     if inputs.hybrid is not None and step.effective.max_num_seqs < effective.max_num_seqs:
@@ -212,7 +214,7 @@ def plan(  # noqa: C901 - the planner's steps in order; to split with the any-mo
         too_heavy = weights_problem(inputs, step.terms)
         reasons.extend([too_heavy] if too_heavy else [])
         reasons.extend(_suggestions(inputs, engine, step.effective, goal, step.terms))
-        reasons.extend(suggestions(inputs, step.terms) if too_heavy else [])
+        reasons.extend(suggestions(inputs, step.terms, node_gpus) if too_heavy else [])
     return Plan(
         fits=fits,
         context_length=step.choice.context_length if fits else 0,
@@ -264,7 +266,8 @@ def apply_engine_flags(engine: Engine, inputs: PlanInputs) -> tuple[PlanInputs, 
     return inputs, notes
 
 
-def _refused(inputs: PlanInputs, engine: Engine, effective: EffectiveConfig, reasons: list[str]) -> Plan:
+def _refused(inputs: PlanInputs, engine: Engine, effective: EffectiveConfig, reasons: list[str],
+             node_gpus: int | None = None) -> Plan:
     """The plan of a spec the engines could not start (``budget.verdict``): full budget, no context."""
     terms = engine.budget(inputs, effective)
     fit = _fit(inputs, engine, terms, effective.kv_cache_dtype)
@@ -279,7 +282,7 @@ def _refused(inputs: PlanInputs, engine: Engine, effective: EffectiveConfig, rea
         effective=effective,
         engine_command=tuple(engine.command),
         engine_args=[],
-        reasons=[*reasons, *suggestions(inputs, terms)],
+        reasons=[*reasons, *suggestions(inputs, terms, node_gpus)],
         model_max_context=inputs.model_max_context,
     )
 
@@ -470,11 +473,14 @@ def _suggestions(
     if effective.gpu_memory_utilization is not None and effective.gpu_memory_utilization < UTILIZATION_CEILING:
         raised = effective.model_copy(update={"gpu_memory_utilization": UTILIZATION_CEILING})
         tokens = _fit(inputs, engine, engine.budget(inputs, raised), effective.kv_cache_dtype).max_context_length
-        out.append(f"gpu-memory-utilization {UTILIZATION_CEILING} would hold {tokens} tokens: {_verdict(tokens, goal)}")
+        if tokens > 0:  # a raise that still holds nothing is no suggestion
+            out.append(f"gpu-memory-utilization {UTILIZATION_CEILING} would hold {tokens} tokens: "
+                       f"{_verdict(tokens, goal)}")
     if effective.mem_fraction_static is not None and effective.mem_fraction_static < FRACTION_CEILING:
         raised = effective.model_copy(update={"mem_fraction_static": FRACTION_CEILING})
         tokens = _fit(inputs, engine, engine.budget(inputs, raised), effective.kv_cache_dtype).max_context_length
-        out.append(f"mem-fraction-static {FRACTION_CEILING} would hold {tokens} tokens: {_verdict(tokens, goal)}")
+        if tokens > 0:
+            out.append(f"mem-fraction-static {FRACTION_CEILING} would hold {tokens} tokens: {_verdict(tokens, goal)}")
     spec = inputs.spec
     doubled_spec = spec.model_copy(
         update={
