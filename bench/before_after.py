@@ -29,7 +29,8 @@ sys.path.insert(0, str(ROOT / "hack"))
 import ctxfit_cluster as cc  # noqa: E402
 
 SUMMARY = re.compile(r"^(create -> Deployment:.*|operator peak RSS:.*|operator throughput:.*|  = .* of a plain.*|"
-                     r"operator: .* servers fully written.*|servers fully written.*|ceiling: .*|servers: .*)$", re.M)
+                     r"operator: .* servers fully written.*|servers fully written.*|ceiling: .*|servers: .*|"
+                     r"first resolution of .*|created after the resolution ended: .*|created while it ran: .*)$", re.M)
 
 
 def main() -> int:

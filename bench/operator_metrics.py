@@ -70,6 +70,16 @@ def api_requests(text: str, top: int = 8) -> str:
     return "; ".join(row for _, row in sorted(rows, reverse=True)[:top]) or "none"
 
 
+def resolutions(text: str, kind: str = "hub", outcome: str = "Resolved") -> tuple[int, float, float | None]:
+    """(count, total seconds, Unix time the last one ended) of the operator's model resolutions of ``kind`` that
+    ended with ``outcome`` (``ctxfit_model_resolution_duration_seconds``, ``..._end_timestamp_seconds``); the end is
+    None when the operator exports no such metric (an older operator)."""
+    labels = f'kind="{kind}",outcome="{outcome}"'
+    count, total, _ = _histogram(text, "ctxfit_model_resolution_duration_seconds", labels)
+    end = re.search(r'^ctxfit_model_resolution_end_timestamp_seconds\{' + re.escape(labels) + r'\} (\S+)$', text, re.M)
+    return int(count), total, float(end.group(1)) if end else None
+
+
 def describe(port: int) -> str:
     """Reconcile durations and queue waits (first / later passes) as one block of lines."""
     text = scrape(port)

@@ -11,6 +11,10 @@ returning to the Deployment's ADDED watch event, or to the end of the second of 
 when that is earlier: under load the API server's watch cache lags, and a watch that fails with "Too large
 resource version" replays objects late; both bounds are >= the true latency), the wall time until all are
 written, and the operator's peak RSS (``VmHWM``), its RSS every 10 s, its RSS split and thread count at the end.
+For a model in no catalog (``--model``; issue 23: the bench is no slower for it after the first resolution): the
+same latency for the servers whose create was sent after the operator's first resolution of the model ended (from
+its ``ctxfit_model_resolution_end_timestamp_seconds``, or for an operator without that metric the Hub stand-in's
+last answer for the model), and for the servers created while it ran, their latency and the time from its end.
 Where the time went (bench/README.md): CPU seconds of the operator and of each control-plane process over the
 window (``proc_stats``), the requests the API server served per server (``apiserver_stats``), and the
 operator's own metrics: reconcile durations, queue waits of first and later passes, its API requests by verb
@@ -211,7 +215,9 @@ def run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate: 
         sys.path.insert(0, str(ROOT))
         from tests.hubfixtures.server import HubStandIn
 
-        hub = HubStandIn().start()
+        hub = HubStandIn()
+        hub.requests = TimedRequests()
+        hub.start()
     try:
         return _run(kubeconfig, kubectl, count, timeout, rate, ceiling_threads, backlog, state_file, ceiling_claims,
                     default_cache, hub, ceiling_full)
@@ -221,6 +227,56 @@ def run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate: 
             print(f"Hub stand-in: {asked} model-info request(s) for {MODEL} ({len(hub.requests)} requests, "
                   f"{hub.weight_bytes_served():,} bytes of weight files) for {count} servers", flush=True)
             hub.stop()
+
+
+class TimedRequests(list[tuple[str, str]]):
+    """The Hub stand-in's request log (``HubStandIn.requests``), with the Unix time each request arrived (``at``): the
+    stand-in's last answer for the model bounds the end of the operator's resolution from below, for an operator
+    that exports no ``ctxfit_model_resolution_end_timestamp_seconds`` (e.g. the "before" side of before_after.py)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.at: list[float] = []
+
+    def append(self, item: tuple[str, str]) -> None:
+        self.at.append(time.time())
+        super().append(item)
+
+
+def resolution_end(metrics_text: str, hub: Any) -> tuple[float | None, str]:
+    """When the first resolution of ``MODEL`` ended (Unix time) and where that comes from: the operator's
+    ``ctxfit_model_resolution_end_timestamp_seconds`` when it exports it and resolved once (the last end is then the
+    first), else the Hub stand-in's last answer for the model (a lower bound, a few ms early)."""
+    count, total, end = operator_metrics.resolutions(metrics_text)
+    if end is not None and count == 1:
+        return end, f"operator metric ctxfit_model_resolution_end_timestamp_seconds; 1 resolution, {total:.2f} s"
+    times = [t for t, (_, path) in zip(hub.requests.at, list(hub.requests), strict=False) if MODEL in path]
+    how = "no resolution metric from this operator" if end is None else f"{count} resolutions in the metric"
+    return (max(times), f"{how}: the Hub stand-in's last answer for the model") if times else (None, how)
+
+
+def report_after_resolution(end: float | None, how: str, start_wall: float, sent_wall: dict[str, float],
+                            by_name: dict[str, float], written_wall: dict[str, float]) -> None:
+    """Issue 23's criterion, stated directly: the create -> Deployment latency of the servers whose create was sent
+    after the first resolution ended (they should plan in their first pass, as for a catalog model), and for the
+    servers created while it ran, their latency and the time from its end to their Deployment."""
+    if end is None:
+        print(f"model resolution: end unknown ({how})")
+        return
+    after = [by_name[n] for n, sent in sent_wall.items() if n in by_name and sent >= end]
+    during = [n for n, sent in sent_wall.items() if n in by_name and sent < end]
+    print(f"first resolution of {MODEL}: ended {end - start_wall:.2f} s after the first create ({how})")
+
+    def figures(values: list[float]) -> str:
+        if not values:
+            return "none"
+        return (f"p50 {statistics.median(values):.2f} s, p95 {percentile(values, .95):.2f} s, "
+                f"max {max(values):.2f} s")
+
+    print(f"created after the resolution ended: {len(after)} servers: create -> Deployment: {figures(after)}")
+    print(f"created while it ran: {len(during)} servers: create -> Deployment: "
+          f"{figures([by_name[n] for n in during])}; its end -> Deployment: "
+          f"{figures([max(0.0, written_wall[n] - end) for n in during])}")
 
 
 def _in_catalog(name: str) -> bool:
@@ -260,6 +316,7 @@ def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate:
     meter = CpuMeter({**(control_plane_pids(state_file) if state_file else {}), "bench": os.getpid()})
     created: dict[str, float] = {}
     created_wall: dict[str, float] = {}
+    sent_wall: dict[str, float] = {}  # when each create was sent (Unix time)
     written: dict[str, float] = {}
     stamps: dict[str, str | None] = {}
     done = threading.Event()
@@ -331,7 +388,7 @@ def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate:
             print(f"operator ready: {wait_ready(operator, metrics_port):.1f} s after its start", flush=True)
         cpu_before = cpu_seconds(operator.pid) if operator else 0.0
         served = apiserver_stats.requests_served(api)
-        start = time.monotonic()
+        start, start_wall = time.monotonic(), time.time()
         meter.start(start)
         if operator is not None:
             meter.add("operator", operator.pid)
@@ -340,6 +397,7 @@ def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate:
             if rate > 0:
                 time.sleep(max(0.0, start + i / rate - time.monotonic()))
             obj = server(i)
+            sent_wall[obj["metadata"]["name"]] = time.time()
             rest.call("POST", SERVERS, namespace, body=obj)
             created[obj["metadata"]["name"]] = time.monotonic()
             created_wall[obj["metadata"]["name"]] = time.time()
@@ -371,6 +429,7 @@ def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate:
         facts = process_facts(operator.pid)
         cpu = cpu_seconds(operator.pid) - cpu_before
         reconciles = operator_metrics.describe(metrics_port)
+        ended = resolution_end(operator_metrics.scrape(metrics_port), hub) if hub is not None else None
         done.set()
         print(f"operator stop: {stop(operator)}", flush=True)
         first_last = (min(written.values()), max(written.values())) if written else (launched, launched)
@@ -399,6 +458,9 @@ def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate:
     if latencies:
         p50, p95 = statistics.median(latencies), percentile(latencies, .95)
         print(f"create -> Deployment: p50 {p50:.2f} s, p95 {p95:.2f} s, max {max(latencies):.2f} s")
+    if ended is not None:  # a model in no catalog: the figures before and after its first resolution ended
+        written_wall = {n: created_wall[n] + by_name[n] for n in by_name}
+        report_after_resolution(*ended, start_wall, sent_wall, by_name, written_wall)
     print(f"{reconciles}\noperator CPU during the run: {cpu:.1f} s")
     print(f"operator peak RSS: {rss:.0f} MiB; at the end: {facts} (log: /tmp/{namespace}-operator.log)")
     all_written = len(latencies) == count

@@ -5,7 +5,8 @@
 
 1. builds the Kubernetes binaries on first use (hack/k8s-bins.sh, with progress; cached afterwards);
 2. starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok GPU nodes
-   (hack/ctxfit_cluster.py) in DIR (default ~/.cache/ctxfit/cluster/demo);
+   (hack/ctxfit_cluster.py) in DIR (default ~/.cache/ctxfit/cluster/demo-<8 hex of this checkout's path>: one
+   per checkout, so the demos of two checkouts never share a cluster, and one never stops the other's);
 3. installs crds/inferenceservers.ctxfit.io.yaml, runs the operator (``python -m ctxfit.controller``,
    log in DIR/logs/operator.log), applies the manifest (with a simulated ``DOWNLOAD_MS`` download of
    the weights into the server's claim, hack/cluster_storage.py) and waits until it is Ready (or Failed),
@@ -20,12 +21,14 @@ non-interactive parent shell still works), or the ``make`` that started us being
 (``hack/parentwatch.py``: make waits for its children on SIGINT without passing it on). A second
 signal during the teardown is ignored, so the teardown always completes.
 
-``--once`` tears down right after printing (CI smoke test).
+``--once`` tears down right after printing (CI smoke test). A demo still running in DIR (its owner process alive)
+is never stopped by another: the second one says so and exits 1; one whose owner died is cleaned up first.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import signal
@@ -62,6 +65,23 @@ READY_DELAY_MS = 3000
 served before the operator reads it at Ready."""
 DOWNLOAD_LOG = "ctxfit-download: 212400000000 of 595000000000 bytes\n"
 """What the download's log shows at that moment (served by kwok as every container's log in the demo)."""
+
+
+def default_dir(root: Path = ROOT) -> Path:
+    """The demo's state dir for the checkout at ``root``: ``~/.cache/ctxfit/cluster/demo-<sha256(root)[:8]>``."""
+    digest = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:8]
+    return Path.home() / ".cache" / "ctxfit" / "cluster" / f"demo-{digest}"
+
+
+def running_owner(state: dict[str, Any]) -> int | None:
+    """The pid of the live demo that owns the cluster ``state`` records (another process than this one whose
+    processes still run), None when there is none (never started, stopped, or its owner died)."""
+    owner = state.get("owner_pid")
+    if not isinstance(owner, int) or owner == os.getpid() or not state.get("processes"):
+        return None
+    if not cc.pid_alive(owner) or not cc.alive_processes(state["processes"]):
+        return None
+    return owner
 
 
 def say(text: str) -> None:
@@ -187,7 +207,8 @@ def show(cluster: cc.Cluster, manifest: Path, name: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dir", default=str(Path.home() / ".cache" / "ctxfit" / "cluster" / "demo"))
+    parser.add_argument("--dir", default=str(default_dir()),
+                        help="state dir (default: one per checkout, ~/.cache/ctxfit/cluster/demo-<hash of its path>)")
     parser.add_argument("--manifest", default=str(ROOT / "manifests" / "kimi-128k.yaml"))
     parser.add_argument("--once", action="store_true", help="tear down after printing (no waiting for Ctrl-C)")
     parser.add_argument("--timeout", type=float, default=120, help="seconds to wait for Ready")
@@ -211,6 +232,12 @@ def main(argv: list[str] | None = None) -> int:
     bin_dir = cc.find_bin_dir(components=("cluster",))  # no helm, LWS or KEDA: the demo uses none
     cluster = cc.Cluster(args.dir, bin_dir=bin_dir)
     operator: Operator | None = None
+    owner = running_owner(cluster.state)
+    if owner is not None:  # a demo of this dir is running: stopping it would pull its cluster from under it
+        say(f"a demo is already running in {cluster.work_dir} (pid {owner}): stop it with Ctrl-C there, or give "
+            "this one its own --dir")
+        watch.stop()
+        return 1
     try:
         if cluster.state.get("processes"):
             say(f"stopping a demo cluster left running in {cluster.work_dir}")

@@ -1,17 +1,22 @@
-"""A minimal Hugging Face Hub stand-in for pods on the harness's real node: the routes huggingface_hub's
-``model_info`` and ``snapshot_download`` use (huggingface_hub ``hf_api.py``, ``file_download.py``), serving
-repos given as {repo: {path: bytes}} on an address the pods reach (``RealNode.host_ip``).
+"""The Hugging Face Hub stand-in: a local HTTP server that speaks the routes huggingface_hub uses (``model_info``,
+``list_repo_tree``, ``hf_hub_download`` / ``snapshot_download``: huggingface_hub ``hf_api.py``, ``file_download.py``,
+``utils/_http.py``). One implementation for every use: the kind / in-cluster demo's Hub (this file in the fake
+engine's image, ``python3 hub_standin.py REPO``), the e2e tests' Hub for pods on the harness's real node
+(``HubStandIn({repo: {path: bytes}}, host=RealNode.host_ip)``), and, through ``tests/hubfixtures/server.py`` (a
+subclass serving the fixture repos: generated tensor headers, gated repos), the unit tests' and benches' Hub.
 
-- ``GET /api/models/{repo}[/revision/{rev}]``: ``sha``, ``siblings`` (``rfilename``, ``size``, ``lfs`` for
-  ``*.safetensors``);
+- ``GET /api/models/{repo}[/revision/{rev}]``: model info (``sha``, ``siblings`` with ``size``/``lfs``, ``gated``,
+  ``private``);
 - ``GET /api/models/{repo}/tree/{rev}[/{path}]``: the file list;
 - ``HEAD``/``GET /{repo}/resolve/{rev}/{path}``: ``X-Repo-Commit``, ``ETag``/``X-Linked-Etag``,
-  ``Content-Length``/``X-Linked-Size``, ``Range`` answered 206;
-- errors with ``X-Error-Code`` (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``), as the Hub sends them.
+  ``Content-Length``/``X-Linked-Size``; ``Range: bytes=a-b`` answered 206 with ``Content-Range`` (416 when
+  malformed);
+- errors with ``X-Error-Code`` (``RepoNotFound``, ``GatedRepo``, ``RevisionNotFound``, ``EntryNotFound``), as the
+  Hub sends them, so huggingface_hub raises its own typed errors.
 
-``requests`` records (method, path) of every request, ``served`` the body bytes per file. (tests/hubfixtures, from
-issue 23, is the full stand-in for in-process tests: fixture repos with generated tensors, gated repos; this one
-only needs to be reachable from a pod.) Standard library only.
+A gated repo needs ``Authorization: Bearer <token>``; ``down`` answers every request 503. ``requests`` records
+(method, path) of every request, ``served`` the body bytes sent per file. Standard library only (it runs in the fake
+engine's image).
 """
 
 from __future__ import annotations
@@ -21,16 +26,73 @@ import json
 import re
 import threading
 from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
+
+
+class HubFile(Protocol):
+    """One file of a repo: its size and its bytes [start, end)."""
+
+    @property
+    def size(self) -> int: ...
+
+    def read(self, start: int, end: int) -> bytes: ...
+
+
+class HubRepo(Protocol):
+    """What the routes read of a repo: its commit, whether it is gated, its files by path."""
+
+    sha: str
+    gated: bool
+
+    @property
+    def files(self) -> Mapping[str, HubFile]: ...
+
+
+@dataclass(frozen=True)
+class BytesFile:
+    """A file held in memory."""
+
+    content: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.content)
+
+    def read(self, start: int, end: int) -> bytes:
+        return self.content[start:end]
+
+
+@dataclass
+class BytesRepo:
+    """A repo of files held in memory; its commit is derived from its name."""
+
+    name: str
+    contents: Mapping[str, bytes]
+    gated: bool = False
+    sha: str = ""
+    files: dict[str, BytesFile] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.sha = self.sha or hashlib.sha1(self.name.encode()).hexdigest()
+        self.files = {path: BytesFile(data) for path, data in sorted(self.contents.items())}
 
 
 class HubStandIn:
-    """``HubStandIn(repos, host).start()``; ``url`` is the HF_ENDPOINT to give the pods; ``stop()``."""
+    """``HubStandIn(repos, host).start()`` (or ``with``); ``url`` is the HF_ENDPOINT to give clients; ``stop()``.
 
-    def __init__(self, repos: dict[str, dict[str, bytes]], host: str = "127.0.0.1", port: int = 0) -> None:
-        self.repos = repos
-        self.shas = {repo: hashlib.sha1(repo.encode()).hexdigest() for repo in repos}
+    ``repos``: {repo id: {path: bytes}}. A subclass serves other repos by overriding ``find`` and the hashes a file
+    is listed with (``oid``, ``lfs_oid``, ``etag``, ``is_lfs``): by default those of its content, ``*.safetensors``
+    being the LFS files.
+    """
+
+    def __init__(self, repos: Mapping[str, Mapping[str, bytes]] | None = None, host: str = "127.0.0.1",
+                 port: int = 0, *, token: str | None = None) -> None:
+        self.repos: Mapping[str, HubRepo] = {name: BytesRepo(name, files) for name, files in (repos or {}).items()}
+        self.token = token
+        self.down = False
         self.requests: list[tuple[str, str]] = []
         self.served: Counter[str] = Counter()
         self.lock = threading.Lock()
@@ -56,6 +118,43 @@ class HubStandIn:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+    def weight_bytes_served(self) -> int:
+        """Body bytes of ``*.safetensors`` files sent."""
+        return sum(n for path, n in self.served.items() if path.endswith(".safetensors"))
+
+    # what a subclass may serve differently
+    def find(self, repo_id: str) -> HubRepo | None:
+        """The repo ``repo_id``, None when there is none."""
+        return self.repos.get(repo_id)
+
+    def is_lfs(self, repo: HubRepo, name: str, file: HubFile) -> bool:
+        """The file is stored in LFS (listed with ``lfs``, resolved with ``X-Linked-*``)."""
+        return name.endswith(".safetensors")
+
+    def oid(self, repo: HubRepo, name: str, file: HubFile) -> str:
+        """The git blob id of the file (``blobId`` / tree ``oid``)."""
+        return hashlib.sha1(file.read(0, file.size)).hexdigest()
+
+    def lfs_oid(self, repo: HubRepo, name: str, file: HubFile) -> str:
+        """The LFS object id (sha256) of the file."""
+        return hashlib.sha256(file.read(0, file.size)).hexdigest()
+
+    def etag(self, repo: HubRepo, name: str, file: HubFile) -> str:
+        """The ``ETag`` (and ``X-Linked-Etag``) the file is resolved with, unquoted."""
+        return self.lfs_oid(repo, name, file)
+
+    def _entry(self, repo: HubRepo, name: str, file: HubFile, key: str) -> dict[str, Any]:
+        """A sibling (``key`` ``rfilename``) or a tree entry (``path``)."""
+        entry: dict[str, Any] = {key: name, "size": file.size}
+        if key == "path":
+            entry |= {"type": "file", "oid": self.oid(repo, name, file)}
+        else:
+            entry["blobId"] = self.oid(repo, name, file)
+        if self.is_lfs(repo, name, file):
+            entry["lfs"] = {"sha256" if key == "rfilename" else "oid": self.lfs_oid(repo, name, file),
+                            "size": file.size, "pointerSize": 134}
+        return entry
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:  # noqa: C901 - the Hub's routes, one class
         hub = self
@@ -96,6 +195,9 @@ class HubStandIn:
                 path = self.path.split("?", 1)[0]
                 with hub.lock:
                     hub.requests.append((self.command, path))
+                if hub.down:
+                    self._send(503, b"down", {"Content-Type": "text/plain"}, head)
+                    return
                 for pattern, action in ((r"/api/models/([^/]+/[^/]+)(?:/revision/([^/]+))?", self._info),
                                         (r"/api/models/([^/]+/[^/]+)/tree/([^/]+)(?:/.*)?", self._tree),
                                         (r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", self._resolve)):
@@ -105,61 +207,59 @@ class HubStandIn:
                         return
                 self._error(404, "NotFound", head)
 
-            def _repo(self, repo: str, rev: str | None, head: bool) -> dict[str, bytes] | None:
-                if repo not in hub.repos:
+            def _repo(self, repo_id: str, rev: str | None, head: bool) -> HubRepo | None:
+                repo = hub.find(repo_id)
+                if repo is None:
                     self._error(401, "RepoNotFound", head)  # the Hub answers 401 for an unknown repo
                     return None
-                if rev not in (None, "main", hub.shas[repo]):
+                auth = self.headers.get("Authorization", "")
+                if repo.gated and auth != f"Bearer {hub.token}":
+                    self._error(401 if not auth else 403, "GatedRepo", head)
+                    return None
+                if rev not in (None, "main", repo.sha):
                     self._error(404, "RevisionNotFound", head)
                     return None
-                return hub.repos[repo]
+                return repo
 
-            def _entries(self, repo: str, files: dict[str, bytes], key: str) -> list[dict[str, Any]]:
-                out = []
-                for name, data in sorted(files.items()):
-                    entry: dict[str, Any] = {key: name, "size": len(data), "oid" if key == "path" else "blobId":
-                                             hashlib.sha1(data).hexdigest()}
-                    if key == "path":
-                        entry["type"] = "file"
-                    if name.endswith(".safetensors"):
-                        entry["lfs"] = {"sha256" if key == "rfilename" else "oid": hashlib.sha256(data).hexdigest(),
-                                        "size": len(data), "pointerSize": 134}
-                    out.append(entry)
-                return out
+            def _info(self, head: bool, repo_id: str, rev: str | None) -> None:
+                repo = self._repo(repo_id, rev, head)
+                if repo is not None:
+                    self._json({"_id": repo.sha[:24], "id": repo_id, "modelId": repo_id, "sha": repo.sha,
+                                "private": False, "gated": "manual" if repo.gated else False, "disabled": False,
+                                "tags": [], "siblings": [hub._entry(repo, name, f, "rfilename")
+                                                         for name, f in repo.files.items()]}, head)
 
-            def _info(self, head: bool, repo: str, rev: str | None) -> None:
-                files = self._repo(repo, rev, head)
-                if files is not None:
-                    self._json({"_id": hub.shas[repo][:24], "id": repo, "modelId": repo, "sha": hub.shas[repo],
-                                "private": False, "gated": False, "disabled": False, "tags": [],
-                                "siblings": self._entries(repo, files, "rfilename")}, head)
+            def _tree(self, head: bool, repo_id: str, rev: str) -> None:
+                repo = self._repo(repo_id, rev, head)
+                if repo is not None:
+                    self._json([hub._entry(repo, name, f, "path") for name, f in repo.files.items()], head)
 
-            def _tree(self, head: bool, repo: str, rev: str) -> None:
-                files = self._repo(repo, rev, head)
-                if files is not None:
-                    self._json(self._entries(repo, files, "path"), head)
-
-            def _resolve(self, head: bool, repo: str, rev: str, name: str) -> None:
-                files = self._repo(repo, rev, head)
-                if files is None:
+            def _resolve(self, head: bool, repo_id: str, rev: str, name: str) -> None:
+                repo = self._repo(repo_id, rev, head)
+                if repo is None:
                     return
-                if name not in files:
+                f = repo.files.get(name)
+                if f is None:
                     self._error(404, "EntryNotFound", head)
                     return
-                data = files[name]
-                etag = f'"{hashlib.sha256(data).hexdigest()}"'
-                headers = {"X-Repo-Commit": hub.shas[repo], "ETag": etag, "Accept-Ranges": "bytes",
+                etag = f'"{hub.etag(repo, name, f)}"'
+                headers = {"X-Repo-Commit": repo.sha, "ETag": etag, "Accept-Ranges": "bytes",
                            "Content-Type": "application/octet-stream"}
-                if name.endswith(".safetensors"):
-                    headers |= {"X-Linked-Etag": etag, "X-Linked-Size": str(len(data))}
-                m = re.fullmatch(r"bytes=(\d+)-(\d*)", (self.headers.get("Range") or "").strip())
-                if m:
+                if hub.is_lfs(repo, name, f):
+                    headers |= {"X-Linked-Etag": etag, "X-Linked-Size": str(f.size)}
+                wanted = self.headers.get("Range")
+                if wanted:
+                    m = re.fullmatch(r"bytes=(\d+)-(\d*)", wanted.strip())
+                    if not m:
+                        self._error(416, "BadRange", head)
+                        return
                     start = int(m.group(1))
-                    end = min(int(m.group(2)) + 1 if m.group(2) else len(data), len(data))
-                    headers["Content-Range"] = f"bytes {start}-{end - 1}/{len(data)}"
-                    self._send(206, data[start:end], headers, head, count=name)
+                    end = min(int(m.group(2)) + 1 if m.group(2) else f.size, f.size)
+                    headers["Content-Range"] = f"bytes {start}-{end - 1}/{f.size}"
+                    self._send(206, b"" if head else f.read(start, end), headers, head, length=max(0, end - start),
+                               count=name)
                 else:
-                    self._send(200, data, headers, head, length=len(data), count=name)
+                    self._send(200, b"" if head else f.read(0, f.size), headers, head, length=f.size, count=name)
 
         return Handler
 

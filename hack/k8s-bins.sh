@@ -33,7 +33,6 @@ HELM_VERSION=${HELM_VERSION:-v3.19.0}
 LWS_VERSION=${LWS_VERSION:-v0.7.0}
 KEDA_VERSION=${KEDA_VERSION:-v2.20.2}
 
-STAGING_VERSION=v0.${K8S_VERSION#v1.}
 K8S_MINOR=$(echo "$K8S_VERSION" | cut -d. -f2)
 KEY="${K8S_VERSION}-etcd${ETCD_VERSION}-kwok${KWOK_VERSION}-helm${HELM_VERSION}"
 OUT=${CTXFIT_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ctxfit/k8s/$KEY}
@@ -41,13 +40,9 @@ mkdir -p "$OUT"
 HACK=$(cd "$(dirname "$0")" && pwd)
 
 log() { printf '[k8s-bins %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+# shellcheck source=lib/bins.sh
+. "$HACK/lib/bins.sh"  # bins_lock, k8s_module, k8s_ldflags
 have() { [ -x "$OUT/$1" ]; }
-# lock NAME: hold $OUT/.NAME.lock until the calling (sub)shell exits; another run waits here
-lock() {
-  local fd
-  exec {fd}>"$OUT/.$1.lock"
-  flock -n "$fd" || { log "waiting for another build of $1"; flock "$fd"; }
-}
 # install_tmp FILE NAME: move a finished build into place (rename on the same filesystem: atomic)
 install_tmp() { chmod +x "$1"; mv -f "$1" "$OUT/$2"; }
 
@@ -73,32 +68,14 @@ build_kubernetes() {
   log "building Kubernetes $K8S_VERSION (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl); 10-25 min cold on 2 cores"
   local W; W=$(mktemp -d); trap "rm -rf '$W'" EXIT
   cd "$W"
-  cat > go.mod <<GOMOD
-module local.test/k8sbins
-
-go 1.24.0
-
-godebug default=go1.24
-
-require k8s.io/kubernetes $K8S_VERSION
-GOMOD
-  for m in api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider \
-    cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api \
-    cri-client csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms \
-    kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics \
-    mount-utils pod-security-admission sample-apiserver sample-cli-plugin sample-controller; do
-    echo "replace k8s.io/$m => k8s.io/$m $STAGING_VERSION" >> go.mod
-  done
+  k8s_module k8sbins
   log "resolving modules"
   go get -tool k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION \
     k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION \
     k8s.io/kubernetes/cmd/kube-scheduler@$K8S_VERSION \
     k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION
-  local LDF="-s -w" p c tmp
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    LDF+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$K8S_MINOR -X $p.gitTreeState=clean"
-    LDF+=" -X $p.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  done
+  local LDF c tmp
+  LDF=$(k8s_ldflags)
   for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     have "$c" && continue
     log "go build $c"
@@ -172,7 +149,7 @@ for component in "${ALL[@]}" kind kind-node; do
   wants "$component" || continue
   case "$component" in
     lws|keda|gateway|node|kind|kind-node) "build_$component" ;;  # these lock themselves
-    *) ( lock "$component"; "build_$component" ) ;;
+    *) ( bins_lock "$component"; "build_$component" ) ;;
   esac
 done
 

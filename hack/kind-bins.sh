@@ -22,11 +22,11 @@ CRICTL_VERSION=${CRICTL_VERSION:-v1.34.0}
 KIND_ETCD_VERSION=${KIND_ETCD_VERSION:-v3.6.5}
 COREDNS_VERSION=${COREDNS_VERSION:-v1.12.1}
 LOCAL_PATH_VERSION=${LOCAL_PATH_VERSION:-v0.0.30}
-STAGING_VERSION=v0.${K8S_VERSION#v1.}
-K8S_MINOR=$(echo "$K8S_VERSION" | cut -d. -f2)
 NODE=$OUT/kind-node
 mkdir -p "$NODE"
 log() { printf '[kind-bins %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+# shellcheck source=lib/bins.sh
+. "$(cd "$(dirname "$0")" && pwd)/lib/bins.sh"
 WHAT=${1:-node}
 case $WHAT in cli|node) ;; *) echo "usage: kind-bins.sh [cli|node]" >&2; exit 2 ;; esac
 NODE_BINS=(kubeadm crictl etcd coredns local-path-provisioner)
@@ -36,8 +36,7 @@ ready() {
   local b; for b in "${NODE_BINS[@]}"; do [ -x "$NODE/$b" ] || return 1; done
 }
 ready && exit 0
-exec {LOCK}>"$OUT/.kind.lock"
-flock -n "$LOCK" || { log "waiting for another build of kind"; flock "$LOCK"; }
+bins_lock kind
 ready && exit 0
 
 export CGO_ENABLED=0
@@ -64,7 +63,7 @@ go_install "$NODE/local-path-provisioner" "github.com/rancher/local-path-provisi
   "-X main.VERSION=$LOCAL_PATH_VERSION"
 
 # etcd's server module has `replace` directives (go install refuses them) and kubeadm is part of k8s.io/kubernetes,
-# whose staging modules need replaces too: both through a throwaway wrapper module, as in hack/k8s-bins.sh
+# whose staging modules need replaces too: both through a throwaway wrapper module (kubeadm: hack/lib/bins.sh)
 if [ ! -x "$NODE/etcd" ]; then
   log "building etcd $KIND_ETCD_VERSION"
   (
@@ -79,29 +78,9 @@ if [ ! -x "$NODE/kubeadm" ]; then
   log "building kubeadm $K8S_VERSION"
   (
     cd "$(mktemp -d "$TMP/kubeadm.XXXXXX")"
-    cat > go.mod <<GOMOD
-module local.test/kubeadmbin
-
-go 1.24.0
-
-godebug default=go1.24
-
-require k8s.io/kubernetes $K8S_VERSION
-GOMOD
-    for m in api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider \
-      cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api \
-      cri-client csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms \
-      kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics \
-      mount-utils pod-security-admission sample-apiserver sample-cli-plugin sample-controller; do
-      echo "replace k8s.io/$m => k8s.io/$m $STAGING_VERSION" >> go.mod
-    done
+    k8s_module kubeadmbin
     go get -tool "k8s.io/kubernetes/cmd/kubeadm@$K8S_VERSION" 2>&1 | tail -3 >&2
-    LDF="-s -w"
-    for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-      LDF+=" -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$K8S_MINOR -X $p.gitTreeState=clean"
-      LDF+=" -X $p.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    done
-    nice -n 10 go build -trimpath -ldflags "$LDF" -o "$TMP/kubeadm" k8s.io/kubernetes/cmd/kubeadm
+    nice -n 10 go build -trimpath -ldflags "$(k8s_ldflags)" -o "$TMP/kubeadm" k8s.io/kubernetes/cmd/kubeadm
   )
   mv -f "$TMP/kubeadm" "$NODE/kubeadm"
 fi

@@ -27,8 +27,9 @@ import pytest
 from addons_keda import KedaOperator, hpa_name
 from addons_prometheus import Prometheus
 from ctxfit.controller.kube.client import Kube
-from ctxfit.controller.kube.custom import resource_missing
 from ctxfit.controller.kube.keda import KEDA_GROUP, KEDA_PLURAL, KEDA_VERSION, get_scaled_object
+from ctxfit.controller.kube.objects import resource_missing
+from ctxfit.controller.kube.rest import SCALED_OBJECTS, Resource
 from engine_metrics_fixture import EnginePod
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
@@ -318,13 +319,14 @@ def test_a_failed_server_pauses_its_scaled_object(
 
 def test_the_api_server_tells_a_missing_keda_from_a_missing_scaled_object(
         api: ServerClient, cluster: Any, keda: KedaOperator) -> None:
-    """What ``scalekube`` relies on to say "KEDA not installed": kube-apiserver's 404 for a resource it does not
-    serve names no object; its 404 for a missing ScaledObject does (KEDA's CRDs are installed here)."""
+    """What ``kube/keda.py`` relies on to say "KEDA not installed" (``objects.resource_missing``): kube-apiserver's
+    404 for a resource it does not serve names no object; its 404 for a missing ScaledObject does (KEDA's CRDs are
+    installed here)."""
     kube = Kube(config.new_client_from_config(config_file=str(cluster.kubeconfig)))
     assert get_scaled_object(kube, api.namespace, "nothing-here") is None
     with pytest.raises(ApiException) as missing:
-        kube.custom.get_namespaced_custom_object("absent.ctxfit.io", "v1", api.namespace, "things", "x")
+        kube.rest.call_json("GET", Resource("absent.ctxfit.io", "v1", "things"), api.namespace, "x")
     assert missing.value.status == 404 and resource_missing(missing.value)
     with pytest.raises(ApiException) as no_object:
-        kube.custom.get_namespaced_custom_object(KEDA_GROUP, KEDA_VERSION, api.namespace, KEDA_PLURAL, "x")
+        kube.rest.call_json("GET", SCALED_OBJECTS, api.namespace, "x")
     assert no_object.value.status == 404 and not resource_missing(no_object.value)

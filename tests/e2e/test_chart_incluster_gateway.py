@@ -26,8 +26,8 @@ import dataclasses
 import json
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import cluster_nodes
@@ -49,10 +49,19 @@ from addons_gateway import (
 from addons_gateway import wait_lwepp_pods as lwepp_wait
 from hub_standin import HubStandIn
 
+from .fake_engine_kit import (
+    KV_POOL,
+    MODEL,
+    PER_TOKEN,
+    REPO,
+    chart_operator,
+    diagnose,
+    fake_engine_server,
+    load_fake_engine,
+    ready_server,
+)
 from .realnode_kit import http_get
-from .test_chart_e2e import CHART, helm
-from .test_chart_incluster import _ready_pod, _values
-from .test_fake_engine import KV_POOL, MODEL, PER_TOKEN, REPO
+from .test_chart_incluster import _ready_pod
 
 POOL = "fake-llama"
 SERVED = "llama-3.1-8b"
@@ -82,36 +91,16 @@ def gateway_operator(cluster: cc.Cluster, two_gpus: rn.RealNode, operator_image:
         pytest.fail("Gateway API / InferencePool CRDs, lwepp or extproc-gateway missing: run bash hack/k8s-bins.sh "
                     "(make test does)")
     install_gateway_crds(cluster)
-    rel = ns = f"ctxfit-gw-{uuid.uuid4().hex[:6]}"
-    helm(cluster, "install", rel, str(CHART), "--namespace", ns, "--create-namespace", "--take-ownership",
-         *_values(operator_image), "--set", "gateway.enabled=true", "--wait", "--timeout", "180s")
-    try:
+    with chart_operator(cluster, operator_image, "ctxfit-gw", "--set", "gateway.enabled=true") as ns:
         yield ns
-    finally:
-        helm(cluster, "uninstall", rel, "--namespace", ns, "--wait", check=False)
-        cluster.kubectl("delete", "namespace", ns, "--wait=false", "--ignore-not-found", check=False)
 
 
 def _dp_server(image: str, hub_url: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer", "metadata": {"name": DP},
-        "spec": {
-            "model": {"name": MODEL},
-            "engine": {"kind": "vllm", "version": "0.19.0", "image": image, "env": [
-                {"name": "HF_ENDPOINT", "value": hub_url},
-                {"name": "FAKE_ENGINE_KV_CACHE_BYTES", "value": str(RANK_KV_POOL)},
-                {"name": "FAKE_ENGINE_KV_BYTES_PER_TOKEN", "value": str(PER_TOKEN)},
-                {"name": "FAKE_ENGINE_LOAD_SECONDS", "value": "8"}]},
-            "gpu": {"count": 2, "product": rn.DEFAULT_GPUS.product},
-            "parallelism": {"data": 2},
-            "context": {"target": 32768, "minimum": 4096},
-            "resources": {"memory": "2Gi", "cpu": "500m", "shm": "64Mi"},
-            "startup": {"timeoutSeconds": 90},
-            "pod": {"tolerations": [rn.TOLERATION]},
-            "routing": {"servedModelName": SERVED, "inferencePool": {"create": {
-                "name": POOL, "endpointPickerRef": {"name": f"{POOL}-epp", "port": {"number": 9002}}}}},
-        },
-    }
+    return fake_engine_server(
+        DP, image, hub_url, kv_pool=RANK_KV_POOL, load_seconds=8, startup_timeout=90, gpus=2,
+        parallelism={"data": 2},
+        routing={"servedModelName": SERVED, "inferencePool": {"create": {
+            "name": POOL, "endpointPickerRef": {"name": f"{POOL}-epp", "port": {"number": 9002}}}}})
 
 
 def _joiner() -> dict[str, Any]:
@@ -130,14 +119,6 @@ def _joiner() -> dict[str, Any]:
 def _get(cluster: cc.Cluster, ns: str, *what: str) -> dict[str, Any]:
     out: dict[str, Any] = cluster.kubectl_json("-n", ns, "get", *what)
     return out
-
-
-def _ready_server(cluster: cc.Cluster, ns: str, name: str) -> dict[str, Any] | None:
-    obj = _get(cluster, ns, "inferenceserver", name)
-    status = obj.get("status", {})
-    if status.get("phase") == "Failed":
-        pytest.fail(f"{name} Failed:\n{json.dumps(status, indent=1)[-4000:]}")
-    return obj if status.get("phase") == "Ready" else None
 
 
 def _serving_pods(cluster: cc.Cluster, ns: str, name: str) -> list[dict[str, Any]]:
@@ -173,32 +154,24 @@ def http_get_via(url: str) -> str:
 
 
 def _diagnose(cluster: cc.Cluster, release_ns: str, ns: str) -> str:
-    return "\n".join([
-        cluster.kubectl("-n", ns, "get", "inferenceservers", "-o", "yaml", check=False)[-5000:],
-        cluster.kubectl("-n", ns, "get", "pods", "-o", "wide", "--show-labels", check=False),
-        cluster.kubectl("-n", ns, "describe", "pods", "-l", f"ctxfit.io/server={DP}", check=False)[-4000:],
-        cluster.kubectl("-n", ns, "get", "inferencepools", "-o", "yaml", check=False)[-2000:],
-        cluster.kubectl("-n", release_ns, "logs", "-l", "app.kubernetes.io/name=ctxfit", "--tail=80", check=False),
-    ])
+    return diagnose(cluster, release_ns, ns, ("inferencepools", "-o", "yaml"), pods=f"ctxfit.io/server={DP}")
 
 
 @pytest.mark.timeout(900)
 def test_a_pool_from_the_chart_with_a_real_data_parallel_engine(
         cluster: cc.Cluster, two_gpus: rn.RealNode, container_engine: images.Engine, fake_engine_image: str,
-        gateway_operator: str, namespace: str, tmp_path) -> None:
+        gateway_operator: str, namespace: str, tmp_path: Path) -> None:
     release_ns, ns, node = gateway_operator, namespace, two_gpus
     operator_pod = _ready_pod(cluster, release_ns)
     assert operator_pod is not None, _diagnose(cluster, release_ns, ns)
     env = {e["name"]: e.get("value") for e in operator_pod["spec"]["containers"][0]["env"]}
     assert env.get("CTXFIT_GATEWAY_ENABLED") == "true", env
-    archive = tmp_path / "fake-engine.tar"
-    container_engine.save(fake_engine_image, archive)
-    node.import_image(archive)
+    load_fake_engine(container_engine, fake_engine_image, node, tmp_path)
 
     with HubStandIn({MODEL: REPO}, host=node.host_ip) as hub:
         cluster.apply(_dp_server(fake_engine_image, hub.url), namespace=ns)
         try:
-            server = cc.wait_until(lambda: _ready_server(cluster, ns, DP), 420, f"{ns}/{DP} Ready", interval=1)
+            server = cc.wait_until(lambda: ready_server(cluster, ns, DP), 420, f"{ns}/{DP} Ready", interval=1)
         except cc.HarnessError:
             pytest.fail(_diagnose(cluster, release_ns, ns))
     status = server["status"]
@@ -258,7 +231,7 @@ def test_a_pool_from_the_chart_with_a_real_data_parallel_engine(
         # 3. a server of the same model on kwok H200 nodes joins: its own, longer context on its pods
         cluster.apply(_joiner(), namespace=ns)
         try:
-            joined = cc.wait_until(lambda: _ready_server(cluster, ns, JOINER), 180, f"{ns}/{JOINER} Ready")
+            joined = cc.wait_until(lambda: ready_server(cluster, ns, JOINER), 180, f"{ns}/{JOINER} Ready")
             longer = joined["status"]["contextLength"]
             assert longer > context
             h200_pods = cc.wait_until(lambda: (pods := _serving_pods(cluster, ns, JOINER))

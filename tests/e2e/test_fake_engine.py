@@ -19,97 +19,44 @@ A10G asks for 32,768, so:
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import cluster_realnode as rn
 import ctxfit_cluster as cc
 import images
 import pytest
-from hub_standin import HubStandIn, tiny_safetensors
+from hub_standin import HubStandIn
 
+from . import fake_engine_kit as kit
 from .realnode_kit import http_get
-from .test_chart_e2e import CHART, helm
-from .test_chart_incluster import _ready_pod, _values
-
-GIB = 1 << 30
-MODEL = "meta-llama/Llama-3.1-8B-Instruct"
-KV_POOL = 3 * GIB
-PER_TOKEN = 131072  # 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes
-CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
-          "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 14336,
-          "max_position_embeddings": 131072, "vocab_size": 128256, "torch_dtype": "bfloat16"}
-REPO = {
-    "config.json": json.dumps(CONFIG).encode(),
-    "generation_config.json": b'{"bos_token_id": 128000, "eos_token_id": [128001, 128009]}',
-    "tokenizer.json": b'{"version": "1.0", "model": {"type": "BPE", "vocab": {}, "merges": []}}',
-    "tokenizer_config.json": b'{"model_max_length": 131072}',
-    "model-00001-of-00001.safetensors": tiny_safetensors({"lm_head.weight": ("BF16", [64, 64])}),
-    "README.md": b"not downloaded: not a file the engine loads",
-}
+from .test_chart_incluster import _ready_pod
 
 
 @pytest.fixture
 def operator_in_cluster(cluster: cc.Cluster, real_node: rn.RealNode, operator_image: str,
                         ) -> Iterator[str]:
-    rel = ns = f"ctxfit-fe-{uuid.uuid4().hex[:6]}"
-    helm(cluster, "install", rel, str(CHART), "--namespace", ns, "--create-namespace", "--take-ownership",
-         *_values(operator_image), "--wait", "--timeout", "180s")
-    try:
+    with kit.chart_operator(cluster, operator_image, "ctxfit-fe") as ns:
         yield ns
-    finally:
-        helm(cluster, "uninstall", rel, "--namespace", ns, "--wait", check=False)
-        cluster.kubectl("delete", "namespace", ns, "--wait=false", "--ignore-not-found", check=False)
-
-
-def _server(name: str, image: str, hub_url: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer", "metadata": {"name": name},
-        "spec": {
-            "model": {"name": MODEL},
-            "engine": {"kind": "vllm", "version": "0.19.0", "image": image, "env": [
-                {"name": "HF_ENDPOINT", "value": hub_url},
-                {"name": "FAKE_ENGINE_KV_CACHE_BYTES", "value": str(KV_POOL)},
-                {"name": "FAKE_ENGINE_KV_BYTES_PER_TOKEN", "value": str(PER_TOKEN)},
-                {"name": "FAKE_ENGINE_LOAD_SECONDS", "value": "12"}]},
-            "gpu": {"count": 1, "product": rn.DEFAULT_GPUS.product},
-            "context": {"target": 32768, "minimum": 4096},
-            "resources": {"memory": "2Gi", "cpu": "500m", "shm": "64Mi"},
-            "startup": {"timeoutSeconds": 60},
-            "pod": {"tolerations": [rn.TOLERATION]},
-        },
-    }
 
 
 @pytest.mark.timeout(900)
 def test_fake_engine_on_the_real_node(cluster: cc.Cluster, real_node: rn.RealNode,
                                       container_engine: images.Engine, fake_engine_image: str,
-                                      operator_in_cluster: str, namespace: str, tmp_path) -> None:
-    archive = tmp_path / "fake-engine.tar"
-    container_engine.save(fake_engine_image, archive)
-    real_node.import_image(archive)
+                                      operator_in_cluster: str, namespace: str, tmp_path: Path) -> None:
+    kit.load_fake_engine(container_engine, fake_engine_image, real_node, tmp_path)
     assert _ready_pod(cluster, operator_in_cluster) is not None
     name = "fake-llama"
-    with HubStandIn({MODEL: REPO}, host=real_node.host_ip) as hub:
-        cluster.apply(_server(name, fake_engine_image, hub.url), namespace=namespace)
-
-        def ready() -> dict[str, Any] | None:
-            obj: dict[str, Any] = cluster.kubectl_json("-n", namespace, "get", "inferenceserver", name)
-            status = obj.get("status", {})
-            if status.get("phase") == "Failed":
-                pytest.fail(f"Failed:\n{json.dumps(status, indent=1)[-4000:]}")
-            return obj if status.get("phase") == "Ready" else None
-
+    with HubStandIn({kit.MODEL: kit.REPO}, host=real_node.host_ip) as hub:
+        server_object = kit.fake_engine_server(name, fake_engine_image, hub.url, kv_pool=kit.KV_POOL, load_seconds=12,
+                                               startup_timeout=60)
+        cluster.apply(server_object, namespace=namespace)
         try:
-            server = cc.wait_until(ready, 420, f"{namespace}/{name} Ready", interval=1)
+            server: dict[str, Any] = cc.wait_until(lambda: kit.ready_server(cluster, namespace, name), 420,
+                                                   f"{namespace}/{name} Ready", interval=1)
         except cc.HarnessError:
-            pytest.fail("\n".join([
-                cluster.kubectl("-n", namespace, "get", "inferenceserver", name, "-o", "yaml", check=False)[-4000:],
-                cluster.kubectl("-n", namespace, "get", "pods", "-o", "wide", check=False),
-                cluster.kubectl("-n", namespace, "describe", "pods", check=False)[-4000:],
-                cluster.kubectl("-n", operator_in_cluster, "logs", "-l", "app.kubernetes.io/name=ctxfit", "--tail=80",
-                                check=False)]))
+            pytest.fail(kit.diagnose(cluster, operator_in_cluster, namespace))
         status = server["status"]
 
         # 2. the first start failed with the engine's own text, classified and stepped down from
@@ -119,7 +66,7 @@ def test_fake_engine_on_the_real_node(cluster: cc.Cluster, real_node: rn.RealNod
         assert attempts[0]["failureKind"] == "KVCacheTooSmall", json.dumps(attempts[0], indent=1)
         assert "24576" in (attempts[0].get("evidence") or ""), attempts[0]
         context = status["contextLength"]
-        assert context == attempts[1]["effective"]["contextLength"] and context * PER_TOKEN <= KV_POOL
+        assert context == attempts[1]["effective"]["contextLength"] and context * kit.PER_TOKEN <= kit.KV_POOL
 
         # 1. the download ran for real, against the stand-in, only the files the engine loads
         pods = cluster.kubectl_json("-n", namespace, "get", "pods", "-l", f"ctxfit.io/server={name}")["items"]
@@ -130,7 +77,7 @@ def test_fake_engine_on_the_real_node(cluster: cc.Cluster, real_node: rn.RealNod
         assert init["name"] == "model-download" and init["state"]["terminated"]["exitCode"] == 0, init
         download_log = cluster.kubectl("-n", namespace, "logs", pod["metadata"]["name"], "-c", "model-download")
         assert "ctxfit-download: complete" in download_log, download_log
-        assert hub.served["model-00001-of-00001.safetensors"] == len(REPO["model-00001-of-00001.safetensors"])
+        assert hub.served["model-00001-of-00001.safetensors"] == len(kit.REPO["model-00001-of-00001.safetensors"])
         assert hub.served["config.json"] > 0 and "README.md" not in hub.served
 
         # 3. probes: the engine container started (startup probe passed) and is ready
@@ -141,9 +88,9 @@ def test_fake_engine_on_the_real_node(cluster: cc.Cluster, real_node: rn.RealNod
 
         # 4. the start-up log, read back through the kubelet, and the engine's own answer
         observed = status["observed"]
-        assert observed["kvCacheBytes"] == KV_POOL and observed["kvCacheTokens"] == KV_POOL // PER_TOKEN
+        assert observed["kvCacheBytes"] == kit.KV_POOL and observed["kvCacheTokens"] == kit.KV_POOL // kit.PER_TOKEN
         assert observed["servedContextLength"] == context
         models = json.loads(http_get(f"http://{pod['status']['podIP']}:8000/v1/models"))
-        assert models["data"][0]["id"] == MODEL and models["data"][0]["max_model_len"] == context
+        assert models["data"][0]["id"] == kit.MODEL and models["data"][0]["max_model_len"] == context
 
     cluster.kubectl("-n", namespace, "delete", "inferenceserver", name, "--wait=true", "--timeout=120s")

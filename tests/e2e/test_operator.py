@@ -51,6 +51,7 @@ def test_kimi_128k_ready(op: OperatorProcess, api: ServerClient, namespace: str)
     assert server["status"]["contextLength"] == 131072
     assert condition(server, "Ready")["status"] == "True"
     assert condition(server, "BudgetFits")["status"] == "True"
+    assert condition(server, "EngineVersionModelled")["reason"] == "VersionModelled"
     args = " ".join(engine_args(api.deployment("kimi-k25")))
     for flag in ("--max-model-len 131072", "--tensor-parallel-size 8", "--gpu-memory-utilization 0.95"):
         assert flag in args
@@ -154,7 +155,28 @@ def test_permanent_failure_scales_to_zero(api: ServerClient, op: OperatorProcess
     api.wait(lambda: api.deployment("kimi-k25")["spec"]["replicas"] == 0, "Deployment scaled to 0")
     api.wait(lambda: not api.pods("kimi-k25"), "engine pods gone")
     op.settle(3)
-    assert len(api.get("kimi-k25")["status"]["attempts"]) == 1
+    status = api.get("kimi-k25")["status"]
+    assert len(status["attempts"]) == 1
+    # nothing runs: no CONTEXT in `kubectl get` (status.effective keeps what was tried)
+    assert "contextLength" not in status and status["effective"]["contextLength"] == 131072
+    row = subprocess.run([str(api.kubectl_bin), "get", "infsrv", "kimi-k25", "-n", api.namespace, "--no-headers",
+                          "-o", "custom-columns=CONTEXT:.status.contextLength,PHASE:.status.phase"],
+                         capture_output=True, text=True, env=api.env, check=True).stdout.split()
+    assert row == ["<none>", "Failed"], row
+
+
+def test_unmodelled_engine_release_is_planned_with_a_warning(api: ServerClient, op: OperatorProcess) -> None:
+    """An engine release newer than ctxfit models is not refused: planned with the newest modelled release's rules,
+    condition EngineVersionModelled False (NewerThanModelled) and one Warning Event saying so."""
+    obj = manifest("llama31-8b-h100.yaml")
+    obj["spec"]["engine"]["version"] = "0.40.0"
+    api.create(obj)
+    server = api.wait_phase("llama31-8b", "Ready")
+    modelled = condition(server, "EngineVersionModelled")
+    assert (modelled["status"], modelled["reason"]) == ("False", "NewerThanModelled")
+    assert "0.40.0" in modelled["message"] and "0.33.0" in modelled["message"]
+    warned = [e for e in api.events("llama31-8b") if e["reason"] == "NewerThanModelled"]
+    assert [(e["type"], e["message"]) for e in warned] == [("Warning", modelled["message"])]
 
 
 INVALID = [

@@ -2,15 +2,13 @@
 
 from .effective import WIRE_KEYS, EffectiveConfig
 from .lora import ADAPTER_ROOT, LoRAAdapter, LoRASpec
+from .model import KV_CACHE_DTYPES, Architecture, AttentionKind, ModelSpec
 from .quantity import GiB, KiB, MiB, TiB, bytes_to_quantity, quantity_to_bytes
 from .spec import (
     API_GROUP,
     API_VERSION,
     KIND,
-    KV_CACHE_DTYPES,
     PLURAL,
-    Architecture,
-    AttentionKind,
     BatchingSpec,
     ContextSpec,
     EngineKind,
@@ -19,7 +17,6 @@ from .spec import (
     InferenceServer,
     InferenceServerSpec,
     MemorySpec,
-    ModelSpec,
     Parallelism,
     ResourcesSpec,
 )

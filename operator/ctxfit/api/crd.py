@@ -217,7 +217,7 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "name": "Context",
         "type": "integer",
         "jsonPath": ".status.contextLength",
-        "description": "Effective context length (tokens)",
+        "description": "Context length the server runs at (tokens); empty while Failed (no replica runs)",
     },
     {
         "name": "KV Tokens",

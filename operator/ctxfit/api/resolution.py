@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from .base import WireModel
-from .spec import Architecture
+from .model import Architecture
 
 ResolvedSource = Literal["hub", "volume", "spec", "catalog"]
 

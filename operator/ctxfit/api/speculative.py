@@ -17,7 +17,7 @@ from .base import WireModel
 from .quantity import Quantity, TiB, check_quantity_bounds
 
 if TYPE_CHECKING:
-    from .spec import Architecture
+    from .model import Architecture
 
 
 DRAFT_ROOT = "/models/ctxfit-draft"

@@ -21,8 +21,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from .effective import EffectiveConfig
+from .model import KV_CACHE_DTYPES
 from .quantity import TiB, check_quantity_bounds
-from .spec import KV_CACHE_DTYPES
 from .status import EffectiveStatus, InferenceServerStatus, parse_rfc3339
 from .validation import LABEL_VALUE, LABEL_VALUE_MAX
 

@@ -32,10 +32,6 @@ from dataclasses import dataclass
 from ctxfit.api import EngineKind
 from ctxfit.catalog.hybrid import HybridState
 from ctxfit.engines import get_engine
-from ctxfit.engines.sglang import MAMBA_FULL_MEMORY_RATIO
-
-SGLANG_MAMBA_FULL_MEMORY_RATIO = MAMBA_FULL_MEMORY_RATIO
-"""SGLang ``ServerArgs.mamba_full_memory_ratio`` default (``server_args.py``; ``Engine.state_pool_ratio``)."""
 
 
 def state_bytes_per_layer(state: HybridState, tp: int = 1) -> int:

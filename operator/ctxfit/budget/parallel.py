@@ -26,6 +26,7 @@ Each rule is the engine's own, read from its source (vLLM and SGLang share the l
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from ctxfit.api import AttentionKind
 from ctxfit.engines import get_engine
@@ -38,25 +39,46 @@ MAX_SUGGESTED_TP = 64
 """Largest TP size ctxfit suggests (``spec.parallelism.tensor`` allows up to 64)."""
 
 
+class Split(StrEnum):
+    """How the engines split a count over a parallel size (the module docstring gives each rule's source)."""
+
+    DIVIDE = "divide"
+    """``divide(count, size)``: the size must divide the count."""
+    REPLICATE = "replicate"
+    """KV heads: split when ``size < count`` (size divides count), replicated otherwise (count divides size)."""
+    ONE_OR_DIVIDE = "one-or-divide"
+    """Mamba-2 groups: a single group is replicated, more must divide by the size."""
+    PADDED = "padded"
+    """Vocabulary: the count padded to a multiple of ``VOCAB_PADDING`` must divide by the size."""
+    STAGES = "stages"
+    """Layers by PP: every stage needs a layer (``size <= count``), the remainder is spread."""
+
+
 @dataclass(frozen=True)
 class Rule:
-    """One divisibility rule: ``what`` must allow ``tp`` (or ``pp``); ``ok(size)`` decides."""
+    """One divisibility rule: ``count`` must allow ``tp`` (or ``pp``) the way ``split`` says; ``ok(size)`` decides.
+
+    ``what`` names the count in sentences only; no decision reads it.
+    """
 
     what: str
     count: int
     axis: str  # "tp" or "pp"
+    split: Split = Split.DIVIDE
 
     def ok(self, size: int) -> bool:
         """Whether ``size`` satisfies the rule."""
-        if self.axis == "pp":
-            return size <= self.count
-        if self.what.startswith("KV heads"):
-            return self.count % size == 0 if size < self.count else size % self.count == 0
-        if self.what.startswith("Mamba groups"):  # replicated when there is one group
-            return self.count == 1 or self.count % size == 0
-        if self.what.startswith("vocabulary"):
-            return -(-self.count // VOCAB_PADDING) * VOCAB_PADDING % size == 0
-        return self.count % size == 0
+        match self.split:
+            case Split.STAGES:
+                return size <= self.count
+            case Split.REPLICATE:
+                return self.count % size == 0 if size < self.count else size % self.count == 0
+            case Split.ONE_OR_DIVIDE:
+                return self.count == 1 or self.count % size == 0
+            case Split.PADDED:
+                return -(-self.count // VOCAB_PADDING) * VOCAB_PADDING % size == 0
+            case Split.DIVIDE:
+                return self.count % size == 0
 
 
 def rules(inputs: PlanInputs) -> list[Rule]:
@@ -67,10 +89,10 @@ def rules(inputs: PlanInputs) -> list[Rule]:
     if arch.num_attention_heads:
         out.append(Rule(f"attention heads ({arch.num_attention_heads})", arch.num_attention_heads, "tp"))
     if arch.attention in (AttentionKind.GQA, AttentionKind.MHA) and arch.num_kv_heads:
-        out.append(Rule(f"KV heads ({arch.num_kv_heads})", arch.num_kv_heads, "tp"))
+        out.append(Rule(f"KV heads ({arch.num_kv_heads})", arch.num_kv_heads, "tp", Split.REPLICATE))
     if inputs.vocab_size:
         out.append(Rule(f"vocabulary ({inputs.vocab_size}, padded to a multiple of {VOCAB_PADDING})",
-                        inputs.vocab_size, "tp"))
+                        inputs.vocab_size, "tp", Split.PADDED))
     if inputs.moe and get_engine(spec.engine.kind).tp_splits_experts:
         if spec.parallelism.expert:
             out.append(Rule(f"routed experts ({inputs.moe.experts}) over expert parallelism",
@@ -86,10 +108,10 @@ def rules(inputs: PlanInputs) -> list[Rule]:
             label = "Mamba heads" if hybrid.kind == "mamba2" else "linear-attention value heads"
             out.append(Rule(f"{label} ({hybrid.num_heads})", hybrid.num_heads, "tp"))
             if hybrid.kind == "mamba2":
-                out.append(Rule(f"Mamba groups ({hybrid.n_groups})", hybrid.n_groups, "tp"))
+                out.append(Rule(f"Mamba groups ({hybrid.n_groups})", hybrid.n_groups, "tp", Split.ONE_OR_DIVIDE))
     layers = inputs.total_layers or arch.num_layers
     if layers:
-        out.append(Rule(f"layers ({layers})", layers, "pp"))
+        out.append(Rule(f"layers ({layers})", layers, "pp", Split.STAGES))
     return out
 
 

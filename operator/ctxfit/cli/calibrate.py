@@ -6,7 +6,10 @@ error (observed minus predicted KV pool per GPU) and the calibration entry this 
 (``ctxfit.budget.calibrate``). ``--calibration FILE`` adds the sample to an existing table (YAML as
 the operator's ConfigMap ``calibration.yaml`` holds it, or the ConfigMap itself); ``--save FILE``
 writes the updated table, which ``ctxfit plan --calibration FILE`` applies.
-Exit 0; 1 when the log holds no KV cache accounting in a known wording; 2 on invalid input.
+Exit codes (``ctxfit.cli.EXIT_CODES``): 0 a calibration sample was made (and saved with ``--save``); 1 none was made,
+with one line on stderr saying why (the log holds no KV cache accounting in a known wording, or there is no
+prediction to compare it with: what the log says is still printed), or stdout was closed; 2 invalid input (one line
+naming the file or option). ``-f -`` or ``--log -`` reads stdin (not both).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from ctxfit.vocab.startup import StartupReport
 from ctxfit.vocab.version import parse_version
 
 from . import EXIT_ERROR, EXIT_OK, fail
-from .load import ManifestError, load_manifest, read_yaml, validation_message
+from .load import STDIN, ManifestError, load_manifest, read_yaml, validation_message
 from .resolve import add_resolve_arguments, resolve_for_cli
 
 DATA_KEY = "calibration.yaml"
@@ -45,8 +48,10 @@ DATA_KEY = "calibration.yaml"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``-f FILE --log FILE [-o table|json] [--calibration FILE] [--save FILE] [--hf-config FILE]``."""
-    parser.add_argument("-f", "--filename", required=True, help="InferenceServer manifest (YAML)")
-    parser.add_argument("--log", required=True, help="the engine's start-up log (text)")
+    parser.add_argument("-f", "--filename", required=True,
+                        help="InferenceServer manifest (YAML, '-' for stdin); a file of several: choose with --name")
+    parser.add_argument("--name", help="the InferenceServer of this metadata.name in a file of several")
+    parser.add_argument("--log", required=True, help="the engine's start-up log (text, '-' for stdin)")
     parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
     parser.add_argument("--calibration", help="an existing calibration table to add this start-up to")
     parser.add_argument("--save", help="write the updated calibration table (YAML) here")
@@ -112,8 +117,12 @@ def save_table(table: CalibrationTable, path: str) -> None:
 
 
 def read_log(path: str) -> str:
-    """The log's text (undecodable bytes replaced). Raises ``ManifestError`` naming ``--log`` when unreadable."""
+    """The log's text (undecodable bytes replaced; ``-``: stdin). Raises ``ManifestError`` naming ``--log`` when
+    unreadable."""
     try:
+        if path == STDIN:
+            raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+            return raw.decode("utf-8", errors="replace")
         return Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise ManifestError(f"--log: cannot read {path}: {exc.strerror or exc}") from exc
@@ -147,7 +156,9 @@ def observed_json(report: StartupReport) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Compare, print, optionally save. See the module docstring for exit codes."""
     try:
-        server = load_manifest(args.filename)
+        if args.filename == STDIN and args.log == STDIN:
+            raise ManifestError("-f and --log cannot both read stdin ('-'): give one of them as a file")
+        server = load_manifest(args.filename, getattr(args, "name", None))
         text = read_log(args.log)
         table = load_table(args.calibration) if args.calibration else CalibrationTable()
     except (ManifestError, OSError) as exc:
@@ -165,10 +176,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write("\n")
         else:
             _observed_only(doc, server.metadata.name)
-        if not report.observed:
-            print("ctxfit: the log holds no KV cache accounting in a known wording (not observed)", file=sys.stderr)
-            return EXIT_ERROR
-        return EXIT_OK
+        return no_sample(report, f"no prediction to compare the log with ({why})")
     t = result.per_gpu
     predicted = {"kvCacheBytes": t.kv_cache_bytes, "kvCacheTokens": max(0, result.kv_pool_bytes)
                  // max(1, result.kv_bytes_per_token), "weightsBytes": t.weights_bytes,
@@ -202,10 +210,18 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         _table(doc, server.metadata.name)
-    if not report.observed:
-        print("ctxfit: the log holds no KV cache accounting in a known wording (not observed)", file=sys.stderr)
-        return EXIT_ERROR
+    if calibration is None:
+        return no_sample(report, f"the plan has no calibration key ({result.calibration_key or 'none'})")
     return EXIT_OK
+
+
+def no_sample(report: StartupReport, otherwise: str) -> int:
+    """Exit 1 with one stderr line saying why no calibration sample was made: the log's accounting was not
+    recognised (not observed), else ``otherwise``."""
+    why = ("the log holds no KV cache accounting in a known wording (not observed)" if not report.observed
+           or report.kv_cache_bytes is None else otherwise)
+    print(f"ctxfit: no calibration sample: {why}", file=sys.stderr)
+    return EXIT_ERROR
 
 
 def _gib(value: object) -> str:

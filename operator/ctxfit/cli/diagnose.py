@@ -8,6 +8,7 @@ EffectiveConfig.to_wire() or null, "explanation"}``.
 
 Bad input (manifest, ``--message-file``, ``--history``, ``--current``, ``--exit-code``) prints one line
 naming the file or field on stderr and exits 2. A closed stdout (``-o json | head``) ends quietly (exit 1).
+``-f -`` or ``--message-file -`` reads stdin (not both); a file of several InferenceServers needs ``--name``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from ctxfit.recovery.wire import FieldError, effective_from_wire
 from ctxfit.vocab.text import clean_text
 
 from . import EXIT_ERROR, EXIT_OK, fail
-from .load import ManifestError, load_manifest, read_yaml
+from .load import STDIN, ManifestError, load_manifest, read_yaml
 
 EXIT_CODE_RANGE = (-(1 << 31), (1 << 31) - 1)
 """``lastState.terminated.exitCode`` is an int32 in the Kubernetes API."""
@@ -44,7 +45,9 @@ EXIT_CODE_RANGE = (-(1 << 31), (1 << 31) - 1)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``-f``, ``--message-file``, ``--reason``, ``--exit-code``, ``--event``..., ``--history``, ``--current``."""
-    parser.add_argument("-f", "--filename", required=True, help="InferenceServer manifest (YAML)")
+    parser.add_argument("-f", "--filename", required=True,
+                        help="InferenceServer manifest (YAML, '-' for stdin); a file of several: choose with --name")
+    parser.add_argument("--name", help="the InferenceServer of this metadata.name in a file of several")
     parser.add_argument("--message-file", required=True,
                         help="the container's termination message or log tail ('-' for stdin)")
     parser.add_argument("--reason", help="lastState.terminated.reason (e.g. Error, OOMKilled)")
@@ -210,7 +213,7 @@ def render_table(name: str, failure: Failure, current: EffectiveConfig, decision
     console.print(knobs)
 
 
-def _load_server(path: str) -> InferenceServer:
+def _load_server(path: str, name: str | None = None) -> InferenceServer:
     """``load_manifest``, with the YAML constructor's own ValueErrors (an integer of > 4300 digits) naming
     the file too.
 
@@ -218,7 +221,7 @@ def _load_server(path: str) -> InferenceServer:
         ManifestError: as ``load_manifest``. ValueError: the file and the problem, one line.
     """
     try:
-        return load_manifest(path)
+        return load_manifest(path, name)
     except ManifestError:
         raise
     except ValueError as exc:
@@ -237,7 +240,9 @@ def _quiet_stdout() -> None:
 def run(args: argparse.Namespace) -> int:
     """Diagnose and print. Returns 0 (diagnosed, permanent or not), 2 (invalid input), 1 (stdout closed)."""
     try:
-        server = _load_server(args.filename)
+        if args.filename == STDIN and args.message_file == STDIN:
+            raise ValueError("-f and --message-file cannot both read stdin ('-'): give one of them as a file")
+        server = _load_server(args.filename, getattr(args, "name", None))
         message = _read_text(args.message_file)
         observation = Observation(reason=_clean_arg(args.reason), exit_code=parse_exit_code(args.exit_code),
                                   message=message, events=tuple(_clean_arg(e) or "" for e in args.event),

@@ -1,7 +1,15 @@
-"""Reading InferenceServer manifests for the CLI: one clear error line naming the field."""
+"""Reading InferenceServer manifests for the CLI: one clear error line naming the field.
+
+``-f FILE`` is read as ``kubectl apply -f`` reads it: a file of one or more YAML documents, ``-`` for stdin. Every
+document of kind InferenceServer is a server (``load_servers``); documents of other kinds (the Gateway and HTTPRoute
+of ``manifests/llama31-8b-gateway.yaml``) are skipped and named (``Servers.skipped``). A file of a single mapping
+without ``kind`` is taken as the InferenceServer.
+"""
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +17,9 @@ import yaml
 from pydantic import ValidationError
 
 from ctxfit.api import InferenceServer
+
+STDIN = "-"
+"""The ``-f`` / ``--log`` / ``--message-file`` value that reads standard input (as kubectl's ``-f -``)."""
 
 
 class ManifestError(ValueError):
@@ -28,49 +39,148 @@ def validation_message(exc: ValidationError) -> str:
     path = _field_path(tuple(err.get("loc", ())))
     head = msg.split(" ", 1)[0]
     if head.endswith(":"):  # our validators start with the field they check, relative to their model
-        field = head[:-1]
+        field_name = head[:-1]
         segments = path.split(".") if path else []
-        first = field.split(".")[0]
+        first = field_name.split(".")[0]
         if first in segments:
             segments = segments[: len(segments) - 1 - segments[::-1].index(first)]
         prefix = ".".join(segments)
-        return f"{prefix}.{msg}" if prefix and not field.startswith(prefix) else msg
+        return f"{prefix}.{msg}" if prefix and not field_name.startswith(prefix) else msg
     extra = f" (got {err['input']!r})" if err.get("type") in ("literal_error", "enum") else ""
     return f"{path}: {msg}{extra}"
 
 
-def load_manifest(path: str | Path) -> InferenceServer:
-    """Load and validate one InferenceServer manifest (the first YAML document of kind InferenceServer).
+def read_text(path: str | Path, flag: str = "") -> str:
+    """The text of ``path``, or of standard input for ``-``.
 
     Raises:
-        ManifestError: unreadable file, bad YAML, wrong kind, or a validation error (one line).
+        ManifestError: unreadable, or not UTF-8 (one line, starting with ``flag: `` when given).
     """
+    lead = f"{flag}: " if flag else ""
+    shown = "stdin" if str(path) == STDIN else str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        if str(path) == STDIN:
+            data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+            return data.decode("utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise ManifestError(f"cannot read {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise ManifestError(f"{path}: not UTF-8 text") from exc
-    try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise ManifestError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from exc
-    except (UnicodeDecodeError, RecursionError, ValueError) as exc:  # ValueError: e.g. a 5000-digit integer
-        raise ManifestError(f"{path}: not a readable YAML text ({type(exc).__name__})") from exc
-    servers = [d for d in docs if isinstance(d, dict) and d.get("kind") == "InferenceServer"]
-    if not servers:  # a single kind-less mapping is taken as the InferenceServer
-        servers = [d for d in docs if isinstance(d, dict) and "kind" not in d][:1] if len(docs) == 1 else []
-    if not servers:
-        raise ManifestError(f"{path}: no InferenceServer document found")
-    if len(servers) > 1:
-        raise ManifestError(f"{path}: {len(servers)} InferenceServer documents; plan one at a time")
-    doc = servers[0]
+        raise ManifestError(f"{lead}cannot read {shown}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError:
+        raise ManifestError(f"{lead}{shown}: not UTF-8 text") from None
+
+
+@dataclass
+class Servers:
+    """What ``load_servers`` found in one ``-f`` file.
+
+    Attributes:
+        servers: (document index from 1, its ``metadata.name`` or None, the server or the one-line error of that
+            document), in file order.
+        skipped: ``Kind name`` of each document that is not an InferenceServer (not planned).
+    """
+
+    servers: list[tuple[int, str | None, InferenceServer | ManifestError]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def names(self) -> list[str]:
+        """The names of the servers that parsed."""
+        return [s.metadata.name for _, _, s in self.servers if isinstance(s, InferenceServer)]
+
+    def named(self, name: str) -> list[tuple[int, str | None, InferenceServer | ManifestError]]:
+        """The documents of ``metadata.name`` ``name`` (one that does not validate too: its error is the answer)."""
+        return [entry for entry in self.servers if entry[1] == name]
+
+    def note(self) -> str | None:
+        """One line naming the skipped documents, None when none was."""
+        if not self.skipped:
+            return None
+        return (f"skipped {len(self.skipped)} document{'s' if len(self.skipped) > 1 else ''} that "
+                f"{'are' if len(self.skipped) > 1 else 'is'} not an InferenceServer: {', '.join(self.skipped)}")
+
+
+def _describe(doc: Any) -> str:
+    if not isinstance(doc, dict):
+        return type(doc).__name__
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return f"{doc.get('kind')} {name}" if isinstance(name, str) else str(doc.get("kind"))
+
+
+def _server(doc: dict[str, Any]) -> InferenceServer:
     if "spec" not in doc:
         raise ManifestError("spec: required")
     try:
         return InferenceServer.model_validate(doc)
     except ValidationError as exc:
         raise ManifestError(validation_message(exc)) from exc
+
+
+def load_servers(path: str | Path) -> Servers:
+    """Every InferenceServer document of ``path`` (``-``: stdin), each validated on its own.
+
+    A document that does not validate is kept as its one-line ``ManifestError`` (prefixed with its name, or
+    ``document N``, when the file holds more than one server), so the others are still planned.
+
+    Raises:
+        ManifestError: unreadable file, not UTF-8, not valid YAML, or no InferenceServer document at all.
+    """
+    shown = "stdin" if str(path) == STDIN else str(path)
+    text = read_text(path)
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{shown}: not valid YAML ({str(exc).splitlines()[0]})") from exc
+    except (UnicodeDecodeError, RecursionError, ValueError) as exc:  # ValueError: e.g. a 5000-digit integer
+        raise ManifestError(f"{shown}: not a readable YAML text ({type(exc).__name__})") from exc
+    found = Servers()
+    indexed = [(i, d) for i, d in enumerate(docs, start=1)
+               if isinstance(d, dict) and d.get("kind") == "InferenceServer"]
+    if not indexed and len(docs) == 1 and isinstance(docs[0], dict) and "kind" not in docs[0]:
+        indexed = [(1, docs[0])]  # a single kind-less mapping is taken as the InferenceServer
+    if not indexed:
+        raise ManifestError(f"{shown}: no InferenceServer document found")
+    taken = {i for i, _ in indexed}
+    found.skipped = [_describe(d) for i, d in enumerate(docs, start=1) if i not in taken]
+    for index, doc in indexed:
+        meta = doc.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) and isinstance(meta.get("name"), str) else None
+        try:
+            found.servers.append((index, name, _server(doc)))
+        except ManifestError as exc:
+            if len(indexed) > 1:
+                exc = ManifestError(f"{name or f'document {index}'}: {exc}")
+            found.servers.append((index, name, exc))
+    return found
+
+
+def no_such_server(shown: str, name: str, found: Servers) -> str:
+    """The ``--name`` error line: the file has no InferenceServer of that name; it lists those it has."""
+    listed = ", ".join(n or f"document {i}" for i, n, _ in found.servers)
+    return f"--name: {shown} has no InferenceServer {name!r} (it has {listed})"
+
+
+def load_manifest(path: str | Path, name: str | None = None) -> InferenceServer:
+    """The one InferenceServer of ``path`` (``-``: stdin) for the commands that take one (``diagnose``,
+    ``calibrate``): with ``name``, the document of that ``metadata.name``; without, the file must hold exactly one.
+
+    Raises:
+        ManifestError: as ``load_servers``; a document that does not validate; several servers and no ``name``
+            (the message lists them and says ``--name``); no server of that ``name``.
+    """
+    found = load_servers(path)
+    shown = "stdin" if str(path) == STDIN else str(path)
+    chosen = found.servers
+    if name is not None:
+        chosen = found.named(name)
+        if not chosen:
+            raise ManifestError(no_such_server(shown, name, found))
+    elif len(chosen) > 1:
+        listed = ", ".join(n or f"document {i}" for i, n, _ in chosen)
+        raise ManifestError(f"{shown} holds {len(chosen)} InferenceServers ({listed}): choose one with --name NAME")
+    server = chosen[0][2]
+    if isinstance(server, ManifestError):
+        raise server
+    return server
 
 
 def read_yaml(path: str, flag: str) -> Any:

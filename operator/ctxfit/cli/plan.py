@@ -1,9 +1,17 @@
-"""Show what fits: ``ctxfit plan -f FILE [-o table|json|yaml]``.
+"""Show what fits: ``ctxfit plan -f FILE [--name NAME] [-o table|json|yaml]``.
+
+``FILE`` is read as ``kubectl apply -f`` reads it (``-`` for stdin): every InferenceServer document is planned, each
+in its own section (``-o json``/``yaml``: the plan object for a file of one server, ``{kind: List, items: [...]}``
+for several, each item with its ``name``); documents of other kinds (a Gateway, an HTTPRoute) are skipped with one
+note line on stderr. ``--name`` plans only that server.
 
 Exit codes, one rule: 0 when a context at or above the minimum fits (``fits``; ``targetFits`` tells
 whether the target itself does), 3 for every verdict that nothing can start (too little memory, weights
 larger than the GPU, a TP/PP layout the model cannot be split by) with the full plan, reasons and
-suggestions printed, 2 only for input that cannot be read (one line naming the field the user wrote).
+suggestions printed, 2 only for input that cannot be read (one line naming the field the user wrote), 1 when
+stdout was closed (``| head``). Over several servers the worst wins: 2, then 3, then 0; the others are still planned.
+An engine version outside the releases ctxfit models (``ctxfit.engines.versions``) is one warning line on stderr
+and ``engineVersion`` in ``-o json``, never a refusal.
 """
 
 from __future__ import annotations
@@ -15,21 +23,22 @@ import sys
 import yaml
 from pydantic import ValidationError
 
-from ctxfit.api import GiB, InferenceServerSpec, bytes_to_quantity
+from ctxfit.api import GiB, InferenceServer, InferenceServerSpec, bytes_to_quantity
 from ctxfit.budget.autoscale import (
     autoscaling_status,
     cold_start_seconds,
     server_thresholds,
     weights_per_replica_bytes,
 )
+from ctxfit.budget.calibrate import CalibrationTable
 from ctxfit.budget.context import DEFAULT_HEADROOM
 from ctxfit.budget.multinode import plan_group
 from ctxfit.budget.planner import Plan
 from ctxfit.render.cache import CacheVolume, checkpoint_bytes, describe_cache, resolve_cache
 from ctxfit.vocab.inputs import PlanInputError
 
-from . import EXIT_DOES_NOT_FIT, EXIT_OK, fail
-from .load import ManifestError, load_manifest, validation_message
+from . import EXIT_DOES_NOT_FIT, EXIT_INVALID, EXIT_OK, fail, warn
+from .load import STDIN, ManifestError, load_servers, no_such_server, validation_message
 from .resolve import add_resolve_arguments, extra_configs_for_cli, resolve_for_cli
 from .routing import plan_routing
 
@@ -37,8 +46,12 @@ from .routing import plan_routing
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``-f FILE``, ``-o table|json|yaml``, ``--model-dir DIR``, ``--offline``, ``--hf-config FILE``,
     ``--fetch-config``."""
-    parser.add_argument("-f", "--filename", required=True, help="InferenceServer manifest (YAML)")
-    parser.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table")
+    parser.add_argument("-f", "--filename", required=True,
+                        help="manifest (YAML, '-' for stdin): every InferenceServer document is planned, other "
+                        "kinds are skipped")
+    parser.add_argument("--name", help="plan only the InferenceServer of this metadata.name")
+    parser.add_argument("-o", "--output", choices=["table", "json", "yaml"], default="table",
+                        help="json/yaml: the plan object; a file of several servers gives {kind: List, items: [...]}")
     add_resolve_arguments(parser)
     parser.add_argument(
         "--fetch-config", action="store_true",
@@ -142,37 +155,78 @@ def render_table(result: Plan, name: str, cache_line: str = "", extra_lines: tup
         console.print(f"- {reason}", soft_wrap=True)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Plan the manifest and print it. Returns 0 (``fits``), 3 (a does-not-fit verdict) or 2 (unreadable input)."""
+def plan_server(server: InferenceServer, args: argparse.Namespace, table: CalibrationTable | None,
+                where: str = "") -> tuple[int, dict[str, object] | None]:
+    """Plan one server and, for ``-o table``, print it. Returns (exit code, the ``-o json`` document or None when
+    its input could not be read: then one error line was printed). ``where`` prefixes the lines (a file of several
+    servers names the one they are about)."""
+    from ctxfit.engines.versions import check_version
+
     try:
-        server = load_manifest(args.filename)
         hf_config, model = resolve_for_cli(server.spec, args)
         adapter_configs, draft_model = extra_configs_for_cli(server.spec, args)
+        result, _ = plan_group(server.spec, hf_config=hf_config, model=model, calibration=table,
+                               adapter_configs=adapter_configs, draft_model=draft_model)
+    except (ManifestError, PlanInputError) as exc:
+        return fail(where + str(exc)), None
+    except ValidationError as exc:  # e.g. a config.json whose fields break the Architecture rules
+        return fail(where + "config.json: " + validation_message(exc)), None
+    except (ValueError, TypeError, ArithmeticError, RecursionError) as exc:
+        return fail(where + f"{type(exc).__name__}: {exc}".splitlines()[0]), None
+    version = check_version(server.spec)
+    if not version.ok:  # planned all the same, with the nearest modelled release's rules: a warning, not a refusal
+        warn(where + version.message())
+    cache, note, cache_doc = plan_cache(server.spec, result, server.metadata.name, not args.no_default_storage_class)
+    scaling_lines, scaling_doc = plan_autoscaling(server.spec, result, server.metadata.name)
+    doc = ({"name": server.metadata.name} | result.to_json() | {"cache": cache_doc, "engineVersion": version.to_json()}
+           | ({"autoscaling": scaling_doc} if scaling_doc is not None else {}))
+    routing_lines, routing_doc = plan_routing(server.spec, result, server.metadata.name)
+    if routing_doc is not None:
+        doc["routing"] = routing_doc
+    if args.output == "table":
+        render_table(result, server.metadata.name, f"weights cache: {describe_cache(cache)}; {note}",
+                     (*scaling_lines, *routing_lines))
+    return (EXIT_OK if result.fits else EXIT_DOES_NOT_FIT), doc
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan every InferenceServer of ``-f`` (``-`` reads stdin; ``--name`` picks one) and print each. Returns 0
+    (each ``fits``), 3 (a does-not-fit verdict for one at least) or 2 (input that cannot be read, for one at
+    least: its line names the server and the field; the others are still planned)."""
+    try:
+        found = load_servers(args.filename)
         table = None
         if args.calibration:
             from .calibrate import load_table
 
             table = load_table(args.calibration)
-        result, _ = plan_group(server.spec, hf_config=hf_config, model=model, calibration=table,
-                               adapter_configs=adapter_configs, draft_model=draft_model)
-    except (ManifestError, PlanInputError) as exc:
+    except ManifestError as exc:
         return fail(str(exc))
-    except ValidationError as exc:  # e.g. a config.json whose fields break the Architecture rules
-        return fail("config.json: " + validation_message(exc))
-    except (ValueError, TypeError, ArithmeticError, RecursionError) as exc:
-        return fail(f"{type(exc).__name__}: {exc}".splitlines()[0])
-    cache, note, cache_doc = plan_cache(server.spec, result, server.metadata.name, not args.no_default_storage_class)
-    scaling_lines, scaling_doc = plan_autoscaling(server.spec, result, server.metadata.name)
-    doc = result.to_json() | {"cache": cache_doc} | ({"autoscaling": scaling_doc} if scaling_doc is not None else {})
-    routing_lines, routing_doc = plan_routing(server.spec, result, server.metadata.name)
-    if routing_doc is not None:
-        doc["routing"] = routing_doc
-    if args.output == "json":
-        json.dump(doc, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    elif args.output == "yaml":
-        yaml.safe_dump(doc, sys.stdout, sort_keys=False)
-    else:
-        render_table(result, server.metadata.name, f"weights cache: {describe_cache(cache)}; {note}",
-                     (*scaling_lines, *routing_lines))
-    return EXIT_OK if result.fits else EXIT_DOES_NOT_FIT
+    entries = found.servers
+    if args.name is not None:
+        entries = found.named(args.name)
+        if not entries:
+            return fail(no_such_server("stdin" if args.filename == STDIN else args.filename, args.name, found))
+    elif (note := found.note()) is not None:
+        print(f"ctxfit: note: {note}", file=sys.stderr)
+    several = len(entries) > 1
+    codes: list[int] = []
+    docs: list[dict[str, object]] = []
+    for _, _, server in entries:
+        if isinstance(server, ManifestError):
+            codes.append(fail(str(server)))
+            continue
+        if several and args.output == "table" and (docs or codes):
+            print()
+        code, doc = plan_server(server, args, table, f"{server.metadata.name}: " if several else "")
+        codes.append(code)
+        if doc is not None:
+            docs.append(doc)
+    if args.output != "table" and docs:
+        out: object = docs[0] if not several else {"kind": "List", "items": docs}
+        if args.output == "json":
+            json.dump(out, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            yaml.safe_dump(out, sys.stdout, sort_keys=False)
+    return max(codes, key=lambda c: (c == EXIT_INVALID, c == EXIT_DOES_NOT_FIT, c))

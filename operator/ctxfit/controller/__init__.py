@@ -12,6 +12,7 @@
 
 Where a failed pod turns into a step-down: ``converge/attempts.py`` (``fail``). Where status is written: its
 content in ``converge/status.py`` (refusals: ``converge/refusals.py``), the one write in ``reconcile/write.py``.
-Where to add a child object: render it in ``converge/desired.py``, apply it in ``reconcile/write.py`` through ``kube/``.
+Where to add a child object: render it in ``converge/desired.py``, declare its ``Resource`` in ``kube/rest.py`` and
+apply it in ``reconcile/write.py`` through ``kube/objects.py``.
 Reasoning and figures: docs/design/.
 """

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from importlib import import_module
+from types import ModuleType
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
+from ctxfit.engines.common import probe_effective
 from ctxfit.engines.extras import ExtraTerm
+from ctxfit.engines.flags import missing_in_version, refusals, unknown
+from ctxfit.vocab.version import parse_version
 
 if TYPE_CHECKING:
-    from ctxfit.engines.flags import FlagEffects
+    from ctxfit.engines.flags import FlagEffects, FlagTable, Occurrence
     from ctxfit.vocab.inputs import PlanInputs
     from ctxfit.vocab.patterns import FailurePattern, PhaseMarker
     from ctxfit.vocab.startup import StartupReport
@@ -102,6 +108,11 @@ class Engine(Protocol):
     state_pool_ratio: float | None
     """Hybrid models: the fixed ratio of recurrent-state pool to KV pool (SGLang ``mamba_full_memory_ratio``);
     None when state and KV share one block pool (vLLM)."""
+    memory_knob: str
+    """Wire name (``EffectiveConfig.to_wire``) of the memory fraction this engine budgets with:
+    "gpuMemoryUtilization" (vLLM), "memFractionStatic" (SGLang)."""
+    display_with_article: str
+    """``display_name`` with its indefinite article, for sentences: "a vLLM", "an SGLang"."""
 
     def draft_own_geometry(self, inputs: PlanInputs) -> bool:
         """The draft's KV follows its own geometry (vLLM; SGLang's separate draft pool before 0.5.14), else the
@@ -115,6 +126,23 @@ class Engine(Protocol):
 
     def default_image(self, version: str | None) -> str:
         """Container image for a version (the official one)."""
+        ...
+
+    def capability_problems(self, inputs: PlanInputs) -> list[str]:
+        """Sentences for each compute-capability rule of this engine version the plan's GPU breaks
+        (``<engine>.capability``); [] when none does or the capability is unknown."""
+        ...
+
+    def unplanned_defaults(self, spec: InferenceServerSpec) -> tuple[float | None, float | None, int]:
+        """(gpu-memory-utilization, mem-fraction-static, CUDA-graph max batch) for a spec that cannot be planned: the
+        spec's value, else this engine's default; the fraction the engine does not have is None
+        (``recovery.current.fallback_effective``)."""
+        ...
+
+    def free_at_load_bytes(self, inputs: PlanInputs) -> int | None:
+        """Memory free at weight load that this engine's memory fraction multiplies, bytes, as the plan computes it
+        (SGLang ``mem-fraction-static``: the weights come out of it); None where the fraction multiplies the GPU's
+        total (vLLM)."""
         ...
 
     def image_cuda(self, version: str | None) -> tuple[int, int] | None:
@@ -209,3 +237,106 @@ class Engine(Protocol):
         """The single-pod container's command, args and API ports (``command`` + ``engine_args`` on
         ``serving.port``, unless the engine serves one port per data-parallel rank)."""
         ...
+
+
+_FeatureArgs = Callable[[InferenceServerSpec, EffectiveConfig, tuple[int, int, int]], list[str]]
+"""``<package>.features.lora_args`` / ``speculative_args``: (spec, effective, engine version) -> flags."""
+
+
+class EngineBase:
+    """What the engine packages implement alike, from the modules every one has (``<package>.cuda``, ``.failures``,
+    ``.startup``, ``.flags``, ``.features``) and a few class attributes; ``ctxfit.engines.vllm.VLLM`` and
+    ``ctxfit.engines.sglang.SGLang`` derive from it and add the rest of the ``Engine`` Protocol.
+
+    Class attributes a subclass sets: ``package`` (its package, ``ctxfit.engines.vllm``), ``default_version``,
+    ``image_repository``, ``display_name``, ``command``, and its memory knob for the probe configuration
+    ``flag_refusals`` renders with (``probe_utilization``: vLLM; ``probe_fraction``: SGLang).
+    """
+
+    health_path = "/health"
+    metrics_path = "/metrics"
+    package: ClassVar[str]
+    default_version: ClassVar[str]
+    image_repository: ClassVar[str]
+    probe_utilization: ClassVar[float | None] = None
+    probe_fraction: ClassVar[float | None] = None
+    display_name: str
+    command: tuple[str, ...]
+
+    def _part(self, name: str) -> ModuleType:
+        """The engine package's module ``name`` (imported on first use, as the engines' lazy imports did)."""
+        return import_module(f"{self.package}.{name}")
+
+    def _version(self, version: str | None) -> tuple[int, int, int]:
+        """``version`` parsed; ``default_version`` when None or unparsable."""
+        return parse_version(version, default=parse_version(self.default_version, default=(0, 0, 0)))
+
+    def _flags(self) -> tuple[FlagTable, Callable[[InferenceServerSpec], list[Occurrence]]]:
+        """The engine's flag table and parser (``<package>.flags`` ``TABLE``, ``occurrences``)."""
+        flags = self._part("flags")
+        table: FlagTable = flags.TABLE
+        occurrences: Callable[[InferenceServerSpec], list[Occurrence]] = flags.occurrences
+        return table, occurrences
+
+    def engine_args(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> list[str]:
+        """The engine's command line (subclasses)."""
+        raise NotImplementedError
+
+    def default_image(self, version: str | None) -> str:
+        """``<image_repository>:v<version>`` (default ``default_version``): the engine's official image."""
+        return f"{self.image_repository}:v{(version or self.default_version).lstrip('v')}"
+
+    def image_cuda(self, version: str | None) -> tuple[int, int] | None:
+        """``<package>.cuda.image_cuda`` of ``version`` (default ``default_version``)."""
+        image_cuda: Callable[[tuple[int, int, int]], tuple[int, int] | None] = self._part("cuda").image_cuda
+        return image_cuda(self._version(version))
+
+    def failure_patterns(self) -> tuple[tuple[FailurePattern, ...], tuple[PhaseMarker, ...]]:
+        """``<package>.failures`` ``FAILURE_PATTERNS`` and ``PHASE_MARKERS``."""
+        failures = self._part("failures")
+        patterns: tuple[FailurePattern, ...] = failures.FAILURE_PATTERNS
+        markers: tuple[PhaseMarker, ...] = failures.PHASE_MARKERS
+        return patterns, markers
+
+    def parse_startup(self, text: str) -> StartupReport:
+        """``<package>.startup.parse_startup``."""
+        parse: Callable[[str], StartupReport] = self._part("startup").parse_startup
+        return parse(text)
+
+    def flag_refusals(self, spec: InferenceServerSpec) -> list[tuple[str, str]]:
+        """See ``engines.flags.refusals`` (the table: ``<package>.flags.RULES``) and
+        ``engines.flags.missing_in_version`` (what ctxfit would render, with the probe knobs, that the version's
+        parser does not have)."""
+        table, occurrences = self._flags()
+        text = (spec.engine.version or self.default_version).lstrip("v")
+        probe = probe_effective(gpu_memory_utilization=self.probe_utilization, mem_fraction_static=self.probe_fraction,
+                                max_loras=1, max_lora_rank=8, max_cpu_loras=1, num_speculative_tokens=1)
+        rendered = self.engine_args(spec, probe)
+        return [*refusals(occurrences(spec), spec, self.display_name, text),
+                *missing_in_version(rendered, table, self._version(text))]
+
+    def flag_effects(self, inputs: PlanInputs) -> FlagEffects:
+        """See ``<package>.flags.effects``."""
+        effects: Callable[[PlanInputs], FlagEffects] = self._part("flags").effects
+        return effects(inputs)
+
+    def unknown_flags(self, spec: InferenceServerSpec) -> list[str]:
+        """Flags in no parser of the engine read (``<package>.flags.TABLE.versions_read``)."""
+        return unknown(self._flags()[1](spec))
+
+    def feature_problems(self, inputs: PlanInputs) -> list[tuple[str, str]]:
+        """See ``<package>.features.problems``."""
+        problems: Callable[[PlanInputs], list[tuple[str, str]]] = self._part("features").problems
+        return problems(inputs)
+
+    def feature_args(self, spec: InferenceServerSpec, effective: EffectiveConfig, version: tuple[int, int, int]
+                     ) -> list[str]:
+        """The end of the engine's command line: ``<package>.features`` LoRA and speculative-decoding flags,
+        ``--served-model-name`` (``spec.routing.servedModelName``), then the user's ``engine.args``."""
+        features = self._part("features")
+        lora_args: _FeatureArgs = features.lora_args
+        speculative_args: _FeatureArgs = features.speculative_args
+        args = lora_args(spec, effective, version) + speculative_args(spec, effective, version)
+        if spec.routing.served_model_name:
+            args += ["--served-model-name", spec.routing.served_model_name]
+        return args + list(spec.engine.args)

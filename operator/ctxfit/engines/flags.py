@@ -53,6 +53,16 @@ class Takes(StrEnum):
     OPTIONAL = "optional"
 
 
+# The short names the engines' tables (``engines/vllm/flags.py``, ``engines/sglang/flags.py``) write their rules with.
+M, MOD, REF, COND = Handling.MANAGED, Handling.MODELLED, Handling.REFUSED, Handling.CONDITIONAL
+N, B, V, MANY, OPT = Takes.NOTHING, Takes.BOOL, Takes.VALUE, Takes.MULTI, Takes.OPTIONAL
+LORA = "spec.lora"
+SPEC = "spec.speculative"
+WEIGHTS = "spec.model.weightsPerGPU (the weights that stay on each GPU)"
+ARCH = "spec.model.architecture (the geometry the override gives)"
+NOT_PLANNED = NO_FIELD
+
+
 def _version(text: str) -> tuple[int, int, int]:
     parts = [int(p) for p in text.split(".")[:3] if p.isdigit()]
     major, minor, patch = [*parts, 0, 0, 0][:3]
@@ -142,6 +152,18 @@ class Occurrence:
     key: str | None
     rule: FlagRule | None
     known: bool
+
+
+def weights_given(occ: Occurrence, spec: InferenceServerSpec) -> bool:
+    """``FlagRule.allowed`` of a flag that changes the weights on each GPU: the spec states them
+    (``spec.model.weightsPerGPU``, ``WEIGHTS``)."""
+    return spec.model.weights_per_gpu is not None
+
+
+def architecture_given(occ: Occurrence, spec: InferenceServerSpec) -> bool:
+    """``FlagRule.allowed`` of a flag that overrides the model's geometry: the spec states it
+    (``spec.model.architecture``, ``ARCH``)."""
+    return spec.model.architecture is not None
 
 
 _NUMBER = re.compile(r"^-\d|^-\.\d")
@@ -298,6 +320,18 @@ def missing_in_version(rendered: Iterable[str], table: FlagTable, version: tuple
 def unknown(occurrences: Iterable[Occurrence]) -> list[str]:
     """Written names the table does not know (not a flag of any version read)."""
     return [occ.written.split("=", 1)[0] for occ in occurrences if not occ.known]
+
+
+def passthrough_flags(package: str) -> frozenset[str]:
+    """An engine's pass-through flags (``FlagTable.passthrough``): ``flags`` of ``passthrough.json`` in the engine's
+    ``package`` (``ctxfit.engines.vllm``): every flag of the versions read that is in no rule of its table (it changes
+    no term the budget counts), written by hand from tests/fixtures/engine-flags/<engine>.json after review.
+    Raises OSError / KeyError when the package has no such file (a packaging fault)."""
+    import json
+    from importlib import resources
+
+    text = resources.files(package).joinpath("passthrough.json").read_text(encoding="utf-8")
+    return frozenset(str(flag) for flag in json.loads(text)["flags"])
 
 
 def json_keys(value: str | None) -> Mapping[str, object]:

@@ -10,6 +10,8 @@ one line, and exits (0 resolved, 1 failed). Configuration, all from the environm
 - ``CTXFIT_RESOLVE_REVISION``: branch, tag or commit (default ``main``);
 - ``CTXFIT_RESOLVE_DIR``: read this local checkout instead of the Hub (a path inside the mounted claim);
 - ``CTXFIT_RESOLVE_OFFLINE=1``: the claim holds the Hugging Face cache (``HF_HOME``): read the cached snapshot;
+- ``CTXFIT_RESOLVE_ADAPTER=1``: the repository is a LoRA adapter: read its ``adapter_config.json``
+  (``resolve_adapter``; a gated adapter repo of a server with ``spec.model.tokenSecretRef``);
 - ``CTXFIT_TERMINATION_LOG``: where to write (default ``/dev/termination-log``);
 - ``HF_ENDPOINT``, ``HF_TOKEN``, ``HF_HOME``: huggingface_hub's own.
 """
@@ -23,7 +25,7 @@ from pathlib import Path
 from ctxfit.vocab.modelsource import pack_error, pack_source
 
 from .errors import ResolveError, ResolveKind
-from .resolve import resolve_hub, resolve_local
+from .resolve import resolve_adapter, resolve_hub, resolve_local
 
 MAX_MESSAGE_BYTES = 4096
 """The kubelet keeps at most this much of a termination message (``TerminationMessagePath``)."""
@@ -40,6 +42,11 @@ def run(environ: dict[str, str] | None = None) -> tuple[int, str]:
             raise ResolveError(ResolveKind.NOT_FOUND, "?", "CTXFIT_RESOLVE_REPO is not set")
         if directory:
             source = resolve_local(directory, origin="volume", repo=repo or directory)
+        elif env.get("CTXFIT_RESOLVE_ADAPTER") == "1":
+            hf_home = env.get("HF_HOME")
+            source = resolve_adapter(repo, revision=None if revision == "main" else revision,
+                                     token=env.get("HF_TOKEN") or False, endpoint=env.get("HF_ENDPOINT") or None,
+                                     cache_dir=f"{hf_home}/hub" if hf_home else None)
         else:
             hf_home = env.get("HF_HOME")
             source = resolve_hub(repo, revision=None if revision == "main" else revision,

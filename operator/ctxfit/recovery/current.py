@@ -8,25 +8,20 @@ numbers beat our assumptions).
 
 Fallback defaults and their sources:
 - context: ``spec.context.target``, else the model's ``maxPositionEmbeddings`` (spec or catalog).
-- vLLM ``--gpu-memory-utilization``: the vLLM engine module's default by version (0.90 up to 0.19.x,
-  0.92 from 0.20.0); unknown version: 0.92 (newest).
-- SGLang ``--mem-fraction-static``: 0.85 (a typical value of SGLang's heuristic on 80 GB GPUs, B.1).
-- ``maxNumSeqs`` 256 (vLLM's tier for < 70 GiB GPUs, A.1); CUDA-graph max batch 512 (vLLM
-  ``max_cudagraph_capture_size`` default) / 256 (SGLang H100-class ``cuda_graph_max_bs``, B.1).
+- the memory fraction and CUDA-graph max batch: the engine's (``Engine.unplanned_defaults``): vLLM
+  ``--gpu-memory-utilization`` by version (0.90 up to 0.19.x, 0.92 from 0.20.0; unknown version: 0.92, newest) and
+  512 (``max_cudagraph_capture_size`` default); SGLang ``--mem-fraction-static`` 0.85 (a typical value of its
+  heuristic on 80 GB GPUs, B.1) and 256 (H100-class ``cuda_graph_max_bs``, B.1).
+- ``maxNumSeqs`` 256 (vLLM's tier for < 70 GiB GPUs, A.1).
 - memory limit, /dev/shm and startup timeout: the planner's container defaults (``ctxfit.vocab.defaults``),
   so a server that cannot be planned gets the same container as one that can.
 """
 
 from __future__ import annotations
 
-from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec, quantity_to_bytes
+from ctxfit.api import EffectiveConfig, InferenceServerSpec, quantity_to_bytes
 from ctxfit.catalog import lookup_model
-from ctxfit.engines.vllm import (
-    DEFAULT_CUDA_GRAPH_CAPTURE,
-    DEFAULT_UTILIZATION_NEW,
-    DEFAULT_UTILIZATION_OLD,
-    UTILIZATION_092_SINCE,
-)
+from ctxfit.engines import get_engine
 from ctxfit.vocab.defaults import (
     STARTUP_UNKNOWN_WEIGHTS_SECONDS,
     default_memory_limit_bytes,
@@ -34,16 +29,12 @@ from ctxfit.vocab.defaults import (
     default_startup_timeout_seconds,
 )
 from ctxfit.vocab.kinds import Failure, FailureKind
-from ctxfit.vocab.version import parse_version
 
 from .limits import MAX_CONTEXT_TOKENS
 
-SGLANG_MEM_FRACTION_STATIC = 0.85
 MAX_NUM_SEQS = 256
 MAX_NUM_SEQS_BOUND = 65536
 """``spec.batching.maxNumSeqs`` upper bound (``ctxfit.recovery.wire``)."""
-CUDA_GRAPH_MAX_BATCH_SGLANG = 256
-NEWEST = (99, 0, 0)
 SIXTEEN_BIT = ("auto", "bfloat16", "float16")
 
 
@@ -62,16 +53,7 @@ def fallback_effective(spec: InferenceServerSpec) -> EffectiveConfig:
         context = arch.max_position_embeddings if arch is not None else None
     if context is None:
         raise ValueError("spec.context.target: required when the model's maximum context is unknown")
-    vllm = spec.engine.kind is EngineKind.VLLM
-    utilization: float | None = None
-    fraction: float | None = None
-    if vllm:
-        version = parse_version(spec.engine.version, default=NEWEST)
-        default = DEFAULT_UTILIZATION_NEW if version >= UTILIZATION_092_SINCE else DEFAULT_UTILIZATION_OLD
-        utilization = spec.memory.gpu_memory_utilization or default
-    else:
-        fraction = spec.memory.mem_fraction_static or SGLANG_MEM_FRACTION_STATIC
-    graph_default = DEFAULT_CUDA_GRAPH_CAPTURE if vllm else CUDA_GRAPH_MAX_BATCH_SGLANG
+    utilization, fraction, graph_default = get_engine(spec.engine.kind).unplanned_defaults(spec)
     res = spec.resources
     gpus = spec.gpu.count
     if spec.startup.timeout_seconds:

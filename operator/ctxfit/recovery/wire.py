@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ctxfit.api import KV_CACHE_DTYPES, EffectiveConfig, EngineKind, bytes_to_quantity, quantity_to_bytes
+from ctxfit.engines import get_engine
 
 from .limits import MAX_CONTEXT_TOKENS, MAX_HOST_BYTES, MIN_HOST_BYTES
 
@@ -125,9 +126,6 @@ FIELDS: Mapping[str, tuple[str, Callable[[object], Any]]] = {
 
 NULLABLE = ("gpuMemoryUtilization", "memFractionStatic", "maxLoras", "maxLoraRank", "maxCpuLoras",
             "numSpeculativeTokens")
-ENGINE_KNOB = {EngineKind.VLLM: ("gpuMemoryUtilization", "memFractionStatic", "vLLM", "a vLLM"),
-               EngineKind.SGLANG: ("memFractionStatic", "gpuMemoryUtilization", "SGLang", "an SGLang")}
-"""Engine -> (its memory fraction, the other engine's, name, name with article)."""
 
 
 def unknown_field(key: object, allowed: tuple[str, ...]) -> FieldError:
@@ -169,9 +167,12 @@ def effective_from_wire(data: Mapping[Any, Any], *, defaults: EffectiveConfig | 
         if attribute not in values and key not in NULLABLE:
             raise FieldError(key, "required")
     if engine is not None:
-        own, other, name, a_name = ENGINE_KNOB[engine]
+        server = get_engine(engine)
+        own = server.memory_knob
         if values.get(FIELDS[own][0]) is None:
-            raise FieldError(own, f"required for {name}")
-        if values.get(FIELDS[other][0]) is not None:
-            raise FieldError(other, f"is not {a_name} setting; {name} uses {own}")
+            raise FieldError(own, f"required for {server.display_name}")
+        for other in sorted({get_engine(k).memory_knob for k in EngineKind} - {own}):
+            if values.get(FIELDS[other][0]) is not None:
+                raise FieldError(other, f"is not {server.display_with_article} setting; {server.display_name} uses "
+                                 f"{own}")
     return EffectiveConfig(**values)

@@ -50,6 +50,7 @@ FieldName = Literal[
     "load_seconds",
     "peak_torch_bytes",
     "cuda_total_bytes",
+    "consumed_bytes",
 ]
 ValueKind = Literal["bytes", "int", "float"]
 Combine = Literal["min", "max", "first"]
@@ -105,6 +106,8 @@ class StartupReport:
         peak_torch_bytes: vLLM 0.6.4 "peak_torch_memory" (weights + activation).
         cuda_total_bytes: the CUDA-visible total of one GPU (cudaMemGetInfo), when printed: with the node's
             NVML total it gives the driver's reserve on that product (``budget.calibrate``).
+        consumed_bytes: vLLM 0.27+ "total consumed (from mem_get_info)": the free-memory drop from before the model
+            was built to after profiling (weights + non-torch + other persistent allocations).
         draft_kv_cache_bytes: a speculative draft's own KV pool (SGLang's second pool line), the smallest rank's.
         draft_kv_cache_tokens: tokens that pool holds.
         derived: names of fields computed from others (e.g. tokens = blocks x block size).
@@ -126,6 +129,7 @@ class StartupReport:
     load_seconds: float | None = None
     peak_torch_bytes: int | None = None
     cuda_total_bytes: int | None = None
+    consumed_bytes: int | None = None
     draft_kv_cache_bytes: int | None = None
     draft_kv_cache_tokens: int | None = None
     derived: tuple[str, ...] = ()

@@ -16,9 +16,9 @@ from ctxfit.budget.calibrate import (
     CalibrationKey,
     CalibrationTable,
     Sample,
-    apply_learned_reserve,
     reserve_neutral_residual,
 )
+from ctxfit.budget.calibrated import apply_learned_reserve
 from ctxfit.budget.planner import plan
 from ctxfit.catalog import gpu_products, lookup_gpu
 from ctxfit.controller.converge.flow import converge

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 from ctxfit.api import EngineKind, InferenceServerSpec
 from ctxfit.budget.hybrid import (
-    SGLANG_MAMBA_FULL_MEMORY_RATIO,
     max_sequences,
     split_pool,
     state_bytes_per_layer,
@@ -16,6 +15,7 @@ from ctxfit.budget.hybrid import (
 from ctxfit.budget.planner import plan
 from ctxfit.catalog import lookup_model
 from ctxfit.catalog.hybrid import HybridState
+from ctxfit.engines.sglang import MAMBA_FULL_MEMORY_RATIO as SGLANG_MAMBA_FULL_MEMORY_RATIO
 from ctxfit.vocab.hfconfig import architecture_from_hf_config
 from ctxfit.vocab.hybridconfig import hybrid_from_hf_config
 from ctxfit.vocab.inputs import resolve_inputs

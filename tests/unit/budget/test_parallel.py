@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from ctxfit.api import InferenceServerSpec
-from ctxfit.budget.parallel import dividing_tp_sizes, parallelism_problems
+from ctxfit.budget.parallel import Rule, Split, dividing_tp_sizes, parallelism_problems, rules
 from ctxfit.budget.planner import plan
 from ctxfit.vocab.inputs import resolve_inputs
 from hypothesis import given, settings
@@ -132,6 +132,35 @@ def test_cli_exits_3_with_the_plan_for_a_layout_that_cannot_split(tmp_path: Path
     assert result["fits"] is False and result["targetFits"] is False
     assert result["kvBytesPerToken"] > 0 and result["perGPU"]["totalBytes"] > 0
     assert any("parallelism.tensor 6" in r for r in result["reasons"])
+
+
+@pytest.mark.parametrize("split", list(Split))
+def test_a_rule_decides_by_its_split_never_by_its_wording(split: Split) -> None:
+    # the sentence a rule prints may change (or name another part) without changing what it allows
+    axis = "pp" if split is Split.STAGES else "tp"
+    words = ["KV heads (8)", "Mamba groups (8)", "vocabulary (8)", "layers (8)", "attention heads (8)", "x"]
+    for count in (1, 6, 8, 100):
+        expected = [n for n in range(1, 65) if Rule(words[0], count, axis, split).ok(n)]
+        for what in words[1:]:
+            assert [n for n in range(1, 65) if Rule(what, count, axis, split).ok(n)] == expected, (split, what)
+
+
+def test_each_split_is_the_engines_rule() -> None:
+    assert [n for n in range(1, 17) if Rule("", 4, "tp", Split.REPLICATE).ok(n)] == [1, 2, 4, 8, 12, 16]
+    assert [n for n in range(1, 9) if Rule("", 1, "tp", Split.ONE_OR_DIVIDE).ok(n)] == list(range(1, 9))
+    assert [n for n in range(1, 9) if Rule("", 6, "tp", Split.ONE_OR_DIVIDE).ok(n)] == [1, 2, 3, 6]
+    assert [n for n in range(1, 9) if Rule("", 100, "tp", Split.PADDED).ok(n)] == [1, 2, 4, 8]  # 128
+    assert [n for n in range(1, 9) if Rule("", 100, "tp", Split.DIVIDE).ok(n)] == [1, 2, 4, 5]
+    assert [n for n in range(1, 9) if Rule("", 5, "pp", Split.STAGES).ok(n)] == [1, 2, 3, 4, 5]
+
+
+def test_the_model_rules_carry_their_split() -> None:
+    inputs = _inputs(8, 4, 32, 1000, 1, 1)
+    split = {r.what.split(" (")[0]: r.split for r in rules(inputs)}
+    assert split == {"attention heads": Split.DIVIDE, "KV heads": Split.REPLICATE, "vocabulary": Split.PADDED,
+                     "layers": Split.STAGES}
+    groups = [r for r in rules(resolve_inputs(spec("nvidia/Nemotron-H-8B-Base-8K"))) if r.split is Split.ONE_OR_DIVIDE]
+    assert [r.count for r in groups] == [8]
 
 
 LAYOUT = st.tuples(

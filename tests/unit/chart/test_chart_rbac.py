@@ -1,9 +1,12 @@
 """The chart's RBAC equals what the operator's code asks the API server for: no less (a 403 waiting to
-happen), no more (least privilege). Read statically from operator/ctxfit/controller:
+happen), no more (least privilege). Read statically from operator/ctxfit/controller, in one dialect:
 
-- every `kubernetes` client method `<verb>_[namespaced_]<kind>[_<subresource>]`, called or referenced,
-  with server-side apply (a patch in a function that uses the apply content type) also needing `create`;
-- every kopf `index`/`on.event` resource (kopf lists and watches it), plus what kopf itself needs:
+- every ``rest.call(VERB, RESOURCE, ...)`` / ``rest.call_json(...)`` / ``rest.read(RESOURCE, ...)`` with a
+  ``Resource`` of controller/kube/rest.py's table, and every call of a helper that hands its ``resource`` parameter
+  to those (controller/kube/objects.py: ``create_or_replace(rest, LEADER_WORKER_SETS, ...)`` counts the helper's
+  verbs for LeaderWorkerSets); any other API call (a generated ``kubernetes`` client method, a raw request with a
+  computed path) cannot be mapped and fails the test;
+- every kopf ``index``/``on.event`` resource (kopf lists and watches it), plus what kopf itself needs:
   CRDs (list, watch) and, when limited to namespaces, namespaces (list, watch); Events it posts;
 - Leases (leader election) belong to the release namespace.
 
@@ -19,32 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ctxfit.controller.kube import rest
 
 from tests.unit.chart.chartkit import NAMESPACE, REPO, render
 
 CONTROLLER = REPO / "operator" / "ctxfit" / "controller"
 
-CLIENT_VERBS = {"read": "get", "get": "get", "list": "list", "create": "create", "replace": "update",
-                "patch": "patch", "delete": "delete"}
-# `kubernetes` client kind (snake case) -> (API group, resource); custom objects are InferenceServers.
-KINDS = {
-    "deployment": ("apps", "deployments"), "deployment_scale": ("apps", "deployments/scale"),
-    "service": ("", "services"), "pod": ("", "pods"), "pod_log": ("", "pods/log"), "event": ("", "events"),
-    "node": ("", "nodes"), "namespace": ("", "namespaces"), "lease": ("coordination.k8s.io", "leases"),
-    "custom_object": ("ctxfit.io", "inferenceservers"),
-    "custom_object_status": ("ctxfit.io", "inferenceservers/status"),
-    "config_map": ("", "configmaps"),
-    "persistent_volume_claim": ("", "persistentvolumeclaims"),
-    "storage_class": ("storage.k8s.io", "storageclasses"),
-}
-# custom-object calls whose first argument names another API group (controller/kube/groups.py; KEDA's
-# ScaledObjects for spec.autoscaling)
-CUSTOM_GROUPS = {"LWS_GROUP": ("leaderworkerset.x-k8s.io", "leaderworkersets"),
-                 "KEDA_GROUP": ("keda.sh", "scaledobjects")}
-# controller/kube/custom.py's helpers call the custom-object API with the ``group`` of a ``CustomResource``
-# argument: their verbs count for the resource each caller passes (``apply_custom_object(kube, LWS, ...)``)
-GENERIC_GROUP = "group"
-CUSTOM_RESOURCES = {"LWS": CUSTOM_GROUPS["LWS_GROUP"], "KEDA": CUSTOM_GROUPS["KEDA_GROUP"]}
 # resources the chart grants only when a value turns the feature on (templates/rbac.yaml): without it the
 # operator must not be allowed them, with it exactly what the code uses
 OPTIONAL = {("keda.sh", "scaledobjects"): "autoscaling.keda.enabled",
@@ -52,15 +35,24 @@ OPTIONAL = {("keda.sh", "scaledobjects"): "autoscaling.keda.enabled",
             ("apps", "replicasets"): "gateway.enabled", ("apps", "statefulsets"): "gateway.enabled"}
 # verbs of an always-granted resource that only a feature uses: granted only when its value is on
 OPTIONAL_VERBS = {("", "pods"): ({"patch"}, "gateway.enabled")}
-# kopf watches whose first argument names another API group (controller/app/routing.py: InferencePools)
-KOPF_GROUPS = {"POOL_GROUP": ("inference.networking.k8s.io", "inferencepools")}
-CLIENT_CALL = re.compile(r"^(read|get|list|create|replace|patch|delete)_(?:namespaced_|cluster_)?(\w+)$")
+# kopf watches whose first argument names an API group (controller/app/: LeaderWorkerSets, ScaledObjects,
+# InferencePools)
+KOPF_GROUPS = {"LWS_GROUP": ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+               "KEDA_GROUP": ("keda.sh", "scaledobjects"),
+               "POOL_GROUP": ("inference.networking.k8s.io", "inferencepools")}
+# the generated client (``read_namespaced_pod``, ``api.list_node``, ``client.CoreV1Api``): not the dialect
+GENERATED_CALL = re.compile(r"^(read|get|list|create|replace|patch|delete)_(namespaced|cluster)_\w+$")
+GENERATED_METHOD = re.compile(r"^(read|list|create|replace|patch|delete)_\w+$")
+GENERATED_RECEIVER = re.compile(r"\b(core|apps|custom|coordination|api)$")
+GENERATED_API = re.compile(r"^(\w+V\d\w*Api|CustomObjectsApi)$")
 # kopf's own needs (kopf 1.45 _core/reactor/observation.py, _core/engines/posting.py)
 KOPF = {("apiextensions.k8s.io", "customresourcedefinitions"): {"list", "watch"}}
 KOPF_NAMESPACED = {("", "namespaces"): {"list", "watch"}}
 CLUSTER_SCOPED = {"nodes", "namespaces", "customresourcedefinitions", "storageclasses"}
 KOPF_RESOURCES = {"pods": "", "nodes": "", "services": "", "events": "", "namespaces": "", "deployments": "apps",
                   "persistentvolumeclaims": ""}
+HTTP_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+REST_METHODS = ("call", "call_json", "read")
 
 Needs = dict[tuple[str, str], set[str]]
 
@@ -69,92 +61,133 @@ def _add(needs: Needs, key: tuple[str, str], *verbs: str) -> None:
     needs.setdefault(key, set()).update(verbs)
 
 
-# Raw JSON calls (controller/kube/rest.py): ``rest.call(VERB, RESOURCE, namespace, name, ...)``, ``rest.call_json(...)``
-# and ``rest.read(RESOURCE, namespace, name)`` with a ``Resource`` declared in rest.py; any other raw request of
-# the controller (``rest.request``/``json``/``get`` with a computed path) cannot be mapped and fails the test.
-HTTP_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+def _resource(node: ast.expr) -> rest.Resource | None:
+    """The ``Resource`` of rest.py's table a name refers to (None: not one)."""
+    found = getattr(rest, node.id, None) if isinstance(node, ast.Name) else None
+    return found if isinstance(found, rest.Resource) else None
 
 
-def _raw_call(path: Path, call: ast.Call, needs: Needs, unknown: list[str]) -> None:
-    from ctxfit.controller.kube import rest
+def _callee(call: ast.Call) -> str:
+    return call.func.attr if isinstance(call.func, ast.Attribute) else ast.unparse(call.func)
 
+
+def _is_rest_call(call: ast.Call) -> bool:
     func = call.func
-    if not isinstance(func, ast.Attribute) or not re.search(r"\brest$", ast.unparse(func.value)):
-        return
-    where = f"{path.name}:{call.lineno} {ast.unparse(call)[:80]}"
-    if func.attr not in ("call", "call_json", "read"):
-        unknown.append(where)
-        return
-    args = list(call.args)
-    verb = "GET"
-    if func.attr != "read":
-        if not args or not isinstance(args[0], ast.Constant) or not isinstance(args[0].value, str):
-            unknown.append(where)
+    return isinstance(func, ast.Attribute) and bool(re.search(r"\brest$", ast.unparse(func.value)))
+
+
+def _functions(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Module-level functions and methods (a nested function counts as part of the one that encloses it)."""
+    out: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            out.append(node)
+        elif isinstance(node, ast.ClassDef):
+            out += [n for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    return out
+
+
+class Reader:
+    """One walk over the controller: verbs by (group, resource), per-helper verbs on its ``resource`` parameter,
+    and what could not be mapped."""
+
+    def __init__(self) -> None:
+        self.needs: Needs = {}
+        self.unknown: list[str] = []
+        self.helper_verbs: dict[str, set[str]] = {}  # helper -> verbs it uses on its ``resource`` parameter
+        self.hands_to: dict[str, set[str]] = {}  # helper -> helpers it hands its ``resource`` parameter to
+        self.resource_calls: list[tuple[str, rest.Resource, str]] = []  # (helper, resource passed, where)
+
+    def rest_call(self, where: str, call: ast.Call, helper: str, params: set[str]) -> None:
+        func = call.func
+        assert isinstance(func, ast.Attribute)
+        if func.attr not in REST_METHODS:
+            self.unknown.append(where)
             return
-        verb = args.pop(0).value
-    resource = getattr(rest, ast.unparse(args[0]), None) if args and isinstance(args[0], ast.Name) else None
-    if not isinstance(resource, rest.Resource):
-        unknown.append(where)
-        return
-    named = len(args) - 1 >= (2 if resource.namespaced else 1) or any(k.arg == "name" for k in call.keywords)
-    rbac_verb = HTTP_VERBS.get(verb) or ("get" if named else "list")
-    _add(needs, (resource.group, resource.rbac), rbac_verb)
+        args = list(call.args)
+        verb = "GET"
+        if func.attr != "read":
+            if not args or not isinstance(args[0], ast.Constant) or not isinstance(args[0].value, str):
+                self.unknown.append(where)
+                return
+            verb = args.pop(0).value
+        resource = _resource(args[0]) if args else None
+        generic = bool(args) and isinstance(args[0], ast.Name) and args[0].id in params and resource is None
+        if resource is None and not generic:
+            self.unknown.append(where)
+            return
+        namespaced = resource.namespaced if resource is not None else True
+        named = len(args) - 1 >= (2 if namespaced else 1) or any(k.arg == "name" for k in call.keywords)
+        rbac_verb = HTTP_VERBS.get(verb) or ("get" if named else "list")
+        if resource is not None:
+            _add(self.needs, (resource.group, resource.rbac), rbac_verb)
+        else:
+            self.helper_verbs.setdefault(helper, set()).add(rbac_verb)
+
+    def function(self, path: Path, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        params = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
+        for node in ast.walk(func):
+            if isinstance(node, ast.Attribute) and (
+                    GENERATED_CALL.match(node.attr) or GENERATED_API.match(node.attr)
+                    or (GENERATED_METHOD.match(node.attr) and GENERATED_RECEIVER.search(ast.unparse(node.value)))):
+                self.unknown.append(f"{path.name}:{node.lineno} {node.attr}: use rest.call with a Resource")
+            if not isinstance(node, ast.Call):
+                continue
+            where = f"{path.name}:{node.lineno} {ast.unparse(node)[:80]}"
+            if _is_rest_call(node):
+                self.rest_call(where, node, func.name, params)
+                continue
+            for arg in node.args:
+                resource = _resource(arg)
+                if resource is not None:
+                    self.resource_calls.append((_callee(node), resource, where))
+                elif isinstance(arg, ast.Name) and arg.id in params and arg.id == "resource":
+                    self.hands_to.setdefault(func.name, set()).add(_callee(node))
+
+    def kopf(self, path: Path, call: ast.Call) -> None:
+        if ast.unparse(call.func) not in ("kopf.index", "kopf.on.event") or not call.args:
+            return
+        first = call.args[0]
+        if isinstance(first, ast.Constant) and first.value in KOPF_RESOURCES and len(call.args) == 1:
+            _add(self.needs, (KOPF_RESOURCES[first.value], first.value), "list", "watch")
+        elif ast.unparse(first) == "API_GROUP":
+            _add(self.needs, ("ctxfit.io", "inferenceservers"), "list", "watch")
+        elif ast.unparse(first) in KOPF_GROUPS:
+            _add(self.needs, KOPF_GROUPS[ast.unparse(first)], "list", "watch")
+        else:
+            self.unknown.append(f"{path.name}:{call.lineno} {ast.unparse(call)}")
+
+    def resolve(self) -> None:
+        """Each helper's verbs include those of the helpers it hands its resource to; each call of a helper with a
+        table resource counts them for that resource."""
+        changed = True
+        while changed:
+            changed = False
+            for helper, callees in self.hands_to.items():
+                verbs = set().union(*(self.helper_verbs.get(c, set()) for c in callees))
+                if not verbs <= self.helper_verbs.get(helper, set()):
+                    self.helper_verbs.setdefault(helper, set()).update(verbs)
+                    changed = True
+        for helper, resource, where in self.resource_calls:
+            if helper not in self.helper_verbs:
+                self.unknown.append(f"{where}: {helper} is no helper over rest.call")
+                continue
+            if not resource.namespaced:
+                self.unknown.append(f"{where}: a cluster-scoped resource through a namespaced helper")
+            _add(self.needs, (resource.group, resource.rbac), *self.helper_verbs[helper])
 
 
-def code_needs() -> tuple[Needs, list[str]]:  # noqa: C901 - one AST walk; goes with one client dialect
+def code_needs() -> tuple[Needs, list[str]]:
     """(group, resource) -> verbs the controller code uses, and a list of calls it could not map."""
-    needs: Needs = {}
-    unknown: list[str] = []
-    generic: dict[str, set[str]] = {}  # helper function -> verbs it uses on the resource it is given
-    resource_calls: list[tuple[str, str, str]] = []  # (helper called, resource argument, where)
+    reader = Reader()
     for path in sorted(CONTROLLER.rglob("*.py")):
         tree = ast.parse(path.read_text())
-        for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]:
-            applies = any(isinstance(n, ast.Name) and n.id == "APPLY" for n in ast.walk(func))
-            first_arg = {id(n.func): ast.unparse(n.args[0]) for n in ast.walk(func)
-                         if isinstance(n, ast.Call) and n.args}
-            # calls and bare references alike (`create = self.apps.create_namespaced_deployment`)
-            for attr in [n for n in ast.walk(func) if isinstance(n, ast.Attribute)]:
-                match = CLIENT_CALL.match(attr.attr)
-                receiver = ast.unparse(attr.value)
-                if not match or not re.search(r"\b(core|apps|custom|coordination|api)$", receiver):
-                    continue
-                verb, kind = CLIENT_VERBS[match.group(1)], match.group(2)
-                if kind not in KINDS:
-                    unknown.append(f"{path.name}:{attr.lineno} {attr.attr}")
-                    continue
-                key = KINDS[kind]
-                if kind == "custom_object" and first_arg.get(id(attr)) == GENERIC_GROUP:
-                    generic.setdefault(func.name, set()).add(verb)
-                    continue
-                if kind == "custom_object" and first_arg.get(id(attr)) in CUSTOM_GROUPS:
-                    key = CUSTOM_GROUPS[first_arg[id(attr)]]
-                _add(needs, key, verb)
-                if verb == "patch" and applies:  # server-side apply creates missing objects
-                    _add(needs, key, "create")
+        for func in _functions(tree):
+            reader.function(path, func)
         for call in [n for n in ast.walk(tree) if isinstance(n, ast.Call)]:
-            _raw_call(path, call, needs, unknown)
-            if len(call.args) > 1 and isinstance(call.args[1], ast.Name) and call.args[1].id in CUSTOM_RESOURCES:
-                resource_calls.append((ast.unparse(call.func), call.args[1].id, f"{path.name}:{call.lineno}"))
-            name = ast.unparse(call.func)
-            if name in ("kopf.index", "kopf.on.event") and call.args:
-                first = call.args[0]
-                if isinstance(first, ast.Constant) and first.value in KOPF_RESOURCES and len(call.args) == 1:
-                    _add(needs, (KOPF_RESOURCES[first.value], first.value), "list", "watch")
-                elif ast.unparse(first) == "API_GROUP":
-                    _add(needs, ("ctxfit.io", "inferenceservers"), "list", "watch")
-                elif ast.unparse(first) in CUSTOM_GROUPS:  # the operator's LeaderWorkerSets, ScaledObjects
-                    _add(needs, CUSTOM_GROUPS[ast.unparse(first)], "list", "watch")
-                elif ast.unparse(first) in KOPF_GROUPS:
-                    _add(needs, KOPF_GROUPS[ast.unparse(first)], "list", "watch")
-                else:
-                    unknown.append(f"{path.name}:{call.lineno} {ast.unparse(call)}")
-    for helper, resource, where in resource_calls:
-        if helper not in generic:
-            unknown.append(f"{where} {helper}(..., {resource}, ...): not a custom-object helper")
-            continue
-        _add(needs, CUSTOM_RESOURCES[resource], *generic[helper])
-    return needs, unknown
+            reader.kopf(path, call)
+    reader.resolve()
+    return reader.needs, reader.unknown
 
 
 def _granted(objs: list[dict[str, Any]]) -> dict[str, Needs]:
@@ -175,8 +208,11 @@ def _granted(objs: list[dict[str, Any]]) -> dict[str, Needs]:
 
 def test_the_controller_calls_are_all_understood() -> None:
     needs, unknown = code_needs()
-    assert not unknown, f"API calls this test cannot map to RBAC (extend KINDS): {unknown}"
+    assert not unknown, f"API calls this test cannot map to RBAC (call rest.call with a Resource of rest.py): {unknown}"
     assert ("apps", "deployments") in needs and ("ctxfit.io", "inferenceservers/status") in needs
+    assert needs[("leaderworkerset.x-k8s.io", "leaderworkersets")] >= {"get", "create", "patch"}
+    assert needs[("keda.sh", "scaledobjects")] >= {"get", "create", "patch", "delete"}
+    assert needs[("coordination.k8s.io", "leases")] == {"get", "create", "update"}
 
 
 MODES = {

@@ -44,6 +44,8 @@ CTXFIT_METRICS = {
     "ctxfit_api_request_duration_seconds_count", "ctxfit_api_request_duration_seconds_sum",
     "ctxfit_server_pool_info", "ctxfit_server_pool_context_length_tokens",
     "ctxfit_server_pool_target_context_length_tokens",
+    "ctxfit_model_resolution_duration_seconds_bucket", "ctxfit_model_resolution_duration_seconds_count",
+    "ctxfit_model_resolution_duration_seconds_sum", "ctxfit_model_resolution_end_timestamp_seconds",
 }
 # Engine metrics (docs docs/engine-memory.md A.4: vLLM 0.11-0.33, B.3: SGLang 0.5.4-0.5.23).
 ENGINE_METRICS = {

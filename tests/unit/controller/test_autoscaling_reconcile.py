@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from ctxfit.api.status import ConditionType, InferenceServerStatus
-from ctxfit.controller.kube.client import _replace_ops
-from ctxfit.controller.kube.custom import resource_missing
 from ctxfit.controller.kube.keda import (
     ABSENT_MEMO_SECONDS,
     KedaMemo,
@@ -18,12 +17,16 @@ from ctxfit.controller.kube.keda import (
     get_scaled_object,
     read_scaling,
 )
+from ctxfit.controller.kube.objects import replace_ops, resource_missing
+from ctxfit.controller.kube.rest import Rest
 from ctxfit.controller.reconcile import Runtime, reconcile
 from ctxfit.controller.rejections import RejectionBook
 from ctxfit.controller.settings import Settings
 from ctxfit.controller.views.pods import DeploymentView, deployment_view
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from tests.unit.controller.kube.fakeapi import Response, parse_path
 from tests.unit.controller.test_reconcile import RTX, FakeKube, runtime, server
 
 NO_RESOURCE = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
@@ -41,57 +44,51 @@ def api_error(status: int, body: dict[str, Any]) -> ApiException:
     return exc
 
 
-class Raw:
-    """A ``_preload_content=False`` response."""
-
-    def __init__(self, obj: dict[str, Any]) -> None:
-        self.data = json.dumps(obj).encode()
-
-    def release_conn(self) -> None:
-        pass
-
-
-class FakeCustom:
-    """``CustomObjectsApi`` for ScaledObjects: records calls in the FakeKube's list; ``crd`` False answers like an
-    API server without KEDA; ``refuse`` makes create/patch fail with that error."""
+class FakeKeda:
+    """An API server's pool for ScaledObjects only (``Rest`` sends through it): records calls in the FakeKube's
+    list; ``crd`` False answers like an API server without KEDA; ``refuse`` makes create/patch fail with that
+    error."""
 
     def __init__(self, calls: list[str], *, crd: bool = True, refuse: ApiException | None = None) -> None:
         self.calls, self.crd, self.refuse = calls, crd, refuse
         self.stored: dict[str, Any] | None = None
         self.patches: list[Any] = []
 
-    def get_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str,
-                                     **_: Any) -> Raw:
-        self.calls.append(f"get:{plural}")
-        if not self.crd:
-            raise api_error(404, NO_RESOURCE)
-        if self.stored is None:
-            raise api_error(404, NO_OBJECT)
-        return Raw(self.stored)
+    def request(self, method: str, url: str, body: Any = None, **_: Any) -> Response:
+        (_group, plural, _namespace, _name), _ = parse_path(urlsplit(url).path)
+        data = json.loads(body) if body else None
+        verb = {"GET": "get", "POST": "create", "PATCH": "patch", "DELETE": "delete"}[method]
+        self.calls.append(f"{verb}:{plural}")
+        try:
+            return Response(200, self._serve(verb, data))
+        except ApiException as exc:
+            return Response(int(exc.status), json.loads(exc.body))
 
-    def create_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str,
-                                        body: dict[str, Any], **_: Any) -> Raw:
-        self.calls.append(f"create:{plural}")
-        if not self.crd:
+    def _serve(self, verb: str, data: Any) -> dict[str, Any]:
+        if not self.crd and verb in ("get", "create"):
             raise api_error(404, NO_RESOURCE)
+        if verb == "get":
+            if self.stored is None:
+                raise api_error(404, NO_OBJECT)
+            return self.stored
+        if verb == "delete":
+            self.stored = None
+            return {}
+        if verb == "patch":
+            self.patches.append(data)
         if self.refuse is not None:
             raise self.refuse
-        self.stored = body
-        return Raw(body)
+        if verb == "create":
+            self.stored = data
+        return self.stored or {}
 
-    def patch_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str,
-                                       body: Any, **_: Any) -> Raw:
-        self.calls.append(f"patch:{plural}")
-        self.patches.append(body)
-        if self.refuse is not None:
-            raise self.refuse
-        return Raw(self.stored or {})
-
-    def delete_namespaced_custom_object(self, group: str, version: str, namespace: str, plural: str, name: str,
-                                        **_: Any) -> Raw:
-        self.calls.append(f"delete:{plural}")
-        self.stored = None
-        return Raw({})
+    def rest(self) -> Rest:
+        """A real ``Rest`` whose pool is this fake."""
+        configuration = client.Configuration()
+        configuration.host = "https://fake:6443"
+        api = client.ApiClient(configuration)
+        api.rest_client.pool_manager = self  # type: ignore[assignment]
+        return Rest(api)
 
 
 KEDA = Settings(metrics_port=0, health_port=0, keda_enabled=True, prometheus_address="http://prometheus:9090")
@@ -118,10 +115,10 @@ class StoringKube(FakeKube):
         return stored
 
 
-def with_custom(body: dict[str, Any] | None, **kwargs: Any) -> tuple[FakeKube, FakeCustom]:
+def with_custom(body: dict[str, Any] | None, **kwargs: Any) -> tuple[FakeKube, FakeKeda]:
     kube = StoringKube(body)
-    custom = FakeCustom(kube.calls, **kwargs)
-    kube.custom = custom  # type: ignore[attr-defined]
+    custom = FakeKeda(kube.calls, **kwargs)
+    kube.rest = custom.rest()
     return kube, custom
 
 
@@ -271,12 +268,12 @@ def test_a_workload_without_replicas_is_patched_field_by_field() -> None:
     """The HPA's count survives a template change: no ``replace /spec`` that would default replicas to 1."""
     deployment = {"kind": "Deployment", "metadata": {"labels": {"a": "b"}, "annotations": {"c": "d"}},
                   "spec": {"strategy": {"type": "Recreate"}, "template": {"spec": {}}}}
-    ops = _replace_ops(deployment)
+    ops = replace_ops(deployment)
     assert {op["path"] for op in ops} == {"/spec/strategy", "/spec/template", "/metadata/labels/a",
                                           "/metadata/annotations/c"}
     assert all(op["op"] == "add" for op in ops)
     deployment["spec"]["replicas"] = 2
-    assert _replace_ops(deployment)[0] == {"op": "replace", "path": "/spec", "value": deployment["spec"]}
+    assert replace_ops(deployment)[0] == {"op": "replace", "path": "/spec", "value": deployment["spec"]}
 
 
 def test_current_replicas_come_from_the_workload_status() -> None:

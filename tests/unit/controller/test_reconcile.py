@@ -29,6 +29,8 @@ class FakeKube:
     def __init__(self, server: dict[str, Any] | None, *, conflict: bool = False, error: int | None = None) -> None:
         self.server, self.conflict, self.error = server, conflict, error
         self.calls: list[str] = []
+        self.rest: Any = None  # a test that reaches custom objects serves them (``Rest`` over a fake pool)
+        self.instance = "test"
 
     def get_server(self, namespace: str, name: str) -> dict[str, Any] | None:
         if self.error:
@@ -190,7 +192,9 @@ def test_owned_objects_enqueue_their_server_only_when_what_is_compared_changes()
                             runtime=SimpleNamespace(services=None))
     deployment: dict[str, Any] = {
         "metadata": {"name": "kimi", "namespace": "ns", "uid": "d1", "generation": 1,
-                     "annotations": {"ctxfit.io/pod-template-hash": "h1"}},
+                     "annotations": {"ctxfit.io/pod-template-hash": "h1"},
+                     "ownerReferences": [{"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer",
+                                          "name": "kimi", "uid": "server-uid", "controller": True}]},
         "spec": {"replicas": 1, "template": {"spec": {"containers": [
             {"name": "engine", "image": "vllm/vllm-openai:v0.11.0", "args": ["--max-model-len", "32768"]}]}}},
         "status": {"observedGeneration": 1, "replicas": 1}}

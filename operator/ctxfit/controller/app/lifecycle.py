@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -20,10 +22,11 @@ from ..kube.calibration import CalibrationStore
 from ..kube.claims import ClaimsApi
 from ..kube.client import Kube, load_api_client
 from ..kube.leader import LeaderElector
-from ..kube.resolution import Resolutions
+from ..kube.resolution import Resolutions, Resolve
 from ..kube.service_lane import ServiceLane
 from ..reconcile import Runtime, reconcile
 from ..runtime.lanes import EventPoster
+from ..runtime.memory import Trimmer, glibc_trim
 from ..runtime.threads import Stopped, WorkerThreads
 from ..runtime.workqueue import WorkQueue
 from ..settings import Settings
@@ -173,11 +176,11 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
             loop.call_soon_threadsafe(state.queue.add, key)
 
     runtime.services = ServiceLane(kube.apply, runtime.rejections, service_failed)
-    runtime.resolutions = Resolutions(kube, cfg, service_failed)  # a finished resolution wakes its servers
 
     work = Worker(runtime, threads)
     queue = WorkQueue(work, cfg.workers, reserved=cfg.workers - max(1, cfg.workers // LATER_PASS_SHARE),
                       observe_wait=metrics.observe_queue_wait)
+    runtime.resolutions = shared_resolutions(kube, cfg, loop, queue, metrics)
 
     def elected() -> None:
         for key in list(state.known):
@@ -188,8 +191,28 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
                   leader_task=asyncio.create_task(leader.run()))
     work.state = state
     memo.state = state
+    trimmer = Trimmer(glibc_trim())  # freed C heap back to the system after hostile-sized reads (runtime/memory.py)
+    threading.Thread(target=trimmer.run, args=(runtime.stopping,), name="ctxfit-trim", daemon=True).start()
     logger.info("ctxfit operator started: namespaces=%s peering=%s metrics=:%s", cfg.watch_namespaces or "all",
                 cfg.peering or "standalone", cfg.metrics_port)
+
+
+def shared_resolutions(kube: Kube | None, cfg: Settings, loop: asyncio.AbstractEventLoop, queue: WorkQueue,
+                       metrics: Metrics, resolve: Resolve | None = None) -> Resolutions:
+    """The operator's shared model resolutions (``kube/resolution.py``; ``resolve``: its Hub reader, a test's own),
+    wired to ``queue`` on ``loop`` (their ends come from other threads): a failed one requeues its servers; one that
+    succeeded gives their next pass a first reconcile's priority (``WorkQueue.add(key, first=True)``): that pass plans
+    the server and creates its workload, a new server's work, so during a burst of new servers it does not wait
+    behind every later pass. Each end is observed in ``metrics`` (``Metrics.observe_resolution``)."""
+
+    def on_loop(key: Key, first: bool) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: stopping
+            loop.call_soon_threadsafe(functools.partial(queue.add, key, first=first))
+
+    resolutions = Resolutions(kube, cfg, functools.partial(on_loop, first=False), resolve=resolve)
+    resolutions.ready = functools.partial(on_loop, first=True)
+    resolutions.finished = metrics.observe_resolution
+    return resolutions
 
 
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:

@@ -13,7 +13,7 @@ KEDA's HPA, and the operator writes ``replicas`` to the Deployment/LeaderWorkerS
    (k8s.io/kubernetes ``pkg/controller/podautoscaler/horizontal.go`` ``reconcileAutoscaler``: above
    ``maxReplicas`` -> max, below ``minReplicas`` -> min), so the two never disagree.
 
-Otherwise the rendered workload carries no ``spec.replicas`` and ``kube._replace_ops`` replaces every other
+Otherwise the rendered workload carries no ``spec.replicas`` and ``kube/objects.replace_ops`` replaces every other
 ``spec`` field, so a step-down (a new engine configuration after a failure) or a drift revert keeps the count
 the HPA set, and drift detection ignores replicas. Without ``spec.autoscaling`` nothing changes:
 ``spec.replicas`` is written as before; a ScaledObject left from an earlier spec is deleted (KEDA then deletes

@@ -57,7 +57,8 @@ def desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: S
             out.scale_to_zero = True
         return
     st.effective = cur.effective
-    st.context_length = cur.effective.context_length
+    # the CONTEXT column says what runs: nothing while Failed (scaled to 0); ``effective`` keeps what was tried
+    st.context_length = None if st.phase is Phase.FAILED else cur.effective.context_length
     inp = render_input(snap, spec, out, settings, cache)
     if cur.not_before is not None and st.phase is not Phase.FAILED:
         wait = (parse_rfc3339(cur.not_before) - snap.now).total_seconds()

@@ -16,6 +16,7 @@ from . import attempts, policy, refusals, resolution, routing, status
 from .autoscaling import converge_autoscaling, pause_live
 from .cache import observe_download, resolve
 from .desired import desired
+from .engine_version import mark_engine_version
 from .plan import first_plan, spec_key
 from .pods import observe_attempt, record_download_failure
 from .status import mark_failed_spec
@@ -72,6 +73,7 @@ def _steps(snap: Snapshot, settings: Settings, diagnose: Diagnose,  # noqa: C901
         pause_live(out, snap.scaling, snap.name, now, snap.generation)
         return out
     status.mark_admitted(out, now, snap.generation)
+    mark_engine_version(out, spec, now, snap.generation)
     if spec.nodes > 1 and not snap.groups_served:
         status.mark_groups_missing(out, spec.nodes, GROUPS_RECHECK_SECONDS, now, snap.generation)
         out.requeue(GROUPS_RECHECK_SECONDS)

@@ -20,7 +20,7 @@ from ..settings import Settings
 from ..views.pods import GPUNode, PodView, describe_nodes, eligible_nodes
 from . import attempts, status
 from .groups import best_group_node, group_shortage
-from .resolution import inputs_from_status
+from .readback import inputs_from_status
 from .status import mark_failed_spec, mark_no_node, mark_phase
 from .types import EventNote, Outcome, Snapshot
 

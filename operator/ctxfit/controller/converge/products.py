@@ -28,7 +28,7 @@ from ctxfit.recovery import Failure, FailureKind
 from ..settings import Settings
 from ..views.pods import GPUNode, eligible_nodes
 from .plan import first_plan
-from .resolution import inputs_from_status
+from .readback import inputs_from_status
 from .status import mark_phase
 from .types import EventNote, Outcome, Snapshot
 

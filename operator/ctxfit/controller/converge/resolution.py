@@ -30,7 +30,6 @@ Secret may have been fixed and the operator cannot watch it).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -46,13 +45,16 @@ from ctxfit.vocab.extras import hub_draft
 from ctxfit.vocab.hfconfig import architecture_from_hf_config
 from ctxfit.vocab.modelsource import ModelSource
 
+from .needs import COMMIT, adapter_needs, draft_need, need
+from .readback import inputs_from_status
 from .status import mark_phase
 from .types import EventNote, Need, Outcome, ResolutionRequest, ResolutionView, Snapshot
 
 if TYPE_CHECKING:
     from ..settings import Settings
 
-COMMIT = re.compile(r"^[0-9a-f]{40}$")
+__all__ = ["Step", "adapter_needs", "draft_need", "inputs_from_status", "need", "record", "step"]
+
 WAITING_KINDS = frozenset({"HubUnreachable"})
 """Error kinds that are waiting, not failing (``ctxfit.hub.errors.ResolveKind.waiting``)."""
 REASONS = {"HubUnreachable": Reason.HUB_UNREACHABLE, "ModelAccessDenied": Reason.MODEL_ACCESS_DENIED,
@@ -74,42 +76,6 @@ HINTS = {"ModelAccessDenied": "accept the model's terms on the Hub and set spec.
                           "again with backoff)",
          "ResolverNotConfigured": "set CTXFIT_RESOLVER_IMAGE to the operator's image (the Helm chart does), or give "
                                   "spec.model.architecture and weightsPerGPU"}
-
-
-def need(spec: InferenceServerSpec, namespace: str) -> Need:
-    """The resolution ``spec`` needs (see the module docstring)."""
-    model = spec.model
-    revision = model.revision or "main"
-    if model.architecture is not None and model.weights_per_gpu is not None:
-        return Need("spec", ("spec",), model.name, revision)
-    claim = model.cache.persistent_volume_claim if model.cache is not None else None
-    where = (claim.claim_name, claim.sub_path or "") if claim is not None else None
-    if where is not None and model.name.startswith("/"):
-        return Need("volume", ("volume", namespace, *where, model.name, revision), model.name, revision, claim=where)
-    if revision == "main" and lookup_model(model.name) is not None:
-        return Need("catalog", ("catalog", model.name), model.name, revision)  # the offline seed: nothing to read
-    if where is not None and claim is not None and claim.read_only:  # the claim holds the Hugging Face cache
-        return Need("volume", ("volume", namespace, *where, model.name, revision), model.name, revision, claim=where)
-    if model.token_secret_ref is not None:
-        secret = (model.token_secret_ref.name, model.token_secret_ref.key)
-        return Need("token", ("token", namespace, *secret, model.name, revision), model.name, revision, secret=secret)
-    return Need("hub", ("hub", model.name, revision), model.name, revision)
-
-
-def draft_need(spec: InferenceServerSpec) -> Need | None:
-    """The Hub resolution ``spec.speculative.draft`` needs (``vocab.extras.hub_draft``: a Hub draft the catalog and
-    the spec do not describe), None when it needs none. Shared with every server under the same key as a model."""
-    found = hub_draft(spec)
-    return None if found is None else Need("hub", ("hub", *found), found[0], found[1])
-
-
-def adapter_needs(spec: InferenceServerSpec) -> tuple[tuple[str, Need], ...]:
-    """(adapter name, the read of its adapter_config.json) for every Hub adapter whose rank the spec leaves unset
-    (key ``("adapter", repo, revision)``; the CLI reads the same file, ``cli.resolve.extra_configs_for_cli``)."""
-    if spec.lora is None:
-        return ()
-    return tuple((a.name, Need("hub", ("adapter", a.source, a.revision or "main"), a.source, a.revision or "main"))
-                 for a in spec.lora.adapters if a.from_hub and a.rank is None)
 
 
 @dataclass(frozen=True)
@@ -136,7 +102,7 @@ def step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, sett
 
 def _adapters_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, settings: Settings,
                    spec_changed: bool, found: Step) -> Step:
-    needs = adapter_needs(spec)
+    needs = adapter_needs(spec, snap.namespace)
     if not needs:
         return found
     views = {v.key: v for v in snap.adapter_resolutions}
@@ -149,7 +115,8 @@ def _adapters_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now:
             out.adapter_resolution_requests.append(ResolutionRequest(wanted, forget_error=spec_changed))
             if not waiting:
                 _resolving(out, wanted, view, now, snap.generation, settings, role=f"adapter {name} ",
-                           how="reading its adapter_config.json from the Hub")
+                           how="reading its adapter_config.json from the Hub" + (
+                               " (a resolver pod, with the token Secret)" if wanted.kind == "token" else ""))
             waiting = True
             continue
         if view.source is not None:
@@ -164,7 +131,7 @@ def _adapters_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now:
 
 def _draft_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, settings: Settings,
                 spec_changed: bool, found: Step) -> Step:
-    wanted = draft_need(spec)
+    wanted = draft_need(spec, snap.namespace)
     if wanted is None:
         return found
     view = snap.draft_resolution if snap.draft_resolution is not None and \
@@ -263,7 +230,11 @@ def _resolving(out: Outcome, wanted: Need, view: ResolutionView | None, now: str
 def _failed(out: Outcome, wanted: Need, kind: str, detail: str, now: str, generation: int, role: str = "") -> None:
     reason = REASONS.get(kind, Reason.INVALID_CHECKPOINT)
     hint = HINTS.get(kind, HINTS["InvalidCheckpoint"])
-    if role.startswith("draft"):
+    if role.startswith(("draft", "adapter")) and kind == "ModelAccessDenied":
+        hint = ("the token of spec.model.tokenSecretRef has no access to this repository: accept its terms on the Hub "
+                "with that account" if wanted.kind == "token" else "accept the repository's terms on the Hub and set "
+                "spec.model.tokenSecretRef (its token reads the draft and the adapters too)")
+    elif role.startswith("draft"):
         hint = "check spec.speculative.draft (name, revision), or set its architecture and weightsPerGPU"
     elif role.startswith("adapter"):
         hint = "check spec.lora.adapters[].source and revision, or set the adapter's rank (and targetModules)"
@@ -364,8 +335,8 @@ def _adapter_records(spec: InferenceServerSpec, adapters: dict[str, ModelSource]
 def _draft_record(spec: InferenceServerSpec, draft: ModelSource | None, result: Plan, now: str
                   ) -> ResolvedModel | None:
     """``status.model.draft``: the Hub draft's geometry and the weights per GPU the plan gave it."""
-    wanted = draft_need(spec)
-    if draft is None or wanted is None:
+    found = hub_draft(spec)
+    if draft is None or found is None:
         return None
     try:
         architecture = architecture_from_hf_config(draft.config)
@@ -373,7 +344,7 @@ def _draft_record(spec: InferenceServerSpec, draft: ModelSource | None, result: 
         architecture = None
     weights = next((e.bytes for e in result.per_gpu.extras if e.label == "draft weights"), None)
     return ResolvedModel(
-        source="hub", repo=wanted.repo[:253], revision=wanted.revision[:255],
+        source="hub", repo=found[0][:253], revision=found[1][:255],
         sha=draft.commit if draft.commit and COMMIT.match(draft.commit) else None,
         architectures=[a for a in draft.config.get("architectures") or [] if isinstance(a, str)][:8],
         architecture=architecture, quantization=draft.weight_format,
@@ -381,48 +352,3 @@ def _draft_record(spec: InferenceServerSpec, draft: ModelSource | None, result: 
         weights_per_gpu_bytes=weights,
         max_position_embeddings=architecture.max_position_embeddings if architecture is not None else None,
         resolved_at=now)
-
-
-def inputs_from_status(spec: InferenceServerSpec, resolved: ResolvedModel | None,
-                       draft: ResolvedModel | None = None,
-                       adapters: list[ResolvedAdapter] | None = None) -> InferenceServerSpec:
-    """``spec`` with the architecture and weights per GPU the first plan resolved (the model's, a Hub draft's from
-    ``status.model.draft``, the Hub adapters' rank and modules from ``status.model.adapters``), for a re-plan of the
-    same spec (spec fields win; nothing is read again)."""
-    from ctxfit.api import bytes_to_quantity
-
-    if adapters and spec.lora is not None:
-        read = {(a.name, a.repo): a for a in adapters}
-        filled = []
-        for adapter in spec.lora.adapters:
-            found = read.get((adapter.name, adapter.source))
-            if found is not None and adapter.rank is None and found.rank is not None:
-                adapter = adapter.model_copy(update={
-                    "rank": found.rank,
-                    "target_modules": adapter.target_modules if adapter.target_modules is not None
-                    else found.target_modules})
-            filled.append(adapter)
-        spec = spec.model_copy(update={"lora": spec.lora.model_copy(update={"adapters": filled})})
-
-    speculative = spec.speculative
-    if draft is not None and speculative is not None and speculative.draft is not None and \
-            speculative.draft.name == draft.repo:
-        fill: dict[str, object] = {}
-        if speculative.draft.architecture is None and draft.architecture is not None:
-            fill["architecture"] = draft.architecture
-        if speculative.draft.weights_per_gpu is None and draft.weights_per_gpu_bytes:
-            fill["weights_per_gpu"] = bytes_to_quantity(draft.weights_per_gpu_bytes)
-        if fill:
-            spec = spec.model_copy(update={"speculative": speculative.model_copy(
-                update={"draft": speculative.draft.model_copy(update=fill)})})
-    if resolved is None or resolved.source not in ("hub", "volume"):
-        return spec
-
-    update: dict[str, object] = {}
-    if spec.model.architecture is None and resolved.architecture is not None:
-        update["architecture"] = resolved.architecture
-    if spec.model.weights_per_gpu is None and resolved.weights_per_gpu_bytes:
-        update["weights_per_gpu"] = bytes_to_quantity(resolved.weights_per_gpu_bytes)
-    if not update:
-        return spec
-    return spec.model_copy(update={"model": spec.model.model_copy(update=update)})

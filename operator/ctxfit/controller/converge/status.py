@@ -35,9 +35,11 @@ def drop_condition(out: Outcome, kind: ConditionType) -> None:
 
 def mark_phase(out: Outcome, phase: Phase, reason: Reason, message: str, now: str, generation: int) -> bool:
     """Set ``phase``, the Ready condition (True only in phase Ready) and the human ``message``; Degraded
-    follows. Returns whether Ready changed."""
+    follows; ``contextLength`` is cleared when Failed. Returns whether Ready changed."""
     st = out.status
     st.phase = phase
+    if phase is Phase.FAILED:  # nothing runs (scaled to 0): the CONTEXT column shows none; effective keeps the last
+        st.context_length = None
     ready: ConditionStatus = "True" if phase is Phase.READY else "False"
     changed = st.set_condition(ConditionType.READY, ready, reason, message, now=now, generation=generation)
     st.message = message

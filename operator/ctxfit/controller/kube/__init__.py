@@ -1,1 +1,5 @@
-"""All Kubernetes API I/O of the operator: raw JSON client, resources, and the writes per kind."""
+"""All Kubernetes API I/O of the operator, every request through ``Rest.call``.
+
+``rest``: the raw JSON client and the one resource table; ``objects``: the one create-or-replace / patch / delete /
+scale / get-or-none, guarded; ``protocol``: ``KubeClient``; the other modules: the reads and writes per kind.
+"""

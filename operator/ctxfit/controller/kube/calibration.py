@@ -26,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ctxfit.budget.calibrate import CalibrationEntry, CalibrationKey, CalibrationTable, Sample
 
-from .client import Kube
+from .protocol import KubeClient
 from .rest import CONFIGMAPS
 
 logger = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ class CalibrationStore:
     """Reads and appends to the calibration ConfigMap ``namespace/name`` (thread-safe; raw JSON over
     ``Kube.rest``)."""
 
-    def __init__(self, kube: Kube, namespace: str, name: str) -> None:
+    def __init__(self, kube: KubeClient, namespace: str, name: str) -> None:
         self.kube, self.namespace, self.name = kube, namespace, name
         self._lock = threading.Lock()
         self._refresh = threading.Lock()

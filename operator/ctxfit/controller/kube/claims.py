@@ -18,8 +18,9 @@ from ctxfit.render.labels import OWNER_UID_ANNOTATION
 
 from ..views.cache import ClaimView, StorageView, claim_view, storage_view
 from ..views.ownership import holder_of, server_uid_of
-from .client import Kube, _pointer
 from .guarded import check, delete_owned, patch_owned
+from .objects import pointer
+from .protocol import KubeClient
 from .rest import CLAIMS, JSON_PATCH, STORAGE_CLASSES
 
 STORAGE_CLASS_TTL_SECONDS = 30.0
@@ -33,7 +34,7 @@ class ClaimsApi:
     """StorageClass and PVC calls over one ``Kube`` (thread-safe; the StorageClass list is cached and read by
     one thread at a time: a burst of reconciles shares one list)."""
 
-    def __init__(self, kube: Kube) -> None:
+    def __init__(self, kube: KubeClient) -> None:
         self.rest = kube.rest
         self._view: StorageView | None = None
         self._read_at = 0.0
@@ -147,7 +148,7 @@ def claim_ops(claim: dict[str, Any], live: dict[str, Any]) -> list[dict[str, Any
     marker = (meta.get("annotations") or {}).get(OWNER_UID_ANNOTATION)
     if marker is not None and (live_meta.get("annotations") or {}).get(OWNER_UID_ANNOTATION) != marker:
         if live_meta.get("annotations"):
-            ops.append({"op": "add", "path": f"/metadata/annotations/{_pointer(OWNER_UID_ANNOTATION)}",
+            ops.append({"op": "add", "path": f"/metadata/annotations/{pointer(OWNER_UID_ANNOTATION)}",
                         "value": marker})
         else:
             ops.append({"op": "add", "path": "/metadata/annotations", "value": {OWNER_UID_ANNOTATION: marker}})

@@ -14,8 +14,7 @@ import contextlib
 import json
 import uuid
 from datetime import UTC, datetime
-from functools import cached_property
-from typing import Any, cast
+from typing import Any
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -23,13 +22,12 @@ from kubernetes.client.exceptions import ApiException
 from ctxfit.api import API_GROUP, API_VERSION, KIND
 from ctxfit.vocab.text import clean_text
 
-from ..views.ownership import server_uid_of
 from ..views.workloads import ServiceView, service_view
-from .guarded import create_or_patch, patch_owned
+from .objects import FIELD_MANAGER as FIELD_MANAGER  # re-exported: claims and calibration name it from here
+from .objects import create_or_replace, replace_ops, scale_to_zero
 from .rest import (
     DEPLOYMENTS,
     EVENTS,
-    JSON_PATCH,
     POD_LOG,
     SERVERS,
     SERVERS_STATUS,
@@ -37,10 +35,9 @@ from .rest import (
     Observe,
     Rest,
 )
-from .rest import MERGE_PATCH as MERGE_PATCH  # re-exported: groupkube and claims import it from here
+from .rest import MERGE_PATCH as MERGE_PATCH  # re-exported: claims import it from here
 from .rest import Conflict as Conflict  # re-exported: reconcile imports it from here
 
-FIELD_MANAGER = "ctxfit"
 LOG_TAIL_BYTES = 256 * 1024
 """Bytes of a log tail kept (diagnosis reads the last lines; the classifier needs far less)."""
 EVENT_LIST_ITEMS = 100
@@ -48,57 +45,12 @@ EVENT_LIST_BYTES = 1024 * 1024
 EVENT_MESSAGE_BYTES = 2048
 """A failed pod's Events: at most this many asked, this many bytes read, this much of each message kept."""
 COMPONENT = "ctxfit-operator"
-WORKLOAD_KINDS = frozenset({"Deployment", "LeaderWorkerSet"})
-"""Kinds whose ``spec.replicas`` an autoscaler may own."""
-
-
-def _pointer(key: str) -> str:
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-def _replace_ops(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    """RFC 6902 ops: replace ``/spec`` whole; add each of ctxfit's metadata labels and annotations.
-
-    A workload rendered without ``spec.replicas`` (the autoscaler owns the count, ``converge/autoscaling.py``)
-    gets one ``replace`` per other ``spec`` field instead, so the live ``replicas`` is never written (a whole
-    ``spec`` without it would be defaulted back to 1 by the API server).
-    """
-    meta = obj["metadata"]
-    spec = obj["spec"]
-    if obj.get("kind") in WORKLOAD_KINDS and "replicas" not in spec:
-        ops: list[dict[str, Any]] = [{"op": "add", "path": f"/spec/{_pointer(key)}", "value": value}
-                                     for key, value in spec.items()]
-    else:
-        ops = [{"op": "replace", "path": "/spec", "value": spec}]
-    for field in ("labels", "annotations"):
-        for key, value in meta.get(field, {}).items():
-            ops.append({"op": "add", "path": f"/metadata/{field}/{_pointer(key)}", "value": value})
-    return ops
 
 
 def service_port(service: dict[str, Any]) -> int | None:
     """The first port of a Service (dict), None when it has none."""
     ports = (service.get("spec") or {}).get("ports") or []
     return int(ports[0]["port"]) if ports and "port" in ports[0] else None
-
-
-def _json(response: Any) -> dict[str, Any]:
-    """The JSON body of a raw (``_preload_content=False``) response of a generated API call.
-    The connection goes back to the pool (see ``_release``)."""
-    try:
-        return cast(dict[str, Any], json.loads(response.data))
-    finally:
-        response.release_conn()
-
-
-def _release(response: Any) -> None:
-    """Drain a raw response and return its connection to urllib3's pool. With ``_preload_content=False``
-    urllib3 does not release the connection by itself, so every later request would open a new one and pay
-    a TLS handshake (the largest CPU cost of a burst in bench/reconcile_bench.py before this)."""
-    try:
-        response.data  # noqa: B018 - reading the body drains it
-    finally:
-        response.release_conn()
 
 
 def load_api_client(pool_size: int = 32) -> client.ApiClient:
@@ -113,38 +65,15 @@ def load_api_client(pool_size: int = 32) -> client.ApiClient:
 
 
 class Kube:
-    """Typed helpers over one ``ApiClient`` (thread-safe for concurrent calls).
-
-    The hot path (server, status, Deployment, Service, Events, scale, pod Events and logs) goes through
-    ``rest`` (raw JSON, ``controller/kube/rest.py``). The generated API classes stay available as ``core``,
-    ``apps``, ``custom`` and ``coordination`` for the rarer callers (leader election, LeaderWorkerSets); each
-    is built, and its module imported, on first use.
+    """Typed helpers over one ``ApiClient`` (thread-safe for concurrent calls): every request goes through ``rest``
+    (raw JSON, ``controller/kube/rest.py``); the generated API classes are never built. ``KubeClient``
+    (``protocol.py``) is what the reconcile uses of it.
     """
 
     def __init__(self, api_client: client.ApiClient, instance: str = "", observe: Observe | None = None) -> None:
         self.api_client = api_client
         self.rest = Rest(api_client, observe)
         self.instance = instance or uuid.uuid4().hex[:8]
-
-    @cached_property
-    def core(self) -> client.CoreV1Api:
-        """The generated core/v1 API (imported on first use)."""
-        return client.CoreV1Api(self.api_client)
-
-    @cached_property
-    def apps(self) -> client.AppsV1Api:
-        """The generated apps/v1 API (imported on first use)."""
-        return client.AppsV1Api(self.api_client)
-
-    @cached_property
-    def custom(self) -> client.CustomObjectsApi:
-        """The generated custom-objects API (imported on first use)."""
-        return client.CustomObjectsApi(self.api_client)
-
-    @cached_property
-    def coordination(self) -> client.CoordinationV1Api:
-        """The generated coordination.k8s.io/v1 API (imported on first use)."""
-        return client.CoordinationV1Api(self.api_client)
 
     def get_server(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The InferenceServer as a dict, None when gone."""
@@ -189,37 +118,16 @@ class Kube:
             ownership.Foreign: an object of that name exists and is not the server's (nothing written).
             ApiException: any other refusal.
         """
-        meta = obj["metadata"]
-        name, namespace, kind = meta["name"], meta["namespace"], obj["kind"]
-        manager = {"fieldManager": FIELD_MANAGER}
-        rest = self.rest
+        kind = obj["kind"]
         if kind == "Service":  # each call names its resource (tests/unit/chart/test_chart_rbac.py reads them)
-            ops = [op for op in _replace_ops(obj) if op["path"].startswith("/metadata/labels/")]
+            ops = [op for op in replace_ops(obj) if op["path"].startswith("/metadata/labels/")]
             ops += [{"op": "add", "path": f"/spec/{key}", "value": obj["spec"][key]}  # add: also where it is
                     for key in ("type", "selector", "ports")]  # missing (a headless Service has no ports)
-
-            def create() -> None:
-                rest.call("POST", SERVICES, namespace, query=manager, body=obj)
-
-            def read() -> dict[str, Any] | None:
-                return rest.read(SERVICES, namespace, name)
-
-            def send(patch: list[dict[str, Any]]) -> None:
-                rest.call("PATCH", SERVICES, namespace, name, query=manager, body=patch, content_type=JSON_PATCH)
+            create_or_replace(self.rest, SERVICES, obj, exists=exists, ops=ops, via=via)
         elif kind == "Deployment":
-            ops = _replace_ops(obj)
-
-            def create() -> None:
-                rest.call("POST", DEPLOYMENTS, namespace, query=manager, body=obj)
-
-            def read() -> dict[str, Any] | None:
-                return rest.read(DEPLOYMENTS, namespace, name)
-
-            def send(patch: list[dict[str, Any]]) -> None:
-                rest.call("PATCH", DEPLOYMENTS, namespace, name, query=manager, body=patch, content_type=JSON_PATCH)
+            create_or_replace(self.rest, DEPLOYMENTS, obj, exists=exists, via=via)
         else:
             raise ValueError(f"cannot apply kind {kind}")
-        create_or_patch(kind, name, server_uid_of(obj), create, read, send, ops, exists=exists, via=via)
 
     def scale_to_zero(self, namespace: str, name: str, owner: str) -> None:
         """Set the server's Deployment's replicas to 0 (GPUs released): a guarded JSON patch of ``spec.replicas``
@@ -228,15 +136,7 @@ class Kube:
         Raises:
             ownership.Foreign: the Deployment of that name is not the server's (uid ``owner``).
         """
-        def send(patch: list[dict[str, Any]]) -> None:
-            self.rest.call("PATCH", DEPLOYMENTS, namespace, name, body=patch, content_type=JSON_PATCH)
-
-        try:
-            patch_owned("Deployment", name, owner, lambda: self.rest.read(DEPLOYMENTS, namespace, name), send,
-                        [{"op": "add", "path": "/spec/replicas", "value": 0}])
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+        scale_to_zero(self.rest, DEPLOYMENTS, namespace, name, owner)
 
     def pod_events(self, namespace: str, pod: str, limit: int = 20) -> list[str]:
         """Messages of the pod's Events (e.g. probe failures), newest last, each at most ``EVENT_MESSAGE_BYTES``;

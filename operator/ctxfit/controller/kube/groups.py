@@ -1,8 +1,8 @@
 """Kubernetes I/O for multi-node servers: the LeaderWorkerSet (``leaderworkerset.x-k8s.io/v1``).
 
-Same rules as ``kube.Kube`` for the Deployment: created when absent, otherwise a JSON patch replaces its
-whole ``spec`` and ctxfit's labels/annotations (field manager ``ctxfit``); scaling to zero patches
-``spec.replicas``; nothing that is not the server's is written (``guarded``). Only multi-node servers reach
+Same rules as the Deployment (``objects.py``): created when absent, otherwise a JSON patch replaces its whole ``spec``
+and ctxfit's labels/annotations (field manager ``ctxfit``); scaling to zero patches ``spec.replicas``; nothing that is
+not the server's is written (``guarded``). Only multi-node servers reach
 this module, so single-node reconciles read and write nothing more than before. RBAC: ``leaderworkersets`` get,
 create, patch (chart ``templates/rbac.yaml``).
 """
@@ -14,14 +14,12 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from ctxfit.render.leaderworkerset import LWS_PLURAL
+from .objects import create_or_replace, get_or_none, resource_missing, scale_to_zero
+from .protocol import KubeClient
+from .rest import LEADER_WORKER_SETS
 
-from .client import Kube, _json
-from .custom import CustomResource, apply_custom_object, patch_custom_object, resource_missing
-
-LWS_GROUP = "leaderworkerset.x-k8s.io"
-LWS_VERSION = "v1"
-LWS = CustomResource(LWS_GROUP, LWS_VERSION, LWS_PLURAL)
+LWS_GROUP = LEADER_WORKER_SETS.group
+LWS_VERSION = LEADER_WORKER_SETS.version
 
 
 class GroupsNotInstalled(Exception):
@@ -48,41 +46,39 @@ class GroupsMemo:
         self.absent_until = now + ABSENT_MEMO_SECONDS
 
 
-def get_group(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
+def get_group(kube: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:
     """The LeaderWorkerSet as a plain dict, None when absent.
 
     Raises:
         GroupsNotInstalled: the resource type itself is not served.
     """
     try:
-        rsp = kube.custom.get_namespaced_custom_object(LWS_GROUP, LWS_VERSION, namespace, LWS_PLURAL, name,
-                                                       _preload_content=False)
+        return get_or_none(kube.rest, LEADER_WORKER_SETS, namespace, name)
     except ApiException as exc:
         if resource_missing(exc):
             raise GroupsNotInstalled(str(exc.reason)) from exc
-        if exc.status == 404:
-            return None
         raise
-    return _json(rsp)
 
 
-def apply_group(kube: Kube, obj: dict[str, Any], *, exists: bool) -> None:
-    """Create the LeaderWorkerSet, or replace its spec/labels/annotations (``customkube.apply_custom_object``;
-    a stale ``exists`` is corrected).
+def apply_group(kube: KubeClient, obj: dict[str, Any], *, exists: bool) -> None:
+    """Create the LeaderWorkerSet, or replace its spec/labels/annotations (``objects.create_or_replace``; a stale
+    ``exists`` is corrected).
 
     Raises:
         GroupsNotInstalled: the resource type is not served (the LWS CRD not installed).
+        ownership.Foreign: a LeaderWorkerSet of that name is not the server's (nothing written).
         ApiException: any other refusal.
     """
     try:
-        apply_custom_object(kube, LWS, obj, exists=exists)
+        create_or_replace(kube.rest, LEADER_WORKER_SETS, obj, exists=exists)
     except ApiException as exc:
         if resource_missing(exc):
             raise GroupsNotInstalled(str(exc.reason)) from exc
         raise
 
 
-def scale_group_to_zero(kube: Kube, namespace: str, name: str, owner: str) -> None:
+def scale_group_to_zero(kube: KubeClient, namespace: str, name: str, owner: str) -> None:
     """Set the server's LeaderWorkerSet's replicas to 0 (every group's GPUs released): a guarded JSON patch
-    (``guarded``). Absent is fine. Raises ``ownership.Foreign`` when it is not the server's (uid ``owner``)."""
-    patch_custom_object(kube, LWS, namespace, name, owner, [{"op": "add", "path": "/spec/replicas", "value": 0}])
+    (``objects.scale_to_zero``). Absent is fine. Raises ``ownership.Foreign`` when it is not the server's (uid
+    ``owner``)."""
+    scale_to_zero(kube.rest, LEADER_WORKER_SETS, namespace, name, owner)

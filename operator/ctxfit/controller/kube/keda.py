@@ -1,6 +1,6 @@
 """Kubernetes I/O for autoscaled servers: the KEDA ``ScaledObject`` (``keda.sh/v1alpha1``).
 
-Same rules as ``kube.Kube`` for the Deployment: created when absent, otherwise a JSON patch replaces its whole
+Same rules as the Deployment (``objects.py``): created when absent, otherwise a JSON patch replaces its whole
 ``spec`` and adds ctxfit's labels/annotations (field manager ``ctxfit``); KEDA's own label
 (``scaledobject.keda.sh/name``) and finalizer are left alone. The pause annotation
 (``autoscaling.keda.sh/paused``) is always rendered, ``"true"`` or ``"false"``, so the same patch pauses and
@@ -21,77 +21,75 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from ctxfit.render.scaledobject import PAUSED_ANNOTATION, SCALED_OBJECT_PLURAL
+from ctxfit.render.scaledobject import PAUSED_ANNOTATION
 
 from ..converge.types import Keda, ScalingSnapshot
 from ..views.workloads import ScaledObjectView, scaled_object_view
-from .client import Kube, _json, _pointer
-from .custom import CustomResource, apply_custom_object, delete_custom_object, patch_custom_object, resource_missing
+from .objects import create_or_replace, delete_if_owned, get_or_none, patch_if_owned, pointer, resource_missing
+from .protocol import KubeClient
+from .rest import SCALED_OBJECTS
 
-KEDA_GROUP = "keda.sh"
-KEDA_VERSION = "v1alpha1"
-KEDA_PLURAL = SCALED_OBJECT_PLURAL
-KEDA = CustomResource(KEDA_GROUP, KEDA_VERSION, KEDA_PLURAL)
+KEDA_GROUP = SCALED_OBJECTS.group
+KEDA_VERSION = SCALED_OBJECTS.version
+KEDA_PLURAL = SCALED_OBJECTS.plural
 
 
 class KedaNotInstalled(Exception):
     """The API server does not serve ``scaledobjects.keda.sh`` (the KEDA CRDs are not installed)."""
 
 
-def get_scaled_object(kube: Kube, namespace: str, name: str) -> ScaledObjectView | None:
+def get_scaled_object(kube: KubeClient, namespace: str, name: str) -> ScaledObjectView | None:
     """The ScaledObject ``name`` as a ``ScaledObjectView``, None when absent.
 
     Raises:
         KedaNotInstalled: the ``keda.sh/v1alpha1`` ``scaledobjects`` resource does not exist.
     """
     try:
-        rsp = kube.custom.get_namespaced_custom_object(KEDA_GROUP, KEDA_VERSION, namespace, KEDA_PLURAL, name,
-                                                       _preload_content=False)
+        found = get_or_none(kube.rest, SCALED_OBJECTS, namespace, name)
     except ApiException as exc:
         if resource_missing(exc):
             raise KedaNotInstalled(str(exc.reason)) from exc
-        if exc.status == 404:
-            return None
         raise
-    return scaled_object_view(_json(rsp))
+    return scaled_object_view(found) if found is not None else None
 
 
-def apply_scaled_object(kube: Kube, obj: dict[str, Any], live: ScaledObjectView | None) -> None:
+def apply_scaled_object(kube: KubeClient, obj: dict[str, Any], live: ScaledObjectView | None) -> None:
     """Create the ScaledObject (``live`` None), or replace its spec and ctxfit's labels/annotations
-    (``customkube.apply_custom_object``; a stale ``live`` is corrected by the 409/404 answer).
+    (``objects.create_or_replace``; a stale ``live`` is corrected by the 409/404 answer).
 
     Raises:
         KedaNotInstalled: the ``scaledobjects.keda.sh`` resource is not served.
+        ownership.Foreign: a ScaledObject of that name is not the server's (nothing written).
         ApiException: otherwise (a 400/403/422 is turned into ``rejections.Rejected`` by the caller).
     """
     try:
-        apply_custom_object(kube, KEDA, obj, exists=live is not None)
+        create_or_replace(kube.rest, SCALED_OBJECTS, obj, exists=live is not None)
     except ApiException as exc:
         if resource_missing(exc):
             raise KedaNotInstalled(str(exc.reason)) from exc
         raise
 
 
-def pause_scaled_object(kube: Kube, namespace: str, name: str, owner: str,
+def pause_scaled_object(kube: KubeClient, namespace: str, name: str, owner: str,
                         live: ScaledObjectView | None = None) -> None:
     """Add the pause annotation to the server's ScaledObject (its spec unread; a guarded JSON patch). Absent or
     no KEDA is fine. Raises ``ownership.Foreign`` when it is not the server's (uid ``owner``)."""
     if live is not None and not live.annotations:
         ops = [{"op": "add", "path": "/metadata/annotations", "value": {PAUSED_ANNOTATION: "true"}}]
     else:
-        ops = [{"op": "add", "path": f"/metadata/annotations/{_pointer(PAUSED_ANNOTATION)}", "value": "true"}]
+        ops = [{"op": "add", "path": f"/metadata/annotations/{pointer(PAUSED_ANNOTATION)}", "value": "true"}]
     try:
-        patch_custom_object(kube, KEDA, namespace, name, owner, ops)
+        patch_if_owned(kube.rest, SCALED_OBJECTS, namespace, name, owner, ops)
     except ApiException as exc:
         if exc.status != 404:
             raise
 
 
-def delete_scaled_object(kube: Kube, namespace: str, name: str, owner: str) -> None:
+def delete_scaled_object(kube: KubeClient, namespace: str, name: str, owner: str) -> None:
     """Delete the server's ScaledObject (KEDA then deletes its HPA and leaves the replica count), with its uid as
     a precondition; absent is fine. Raises ``ownership.Foreign`` when it is not the server's (uid ``owner``)."""
     try:
-        delete_custom_object(kube, KEDA, namespace, name, owner)
+        delete_if_owned(kube.rest, SCALED_OBJECTS, namespace, name, owner)
     except ApiException as exc:
         if exc.status != 404:
             raise
@@ -116,7 +114,7 @@ class KedaMemo:
 ABSENT_MEMO_SECONDS = 30.0
 
 
-def read_scaling(kube: Kube, memo: KedaMemo, enabled: bool, namespace: str, name: str, wanted: bool,
+def read_scaling(kube: KubeClient, memo: KedaMemo, enabled: bool, namespace: str, name: str, wanted: bool,
                  recorded: bool) -> ScalingSnapshot | None:
     """What autoscaling needs from the API: None when neither ``spec.autoscaling`` is set (``wanted``) nor a
     ScaledObject is recorded in ``status.autoscaling`` (``recorded``): nothing is read then.

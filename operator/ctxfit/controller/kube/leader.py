@@ -14,18 +14,34 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .client import Kube
+from .protocol import KubeClient
+from .rest import LEASES
 
 logger = logging.getLogger(__name__)
+
+
+def micro_time(when: datetime) -> str:
+    """``when`` as a Kubernetes ``MicroTime`` (RFC 3339, microseconds, UTC: ``2026-12-02T04:20:00.123456Z``)."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_micro_time(text: object) -> datetime | None:
+    """A ``MicroTime``/``Time`` string as an aware datetime; None when absent or unreadable (counts as expired)."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 class LeaderElector:
     """Acquire/renew the Lease every ``lease_seconds / 3``; call ``on_elected`` on becoming leader."""
 
-    def __init__(self, kube: Kube, name: str, namespace: str, identity: str, lease_seconds: float,
+    def __init__(self, kube: KubeClient, name: str, namespace: str, identity: str, lease_seconds: float,
                  on_elected: Callable[[], None]) -> None:
         self.kube, self.name, self.namespace, self.identity = kube, name, namespace, identity
         self.lease_seconds = lease_seconds
@@ -34,38 +50,35 @@ class LeaderElector:
         self._stopping = asyncio.Event()
 
     def _try_acquire(self) -> bool:
-        api = self.kube.coordination
+        rest = self.kube.rest
         now = datetime.now(UTC)
         duration = int(self.lease_seconds)
-        try:
-            lease = api.read_namespaced_lease(self.name, self.namespace)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            body = client.V1Lease(
-                metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace),
-                spec=client.V1LeaseSpec(holder_identity=self.identity, lease_duration_seconds=duration,
-                                        acquire_time=now, renew_time=now, lease_transitions=0))
+        lease = rest.read(LEASES, self.namespace, self.name)
+        if lease is None:
+            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": duration,
+                             "acquireTime": micro_time(now), "renewTime": micro_time(now), "leaseTransitions": 0}}
             try:
-                api.create_namespaced_lease(self.namespace, body)
+                rest.call("POST", LEASES, self.namespace, body=body)
                 return True
             except ApiException as create_exc:
                 if create_exc.status == 409:
                     return False
                 raise
-        spec = lease.spec or client.V1LeaseSpec()
-        lease.spec = spec
-        holder = spec.holder_identity or ""
-        renewed = spec.renew_time or spec.acquire_time
-        expired = renewed is None or renewed + timedelta(seconds=spec.lease_duration_seconds or duration) < now
+        spec = lease.get("spec") or {}
+        lease["spec"] = spec
+        holder = spec.get("holderIdentity") or ""
+        renewed = parse_micro_time(spec.get("renewTime") or spec.get("acquireTime"))
+        expired = renewed is None or renewed + timedelta(seconds=spec.get("leaseDurationSeconds") or duration) < now
         if holder and holder != self.identity and not expired:
             return False
         if holder != self.identity:
-            spec.acquire_time = now
-            spec.lease_transitions = (spec.lease_transitions or 0) + 1
-        spec.holder_identity, spec.renew_time, spec.lease_duration_seconds = self.identity, now, duration
-        try:
-            api.replace_namespaced_lease(self.name, self.namespace, lease)
+            spec["acquireTime"] = micro_time(now)
+            spec["leaseTransitions"] = (spec.get("leaseTransitions") or 0) + 1
+        spec.update(holderIdentity=self.identity, renewTime=micro_time(now), leaseDurationSeconds=duration)
+        try:  # PUT with the read resourceVersion: compare-and-swap
+            rest.call("PUT", LEASES, self.namespace, self.name, body=lease)
             return True
         except ApiException as exc:
             if exc.status == 409:
@@ -73,13 +86,14 @@ class LeaderElector:
             raise
 
     def _release(self) -> None:
-        api = self.kube.coordination
+        rest = self.kube.rest
         try:
-            lease = api.read_namespaced_lease(self.name, self.namespace)
-            if lease.spec is not None and lease.spec.holder_identity == self.identity:
-                lease.spec.holder_identity = ""
-                lease.spec.renew_time = None
-                api.replace_namespaced_lease(self.name, self.namespace, lease)
+            lease = rest.read(LEASES, self.namespace, self.name)
+            spec = (lease or {}).get("spec")
+            if lease is not None and isinstance(spec, dict) and spec.get("holderIdentity") == self.identity:
+                spec["holderIdentity"] = ""
+                spec.pop("renewTime", None)
+                rest.call("PUT", LEASES, self.namespace, self.name, body=lease)
         except ApiException:
             pass
 

@@ -3,8 +3,8 @@ labels of live engine pods (docs/design/gateway.md).
 
 Every write passes the ownership rule by uid (``views/ownership.py``, docs/design/ownership.md) in the request
 itself, so an object that changed hands since it was read is never written: a pool is created, or patched through
-``guarded.create_or_patch`` (``test`` operations on the pool's uid and on its ownerReference naming the server's
-uid), or deleted through ``guarded.delete_owned`` (a uid precondition, after checking it is the server's). A pod's
+``objects.create_or_replace`` (``test`` operations on the pool's uid and on its ownerReference naming the server's
+uid), or deleted through ``objects.delete_if_owned`` (a uid precondition, after checking it is the server's). A pod's
 labels are patched only when the uid chain holds: the pod's controller (a ReplicaSet, or the LeaderWorkerSet's leader
 StatefulSet) is controlled by the server's own workload (its uid, itself checked as the server's), and the patch
 tests the pod's uid, that controller reference's uid and the pod's ``ctxfit.io/server`` label. A failed test (422)
@@ -12,7 +12,7 @@ or precondition (409) writes nothing; the next pass reads again. Only servers th
 anything here. RBAC: ``inferencepools`` get/list/watch/create/patch/delete, ``pods`` patch, ``replicasets`` and
 ``statefulsets`` get, behind the chart's ``gateway.enabled``.
 
-API absent: the API server answers 404 for the resource itself (``custom.resource_missing``); ``PoolMemo``
+API absent: the API server answers 404 for the resource itself (``objects.resource_missing``); ``PoolMemo``
 keeps that for ``ABSENT_MEMO_SECONDS``, so a cluster without the GIE CRDs costs one GET per minute, not one
 per reconcile.
 """
@@ -30,11 +30,11 @@ from pydantic import ValidationError
 from ctxfit.api.routing import InferencePoolRouting
 from ctxfit.render import SERVER_LABEL
 
-from ..views.ownership import holder_of, server_uid_of
+from ..views.ownership import holder_of
 from ..views.routing import MemberView, PoolView, RoutingSnapshot, pool_view
-from .client import FIELD_MANAGER, Kube, _pointer, _replace_ops
-from .custom import resource_missing
-from .guarded import Foreign, create_or_patch, delete_owned
+from .guarded import Foreign
+from .objects import FIELD_MANAGER, create_or_replace, delete_if_owned, get_or_none, pointer, resource_missing
+from .protocol import KubeClient
 from .rest import INFERENCE_POOLS, JSON_PATCH, PODS, REPLICASETS, STATEFULSETS, Conflict
 
 ABSENT_MEMO_SECONDS = 60.0
@@ -61,69 +61,42 @@ class PoolMemo:
         self.absent_until = 0.0
 
 
-def get_pool(kube: Kube, namespace: str, name: str) -> PoolView | None:
+def get_pool(kube: KubeClient, namespace: str, name: str) -> PoolView | None:
     """The InferencePool ``name`` as a ``PoolView``, None when absent.
 
     Raises:
         PoolAPIMissing: the resource itself is not served.
     """
     try:
-        return pool_view(kube.rest.call_json("GET", INFERENCE_POOLS, namespace, name))
+        found = get_or_none(kube.rest, INFERENCE_POOLS, namespace, name)
     except ApiException as exc:
         if resource_missing(exc):
             raise PoolAPIMissing(str(exc.reason)) from exc
-        if exc.status == 404:
-            return None
         raise
+    return pool_view(found) if found is not None else None
 
 
-POOL_KIND = "InferencePool"
-
-
-def apply_pool(kube: Kube, obj: dict[str, Any], live: PoolView | None) -> None:
+def apply_pool(kube: KubeClient, obj: dict[str, Any], live: PoolView | None) -> None:
     """Create the pool (``live`` None or being deleted), or replace its spec and ctxfit's labels/annotations behind
-    the ownership guard (``guarded.create_or_patch``: the pool is the one read and still names the server's uid).
+    the ownership guard (``objects.create_or_replace``: the pool is the one read and still names the server's uid).
 
     Raises:
         PoolAPIMissing: the resource is not served. Foreign: the pool is not the server's (nothing written).
         ApiException: anything else (400/403/422 refusals are turned into ``rejections.Rejected`` by the caller).
     """
-    meta = obj["metadata"]
-    namespace, name = meta["namespace"], meta["name"]
-    manager = {"fieldManager": FIELD_MANAGER}
-
-    def create() -> None:
-        kube.rest.call("POST", INFERENCE_POOLS, namespace, query=manager, body=obj)
-
-    def read() -> dict[str, Any] | None:
-        return kube.rest.read(INFERENCE_POOLS, namespace, name)
-
-    def send(ops: list[dict[str, Any]]) -> None:
-        kube.rest.call("PATCH", INFERENCE_POOLS, namespace, name, query=manager, body=ops, content_type=JSON_PATCH)
-
     try:
-        create_or_patch(POOL_KIND, name, server_uid_of(obj), create, read, send, _replace_ops(obj),
-                        exists=live is not None and not live.deleting,
-                        gone=lambda exc: exc.status == 404 and not resource_missing(exc))
+        create_or_replace(kube.rest, INFERENCE_POOLS, obj, exists=live is not None and not live.deleting)
     except ApiException as exc:
         if resource_missing(exc):
             raise PoolAPIMissing(str(exc.reason)) from exc
         raise
 
 
-def delete_pool(kube: Kube, namespace: str, name: str, server_uid: str) -> None:
-    """Delete the pool when it is the server's of ``server_uid`` (``guarded.delete_owned``: checked, then a uid
-    precondition); absent, foreign or replaced meanwhile: left alone."""
-
-    def read() -> dict[str, Any] | None:
-        return kube.rest.read(INFERENCE_POOLS, namespace, name)
-
-    def send(uid: str) -> None:
-        kube.rest.call("DELETE", INFERENCE_POOLS, namespace, name,
-                       body={"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}})
-
+def delete_pool(kube: KubeClient, namespace: str, name: str, server_uid: str) -> None:
+    """Delete the pool when it is the server's of ``server_uid`` (``objects.delete_if_owned``: checked, then a
+    uid precondition); absent, foreign or replaced meanwhile: left alone."""
     try:
-        delete_owned(POOL_KIND, name, server_uid, read, send)
+        delete_if_owned(kube.rest, INFERENCE_POOLS, namespace, name, server_uid)
     except (Foreign, Conflict):
         return  # not the server's (any more): the next pass reads it again
     except ApiException as exc:
@@ -137,7 +110,7 @@ CONTROLLERS = ("ReplicaSet", "StatefulSet")
 StatefulSet)."""
 
 
-def patch_pod_labels(kube: Kube, namespace: str, pod: str, server: str, owner: str, labels: Mapping[str, str],
+def patch_pod_labels(kube: KubeClient, namespace: str, pod: str, server: str, owner: str, labels: Mapping[str, str],
                      workload_uid: str) -> bool:
     """Set ``labels`` on a live pod of ``server`` when the uid chain holds: the pod's controller is the ReplicaSet or
     StatefulSet ``owner`` whose own controller has ``workload_uid`` (the server's workload, checked by the caller as
@@ -163,9 +136,9 @@ def patch_pod_labels(kube: Kube, namespace: str, pod: str, server: str, owner: s
     ops: list[dict[str, Any]] = [
         {"op": "test", "path": "/metadata/uid", "value": meta["uid"]},
         {"op": "test", "path": f"/metadata/ownerReferences/{index}/uid", "value": ref["uid"]},
-        {"op": "test", "path": f"/metadata/labels/{_pointer(SERVER_LABEL)}", "value": server},
+        {"op": "test", "path": f"/metadata/labels/{pointer(SERVER_LABEL)}", "value": server},
     ]
-    ops += [{"op": "add", "path": f"/metadata/labels/{_pointer(k)}", "value": v} for k, v in sorted(labels.items())]
+    ops += [{"op": "add", "path": f"/metadata/labels/{pointer(k)}", "value": v} for k, v in sorted(labels.items())]
     try:
         kube.rest.call("PATCH", PODS, namespace, pod, query={"fieldManager": FIELD_MANAGER}, body=ops,
                        content_type=JSON_PATCH)
@@ -190,7 +163,7 @@ def _pool_name(name: str, spec: Mapping[str, Any]) -> str | None:
         return None
 
 
-def read_routing(kube: Kube, memo: PoolMemo, enabled: bool, namespace: str, name: str, spec: Mapping[str, Any],
+def read_routing(kube: KubeClient, memo: PoolMemo, enabled: bool, namespace: str, name: str, spec: Mapping[str, Any],
                  recorded: str | None, members_of: MembersOf | None) -> RoutingSnapshot | None:
     """What the routing pass needs from the API: None when the server names no pool and none is recorded in
     ``status.routing`` (``recorded``); disabled: nothing read (no RBAC for it)."""

@@ -41,8 +41,8 @@ from ctxfit.vocab.modelsource import ModelSource, unpack
 from ..converge.resolution import adapter_needs, draft_need, need
 from ..converge.types import Need, ResolutionRequest, ResolutionView
 from ..settings import Settings
-from .client import Kube
 from .guarded import Foreign, check, delete_owned
+from .protocol import KubeClient
 from .resolver_pod import RESOLVER_CONTAINER, resolver_pod
 from .rest import PODS, Conflict
 
@@ -72,10 +72,14 @@ class Resolutions:
     """The shared resolutions of one operator process (thread-safe; see the module docstring).
 
     ``wake(key)`` requeues a server (called from a pool thread); ``resolve`` is ``ctxfit.hub.resolve_hub`` (a test
-    passes its own); ``clock`` gives the current time.
+    passes its own); ``clock`` gives the current time. Set after construction: ``ready(key)``, called instead of
+    ``wake`` for the servers of a key's first resolution that succeeded (their next pass plans: the operator gives
+    it a first pass's priority; a re-check of a moving branch wakes them with ``wake``); ``finished(kind, outcome,
+    seconds)``, told of every resolution that ends (the key's kind: hub, token, volume or adapter; outcome
+    ``Resolved`` or the error kind; the operator's metrics).
     """
 
-    def __init__(self, kube: Kube | None, settings: Settings, wake: Callable[[Key], None],
+    def __init__(self, kube: KubeClient | None, settings: Settings, wake: Callable[[Key], None],
                  resolve: Resolve | None = None, clock: Callable[[], datetime] | None = None,
                  workers: int = 2) -> None:
         self.kube, self.settings, self.wake = kube, settings, wake
@@ -93,6 +97,8 @@ class Resolutions:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ctxfit-resolve")
         self._cache = tempfile.mkdtemp(prefix="ctxfit-hf-")  # config.json downloads (the image's HOME may be read-only)
         self.hub_requests = 0  # resolutions started against the Hub (bench and tests read it)
+        self.ready: Callable[[Key], None] = wake
+        self.finished: Callable[[str, str, float], None] | None = None
 
     def close(self) -> None:
         """Stop the pool (running resolutions finish in the background, their results are dropped)."""
@@ -118,7 +124,7 @@ class Resolutions:
         if not isinstance(speculative, dict) or not speculative.get("draft"):
             return None
         try:
-            wanted = draft_need(InferenceServerSpec.model_validate(spec))
+            wanted = draft_need(InferenceServerSpec.model_validate(spec), server[0])
         except ValidationError:
             return None
         return None if wanted is None else self._view(server, wanted)
@@ -129,7 +135,7 @@ class Resolutions:
         if not isinstance(lora, dict) or not lora.get("adapters"):
             return ()
         try:
-            needs = adapter_needs(InferenceServerSpec.model_validate(spec))
+            needs = adapter_needs(InferenceServerSpec.model_validate(spec), server[0])
         except ValidationError:
             return ()
         return tuple(self._view(server, wanted) for _, wanted in needs)
@@ -204,6 +210,8 @@ class Resolutions:
         now = self._clock()
         with self._lock:
             entry = self._entries.setdefault(key, _Entry())
+            took = (now - entry.started).total_seconds() if entry.started is not None else 0.0
+            first = source is not None and entry.source is None  # not a re-check of a moving branch
             entry.in_flight, entry.pod, entry.note = False, None, ""
             if source is not None:
                 entry.source, entry.resolved_at, entry.error, entry.detail = source, now, None, ""
@@ -218,8 +226,11 @@ class Resolutions:
                 else:
                     entry.retry_at = None
             waiters = list(entry.waiters)
+        if self.finished is not None:
+            self.finished(key[0], "Resolved" if source is not None else str(error), max(0.0, took))
+        wake = self.ready if first else self.wake
         for server in waiters:
-            self.wake(server)
+            wake(server)
 
     def _backoff(self, failures: int) -> float:
         return float(min(self.settings.resolve_backoff_seconds * 2.0 ** (failures - 1),

@@ -41,7 +41,13 @@ def _toleration(text: str) -> dict[str, str]:
 
 
 def resolver_pod(wanted: Need, server: str, namespace: str, uid: str, settings: Settings) -> dict[str, Any]:
-    """The resolver pod for ``wanted`` (``token`` or ``volume``), owned by the server; see ``ctxfit.hub.resolver``."""
+    """The resolver pod for ``wanted`` (``token`` or ``volume``) as a core/v1 Pod dict, owned by the server ``server``
+    (uid ``uid``) in ``namespace``; see ``ctxfit.hub.resolver``.
+
+    Runs ``settings.resolver_image`` for at most ``settings.resolve_timeout_seconds`` (activeDeadlineSeconds), 50m
+    CPU / 128 MiB requested, 512 MiB memory limit, a 256 MiB ``/tmp``; a token only through ``secretKeyRef`` (the
+    operator never reads the Secret), a claim mounted read-only. Pure: raises nothing, reads only ``HF_ENDPOINT``.
+    """
     env: list[dict[str, Any]] = [{"name": "CTXFIT_RESOLVE_REPO", "value": wanted.repo},
                                  {"name": "CTXFIT_RESOLVE_REVISION", "value": wanted.revision},
                                  {"name": "CTXFIT_CACHE", "value": "/tmp/ctxfit"},
@@ -50,6 +56,8 @@ def resolver_pod(wanted: Need, server: str, namespace: str, uid: str, settings: 
         env.append({"name": "HF_ENDPOINT", "value": os.environ["HF_ENDPOINT"]})
     mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
+    if wanted.key[0] == "adapter-token":  # a gated LoRA adapter: its adapter_config.json, with the token
+        env.append({"name": "CTXFIT_RESOLVE_ADAPTER", "value": "1"})
     if wanted.kind == "token" and wanted.secret is not None:
         env += [{"name": "HF_HOME", "value": "/tmp/hf"},
                 {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": wanted.secret[0],

@@ -25,6 +25,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ctxfit.api import API_GROUP, API_VERSION, PLURAL
+from ctxfit.render.leaderworkerset import LWS_KIND, LWS_PLURAL
+from ctxfit.render.scaledobject import SCALED_OBJECT_KIND, SCALED_OBJECT_PLURAL
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -58,8 +60,8 @@ def path_of(*parts: str) -> str:
 
 @dataclass(frozen=True)
 class Resource:
-    """An API resource the operator calls, declared once (``tests/unit/chart/test_chart_rbac.py`` reads every
-    ``Rest.call``/``Rest.read`` of the controller to check the chart's RBAC against them).
+    """An API resource the operator calls, declared once in the table below (``tests/unit/chart/test_chart_rbac.py``
+    reads every ``Rest.call``/``Rest.read`` of the controller to check the chart's RBAC against them).
 
     Attributes:
         group: API group ("" for core/v1).
@@ -67,6 +69,7 @@ class Resource:
         plural: resource name.
         subresource: e.g. ``status``, ``scale``, ``log`` ("" for none).
         namespaced: whether objects live in a namespace.
+        kind: the kind of its objects, for messages and the ownership check ("" when not written as a child).
     """
 
     group: str
@@ -74,6 +77,7 @@ class Resource:
     plural: str
     subresource: str = ""
     namespaced: bool = True
+    kind: str = ""
 
     @property
     def rbac(self) -> str:
@@ -197,18 +201,21 @@ class Rest:
         return self.get(resource.path(namespace, name), **kwargs)
 
 
-# The resources the operator calls (``Rest.call``/``Rest.read``); chart RBAC: charts/ctxfit/templates/rbac.yaml.
+# The resources the operator calls (``Rest.call``/``Rest.read``, and the helpers of ``objects.py`` given one of
+# these); chart RBAC: charts/ctxfit/templates/rbac.yaml.
 SERVERS = Resource(API_GROUP, API_VERSION, PLURAL)
 SERVERS_STATUS = Resource(API_GROUP, API_VERSION, PLURAL, "status")
-DEPLOYMENTS = Resource("apps", "v1", "deployments")
+DEPLOYMENTS = Resource("apps", "v1", "deployments", kind="Deployment")
 REPLICASETS = Resource("apps", "v1", "replicasets")
 STATEFULSETS = Resource("apps", "v1", "statefulsets")
-SERVICES = Resource("", "v1", "services")
+SERVICES = Resource("", "v1", "services", kind="Service")
 EVENTS = Resource("", "v1", "events")
-PODS = Resource("", "v1", "pods")
+PODS = Resource("", "v1", "pods", kind="Pod")
 POD_LOG = Resource("", "v1", "pods", "log")
-CLAIMS = Resource("", "v1", "persistentvolumeclaims")
+CLAIMS = Resource("", "v1", "persistentvolumeclaims", kind="PersistentVolumeClaim")
 CONFIGMAPS = Resource("", "v1", "configmaps")
 STORAGE_CLASSES = Resource("storage.k8s.io", "v1", "storageclasses", namespaced=False)
-INFERENCE_POOLS = Resource("inference.networking.k8s.io", "v1", "inferencepools")
-PODS = Resource("", "v1", "pods")
+LEASES = Resource("coordination.k8s.io", "v1", "leases")
+LEADER_WORKER_SETS = Resource("leaderworkerset.x-k8s.io", "v1", LWS_PLURAL, kind=LWS_KIND)
+SCALED_OBJECTS = Resource("keda.sh", "v1alpha1", SCALED_OBJECT_PLURAL, kind=SCALED_OBJECT_KIND)
+INFERENCE_POOLS = Resource("inference.networking.k8s.io", "v1", "inferencepools", kind="InferencePool")

@@ -8,10 +8,10 @@ from typing import Any
 
 from ..kube.calibration import CalibrationStore
 from ..kube.claims import ClaimsApi
-from ..kube.client import Kube
 from ..kube.groups import GroupsMemo
 from ..kube.keda import KedaMemo
 from ..kube.pools import PoolMemo
+from ..kube.protocol import KubeClient
 from ..kube.resolution import Resolutions
 from ..kube.service_lane import ServiceLane
 from ..rejections import RejectionBook
@@ -43,7 +43,7 @@ class Runtime:
     """
 
     settings: Settings
-    kube: Kube
+    kube: KubeClient
     metrics: Metrics
     events: EventPoster | None = None
     defer_status_after_create: bool = False

@@ -16,11 +16,15 @@ MESSAGE_CUT_BYTES = 2000
 """A termination message this long was probably cut by the kubelet (2048-byte/80-line tail)."""
 
 def diagnose(rt: Runtime, namespace: str, pod: PodView, engine: EngineKind | None) -> Failure:
-    """Classify a failed pod: termination reason/exit code/message, + log tail when cut, + pod Events.
+    """Classify a failed pod of ``namespace`` (``recovery.classify`` for ``engine``; None: every engine's wording).
 
-    A pod whose ``model-download`` init container failed is classified from that container
-    (``recovery.download.as_download_failure``); a pod's own ``status.reason``/``message`` (eviction)
-    counts as an Event.
+    Reads the termination reason, exit code and message; when the message is empty or at least
+    ``MESSAGE_CUT_BYTES`` long (the kubelet keeps a 2048-byte/80-line tail), the container's log tail too
+    (``settings.log_tail_lines`` lines, at most ``kube.client.LOG_TAIL_BYTES``); and the pod's Events, with its own
+    ``status.reason``/``message`` (eviction) counted as one. A pod whose ``model-download`` init container failed is
+    classified from that container (``recovery.download.as_download_failure``). The engine container's text is
+    sanitized (``vocab.text.clean_text``) before matching. Returns a ``Failure``; never raises for an unreadable
+    log or Event list (both reads are best effort and give "" / []).
     """
     download = pod.download
     if download is not None and download.state == "failed":

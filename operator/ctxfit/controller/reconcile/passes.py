@@ -22,8 +22,8 @@ from .. import rejections
 from ..converge import Outcome, converge
 from ..converge.refusals import is_rejected
 from ..converge.types import EventNote
-from ..kube.client import Conflict
 from ..kube.pools import MembersOf
+from ..kube.rest import Conflict
 from ..telemetry.decision_log import decisions, log_decisions
 from ..views.pods import DeploymentView, GPUNode, PodView, deployment_view
 from ..views.workloads import ServiceView

@@ -123,8 +123,13 @@ def snapshot(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...],
              body: dict[str, Any], deployment: DeploymentView | Unknown | None,
              service_port: ServiceView | int | Unknown | None, claim_seen: ClaimSeen | None,
              members_of: MembersOf | None, clock: float | None = None) -> tuple[Snapshot, str | None]:
-    """The pass's ``Snapshot`` of the server ``body`` (the refusal book read at ``clock``, else now; ``UNKNOWN``
-    views read from the API), and the problem of its stored status (None: valid; else it was discarded)."""
+    """The pass's ``Snapshot`` of the server ``body`` and the problem of its stored status (None: valid; a text:
+    it was discarded and the pass plans again from the spec).
+
+    ``deployment``/``service_port``: the caller's watch views, ``UNKNOWN`` to read them; objects that are not the
+    server's count as absent. ``clock``: ``time.monotonic()`` seconds the refusal book is read at (None: now).
+    Raises ``ApiException`` from a read (``reconcile`` counts it and retries); absent objects are None, never errors.
+    """
     uid = str(body["metadata"].get("uid") or "")
     if isinstance(deployment, Unknown):
         deployment = deployment_view(rt.kube.get_deployment(namespace, name))

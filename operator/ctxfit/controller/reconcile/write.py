@@ -30,6 +30,8 @@ from .read import service_via
 
 SERVICE_RETRY_SECONDS = 5.0
 """A Service the lane could not take (full backlog) is rendered again this much later."""
+DRIFT_EVENT_SECONDS = 30.0
+"""The same drift revert (same fields, same values) gets one Event per this many seconds."""
 
 
 class Deferred:
@@ -63,10 +65,6 @@ def _apply_claim(rt: Runtime, out: Outcome) -> None:
     if rt.claims is not None and out.claim is not None:
         with refused(claim_write(out), str(out.claim["metadata"]["name"]), out.claim):
             rt.claims.apply_claim(out.claim, exists=out.claim_exists)
-
-
-DRIFT_EVENT_SECONDS = 30.0
-"""The same drift revert (same fields, same values) gets one Event per this many seconds."""
 
 
 def _check_mounted_claim(rt: Runtime, out: Outcome, snap: Snapshot, *, created: bool) -> None:

@@ -8,14 +8,14 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable
 
-from .priority import PriorityGate
+from .priority import PriorityGate, Ticket
 
 logger = logging.getLogger(__name__)
 
 Worker = Callable[[Hashable], Awaitable[float | None]]
 """``worker(key) -> seconds until the key wants another look, or None``."""
 ObserveWait = Callable[[bool, float], None]
-"""``observe_wait(first_reconcile, seconds_waited)``."""
+"""``observe_wait(first_pass, seconds_waited)``: first pass = admitted with a first reconcile's priority."""
 
 
 class WorkQueue:
@@ -29,21 +29,32 @@ class WorkQueue:
         self._started: set[Hashable] = set()
         self._running: set[Hashable] = set()
         self._dirty: set[Hashable] = set()
+        self._waiting: dict[Hashable, Ticket] = {}  # keys whose pass waits for a worker slot
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
-    def add(self, key: Hashable) -> None:
-        """Reconcile ``key`` as soon as a worker slot is free."""
+    def add(self, key: Hashable, first: bool = False) -> None:
+        """Reconcile ``key`` as soon as a worker slot is free.
+
+        ``first``: that pass goes ahead with a first reconcile's priority although the key was reconciled before
+        (a server whose model resolution just ended: this pass plans it and creates its engine's workload, the
+        work a new server's first pass does). A pass of the key already waiting for a slot is moved up; one
+        already running is followed by a pass with that priority."""
         if self._closed:
             return
         timer = self._timers.pop(key, None)
         if timer is not None:
             timer.cancel()
+        if first:
+            self._started.discard(key)
         if key in self._running:
-            self._dirty.add(key)
+            ticket = self._waiting.get(key)
+            if not (first and ticket is not None and (ticket.future is None or self._gate.promote(ticket, 0))):
+                self._dirty.add(key)  # (a pass not yet in the gate's line takes the first priority as it enters)
             return
         self._running.add(key)
+        self._waiting[key] = Ticket()
         task = asyncio.get_running_loop().create_task(self._run(key))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -76,17 +87,19 @@ class WorkQueue:
     async def _run(self, key: Hashable) -> None:
         requeue: float | None = None
         added = time.monotonic()
+        ticket = self._waiting.get(key) or Ticket()
         try:
-            first = key not in self._started
-            async with self._gate.slot(0 if first else 1):
+            async with self._gate.slot(0 if key not in self._started else 1, ticket):
+                self._waiting.pop(key, None)
                 if self._observe_wait is not None:
-                    self._observe_wait(first, time.monotonic() - added)
+                    self._observe_wait(ticket.priority == 0, time.monotonic() - added)
                 self._started.add(key)
                 requeue = await self._worker(key)
         except Exception:  # the worker reports its own errors; keep the queue alive
             logger.exception("reconcile of %s crashed", key)
             requeue = 10.0
         finally:
+            self._waiting.pop(key, None)
             self._running.discard(key)
         if key in self._dirty:
             self._dirty.discard(key)

@@ -11,11 +11,16 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from ctxfit.api.status import Attempt, InferenceServerStatus
 
+from ..converge.resolution import REASONS
 from .gauges import LABELS, ServerGauges
+
+RESOLUTION_KINDS = frozenset({"hub", "token", "volume", "adapter"})
+RESOLUTION_OUTCOMES = frozenset({"Resolved", *REASONS})
+"""The label values of the resolution metrics (anything else is counted as ``other``: bounded cardinality)."""
 
 
 class Metrics:
@@ -33,7 +38,8 @@ class Metrics:
                                             registry=r, buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
         self.queue_wait = Histogram("ctxfit_workqueue_wait_seconds", "Time a reconcile waited for a worker slot "
                                     "after its server was enqueued, by pass (first: a server's first reconcile "
-                                    "since the operator started; later: the others).", ("pass",), registry=r,
+                                    "since the operator started, or its pass after the model resolution it waited "
+                                    "for; later: the others).", ("pass",), registry=r,
                                     buckets=(.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
         self.api_requests = Counter("ctxfit_api_requests", "Requests the operator's reconciles sent to the API "
                                     "server, by verb, resource and status code (0: no answer).",
@@ -44,12 +50,27 @@ class Metrics:
                                               buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
         self.reconcile_errors = Counter("ctxfit_reconcile_errors", "Reconciles that raised, by reason.",
                                         ("reason",), registry=r)
+        self.resolution_duration = Histogram(
+            "ctxfit_model_resolution_duration_seconds", "Time of one model resolution (config.json and safetensors "
+            "headers; one per repo and revision, shared by its servers), from its start to its end, by source kind "
+            "(hub: the operator's own reads; token, volume: a resolver pod; adapter: adapter_config.json) and "
+            "outcome (Resolved or the error kind).", ("kind", "outcome"), registry=r,
+            buckets=(.1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300))
+        self.resolution_end = Gauge("ctxfit_model_resolution_end_timestamp_seconds", "When the last model "
+                                    "resolution of that kind and outcome ended (Unix time).", ("kind", "outcome"),
+                                    registry=r)
         self._lock = threading.Lock()
         self._server: Any = None
 
     def observe_queue_wait(self, first: bool, seconds: float) -> None:
         """``WorkQueue``'s ``observe_wait``: one reconcile's wait for a slot."""
         self.queue_wait.labels("first" if first else "later").observe(seconds)
+
+    def observe_resolution(self, kind: str, outcome: str, seconds: float) -> None:
+        """``kube.resolution.Resolutions``'s ``finished``: one model resolution ended after ``seconds``."""
+        labels = (kind if kind in RESOLUTION_KINDS else "other", outcome if outcome in RESOLUTION_OUTCOMES else "other")
+        self.resolution_duration.labels(*labels).observe(seconds)
+        self.resolution_end.labels(*labels).set_to_current_time()
 
     def observe_api_request(self, verb: str, resource: str, code: int, seconds: float) -> None:
         """``kube.rest.Rest``'s ``observe``: one request's outcome and time."""

@@ -50,6 +50,10 @@ def _terminated(status: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return ((status.get(key) or {}).get("terminated")) or {}
 
 
+CLAIM_NAME_MAX = 253
+"""A claim's name is a DNS subdomain (at most 253 characters)."""
+
+
 def download_view(pod: Mapping[str, Any]) -> DownloadView | None:
     """Fold a Pod's ``model-download`` init container status into a ``DownloadView`` (None: no such container)."""
     spec_names = [c.get("name") for c in (pod.get("spec") or {}).get("initContainers") or []]
@@ -58,6 +62,8 @@ def download_view(pod: Mapping[str, Any]) -> DownloadView | None:
     if DOWNLOAD_CONTAINER not in spec_names and not statuses:
         return None
     claim = ((pod.get("metadata") or {}).get("annotations") or {}).get(CLAIM_ANNOTATION)
+    if claim is not None and len(str(claim)) > CLAIM_NAME_MAX:  # names no claim; kept bounded (a view per pod)
+        claim = ""
     if not statuses:
         return DownloadView("waiting", None, None, 0, None, None, "", claim)
     status = statuses[0]

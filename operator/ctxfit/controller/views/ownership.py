@@ -23,6 +23,7 @@ from typing import Any
 
 from ctxfit.api import API_GROUP, KIND
 from ctxfit.render.labels import OWNER_UID_ANNOTATION
+from ctxfit.vocab.text import capped
 
 CLAIM_KIND = "PersistentVolumeClaim"
 """The one kind whose ownership may also be the operator's annotation (retained claims)."""
@@ -71,8 +72,20 @@ class Holder:
         return "it has no ownerReference to this InferenceServer"
 
 
+UID_MAX = 128
+"""An ownerReference uid or owner annotation longer than this cannot be a server's (the API server's uids are
+36-character UUIDs) and is not kept: a ``Holder`` is held per indexed object, its size bounded whatever a
+tenant writes into the metadata of an object it labels as the operator's (issue 28)."""
+OWNERS_KEPT = 16
+"""InferenceServer ownerReferences kept per object (the operator renders one)."""
+CONTROLLER_TEXT_BYTES = 512
+"""``Holder.controller`` (for messages) is cut to this many bytes."""
+
+
 def holder_of(obj: Mapping[str, Any] | None) -> Holder | None:
-    """The ``Holder`` of an object as the API returns it (dict); None for None."""
+    """The ``Holder`` of an object as the API returns it (dict); None for None. Bounded in bytes: uids over
+    ``UID_MAX`` are dropped (an over-long owner annotation reads as present but empty: it names no server), at most
+    ``OWNERS_KEPT`` server references, the controller text cut to ``CONTROLLER_TEXT_BYTES``."""
     if obj is None:
         return None
     meta = obj.get("metadata") or {}
@@ -83,14 +96,16 @@ def holder_of(obj: Mapping[str, Any] | None) -> Holder | None:
         if not isinstance(ref, Mapping):
             continue
         group = str(ref.get("apiVersion") or "").split("/")[0]
-        if ref.get("kind") == KIND and group == API_GROUP and ref.get("uid"):
-            owners.append((index, str(ref["uid"])))
+        uid = str(ref.get("uid") or "")
+        if ref.get("kind") == KIND and group == API_GROUP and uid and len(uid) <= UID_MAX \
+                and len(owners) < OWNERS_KEPT:
+            owners.append((index, uid))
         if ref.get("controller") and not controller:
-            controller = f"{ref.get('kind')} {ref.get('name')}"
-            controller_ref = (index, str(ref.get("uid") or ""))
+            controller = capped(f"{ref.get('kind')} {ref.get('name')}", CONTROLLER_TEXT_BYTES)
+            controller_ref = (index, uid if len(uid) <= UID_MAX else "")
     marker = (meta.get("annotations") or {}).get(OWNER_UID_ANNOTATION)
-    return Holder(str(meta.get("uid") or ""), tuple(owners), str(marker) if marker is not None else None, controller,
-                  controller_ref)
+    kept = None if marker is None else str(marker) if len(str(marker)) <= UID_MAX else ""
+    return Holder(str(meta.get("uid") or "")[:UID_MAX], tuple(owners), kept, controller, controller_ref)
 
 
 def server_uid_of(obj: Mapping[str, Any]) -> str:

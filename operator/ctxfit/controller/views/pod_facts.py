@@ -78,6 +78,14 @@ class PodFacts:
     disrupted: bool = False
 
 
+NAME_MAX = 253
+"""An object name is at most 253 characters (a DNS subdomain): a longer owner name in a pod's metadata names no
+ReplicaSet and is not kept (a view is held per indexed pod; anyone who may create pods can label one as an engine
+pod: its size is bounded in bytes, issue 28)."""
+IMAGE_MAX = 1024
+"""A pod's engine image is kept up to this many bytes (the spec allows 512: a longer one is never the rendering)."""
+
+
 def engine_digest(container: Mapping[str, Any]) -> str:
     """Digest (16 hex) of a container's ``ENGINE_DIGEST_FIELDS`` (rendered or as stored in a pod)."""
     parts = {key: container.get(key) for key in ENGINE_DIGEST_FIELDS}
@@ -88,7 +96,8 @@ def _controller_replicaset(meta: Mapping[str, Any], kind: str = "ReplicaSet") ->
     """Name of the pod's controlling ``apps/v1`` ``kind`` (ReplicaSet, or StatefulSet for LWS groups)."""
     for ref in meta.get("ownerReferences") or []:
         if ref.get("controller") and ref.get("kind") == kind and ref.get("apiVersion") == "apps/v1":
-            return str(ref.get("name") or "") or None
+            name = str(ref.get("name") or "")
+            return name if 0 < len(name) <= NAME_MAX else None
     return None
 
 
@@ -153,7 +162,7 @@ def pod_facts(pod: Mapping[str, Any], container_name: str) -> PodFacts:
         revision=labels.get(LWS_REVISION_LABEL),
         template_label=(meta.get("labels") or {}).get(POD_TEMPLATE_HASH_LABEL),
         engine_digest=engine_digest(engine) if engine else None,
-        image=engine.get("image"),
+        image=capped(engine["image"], IMAGE_MAX) if engine.get("image") is not None else None,
         scheduled=scheduled.get("status") if scheduled else None,
         unschedulable_message=capped(scheduled.get("message")) if scheduled and scheduled.get("status") == "False"
         else "",

@@ -158,16 +158,31 @@ class DeploymentView:
     holder: Holder | None = None
 
 
+TEMPLATE_HASH_MAX = 64
+"""The operator's template hash is 16 hex digits; a longer annotation cannot be one it wrote and is kept as ""
+(it matches no rendering, so the rendering is applied again)."""
+
+
 def deployment_view(deployment: Mapping[str, Any] | None) -> DeploymentView | None:
-    """Fold a Deployment (dict) into a ``DeploymentView``; None stays None."""
+    """Fold a Deployment (dict) into a ``DeploymentView``; None stays None.
+
+    Bounded in bytes (one view is kept per indexed workload, and anyone who may create Deployments can label one as
+    the operator's): a workload without an ownerReference to an InferenceServer is not the operator's, whatever
+    its labels, and is never compared, so only who holds it is kept (``live`` None); the compared fields of one
+    that names a server are kept up to ``workloads.MAX_LIVE_BYTES``; the hash annotation up to
+    ``TEMPLATE_HASH_MAX`` characters."""
     if deployment is None:
         return None
     meta = deployment.get("metadata") or {}
-    return DeploymentView(template_hash=(meta.get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION),
+    holder = holder_of(deployment)
+    template_hash = (meta.get("annotations") or {}).get(TEMPLATE_HASH_ANNOTATION)
+    if template_hash is not None and len(str(template_hash)) > TEMPLATE_HASH_MAX:
+        template_hash = ""
+    return DeploymentView(template_hash=template_hash,
                           replicas=(deployment.get("spec") or {}).get("replicas"),
-                          live=live_deployment(deployment, CONTAINER_NAME),
+                          live=live_deployment(deployment, CONTAINER_NAME) if holder and holder.owners else None,
                           current_replicas=_status_replicas(deployment.get("status") or {}),
-                          holder=holder_of(deployment))
+                          holder=holder)
 
 
 def _status_replicas(status: Mapping[str, Any]) -> int | None:

@@ -33,6 +33,7 @@ from ctxfit.render.deployment import PORT_NAME
 from ctxfit.render.labels import selector_labels
 from ctxfit.render.leaderworkerset import LWS_KIND, WORKER_INDEX_LABEL
 from ctxfit.render.scaledobject import PAUSED_ANNOTATION
+from ctxfit.vocab.text import capped
 
 from .ownership import Holder, holder_of
 
@@ -53,6 +54,14 @@ GROUP_ROLES = ("leader", "worker")
 """LeaderWorkerSet templates compared (``spec.leaderWorkerTemplate.<role>Template``)."""
 GROUP_FIELDS = ("size", "restartPolicy")
 """``spec.leaderWorkerTemplate`` fields compared with the rendering (keys ``group.<field>``)."""
+MAX_LIVE_BYTES = 1 << 20
+"""A live workload's compared fields over this many bytes (compact JSON) are not kept, only their size: no rendering
+comes near it (the spec's bounds: 64 KiB of env, 128 args of 1 KiB, 64 pod annotations of 3 KiB; a LeaderWorkerSet
+renders two templates: tests/unit/controller/views/test_drift.py), so such a workload has drifted (``OVERSIZED``) and
+is rendered again. One view is held per indexed workload: its size is bounded in bytes whatever a hand edit puts
+into the template (issue 28)."""
+OVERSIZED = "pod.template"
+"""``drifted``'s answer for a workload whose compared fields are over ``MAX_LIVE_BYTES``."""
 REPLICA_FAILURE = "ReplicaFailure"
 """Deployment condition set when its ReplicaSet cannot create pods (``pkg/controller/deployment/util``
 ``NewDeploymentCondition(ReplicaFailure, ...)`` copied from the ReplicaSet's condition)."""
@@ -68,20 +77,28 @@ class LiveDeployment:
             pieces cost ~9 KiB each against ~3 KiB of text (bench/README.md, 1,000 servers).
         replica_failure: the ReplicaFailure condition's message when True and the Deployment controller has
             seen the current generation (``status.observedGeneration``); None otherwise.
+        oversized: the compared fields' size in bytes when it is over ``MAX_LIVE_BYTES`` (then ``fields_json`` is
+            empty: not kept), else 0.
     """
 
     fields_json: str
     replica_failure: str | None = None
+    oversized: int = 0
 
     @classmethod
     def of(cls, fields: Mapping[str, Any], replica_failure: str | None = None) -> LiveDeployment:
-        """A ``LiveDeployment`` of ``fields`` (a mapping as ``_fields`` returns)."""
-        return cls(json.dumps(fields, sort_keys=True, separators=(",", ":")), replica_failure)
+        """A ``LiveDeployment`` of ``fields`` (a mapping as ``_fields`` returns); over ``MAX_LIVE_BYTES`` only their
+        size is kept."""
+        text = json.dumps(fields, sort_keys=True, separators=(",", ":"))
+        size = len(text.encode())
+        if size > MAX_LIVE_BYTES:
+            return cls("", capped(replica_failure) if replica_failure is not None else None, size)
+        return cls(text, capped(replica_failure) if replica_failure is not None else None)
 
     @property
     def fields(self) -> dict[str, Any]:
-        """The compared fields, decoded (a new dict per access: read it once per comparison)."""
-        return cast(dict[str, Any], json.loads(self.fields_json))
+        """The compared fields, decoded (a new dict per access: read it once per comparison); {} when oversized."""
+        return cast(dict[str, Any], json.loads(self.fields_json)) if self.fields_json else {}
 
 
 def _engine_container(template_spec: Mapping[str, Any], container_name: str) -> Mapping[str, Any]:
@@ -187,6 +204,8 @@ def drifted(desired: Mapping[str, Any], live: LiveDeployment, container_name: st
     """Names (``container.args``, ``pod.volumes``; ``leader.container.image``, ``group.size``... for a
     LeaderWorkerSet) of the compared fields where ``live`` differs from the rendered ``desired``; [] when it
     matches."""
+    if live.oversized:
+        return [OVERSIZED]
     want = _fields(desired, container_name)
     have = live.fields
     changed = [key for key, value in want.items()
@@ -198,6 +217,8 @@ def describe_drift(changed: list[str], desired: Mapping[str, Any], live: LiveDep
                    container_name: str) -> str:
     """One line for the Event: which fields were reverted, with the image values when the image changed and
     the first changed argument; a LeaderWorkerSet's fields name their role (``worker args ...``, ``size 3 -> 2``)."""
+    if live.oversized:
+        return f"the pod template ({live.oversized} bytes as stored, more than any rendering)"
     want_fields = _fields(desired, container_name)
     parts = []
     for key in changed:

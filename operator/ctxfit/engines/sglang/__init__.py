@@ -19,19 +19,14 @@ from typing import TYPE_CHECKING
 from ctxfit.api import AttentionKind, EffectiveConfig, EngineKind, InferenceServerSpec, MiB
 from ctxfit.api.routing import rank_ports_apply
 from ctxfit.engines import ranks as engine_ranks
-from ctxfit.engines.base import BudgetTerms, KVDtypeDecision, Launch
-from ctxfit.engines.common import container_defaults, format_fraction, probe_effective
-from ctxfit.engines.flags import FlagEffects, missing_in_version, refusals, unknown
-from ctxfit.vocab.version import parse_version
+from ctxfit.engines.base import BudgetTerms, EngineBase, KVDtypeDecision, Launch
+from ctxfit.engines.common import container_defaults, format_fraction
 
 from . import features, flags, memory
-from .cuda import image_cuda
 
 if TYPE_CHECKING:
     from ctxfit.engines.group import GroupRoles
     from ctxfit.vocab.inputs import PlanInputs
-    from ctxfit.vocab.patterns import FailurePattern, PhaseMarker
-    from ctxfit.vocab.startup import StartupReport
 
 DEFAULT_VERSION = "0.5.23"
 MAMBA_FULL_MEMORY_RATIO = 0.9
@@ -44,15 +39,21 @@ DP_RANK_ENV = "SGLANG_DP_RANK"
 """``--cuda-graph-max-bs-decode`` exists from 0.5.14 and ``--cuda-graph-max-bs`` up to 0.5.19
 (tests/fixtures/engine-flags/sglang.json)."""
 PAGE_SIZE = 1
+UNPLANNED_MEM_FRACTION_STATIC = 0.85
+"""mem-fraction-static of a spec that cannot be planned: a typical value of SGLang's heuristic on 80 GB GPUs."""
+UNPLANNED_CUDA_GRAPH_MAX_BS = 256
+"""cuda-graph-max-bs of a spec that cannot be planned: SGLang's H100-class ``cuda_graph_max_bs``."""
 
 
-class SGLang:
+class SGLang(EngineBase):
     """The SGLang engine (0.4 - 0.5.23)."""
 
     kind = EngineKind.SGLANG
+    package = __name__
+    default_version = DEFAULT_VERSION
+    image_repository = IMAGE_REPOSITORY
+    probe_fraction = 0.8
     default_port = 30000
-    health_path = "/health"
-    metrics_path = "/metrics"
     kv_usage_metrics: tuple[str, ...] = ("sglang:token_usage",)
     preemption_metric = "sglang:num_retracted_reqs"
     waiting_metric = "sglang:num_queue_reqs"
@@ -60,6 +61,8 @@ class SGLang:
     display_name = "SGLang"
     tp_splits_experts = True
     state_pool_ratio: float | None = MAMBA_FULL_MEMORY_RATIO
+    memory_knob = "memFractionStatic"
+    display_with_article = "an SGLang"
 
     def draft_own_geometry(self, inputs: PlanInputs) -> bool:
         """The draft worker's own pool (before 0.5.14) follows its model; the joint cell does not."""
@@ -69,25 +72,19 @@ class SGLang:
         """See ``features.draft_pool_in_budget``."""
         return features.draft_pool_in_budget(inputs)
 
-    def default_image(self, version: str | None) -> str:
-        """``lmsysorg/sglang:v<version>``."""
-        return f"{IMAGE_REPOSITORY}:v{(version or DEFAULT_VERSION).lstrip('v')}"
+    def capability_problems(self, inputs: PlanInputs) -> list[str]:
+        """``capability.capability_problems``."""
+        from .capability import capability_problems
 
-    def image_cuda(self, version: str | None) -> tuple[int, int] | None:
-        """``cuda.image_cuda`` of ``version`` (default ``DEFAULT_VERSION``)."""
-        return image_cuda(parse_version(version, default=parse_version(DEFAULT_VERSION, default=(0, 0, 0))))
+        return capability_problems(inputs)
 
-    def failure_patterns(self) -> tuple[tuple[FailurePattern, ...], tuple[PhaseMarker, ...]]:
-        """``failures.FAILURE_PATTERNS`` and ``failures.PHASE_MARKERS``."""
-        from .failures import FAILURE_PATTERNS, PHASE_MARKERS
+    def unplanned_defaults(self, spec: InferenceServerSpec) -> tuple[float | None, float | None, int]:
+        """The spec's fraction, else ``UNPLANNED_MEM_FRACTION_STATIC``; graph batch ``UNPLANNED_CUDA_GRAPH_MAX_BS``."""
+        return None, spec.memory.mem_fraction_static or UNPLANNED_MEM_FRACTION_STATIC, UNPLANNED_CUDA_GRAPH_MAX_BS
 
-        return FAILURE_PATTERNS, PHASE_MARKERS
-
-    def parse_startup(self, text: str) -> StartupReport:
-        """``startup.parse_startup``."""
-        from .startup import parse_startup
-
-        return parse_startup(text)
+    def free_at_load_bytes(self, inputs: PlanInputs) -> int | None:
+        """``memory.pre_free_bytes``: mem-fraction-static is of the memory free at weight load."""
+        return memory.pre_free_bytes(inputs)
 
     def logged_version(self, text: str) -> tuple[int, int] | None:
         """None: SGLang does not log its version in the start-up lines it prints."""
@@ -211,25 +208,9 @@ class SGLang:
             ]
         return []
 
-    def flag_refusals(self, spec: InferenceServerSpec) -> list[tuple[str, str]]:
-        """See ``engines.flags.refusals`` (the table: ``flags.RULES``)."""
-        text = (spec.engine.version or DEFAULT_VERSION).lstrip("v")
-        rendered = self.engine_args(spec, probe_effective(mem_fraction_static=0.8, max_loras=1, max_lora_rank=8,
-                                                          max_cpu_loras=1, num_speculative_tokens=1))
-        return [*refusals(flags.occurrences(spec), spec, "SGLang", text),
-                *missing_in_version(rendered, flags.TABLE, parse_version(text, default=(0, 5, 23)))]
-
-    def flag_effects(self, inputs: PlanInputs) -> FlagEffects:
-        """See ``flags.effects``."""
-        return flags.effects(inputs)
-
-    def unknown_flags(self, spec: InferenceServerSpec) -> list[str]:
-        """Flags in no SGLang parser read (``flags.TABLE.versions_read``)."""
-        return unknown(flags.occurrences(spec))
-
     def engine_args(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> list[str]:
-        """``sglang.launch_server`` arguments (after the program), user ``engine.args`` last."""
-        version = parse_version(spec.engine.version, default=(0, 5, 23))
+        """``sglang.launch_server`` arguments (after the program), user ``engine.args`` last (``feature_args``)."""
+        version = self._version(spec.engine.version)
         p = spec.parallelism
         args = ["--model-path", spec.model.name, "--host", "0.0.0.0", "--port", str(spec.serving.port)]
         args += ["--tp-size", str(p.tensor)]
@@ -249,15 +230,7 @@ class SGLang:
         graph_flag = "--cuda-graph-max-bs-decode" if version >= DECODE_GRAPH_FLAG_SINCE else "--cuda-graph-max-bs"
         args += [graph_flag, str(effective.cuda_graph_max_batch_size)]
         args += ["--enable-metrics"]
-        args += features.lora_args(spec, effective, version)
-        args += features.speculative_args(spec, effective, version)
-        if spec.routing.served_model_name:
-            args += ["--served-model-name", spec.routing.served_model_name]
-        return args + list(spec.engine.args)
-
-    def feature_problems(self, inputs: PlanInputs) -> list[tuple[str, str]]:
-        """See ``features.problems``."""
-        return features.problems(inputs)
+        return args + self.feature_args(spec, effective, version)
 
     def api_ports(self, spec: InferenceServerSpec) -> tuple[int, ...]:
         """``serving.port + r`` per data-parallel rank in a pool (``launch``), else ``(serving.port,)``."""

@@ -47,18 +47,31 @@ def first_per_rank(text: str, markers: tuple[str, ...]) -> str:
     return "\n".join(kept)
 
 
-def later_per_rank(text: str, markers: tuple[str, ...]) -> str:
-    """The lines ``first_per_rank`` drops: the second and later pool lines of each rank (a speculative draft's
-    pool, printed after the target's). Never raises."""
-    seen: set[tuple[str, str]] = set()
+def after_target_pool(text: str, line_marker: str, composite_marker: str) -> str:
+    """The pool lines (``line_marker`` or ``composite_marker``) each rank prints after its own (the target model's)
+    pool: a speculative draft's pool. Never raises; linear (two passes).
+
+    A rank's target pool is its first ``composite_marker`` line together with the ``line_marker`` lines before it
+    (a sliding-window pool, ``SWAKVPool``: its full and sliding-window sub-pools each print "KV Cache is allocated."
+    first, unlabelled in 0.5.4 - 0.5.16, "Full KV Cache ..." / "SWA KV Cache ..." from 0.5.17), else its first
+    ``line_marker`` line. Not told apart: a sliding-window draft of a target without sliding window (its sub-pools
+    would be read as the target's)."""
+    lines = [raw[:MAX_LINE_CHARS] for raw in text.splitlines()]
+    composite_at: dict[str, int] = {}
+    for at, line in enumerate(lines):
+        if composite_marker in line:
+            composite_at.setdefault(rank_of(line, composite_marker), at)
+    seen: set[str] = set()
     kept: list[str] = []
-    for raw in text.splitlines():
-        line = raw[:MAX_LINE_CHARS]
-        marker = next((m for m in markers if m in line), None)
+    for at, line in enumerate(lines):
+        marker = composite_marker if composite_marker in line else (line_marker if line_marker in line else None)
         if marker is None:
             continue
-        key = (marker, rank_of(line, marker))
-        if key in seen:
+        rank = rank_of(line, marker)
+        if rank in composite_at:
+            if at > composite_at[rank]:
+                kept.append(line)
+        elif rank in seen:
             kept.append(line)
-        seen.add(key)
+        seen.add(rank)
     return "\n".join(kept)

@@ -21,20 +21,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
-from ctxfit.engines.base import BudgetTerms, KVDtypeDecision, Launch
-from ctxfit.engines.common import container_defaults, format_fraction, probe_effective
-from ctxfit.engines.flags import FlagEffects, missing_in_version, refusals, unknown
+from ctxfit.engines.base import BudgetTerms, EngineBase, KVDtypeDecision, Launch
+from ctxfit.engines.common import container_defaults, format_fraction
 from ctxfit.vocab.version import parse_version
 
 from . import features, flags, memory
-from .cuda import image_cuda
 from .dtypes import resolve_kv_dtype
 
 if TYPE_CHECKING:
     from ctxfit.engines.group import GroupRoles
     from ctxfit.vocab.inputs import PlanInputs
-    from ctxfit.vocab.patterns import FailurePattern, PhaseMarker
-    from ctxfit.vocab.startup import StartupReport
 
 DEFAULT_VERSION = "0.20.0"
 IMAGE_REPOSITORY = "vllm/vllm-openai"
@@ -43,6 +39,8 @@ DEFAULT_UTILIZATION_OLD = 0.90
 DEFAULT_UTILIZATION_NEW = 0.92
 UTILIZATION_092_SINCE = (0, 20, 0)
 DEFAULT_CUDA_GRAPH_CAPTURE = 512
+UNPLANNED_VERSION = (99, 0, 0)
+"""Version assumed by ``unplanned_defaults`` when the spec names none: the newest defaults."""
 CAPTURE_SIZE_FLAG_SINCE = (0, 12, 0)
 """``--max-cudagraph-capture-size`` exists from 0.12.0 (tests/fixtures/engine-flags/vllm.json; 0.11.0 has neither the
 flag nor ``CompilationConfig.max_cudagraph_capture_size``)."""
@@ -55,13 +53,15 @@ BLOCK_SIZE_MLA = 64
 NULL_BLOCK_SINCE = (0, 20, 0)
 
 
-class VLLM:
+class VLLM(EngineBase):
     """The vLLM engine (V1; V0 wording handled by the failure patterns)."""
 
     kind = EngineKind.VLLM
+    package = __name__
+    default_version = DEFAULT_VERSION
+    image_repository = IMAGE_REPOSITORY
+    probe_utilization = 0.9
     default_port = 8000
-    health_path = "/health"
-    metrics_path = "/metrics"
     kv_usage_metrics: tuple[str, ...] = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
     preemption_metric = "vllm:num_preemptions_total"
     waiting_metric = "vllm:num_requests_waiting"
@@ -69,6 +69,8 @@ class VLLM:
     display_name = "vLLM"
     tp_splits_experts = False
     state_pool_ratio: float | None = None  # state and KV share one block pool (V1 hybrid allocator)
+    memory_knob = "gpuMemoryUtilization"
+    display_with_article = "a vLLM"
 
     def draft_own_geometry(self, inputs: PlanInputs) -> bool:
         """The drafter's layers get their own KV specs."""
@@ -78,25 +80,21 @@ class VLLM:
         """The drafter's layers get KV blocks in the target's pool (module ``features``)."""
         return True
 
-    def default_image(self, version: str | None) -> str:
-        """``vllm/vllm-openai:v<version>``."""
-        return f"{IMAGE_REPOSITORY}:v{(version or DEFAULT_VERSION).lstrip('v')}"
+    def capability_problems(self, inputs: PlanInputs) -> list[str]:
+        """``capability.capability_problems``."""
+        from .capability import capability_problems
 
-    def image_cuda(self, version: str | None) -> tuple[int, int] | None:
-        """``cuda.image_cuda`` of ``version`` (default ``DEFAULT_VERSION``)."""
-        return image_cuda(parse_version(version, default=parse_version(DEFAULT_VERSION, default=(0, 0, 0))))
+        return capability_problems(inputs)
 
-    def failure_patterns(self) -> tuple[tuple[FailurePattern, ...], tuple[PhaseMarker, ...]]:
-        """``failures.FAILURE_PATTERNS`` and ``failures.PHASE_MARKERS``."""
-        from .failures import FAILURE_PATTERNS, PHASE_MARKERS
+    def unplanned_defaults(self, spec: InferenceServerSpec) -> tuple[float | None, float | None, int]:
+        """The spec's utilization, else the default of its version (unknown: the newest, 0.92); graph batch 512."""
+        version = parse_version(spec.engine.version, default=UNPLANNED_VERSION)
+        default = DEFAULT_UTILIZATION_NEW if version >= UTILIZATION_092_SINCE else DEFAULT_UTILIZATION_OLD
+        return spec.memory.gpu_memory_utilization or default, None, DEFAULT_CUDA_GRAPH_CAPTURE
 
-        return FAILURE_PATTERNS, PHASE_MARKERS
-
-    def parse_startup(self, text: str) -> StartupReport:
-        """``startup.parse_startup``."""
-        from .startup import parse_startup
-
-        return parse_startup(text)
+    def free_at_load_bytes(self, inputs: PlanInputs) -> int | None:
+        """None: vLLM's utilization is of the CUDA total, not of the memory free at load."""
+        return None
 
     def logged_version(self, text: str) -> tuple[int, int] | None:
         """``startup.logged_version`` (vLLM logs its version at start-up)."""
@@ -202,29 +200,9 @@ class VLLM:
         """vLLM checks its own budget at start-up; nothing outside it blocks a plan."""
         return []
 
-    def flag_refusals(self, spec: InferenceServerSpec) -> list[tuple[str, str]]:
-        """See ``engines.flags.refusals`` (the table: ``flags.RULES``)."""
-        from ctxfit.vocab.version import parse_version
-
-        text = (spec.engine.version or DEFAULT_VERSION).lstrip("v")
-        rendered = self.engine_args(spec, probe_effective(gpu_memory_utilization=0.9, max_loras=1, max_lora_rank=8,
-                                                          max_cpu_loras=1, num_speculative_tokens=1))
-        return [*refusals(flags.occurrences(spec), spec, "vLLM", text),
-                *missing_in_version(rendered, flags.TABLE, parse_version(text, default=(0, 20, 0)))]
-
-    def flag_effects(self, inputs: PlanInputs) -> FlagEffects:
-        """See ``flags.effects``."""
-        return flags.effects(inputs)
-
-    def unknown_flags(self, spec: InferenceServerSpec) -> list[str]:
-        """Flags in no vLLM parser read (``flags.TABLE.versions_read``)."""
-        return unknown(flags.occurrences(spec))
-
     def engine_args(self, spec: InferenceServerSpec, effective: EffectiveConfig) -> list[str]:
-        """``vllm serve`` arguments (after the program), user ``engine.args`` last."""
-        from ctxfit.vocab.version import parse_version
-
-        version = parse_version(spec.engine.version, default=(0, 20, 0))
+        """``vllm serve`` arguments (after the program), user ``engine.args`` last (``feature_args``)."""
+        version = self._version(spec.engine.version)
         p = spec.parallelism
         args = [spec.model.name, "--host", "0.0.0.0", "--port", str(spec.serving.port)]
         args += ["--tensor-parallel-size", str(p.tensor)]
@@ -245,15 +223,7 @@ class VLLM:
             args += ["--max-cudagraph-capture-size", str(effective.cuda_graph_max_batch_size)]
         elif GRAPH_SIZES_FLAG[0] <= version < GRAPH_SIZES_FLAG[1]:
             args += ["--cuda-graph-sizes", str(effective.cuda_graph_max_batch_size)]
-        args += features.lora_args(spec, effective, version)
-        args += features.speculative_args(spec, effective, version)
-        if spec.routing.served_model_name:
-            args += ["--served-model-name", spec.routing.served_model_name]
-        return args + list(spec.engine.args)
-
-    def feature_problems(self, inputs: PlanInputs) -> list[tuple[str, str]]:
-        """See ``features.problems``."""
-        return features.problems(inputs)
+        return args + self.feature_args(spec, effective, version)
 
     def api_ports(self, spec: InferenceServerSpec) -> tuple[int, ...]:
         """See ``ranks.rank_ports``."""

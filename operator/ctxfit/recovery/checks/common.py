@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 from ctxfit.api import EffectiveConfig, GiB, MiB, quantity_to_bytes
-from ctxfit.api.spec import Architecture
+from ctxfit.api.model import Architecture
 from ctxfit.budget.context import ladder_floor
 from ctxfit.budget.kv import KVLayout, kv_layout
 from ctxfit.catalog import lookup_gpu, lookup_model

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import math
 
-from ctxfit.api import EffectiveConfig, EngineKind, GiB
-from ctxfit.engines.sglang.memory import pre_free_bytes as sglang_pre_free_bytes
+from ctxfit.api import EffectiveConfig, GiB
+from ctxfit.engines import get_engine
 from ctxfit.recovery.policy import Decision, PolicyContext, permanent, propose
 from ctxfit.vocab.inputs import resolve_inputs
 from ctxfit.vocab.kinds import FailureKind
@@ -69,21 +69,24 @@ MAX_PLAN_STEPS = 40
 """0.01 steps the sized fraction may climb until the plan predicts the context fits there."""
 
 
-def _sglang_free_at_load(ctx: PolicyContext) -> int | None:
-    """Free memory at SGLang's weight load (what mem-fraction-static multiplies), bytes, as the plan computes it."""
+def _free_at_load(ctx: PolicyContext) -> int | None:
+    """Free memory at weight load that the engine's fraction multiplies (SGLang mem-fraction-static), bytes, as the
+    plan computes it (``Engine.free_at_load_bytes``); None where the fraction is of the GPU total (vLLM)."""
     try:
         inputs = resolve_inputs(ctx.spec)
     except ValueError:
         return None
-    return sglang_pre_free_bytes(inputs)
+    return get_engine(ctx.engine).free_at_load_bytes(inputs)
 
 
 def _weights_term(ctx: PolicyContext, kv: int) -> tuple[float, str] | None:
-    """SGLang: the fraction weights + ``kv`` take of the memory free at load, and the arithmetic; else None."""
-    if ctx.engine is not EngineKind.SGLANG:
+    """Where the fraction is of the memory free at load (SGLang): the fraction weights + ``kv`` take of it, and the
+    arithmetic; else None."""
+    free = _free_at_load(ctx)
+    if not free:
         return None
-    weights, free = weights_per_gpu_bytes(ctx), _sglang_free_at_load(ctx)
-    if not weights or not free:
+    weights = weights_per_gpu_bytes(ctx)
+    if not weights:
         return None
     share = (weights + kv) / free
     return share, (f"weights {gib_text(weights)} + KV {gib_text(kv)} = {share:.4f} of the {gib_text(free)} free at "

@@ -36,7 +36,7 @@ def source(repo: str) -> ModelSource:
 
 
 def draft_key(spec_body: dict[str, Any]) -> tuple[str, ...]:
-    wanted = draft_need(InferenceServerSpec.model_validate(spec_body))
+    wanted = draft_need(InferenceServerSpec.model_validate(spec_body), "team-a")
     assert wanted is not None
     return wanted.key
 
@@ -136,13 +136,13 @@ def test_a_hub_target_and_a_hub_draft_resolve_in_turn() -> None:
 def test_drafts_that_need_no_resolution() -> None:
     described = body(architecture={"attention": "gqa", "numLayers": 28, "numKVHeads": 8, "headDim": 128,
                                    "maxPositionEmbeddings": 131072}, weightsPerGPU="6Gi")
-    assert draft_need(InferenceServerSpec.model_validate(described)) is None
+    assert draft_need(InferenceServerSpec.model_validate(described), "team-a") is None
     local = body()
     local["speculative"]["draft"]["name"] = "/models/draft"
-    assert draft_need(InferenceServerSpec.model_validate(local)) is None
+    assert draft_need(InferenceServerSpec.model_validate(local), "team-a") is None
     catalog = body()
     catalog["speculative"]["draft"]["name"] = "meta-llama/Llama-3.1-8B-Instruct"
-    assert draft_need(InferenceServerSpec.model_validate(catalog)) is None
+    assert draft_need(InferenceServerSpec.model_validate(catalog), "team-a") is None
     out = run(catalog)
     assert out.draft_resolution_request is None and out.status.model is not None and out.status.model.draft is None
 
@@ -161,7 +161,7 @@ def lora_body(engine: str = "sglang", version: str = "0.5.23") -> dict[str, Any]
 
 
 def adapter_view(spec_body: dict[str, Any], config: dict[str, Any] | None = None, **kw: Any) -> ResolutionView:
-    ((_, wanted),) = adapter_needs(InferenceServerSpec.model_validate(spec_body))
+    ((_, wanted),) = adapter_needs(InferenceServerSpec.model_validate(spec_body), "team-a")
     if config is None:
         return ResolutionView(wanted.key, **kw)
     return ResolutionView(wanted.key, ModelSource(config, None, "hub", "acme/llama31-sql-lora", None, "d" * 40), NOW)
@@ -234,3 +234,51 @@ def test_a_draft_method_without_a_draft_is_a_clean_spec_error() -> None:
     assert out.status.phase is not None and out.status.phase.value == "Failed" and out.deployment is None
     message = out.status.message or ""
     assert message.startswith("spec.speculative") and "Value error" not in message, message
+
+
+def test_a_gated_draft_of_a_server_with_a_token_is_read_with_that_token() -> None:
+    """``model.tokenSecretRef`` covers the draft too (the download container already gets it): the draft step asks
+    for a resolver pod with that Secret, keyed by namespace and Secret, and plans from its result."""
+    spec_body = body()
+    spec_body["model"]["tokenSecretRef"] = {"name": "hf", "key": "token"}
+    out = run(spec_body)
+    request = out.draft_resolution_request
+    assert request is not None and request.need.kind == "token" and request.need.secret == ("hf", "token")
+    assert request.need.key == ("token", "ns", "hf", "token", DRAFT, "main")
+    status, reason, message = condition(out)
+    assert (status, reason) == ("Unknown", "Resolving") and "resolver pod" in message and "token Secret" in message
+    done = run(spec_body, ResolutionView(request.need.key, source(DRAFT), NOW))
+    assert done.status.plan is not None and done.status.plan.fits and done.deployment is not None
+    assert done.status.model is not None and done.status.model.draft is not None
+    assert done.status.model.draft.repo == DRAFT
+
+
+def test_a_gated_adapter_of_a_server_with_a_token_is_read_with_that_token() -> None:
+    spec_body = lora_body()
+    spec_body["model"]["tokenSecretRef"] = {"name": "hf", "key": "token"}
+    out = run_lora(spec_body)
+    (request,) = out.adapter_resolution_requests
+    assert request.need.kind == "token" and request.need.secret == ("hf", "token")
+    assert request.need.key == ("adapter-token", "ns", "hf", "token", "acme/llama31-sql-lora", "main")
+    status, reason, message = condition(out)
+    assert (status, reason) == ("Unknown", "Resolving") and "adapter_config.json" in message
+    assert "resolver pod" in message and "token Secret" in message
+    view = ResolutionView(request.need.key, ModelSource(ADAPTER, None, "hub", "acme/llama31-sql-lora", None,
+                                                        "d" * 40), NOW)
+    done = run_lora(spec_body, (view,))
+    assert done.status.effective is not None and done.status.effective.max_lora_rank == 32
+
+
+def test_a_denied_draft_says_which_token_to_set() -> None:
+    """Without a token a gated draft is refused by the Hub: the message names the draft and spec.model.tokenSecretRef;
+    with one, that the token lacks access."""
+    plain = body()
+    denied = ResolutionView(draft_key(plain), None, None, "ModelAccessDenied", "401 gated repo")
+    status, reason, message = condition(run(plain, denied))
+    assert (status, reason) == ("False", "ModelAccessDenied")
+    assert f"draft {DRAFT}" in message and "set spec.model.tokenSecretRef" in message
+    gated = body()
+    gated["model"]["tokenSecretRef"] = {"name": "hf", "key": "token"}
+    key = ("token", "ns", "hf", "token", DRAFT, "main")
+    _, _, message = condition(run(gated, ResolutionView(key, None, None, "ModelAccessDenied", "403")))
+    assert "has no access" in message and "tokenSecretRef" in message

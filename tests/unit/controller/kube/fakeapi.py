@@ -1,5 +1,5 @@
-"""An in-memory API server behind a urllib3-style pool, for the operator's whole I/O in unit tests (both client
-stacks: ``kube.rest.Rest`` and the generated ``CustomObjectsApi`` send through ``pool_manager.request``).
+"""An in-memory API server behind a urllib3-style pool, for the operator's whole I/O in unit tests (``kube.rest.Rest``
+sends through ``pool_manager.request``; so would the generated client, which the tests' own setup may use).
 
 Enough of kube-apiserver's semantics for what the operator sends: POST answers 409 when the name is taken (and
 fills ``uid``, ``resourceVersion``, ``generation``, ``generateName``), GET 404 for an absent object, JSON patch

@@ -86,7 +86,7 @@ def test_a_hub_draft_is_resolved_under_its_own_key_and_shared_with_a_model(hub: 
     body = spec("Qwen/Qwen3-8B") | {"speculative": {"method": "draft", "draft": {
         "name": "Qwen/Qwen3-0.6B"}, "numSpeculativeTokens": 4}}
     assert res.view(("team-a", "spec"), body) is None, "a catalog target"
-    wanted = draft_need(InferenceServerSpec.model_validate(body))
+    wanted = draft_need(InferenceServerSpec.model_validate(body), "team-a")
     assert wanted is not None and wanted.key == need(InferenceServerSpec.model_validate(
         spec("Qwen/Qwen3-0.6B")), "team-a").key
     first = res.draft_view(("team-a", "spec"), body)
@@ -114,7 +114,7 @@ def test_a_hub_adapters_config_is_read_once_from_the_hub(hub: HubStandIn) -> Non
     res = Resolutions(None, SETTINGS, lambda key: None)
     body = spec("Qwen/Qwen3-8B") | {"lora": {"adapters": [
         {"name": "sql", "source": "acme/qwen3-8b-sql-lora"}, {"name": "given", "source": "acme/other", "rank": 8}]}}
-    needs = adapter_needs(InferenceServerSpec.model_validate(body))
+    needs = adapter_needs(InferenceServerSpec.model_validate(body), "team-a")
     assert [(name, wanted.key) for name, wanted in needs] == [("sql", ("adapter", "acme/qwen3-8b-sql-lora", "main"))]
     res.request(("team-a", "lora"), ResolutionRequest(needs[0][1]), BODY)
     wait_for(lambda: all(v.source is not None or v.error for v in res.adapter_views(("team-a", "lora"), body)))
@@ -444,3 +444,60 @@ def test_no_resolver_image_is_a_clear_failure_not_a_stuck_pod() -> None:
     assert view is not None and view.error == "ResolverNotConfigured" and "CTXFIT_RESOLVER_IMAGE" in view.detail
     assert not kube.rest.pods
     res.close()
+
+
+def test_a_gated_draft_is_read_with_the_models_token(hub: HubStandIn, tmp_path: Path) -> None:
+    """A draft on a gated repo (Llama-3.2-3B for a Llama-3.1-8B target) of a server with ``model.tokenSecretRef``:
+    the resolver pod with that Secret, under the key a gated model of that repo has; never the operator's own
+    tokenless read (which the Hub refuses)."""
+    token = {"name": "hf", "key": "token"}
+    body = spec("meta-llama/Llama-3.1-8B-Instruct", tokenSecretRef=token) | {"speculative": {
+        "method": "draft", "draft": {"name": "meta-llama/Llama-3.2-3B"}, "numSpeculativeTokens": 4}}
+    wanted = draft_need(InferenceServerSpec.model_validate(body), "team-a")
+    assert wanted is not None and wanted.kind == "token" and wanted.secret == ("hf", "token")
+    assert wanted.key == need(InferenceServerSpec.model_validate(spec("meta-llama/Llama-3.2-3B", tokenSecretRef=token)),
+                              "team-a").key
+    pod = resolver_pod(wanted, "llama", "team-a", "uid-llama", SETTINGS)
+    assert TOKEN not in json.dumps(pod) and "CTXFIT_RESOLVE_ADAPTER" not in json.dumps(pod)
+    env = _kubelet_env(pod, {("hf", "token"): TOKEN}) | {"HF_HOME": str(tmp_path / "hf"),
+                                                          "CTXFIT_CACHE": str(tmp_path / "c")}
+    code, message = run_resolver(env)
+    found = unpack(message)
+    assert code == 0 and isinstance(found, ModelSource), message
+    assert found.commit == fixture_repo("meta-llama/Llama-3.2-3B").sha and found.checkpoint is not None
+    plain = body | {"model": {"name": "meta-llama/Llama-3.1-8B-Instruct"}}  # no token: the operator reads it itself
+    tokenless = draft_need(InferenceServerSpec.model_validate(plain), "team-a")
+    assert tokenless is not None and tokenless.kind == "hub"
+    res = Resolutions(None, SETTINGS, lambda key: None)
+    res.request(("team-a", "llama"), ResolutionRequest(tokenless), BODY)
+    wait_for(lambda: (v := res.draft_view(("team-a", "llama"), plain)) is not None and v.error is not None)
+    view = res.draft_view(("team-a", "llama"), plain)
+    assert view is not None and view.error == "ModelAccessDenied", "a gated draft without the token is refused"
+    res.close()
+
+
+def test_a_gated_adapters_config_is_read_with_the_models_token(hub: HubStandIn, tmp_path: Path) -> None:
+    """A LoRA adapter on a gated repo: the resolver pod reads its adapter_config.json (``CTXFIT_RESOLVE_ADAPTER``) with
+    the server's token Secret, keyed by namespace and Secret; without the token the stand-in denies it."""
+    config = {"peft_type": "LORA", "r": 16, "lora_alpha": 32, "base_model_name_or_path": "Qwen/Qwen3-8B",
+              "target_modules": ["q_proj", "v_proj"], "task_type": "CAUSAL_LM"}
+    hub.extra["acme/gated-lora"] = FixtureRepo(
+        "acme/gated-lora", {}, [], 1, True, "adapter", {}, "e" * 40,
+        {"adapter_config.json": RepoFile("adapter_config.json", json.dumps(config).encode()),
+         "adapter_model.safetensors": RepoFile("adapter_model.safetensors", header=b"{}", data_bytes=32 << 20)})
+    body = spec("Qwen/Qwen3-8B", tokenSecretRef={"name": "hf", "key": "token"}) | {"lora": {"adapters": [
+        {"name": "sql", "source": "acme/gated-lora"}]}}
+    ((name, wanted),) = adapter_needs(InferenceServerSpec.model_validate(body), "team-a")
+    assert name == "sql" and wanted.kind == "token"
+    assert wanted.key == ("adapter-token", "team-a", "hf", "token", "acme/gated-lora", "main")
+    pod = resolver_pod(wanted, "qwen", "team-a", "uid-qwen", SETTINGS)
+    env = _kubelet_env(pod, {("hf", "token"): TOKEN}) | {"HF_HOME": str(tmp_path / "hf"),
+                                                          "CTXFIT_CACHE": str(tmp_path / "c")}
+    assert env["CTXFIT_RESOLVE_ADAPTER"] == "1" and TOKEN not in json.dumps(pod)
+    code, message = run_resolver(env)
+    found = unpack(message)
+    assert code == 0 and isinstance(found, ModelSource), message
+    assert found.config == config and found.commit == "e" * 40 and found.checkpoint is None
+    denied, denial = run_resolver({k: v for k, v in env.items() if k != "HF_TOKEN"})
+    assert denied == 1 and unpack(denial)[0] == "ModelAccessDenied"  # type: ignore[index]
+    assert hub.weight_bytes_served() < 2**20, "the adapter's weights are not read"
