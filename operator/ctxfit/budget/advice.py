@@ -95,11 +95,14 @@ def target_suggestions(
     if effective.gpu_memory_utilization is not None and effective.gpu_memory_utilization < UTILIZATION_CEILING:
         raised = effective.model_copy(update={"gpu_memory_utilization": UTILIZATION_CEILING})
         tokens = fit_pool(inputs, engine, engine.budget(inputs, raised), effective.kv_cache_dtype).max_context_length
-        out.append(f"gpu-memory-utilization {UTILIZATION_CEILING} would hold {tokens} tokens: {_verdict(tokens, goal)}")
+        if tokens > 0:  # a raise that still holds nothing is no suggestion
+            out.append(f"gpu-memory-utilization {UTILIZATION_CEILING} would hold {tokens} tokens: "
+                       f"{_verdict(tokens, goal)}")
     if effective.mem_fraction_static is not None and effective.mem_fraction_static < FRACTION_CEILING:
         raised = effective.model_copy(update={"mem_fraction_static": FRACTION_CEILING})
         tokens = fit_pool(inputs, engine, engine.budget(inputs, raised), effective.kv_cache_dtype).max_context_length
-        out.append(f"mem-fraction-static {FRACTION_CEILING} would hold {tokens} tokens: {_verdict(tokens, goal)}")
+        if tokens > 0:
+            out.append(f"mem-fraction-static {FRACTION_CEILING} would hold {tokens} tokens: {_verdict(tokens, goal)}")
     spec = inputs.spec
     doubled_spec = spec.model_copy(
         update={

@@ -61,6 +61,7 @@ def plan(  # noqa: C901 - the planner's steps in order; to split with the any-mo
     node_product: str | None = None,
     node_gpu_memory_mib: int | None = None,
     node_compute_capability: tuple[int, int] | None = None,
+    node_gpus: int | None = None,
     hf_config: dict[str, Any] | None = None,
     adapter_configs: Mapping[str, Mapping[str, Any]] | None = None,
     draft_config: Mapping[str, Any] | None = None,
@@ -76,6 +77,7 @@ def plan(  # noqa: C901 - the planner's steps in order; to split with the any-mo
     Args:
         spec: validated InferenceServer spec.
         node_product, node_gpu_memory_mib, node_compute_capability: what the node's GFD labels say.
+        node_gpus: GPUs on one eligible node (allocatable ``nvidia.com/gpu``), for "more GPUs" suggestions.
         hf_config: a config.json dict, used when the spec has no architecture.
         adapter_configs: adapter name -> its adapter_config.json (LoRA rank and modules when the spec omits them).
         draft_config: the speculative draft's config.json (its geometry and weights when the spec omits them).
@@ -146,7 +148,7 @@ def plan(  # noqa: C901 - the planner's steps in order; to split with the any-mo
     capability = capability_problems(inputs)
     refusal = parallelism_problems(inputs) + capability
     if refusal:
-        return dataclasses.replace(_refused(inputs, engine, effective, [*reasons, *refusal]),
+        return dataclasses.replace(_refused(inputs, engine, effective, [*reasons, *refusal], node_gpus),
                                    capability_refusals=tuple(capability))
     step = plan_step(inputs, engine, effective, goal)
     if inputs.hybrid is not None and step.effective.max_num_seqs < effective.max_num_seqs:
@@ -171,7 +173,7 @@ def plan(  # noqa: C901 - the planner's steps in order; to split with the any-mo
         too_heavy = weights_problem(inputs, step.terms)
         reasons.extend([too_heavy] if too_heavy else [])
         reasons.extend(target_suggestions(inputs, engine, step.effective, goal, step.terms))
-        reasons.extend(suggestions(inputs, step.terms) if too_heavy else [])
+        reasons.extend(suggestions(inputs, step.terms, node_gpus) if too_heavy else [])
     return Plan(
         fits=fits,
         context_length=step.choice.context_length if fits else 0,
@@ -223,7 +225,8 @@ def apply_engine_flags(engine: Engine, inputs: PlanInputs) -> tuple[PlanInputs, 
     return inputs, notes
 
 
-def _refused(inputs: PlanInputs, engine: Engine, effective: EffectiveConfig, reasons: list[str]) -> Plan:
+def _refused(inputs: PlanInputs, engine: Engine, effective: EffectiveConfig, reasons: list[str],
+             node_gpus: int | None = None) -> Plan:
     """The plan of a spec the engines could not start (``budget.verdict``): full budget, no context."""
     terms = engine.budget(inputs, effective)
     fit = fit_pool(inputs, engine, terms, effective.kv_cache_dtype)
@@ -238,7 +241,7 @@ def _refused(inputs: PlanInputs, engine: Engine, effective: EffectiveConfig, rea
         effective=effective,
         engine_command=tuple(engine.command),
         engine_args=[],
-        reasons=[*reasons, *suggestions(inputs, terms)],
+        reasons=[*reasons, *suggestions(inputs, terms, node_gpus)],
         model_max_context=inputs.model_max_context,
     )
 

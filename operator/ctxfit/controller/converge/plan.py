@@ -54,6 +54,7 @@ def plan_for(spec: InferenceServerSpec, node: GPUNode | None, settings: Settings
         node_product=node.product if node else None,
         node_gpu_memory_mib=node.gpu_memory_mib if node else None,
         node_compute_capability=node.compute if node else None,
+        node_gpus=node.gpus if node else None,
         default_headroom=settings.default_headroom,
         pin=pin,
         suggest=pin is None,

@@ -17,11 +17,19 @@ from ctxfit.api.status import ConditionStatus, Phase, Reason
 from ctxfit.budget.planner import Plan
 
 
+def wanted_context(result: Plan, spec: InferenceServerSpec) -> int:
+    """The context the spec asks for, as the planner took it (``budget.planner._target``): ``context.target``, else
+    the model's maximum context (never the predicted maximum, which is what fits, not what is wanted)."""
+    if spec.context.target is not None:
+        return spec.context.target
+    if result.model_max_context:
+        return result.model_max_context
+    return result.context_length  # the planner refuses a spec with neither (PlanInputError)
+
+
 def below_target(result: Plan, spec: InferenceServerSpec) -> bool:
     """Whether the planned context is below what the spec asks for (the target, else the model's maximum)."""
-    if spec.context.target is not None:
-        return result.context_length < spec.context.target
-    return result.context_length < result.max_context_length
+    return result.context_length < wanted_context(result, spec)
 
 
 def budget_condition(result: Plan, spec: InferenceServerSpec, headroom: float) -> tuple[ConditionStatus, Reason, str]:
@@ -34,10 +42,13 @@ def budget_condition(result: Plan, spec: InferenceServerSpec, headroom: float) -
     choice = result.choice.reason if result.choice is not None else None
     others = [r for r in result.reasons if r != choice]
     if below_target(result, spec):
-        wanted = spec.context.target if spec.context.target is not None else result.max_context_length
+        wanted = wanted_context(result, spec)
+        capped = min(wanted, result.model_max_context) if result.model_max_context else wanted
+        why = (f"{headroom:.0%} of the KV pool kept free" if result.context_length < capped
+               else f"the model's maximum context is {result.model_max_context}")
         head = (
             f"context {result.context_length} fits, below the target {wanted} (predicted max "
-            f"{result.max_context_length} tokens, {headroom:.0%} of the KV pool kept free)"
+            f"{result.max_context_length} tokens, {why})"
         )
         return "True", Reason.FITS_BELOW_TARGET, "; ".join([head, *others])
     head = f"context {result.context_length} fits (predicted max {result.max_context_length} tokens)"

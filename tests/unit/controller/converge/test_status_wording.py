@@ -4,6 +4,7 @@ the near-maximum warning only for memory-bound maxima."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -170,3 +171,36 @@ def test_budget_fits_never_contradicts_itself(name: str, target: int) -> None:
     else:
         assert fits.reason in (Reason.DOES_NOT_FIT, Reason.INVALID_SPEC)
         assert out.status.phase is Phase.FAILED
+
+
+CHOSE = re.compile(r"context (\d+) does not fit \(predicted max (\d+) tokens\); chose (\d+)")
+BELOW = re.compile(r"context (\d+) fits, below the target (\d+) \(predicted max (\d+) tokens")
+
+
+@pytest.mark.parametrize("target", [None, 262144], ids=["no-target", "target"])
+def test_budget_condition_and_planned_event_state_the_same_target_and_context(target: int | None) -> None:
+    """Reviewer finding (6): without context.target the condition called the predicted maximum "the target"
+    while the Planned Event (the planner's choice) named the model's maximum; both now name the same numbers."""
+    body = spec(target=target)
+    if target is None:
+        del body["context"]["target"]
+    out = converge(snapshot(body), SETTINGS, never)
+    fits = out.status.condition(ConditionType.BUDGET_FITS)
+    assert fits is not None and fits.reason is Reason.FITS_BELOW_TARGET, fits
+    planned = [e.message for e in out.events if e.reason is Reason.PLANNED]
+    assert len(planned) == 1
+    event, condition = CHOSE.search(planned[0]), BELOW.search(fits.message)
+    assert event is not None and condition is not None, (planned[0], fits.message)
+    wanted, predicted, chosen = (int(g) for g in event.groups())
+    assert wanted == 262144, "Kimi-K2.5's maximum context, the target the planner used"
+    assert (int(condition[1]), int(condition[2]), int(condition[3])) == (chosen, wanted, predicted)
+    assert planned[0].startswith(f"planned context {chosen} ")
+    assert predicted < wanted and f"below the target {predicted}" not in fits.message
+
+
+def test_a_target_above_the_model_maximum_is_below_target_without_a_headroom_claim() -> None:
+    body = _llama(target=500000)
+    _, reason, message = budget_condition(_plan(body), _spec(body), 0.25)
+    assert reason is Reason.FITS_BELOW_TARGET
+    assert "below the target 500000" in message and "the model's maximum context is 131072" in message
+    assert "kept free" not in message

@@ -34,7 +34,7 @@ def test_glm5_bf16_on_8_h200_is_a_verdict_with_the_full_plan_and_suggestions() -
     assert result.per_gpu.weights_bytes == -(-1_488_000_000_000 // 8)
     text = "\n".join(result.reasons)
     assert "does not fit" in text and "GiB of weights per GPU" in text
-    assert "more GPUs: 16 (tensor 8 x pipeline 2, 2 nodes of 8)" in text
+    assert "more GPUs: 16 (tensor 8 x pipeline 2, 2 nodes of 8 GPUs, a node size assumed)" in text
     assert "checkpoint in FP8" in text and "checkpoint in INT4" in text
     assert result.engine_args == []
 
