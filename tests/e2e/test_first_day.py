@@ -4,18 +4,36 @@ of a vLLM server shows no `<nil>` field, and the operator logs its decisions per
 from __future__ import annotations
 
 import subprocess
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from .operator_kit import OperatorProcess, ServerClient, condition, manifest
 
 
+def _explain(cluster: Any, *args: str, timeout: float = 60.0) -> str:
+    """``kubectl explain`` once the API server's discovery and OpenAPI serve the CRD: right after it is Established
+    (or re-created by an earlier test) kubectl may still say "couldn't find resource", from the server's lagging
+    aggregated discovery or its own discovery cache; each try uses a fresh cache directory. Other errors raise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with tempfile.TemporaryDirectory(prefix="kubectl-cache-") as cache:
+            proc = cluster.kubectl_proc("explain", *args, "--cache-dir", cache)
+        if proc.returncode == 0:
+            out: str = proc.stdout
+            return out
+        if "couldn't find resource" not in proc.stderr or time.monotonic() > deadline:
+            raise AssertionError(f"kubectl explain {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+        time.sleep(1.0)
+
+
 def test_kubectl_explain_documents_the_fields(cluster: Any, crd: Path) -> None:
-    out = cluster.kubectl("explain", "inferenceservers.spec.context.minimum")
+    out = _explain(cluster, "inferenceservers.spec.context.minimum")
     assert "<no description>" not in out and "Smallest useful context (tokens)" in out
-    out = cluster.kubectl("explain", "inferenceservers.status.effective.memFractionStatic")
+    out = _explain(cluster, "inferenceservers.status.effective.memFractionStatic")
     assert "SGLang only" in out
-    out = cluster.kubectl("explain", "inferenceservers.spec", "--recursive")
+    out = _explain(cluster, "inferenceservers.spec", "--recursive")
     assert "<no description>" not in out
 
 
