@@ -48,7 +48,11 @@ def test_vllm_server_status_has_no_nil_and_logs_decisions(op: OperatorProcess, a
     describe = subprocess.run([str(api.kubectl_bin), "describe", "infsrv", "kimi-k25", "-n", namespace],
                               capture_output=True, text=True, check=True, env=api.env).stdout
     assert "<nil>" not in describe and "Mem Fraction Static" not in describe
-    log = op.log_path.read_text()
-    for line in ("planned context 131072", "started attempt 1 with context 131072",
-                 "Ready: attempt 1 serves context 131072"):
-        assert f"[{namespace}/kimi-k25] {line}" in log, log[-3000:]
+    # the pass that writes Ready logs its decision after the write: wait for the line, a status read can come first
+    wanted = [f"[{namespace}/kimi-k25] {line}" for line in (
+        "planned context 131072", "started attempt 1 with context 131072", "Ready: attempt 1 serves context 131072")]
+    deadline = time.monotonic() + 15.0
+    while not all(w in (log := op.log_path.read_text()) for w in wanted) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    for w in wanted:
+        assert w in log, log[-3000:]
