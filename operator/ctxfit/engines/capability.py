@@ -71,3 +71,15 @@ def quantization_problem(inputs: PlanInputs, table: Mapping[str, Ranges], cc: in
     return (f"the {method} weight quantization needs compute capability {cc_text(floor)} or newer in "
             f"{inputs.spec.engine.kind.value} {'.'.join(map(str, version))}; {gpu} cannot run this checkpoint: use a "
             f"GPU of compute capability {cc_text(floor)}+ or a checkpoint in another format")
+
+
+def engine_problems(inputs: PlanInputs, table: Mapping[str, Ranges]) -> tuple[list[str], tuple[int, int, str]] | None:
+    """The start both engines' ``capability_problems`` share: None when the GPU's compute capability is unknown,
+    else (the quantization sentence in a list, or [], from ``table``; (major, capability x 10, the GPU in words))."""
+    known = capability_of(inputs)
+    if known is None:
+        return None
+    major, minor, gpu = known
+    cc = major * 10 + minor
+    quantization = quantization_problem(inputs, table, cc, gpu)
+    return ([] if quantization is None else [quantization]), (major, cc, gpu)

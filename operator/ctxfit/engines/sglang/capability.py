@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..capability import Ranges, capability_of, cc_text, minimum, quantization_problem
+from ..capability import Ranges, cc_text, engine_problems, minimum
 
 if TYPE_CHECKING:
     from ctxfit.vocab.inputs import PlanInputs
@@ -25,18 +25,14 @@ ENGINE_MIN_CAPABILITY: Ranges = (((0, 4, 3), (0, 5, 99), 75),)
 
 def capability_problems(inputs: PlanInputs) -> list[str]:
     """Sentences for each SGLang rule this GPU breaks, [] when none does or its capability is unknown."""
-    known = capability_of(inputs)
-    if known is None:
+    start = engine_problems(inputs, MIN_CAPABILITY)
+    if start is None:
         return []
-    major, minor, gpu = known
-    cc = major * 10 + minor
+    quantization, (_major, cc, gpu) = start
     version = inputs.engine_version
     out: list[str] = []
     floor = minimum(ENGINE_MIN_CAPABILITY, version)
     if floor is not None and cc < floor:
         out.append(f"SGLang {'.'.join(map(str, version))} runs only on compute capability {cc_text(floor)} or "
                    f"newer, not on {gpu}")
-    quantization = quantization_problem(inputs, MIN_CAPABILITY, cc, gpu)
-    if quantization is not None:
-        out.append(quantization)
-    return out
+    return out + quantization

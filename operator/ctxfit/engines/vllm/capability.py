@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..capability import Ranges, Version, capability_of, quantization_problem
+from ..capability import Ranges, Version, engine_problems
 
 if TYPE_CHECKING:
     from ctxfit.vocab.inputs import PlanInputs
@@ -41,16 +41,11 @@ def _explicit_dtype(args: list[str]) -> str | None:
 
 def capability_problems(inputs: PlanInputs) -> list[str]:
     """Sentences for each vLLM rule this GPU breaks, [] when none does or its capability is unknown."""
-    known = capability_of(inputs)
-    if known is None:
+    start = engine_problems(inputs, MIN_CAPABILITY)
+    if start is None:
         return []
-    major, minor, gpu = known
-    cc = major * 10 + minor
+    out, (major, cc, gpu) = start
     version = inputs.engine_version
-    out: list[str] = []
-    quantization = quantization_problem(inputs, MIN_CAPABILITY, cc, gpu)
-    if quantization is not None:
-        out.append(quantization)
     if cc < BF16_MIN and _explicit_dtype(inputs.spec.engine.args) in ("bfloat16", "bf16"):
         out.append(f"engine.args sets --dtype bfloat16, which vLLM runs only on compute capability 8.0 or newer, "
                    f"not on {gpu}: use --dtype half or a newer GPU")
