@@ -143,6 +143,7 @@ def resolve_hub(repo: str, *, revision: str | None = None, token: str | bool | N
     Raises:
         ResolveError: typed (unreachable, access denied, not found, revision not found, not cached, bad checkpoint).
     """
+    check_endpoint(endpoint, repo)
     if offline:
         return _resolve_cached(repo, revision, cache_dir, endpoint)
     from huggingface_hub import HfApi, hf_hub_download
@@ -207,6 +208,28 @@ def resolve_adapter(repo: str, *, revision: str | None = None, token: str | bool
     except Exception as exc:  # every huggingface_hub/HTTP failure becomes one typed kind (re-raised)
         raise _classify(exc, repo) from exc
     return ModelSource(config, None, "hub", repo, revision, info.sha)
+
+
+def check_endpoint(endpoint: str | None, repo: str) -> None:
+    """``endpoint`` (else ``HF_ENDPOINT``) must be an http(s) URL with a host: otherwise every request fails before
+    it is sent, and that is a setting to fix, not a Hub that is down (not waiting).
+
+    Raises:
+        ResolveError: ``BAD_ENDPOINT``, naming the value.
+    """
+    import os
+    from urllib.parse import urlsplit
+
+    url = endpoint or os.environ.get("HF_ENDPOINT") or ""
+    if not url:
+        return
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # an unbalanced IPv6 bracket, a bad port
+        ok = False
+    if not ok:
+        raise ResolveError(ResolveKind.BAD_ENDPOINT, repo, f"HF_ENDPOINT {url[:120]!r} is not an http(s) URL")
 
 
 def resolution_cache_dir() -> Path:
