@@ -20,6 +20,7 @@ from .validation import (
     DNS1035_MAX,
     MANAGED_FLAGS,
     QUALIFIED_NAME,
+    SERVER_NAME_MESSAGE,
     flag_pattern,
     managed_flag_message,
 )
@@ -27,8 +28,7 @@ from .validation import (
 ROOT_CEL_RULES: list[dict[str, str]] = [
     {
         "rule": f"size(self.metadata.name) <= {DNS1035_MAX} && self.metadata.name.matches('{DNS1035_LABEL}')",
-        "message": f"metadata.name: must be a DNS-1035 label of at most {DNS1035_MAX} characters (lower-case "
-        "letters, digits and '-', starting with a letter): the engine Service is named like the server",
+        "message": f"metadata.name: {SERVER_NAME_MESSAGE}",
         "reason": "FieldValueInvalid",
     },
 ]

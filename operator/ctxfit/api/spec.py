@@ -22,6 +22,8 @@ from .quantity import GiB, Quantity, TiB, check_cpu_bounds, check_quantity_bound
 from .routing import RoutingSpec, pool_port_problem
 from .speculative import SpeculativeSpec
 from .validation import (
+    DNS1035_LABEL,
+    DNS1035_MAX,
     ENGINE_VERSION,
     ENGINE_VERSION_MAX,
     ENV_VAR_NAME,
@@ -39,6 +41,7 @@ from .validation import (
     MAX_LABELS,
     MAX_TOLERATIONS,
     QUALIFIED_NAME,
+    SERVER_NAME_MESSAGE,
     managed_flag_in,
     managed_flag_message,
 )
@@ -362,6 +365,15 @@ class ObjectMeta(WireModel):
     namespace: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        """The API server's own rule for an InferenceServer (``admission.ROOT_CEL_RULES``), so ``ctxfit plan`` refuses
+        what ``kubectl apply`` would."""
+        if len(value) > DNS1035_MAX or not re.match(DNS1035_LABEL, value):
+            raise ValueError(f"{SERVER_NAME_MESSAGE} (got {value[:80]!r})")
+        return value
 
 
 class InferenceServer(WireModel):

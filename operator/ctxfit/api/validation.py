@@ -23,6 +23,9 @@ from dataclasses import dataclass
 
 DNS1035_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 DNS1035_MAX = 63
+SERVER_NAME_MESSAGE = (f"must be a DNS-1035 label of at most {DNS1035_MAX} characters (lower-case letters, digits "
+                       "and '-', starting with a letter): the engine Service is named like the server")
+"""``metadata.name`` of an InferenceServer: the CRD root CEL rule (``admission.ROOT_CEL_RULES``), ``ObjectMeta``."""
 DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 QUALIFIED_NAME = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"

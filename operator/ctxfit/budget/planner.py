@@ -148,7 +148,7 @@ def plan(  # noqa: C901 - the planner's steps in order; to split with the any-mo
     capability = capability_problems(inputs)
     refusal = parallelism_problems(inputs) + capability
     if refusal:
-        return dataclasses.replace(_refused(inputs, engine, effective, [*reasons, *refusal], node_gpus),
+        return dataclasses.replace(_refused(inputs, engine, effective, [*refusal, *reasons], node_gpus),
                                    capability_refusals=tuple(capability))
     step = plan_step(inputs, engine, effective, goal)
     if inputs.hybrid is not None and step.effective.max_num_seqs < effective.max_num_seqs:
@@ -174,6 +174,9 @@ def plan(  # noqa: C901 - the planner's steps in order; to split with the any-mo
         reasons.extend([too_heavy] if too_heavy else [])
         reasons.extend(target_suggestions(inputs, engine, step.effective, goal, step.terms))
         reasons.extend(suggestions(inputs, step.terms, node_gpus) if too_heavy else [])
+    if not fits:  # the cause first (status, the Event, the decision line and the CLI read the same list)
+        cause = [step.choice.reason, *(step.blocking if step.blocking else [])]
+        reasons = [*cause, *[r for r in reasons if r not in cause]]
     return Plan(
         fits=fits,
         context_length=step.choice.context_length if fits else 0,

@@ -39,7 +39,8 @@ class Plan:
         effective: the configuration to run.
         engine_command: program (``vllm serve`` / ``python3 -m sglang.launch_server``).
         engine_args: flags, each flag and value a separate item.
-        reasons: human sentences (choice, fallbacks, warnings, what would make it fit).
+        reasons: human sentences (choice, fallbacks, warnings, what would make it fit); when it does not fit, the
+            sentences that say why come first (then calibration, flag and model notes, then suggestions).
         choice: the context policy's choice (``budget.context.choose_context``; its sentence is in ``reasons``),
             None when the spec was refused before a context was chosen.
         calibration_key: the calibration entry applied (``ctxfit.budget.calibrate``), None when none.

@@ -25,7 +25,9 @@ def add_resolve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model-dir", help="a local checkout (config.json and *.safetensors) to read instead of the "
                         "Hub; only the safetensors headers are read")
     parser.add_argument("--offline", action="store_true",
-                        help="never fetch: resolve from the local Hugging Face cache (HF_HOME) or the catalog")
+                        help="never fetch: use an earlier resolution of the same HF_ENDPOINT ($CTXFIT_CACHE/resolved, "
+                        "default ~/.cache/ctxfit/resolved), else a full download in the Hugging Face cache (HF_HOME), "
+                        "or the catalog")
     parser.add_argument("--hf-config", help="a Hugging Face config.json (architecture only; weights from the spec "
                         "or the catalog)")
 

@@ -16,6 +16,7 @@ class ResolveKind(Enum):
     UNSUPPORTED_ARCHITECTURE = "UnsupportedArchitecture"
     INVALID_CHECKPOINT = "InvalidCheckpoint"
     OFFLINE = "ModelNotCached"
+    BAD_ENDPOINT = "HubEndpointInvalid"
 
     @property
     def waiting(self) -> bool:
@@ -32,6 +33,8 @@ HINTS = {
     ResolveKind.UNSUPPORTED_ARCHITECTURE: "set spec.model.architecture and weightsPerGPU, or use an engine version "
                                           "that serves this architecture",
     ResolveKind.INVALID_CHECKPOINT: "check the repo's config.json and safetensors files",
+    ResolveKind.BAD_ENDPOINT: "HF_ENDPOINT must be the http(s) URL of the Hub or a mirror (e.g. "
+                              "https://huggingface.co), or unset",
     ResolveKind.OFFLINE: "run once with network access (ctxfit keeps the resolution in ~/.cache/ctxfit), "
                          "or --model-dir",
 }

@@ -10,6 +10,7 @@ of each shard; huggingface_hub reads more only when a header is longer). ``HF_EN
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -142,8 +143,9 @@ def resolve_hub(repo: str, *, revision: str | None = None, token: str | bool | N
     Raises:
         ResolveError: typed (unreachable, access denied, not found, revision not found, not cached, bad checkpoint).
     """
+    check_endpoint(endpoint, repo)
     if offline:
-        return _resolve_cached(repo, revision, cache_dir)
+        return _resolve_cached(repo, revision, cache_dir, endpoint)
     from huggingface_hub import HfApi, hf_hub_download
     from huggingface_hub.utils import disable_progress_bars  # type: ignore[attr-defined]
 
@@ -180,7 +182,7 @@ def resolve_hub(repo: str, *, revision: str | None = None, token: str | bool | N
     except Exception as exc:  # every huggingface_hub/HTTP failure becomes one typed kind
         raise _classify(exc, repo) from exc
     source = ModelSource(config, checkpoint, "hub", repo, revision, sha)
-    save_resolution(source)
+    save_resolution(source, endpoint)
     return source
 
 
@@ -208,6 +210,28 @@ def resolve_adapter(repo: str, *, revision: str | None = None, token: str | bool
     return ModelSource(config, None, "hub", repo, revision, info.sha)
 
 
+def check_endpoint(endpoint: str | None, repo: str) -> None:
+    """``endpoint`` (else ``HF_ENDPOINT``) must be an http(s) URL with a host: otherwise every request fails before
+    it is sent, and that is a setting to fix, not a Hub that is down (not waiting).
+
+    Raises:
+        ResolveError: ``BAD_ENDPOINT``, naming the value.
+    """
+    import os
+    from urllib.parse import urlsplit
+
+    url = endpoint or os.environ.get("HF_ENDPOINT") or ""
+    if not url:
+        return
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # an unbalanced IPv6 bracket, a bad port
+        ok = False
+    if not ok:
+        raise ResolveError(ResolveKind.BAD_ENDPOINT, repo, f"HF_ENDPOINT {url[:120]!r} is not an http(s) URL")
+
+
 def resolution_cache_dir() -> Path:
     """Where resolutions are kept for offline use: ``$CTXFIT_CACHE/resolved`` (default ``~/.cache/ctxfit``)."""
     import os
@@ -215,31 +239,47 @@ def resolution_cache_dir() -> Path:
     return Path(os.environ.get("CTXFIT_CACHE") or Path.home() / ".cache" / "ctxfit") / "resolved"
 
 
-def _cache_file(repo: str, revision: str | None) -> Path:
+def endpoint_key(endpoint: str | None) -> str:
+    """The folder of one Hub endpoint in the resolution cache: ``endpoint``, else ``HF_ENDPOINT``, else
+    huggingface.co. A mirror or an internal proxy may serve another repo under the same name, so each endpoint
+    keeps its own resolutions: ``<host>-<8 hex of the whole URL>`` (``huggingface.co`` for the public Hub)."""
+    import hashlib
+    import os
+    from urllib.parse import urlsplit
+
+    url = (endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+    if url == "https://huggingface.co":
+        return "huggingface.co"
+    host = re.sub(r"[^A-Za-z0-9.-]", "_", urlsplit(url).netloc or "endpoint")[:64]
+    return f"{host}-{hashlib.sha256(url.encode()).hexdigest()[:8]}"
+
+
+def _cache_file(repo: str, revision: str | None, endpoint: str | None = None) -> Path:
     safe = repo.replace("/", "--")
-    return resolution_cache_dir() / safe / f"{(revision or 'main').replace('/', '--')}.json"
+    return resolution_cache_dir() / endpoint_key(endpoint) / safe / f"{(revision or 'main').replace('/', '--')}.json"
 
 
-def save_resolution(source: ModelSource) -> None:
-    """Keep config.json and the packed tensor groups of a Hub resolution (a few KiB), by revision and by commit.
-    Best effort: an unwritable cache is skipped."""
+def save_resolution(source: ModelSource, endpoint: str | None = None) -> None:
+    """Keep config.json and the packed tensor groups of a Hub resolution (a few KiB), by endpoint (``endpoint_key``),
+    revision and commit. Best effort: an unwritable cache is skipped. Only a resolution that succeeded is kept."""
     doc = {"repo": source.repo, "commit": source.commit, "config": source.config,
            "checkpoint": source.checkpoint.pack() if source.checkpoint is not None else None}
     for rev in {source.revision or "main", source.commit or ""} - {""}:
         try:
-            path = _cache_file(source.repo, rev)
+            path = _cache_file(source.repo, rev, endpoint)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(doc), encoding="utf-8")
         except OSError:
             return
 
 
-def _resolve_cached(repo: str, revision: str | None, cache_dir: str | None = None) -> ModelSource:
-    """Offline: ctxfit's own resolution cache, else the local HF cache (``snapshot_download(local_files_only=True)``,
-    a full download made earlier)."""
+def _resolve_cached(repo: str, revision: str | None, cache_dir: str | None = None,
+                    endpoint: str | None = None) -> ModelSource:
+    """Offline: ctxfit's own resolution cache of this endpoint, else the local HF cache
+    (``snapshot_download(local_files_only=True)``, a full download made earlier)."""
     from huggingface_hub import snapshot_download
 
-    kept = _cache_file(repo, revision)
+    kept = _cache_file(repo, revision, endpoint)
     if kept.is_file():
         try:
             doc = json.loads(kept.read_text(encoding="utf-8"))

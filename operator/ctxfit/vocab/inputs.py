@@ -193,7 +193,7 @@ def resolve_inputs(  # noqa: C901 - one source per input, in precedence order
         raise PlanInputError(
             "spec.model.architecture",
             f"model {spec.model.name!r} is not in the catalog and no config.json was resolved; resolve it "
-            "(ctxfit plan without --offline, or --model-dir DIR) or give model.architecture",
+            "(from the Hub, --model-dir DIR or --hf-config FILE) or give model.architecture",
         )
 
     shards = spec.parallelism.tensor * spec.parallelism.pipeline
@@ -208,8 +208,9 @@ def resolve_inputs(  # noqa: C901 - one source per input, in precedence order
     else:
         raise PlanInputError(
             "spec.model.weightsPerGPU",
-            f"cannot estimate weights of {spec.model.name!r}: no checkpoint was resolved and it is not in the "
-            "catalog; resolve it (ctxfit plan without --offline, --model-dir DIR) or set model.weightsPerGPU"
+            f"cannot estimate weights of {spec.model.name!r}: no checkpoint was resolved (a config.json alone has no "
+            "tensors) and it is not in the catalog; resolve its checkpoint (from the Hub or --model-dir DIR) or "
+            "set model.weightsPerGPU"
         )
     # weights larger than the GPU are a verdict (budget/verdict.py), not an input error
 

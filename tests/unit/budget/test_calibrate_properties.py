@@ -126,3 +126,21 @@ def test_planner_applies_the_correction(gib: float) -> None:
         assert calibrated.max_context_length < base.max_context_length
     else:
         assert calibrated.max_context_length > base.max_context_length
+
+
+def test_a_plan_that_does_not_fit_says_why_before_its_calibration_note() -> None:
+    """The DoesNotFit condition, its Event and the decision line join ``reasons``: the cause leads, the calibration
+    note (and the other notes) follow it."""
+    spec = _llama_spec(131072)
+    spec = spec.model_copy(update={"model": spec.model.model_copy(update={"weights_per_gpu": "79Gi"})})  # > usable
+    base = plan(spec)
+    key = CalibrationKey.parse(str(base.calibration_key))
+    assert key is not None and not base.fits
+    table = CalibrationTable()
+    for i in range(3):
+        table.add(key, _sample(i, -0.5))
+    calibrated = plan(spec, calibration=table)
+    assert not calibrated.fits and calibrated.calibration_bytes != 0
+    assert calibrated.reasons[0] == base.reasons[0]
+    assert not calibrated.reasons[0].startswith("calibrated")
+    assert any(r.startswith("calibrated from 3 start-ups") for r in calibrated.reasons[1:])

@@ -291,11 +291,21 @@ def test_exit_code_errors_are_one_line(files: dict[str, Path], capsys: pytest.Ca
 
 def test_markup_in_user_text_is_printed_literally(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     server = _write(files["dir"] / "markup.yaml", {"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer",
-                                                   "metadata": {"name": "x[/]"}, "spec": KIMI_SPEC})
+                                                   "metadata": {"name": "x-markup"}, "spec": KIMI_SPEC})
     message = _write(files["dir"] / "markup.txt", "RuntimeError: [bold]boom[/] :smile: [/]\n")
     code, out, err = diagnose(capsys, "-f", str(server), "--message-file", str(message), "--reason", "[red]x[/]")
     assert code == 0, err
-    assert "x[/]: diagnosis" in out and "[bold]boom[/] :smile: [/]" in out
+    assert "x-markup: diagnosis" in out and "[bold]boom[/] :smile: [/]" in out
+
+
+def test_a_name_the_api_server_would_refuse_is_refused_and_printed_literally(
+        files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    server = _write(files["dir"] / "markup.yaml", {"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer",
+                                                   "metadata": {"name": "x[/]"}, "spec": KIMI_SPEC})
+    code, out, err = diagnose(capsys, "-f", str(server), "--message-file", str(files["message"]))
+    assert code == 2 and out == ""
+    line = _one_error_line(err)
+    assert "x[/]" in line and "metadata.name: must be a DNS-1035 label" in line
 
 
 def test_closed_stdout_ends_quietly(files: dict[str, Path]) -> None:

@@ -172,3 +172,14 @@ def test_a_hub_that_accepts_and_never_answers_is_unreachable_within_the_timeout(
             assert "Traceback" not in run.stderr and elapsed < 60, (extra, elapsed)
     finally:
         silent.close()
+
+
+@pytest.mark.parametrize("endpoint", ["notaurl", "ftp://mirror.internal", "https://", "http://[::1"])
+def test_an_endpoint_that_is_not_an_http_url_is_a_setting_to_fix_not_a_hub_that_is_down(
+        endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    for offline in (False, True):
+        with pytest.raises(ResolveError) as bad:
+            resolve_hub("Qwen/Qwen2.5-7B", offline=offline)
+        assert bad.value.kind is ResolveKind.BAD_ENDPOINT and not bad.value.kind.waiting
+        assert repr(endpoint) in bad.value.line() and "HF_ENDPOINT must be the http(s) URL" in bad.value.line()

@@ -91,9 +91,13 @@ def test_hub_down_is_unreachable_then_offline_uses_the_kept_resolution() -> None
         online = resolve_hub("Qwen/Qwen3-8B", endpoint=hub.url)
     finally:
         hub.stop()
-    offline = resolve_hub("Qwen/Qwen3-8B", offline=True)
+    offline = resolve_hub("Qwen/Qwen3-8B", endpoint=hub.url, offline=True)
     assert offline.origin == "cache" and offline.commit == online.commit
     assert offline.checkpoint == online.checkpoint
+    # another endpoint (the public Hub, another mirror) may serve another repo under this name: not its resolution
+    with pytest.raises(ResolveError) as elsewhere:
+        resolve_hub("Qwen/Qwen3-8B", endpoint="https://mirror.example.internal", offline=True)
+    assert elsewhere.value.kind is ResolveKind.OFFLINE
     with pytest.raises(ResolveError) as uncached:
         resolve_hub("Qwen/Qwen3-14B", offline=True)
     assert uncached.value.kind is ResolveKind.OFFLINE

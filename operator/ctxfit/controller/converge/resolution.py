@@ -61,7 +61,7 @@ REASONS = {"HubUnreachable": Reason.HUB_UNREACHABLE, "ModelAccessDenied": Reason
            "ModelNotFound": Reason.MODEL_NOT_FOUND, "RevisionNotFound": Reason.REVISION_NOT_FOUND,
            "UnsupportedArchitecture": Reason.UNSUPPORTED_ARCHITECTURE, "InvalidCheckpoint": Reason.INVALID_CHECKPOINT,
            "ModelNotCached": Reason.MODEL_NOT_FOUND, "ResolverNotConfigured": Reason.RESOLVER_NOT_CONFIGURED,
-           "ForeignObject": Reason.FOREIGN_OBJECT}
+           "HubEndpointInvalid": Reason.RESOLVER_NOT_CONFIGURED, "ForeignObject": Reason.FOREIGN_OBJECT}
 HINTS = {"ModelAccessDenied": "accept the model's terms on the Hub and set spec.model.tokenSecretRef to a Secret "
                               "holding a token with access",
          "ModelNotFound": "check spec.model.name (owner/name as on the Hub, or a path inside the preloaded claim)",
@@ -74,6 +74,8 @@ HINTS = {"ModelAccessDenied": "accept the model's terms on the Hub and set spec.
          "ForeignObject": "the resolver pod's name is taken by a pod that is not this server's (ownership is by uid); "
                           "ctxfit never writes or reads it: delete or rename that pod, or rename the server (asked "
                           "again with backoff)",
+         "HubEndpointInvalid": "the operator's HF_ENDPOINT (the chart's operator.hubEndpoint) must be the http(s) "
+                               "URL of the Hub or a mirror, or unset",
          "ResolverNotConfigured": "set CTXFIT_RESOLVER_IMAGE to the operator's image (the Helm chart does), or give "
                                   "spec.model.architecture and weightsPerGPU"}
 
