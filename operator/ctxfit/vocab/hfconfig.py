@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 from ctxfit.api import Architecture
 
 from .hybridconfig import attention_layer_flags
@@ -67,7 +69,8 @@ def architecture_from_hf_config(config: dict[str, Any]) -> Architecture:
     """Build an ``Architecture`` from a config.json dict.
 
     Raises:
-        ValueError: when a needed field is missing (message names it).
+        ValueError: when a needed field is missing (message names it), or a value is out of the architecture's
+            range (one line: the field, its value, the rule).
     """
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     assert isinstance(text, dict)
@@ -110,7 +113,14 @@ def architecture_from_hf_config(config: dict[str, Any]) -> Architecture:
             ]
         else:  # Mistral-style: one window for every layer
             fields["numSlidingLayers"] = layers
-    return Architecture.model_validate(fields)
+    try:
+        return Architecture.model_validate(fields)
+    except ValidationError as exc:  # one line, as every refusal: the first field out of range, its value
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first.get("loc", ())) or "architecture"
+        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+        raise ValueError(f"the architecture it gives has {field} {str(first.get('input'))[:40]}: "
+                         f"{str(first.get('msg', 'invalid')).removeprefix('Value error, ')}{more}") from None
 
 
 def int_field(config: dict[str, Any], key: str, *, required: bool = False) -> int | None:

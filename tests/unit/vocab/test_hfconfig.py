@@ -144,3 +144,19 @@ def test_qwen_style_disabled_window_is_ignored() -> None:
 def test_bad_configs_raise_naming_the_field(config: dict[str, object], needle: str) -> None:
     with pytest.raises(ValueError, match=needle):
         architecture_from_hf_config(config)
+
+
+@pytest.mark.parametrize(("changes", "expected"), [
+    ({"num_hidden_layers": -3}, "numLayers -3: Input should be greater than or equal to 1"),
+    ({"max_position_embeddings": 10**40}, "maxPositionEmbeddings 1000000000000000000000000000000000000000: Input"),
+    ({"num_hidden_layers": -3, "max_position_embeddings": 10**40}, "numLayers -3: Input should be greater than or "
+     "equal to 1 (and 1 more)"),
+])
+def test_an_absurd_config_value_is_one_line_naming_the_field_and_its_value(changes: dict[str, int],
+                                                                           expected: str) -> None:
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+              "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+              "max_position_embeddings": 131072, "torch_dtype": "bfloat16", "intermediate_size": 14336, **changes}
+    with pytest.raises(ValueError) as bad:
+        architecture_from_hf_config(config)
+    assert expected in str(bad.value) and "\n" not in str(bad.value) and "pydantic" not in str(bad.value)
