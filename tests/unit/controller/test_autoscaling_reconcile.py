@@ -26,22 +26,9 @@ from ctxfit.controller.views.pods import DeploymentView, deployment_view
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from tests.unit.controller.builders import RTX
+from tests.unit.controller.fakekube import NO_OBJECT, NO_RESOURCE, FakeKube, api_error, runtime, server
 from tests.unit.controller.kube.fakeapi import Response, parse_path
-from tests.unit.controller.test_reconcile import RTX, FakeKube, runtime, server
-
-NO_RESOURCE = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
-               "message": "the server could not find the requested resource", "details": {}}
-"""What kube-apiserver answers for a resource it does not serve (no details.name); seen in
-tests/e2e/test_autoscaling_operator.py against the real API server."""
-NO_OBJECT = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
-             "message": 'scaledobjects.keda.sh "kimi-k25" not found',
-             "details": {"name": "kimi-k25", "group": "keda.sh", "kind": "scaledobjects"}}
-
-
-def api_error(status: int, body: dict[str, Any]) -> ApiException:
-    exc = ApiException(status=status, reason=str(body.get("reason", "")))
-    exc.body = json.dumps(body)
-    return exc
 
 
 class FakeKeda:

@@ -7,9 +7,8 @@ from typing import Any
 
 from ctxfit.controller.reconcile import reconcile
 
+from tests.unit.controller.apiworld import H100, KEY, NAME, NS, UID, full_download_pod, runtime, world
 from tests.unit.controller.kube.fakeapi import FakeApiServer
-from tests.unit.controller.test_ownership_property import H100, NS, UID, full_download_pod
-from tests.unit.controller.test_refusal_storms import KEY, NAME, runtime, world
 
 CLAIMS = ("", "persistentvolumeclaims", NS)
 

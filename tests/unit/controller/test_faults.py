@@ -12,40 +12,15 @@ from ctxfit.api import EffectiveConfig, EngineKind, InferenceServerSpec
 from ctxfit.api.status_check import read_status
 from ctxfit.api.validation import MANAGED_FLAGS, managed_flag_in
 from ctxfit.controller.converge.policy import refusal
+from ctxfit.controller.reconcile import reconcile
 from ctxfit.controller.rejections import RejectionBook, rejection_of
 from ctxfit.controller.settings import Settings
 from ctxfit.engines import get_engine
 from kubernetes.client.rest import ApiException
 from pydantic import ValidationError
 
-from tests.unit.controller.test_reconcile import OWNED_BY, RTX, FakeKube, reconcile, runtime, server
-
-
-class RefusingKube(FakeKube):
-    """Refuses ``refuse`` kinds with 403 ``exceeded quota`` until ``allow()``."""
-
-    def __init__(self, body: dict[str, Any], refuse: str) -> None:
-        super().__init__(body)
-        self.refuse: str | None = refuse
-
-    def replace_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-        stored = super().replace_status(body, status)
-        self.server = stored
-        return stored
-
-    def apply(self, obj: dict[str, Any], *, exists: bool, via: tuple[str, ...] = ()) -> None:
-        if obj["kind"] == self.refuse:
-            self.calls.append(f"refused:{obj['kind']}")
-            exc = ApiException(status=403, reason="Forbidden")
-            exc.body = json.dumps({"kind": "Status", "message": f'{obj["kind"].lower()}s "kimi-k25" is forbidden: '
-                                   "exceeded quota: no-more, requested: count/x=1, used: 0, limited: 0\x1b[31m"})
-            raise exc
-        super().apply(obj, exists=exists, via=via)
-
-
-def _conditions(kube: FakeKube) -> dict[str, dict[str, Any]]:
-    assert kube.server is not None
-    return {c["type"]: c for c in kube.server["status"]["conditions"]}
+from tests.unit.controller.builders import RTX
+from tests.unit.controller.fakekube import OWNED_BY, FakeKube, RefusingKube, conditions, runtime, server
 
 
 def test_refused_deployment_becomes_a_condition_and_one_event_with_backoff() -> None:
@@ -53,11 +28,11 @@ def test_refused_deployment_becomes_a_condition_and_one_event_with_backoff() -> 
     rt = runtime(kube)
     result = reconcile(rt, "ns", "kimi-k25", (RTX,), ())
     assert kube.calls[:2] == ["refused:Deployment", "status"] and "event:ObjectRejected" in kube.calls
-    cond = _conditions(kube)["ObjectsAccepted"]
+    cond = conditions(kube)["ObjectsAccepted"]
     assert cond["status"] == "False" and cond["reason"] == "ObjectRejected"
     assert "Deployment kimi-k25 (403)" in cond["message"] and "exceeded quota" in cond["message"]
     assert "\x1b" not in cond["message"]
-    assert _conditions(kube)["Ready"]["status"] == "False"
+    assert conditions(kube)["Ready"]["status"] == "False"
     assert result.requeue_after == 10.0
     # the next passes within the backoff do not retry the same Deployment, and post no new Event
     kube.calls.clear()
@@ -79,7 +54,7 @@ def test_refused_service_holds_ready_and_recovers_when_accepted() -> None:
                                   "spec": {"replicas": 1}})
     result = reconcile(rt, "ns", "kimi-k25", (RTX,), (), body=stored, deployment=deployment, service_port=None)
     assert "refused:Service" in kube.calls
-    assert _conditions(kube)["ObjectsAccepted"]["status"] == "False"
+    assert conditions(kube)["ObjectsAccepted"]["status"] == "False"
     assert "endpoint" not in kube.server["status"]
     assert result.requeue_after == 10.0
     # retried once the backoff has passed, accepted -> ObjectsAccepted True, Ready no longer held
@@ -88,7 +63,7 @@ def test_refused_service_holds_ready_and_recovers_when_accepted() -> None:
         entry.next_try = 0.0
     reconcile(rt, "ns", "kimi-k25", (RTX,), (), body=kube.server, deployment=deployment, service_port=None)
     assert "apply:Service" in kube.calls
-    conds = _conditions(kube)
+    conds = conditions(kube)
     assert conds["ObjectsAccepted"]["status"] == "True"
     assert conds["Ready"]["reason"] != "ObjectRejected"
 

@@ -4,74 +4,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Hashable
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import yaml
 from ctxfit.controller.app.handlers import on_owned, on_pod
-from ctxfit.controller.kube.client import Conflict
-from ctxfit.controller.reconcile import Runtime, reconcile
+from ctxfit.controller.reconcile import reconcile
 from ctxfit.controller.runtime.workqueue import WorkQueue
-from ctxfit.controller.settings import Settings
-from ctxfit.controller.telemetry.metrics import Metrics
-from ctxfit.controller.views.pods import GPUNode
-from kubernetes.client.rest import ApiException
 
-REPO = Path(__file__).resolve().parents[3]
-RTX = GPUNode("rtx-0", "NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", 97887, 8, (12, 0), 1536 << 30, True)
-
-
-class FakeKube:
-    """Records calls in order; ``conflict`` makes the status write fail like a 409."""
-
-    def __init__(self, server: dict[str, Any] | None, *, conflict: bool = False, error: int | None = None) -> None:
-        self.server, self.conflict, self.error = server, conflict, error
-        self.calls: list[str] = []
-        self.rest: Any = None  # a test that reaches custom objects serves them (``Rest`` over a fake pool)
-        self.instance = "test"
-
-    def get_server(self, namespace: str, name: str) -> dict[str, Any] | None:
-        if self.error:
-            raise ApiException(status=self.error, reason="boom")
-        return self.server
-
-    def get_deployment(self, namespace: str, name: str) -> None:
-        return None
-
-    def service_port(self, namespace: str, name: str) -> int | None:
-        return None
-
-    def replace_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-        if self.conflict:
-            raise Conflict("changed")
-        self.calls.append("status")
-        return {**body, "status": status}
-
-    def post_event(self, server: dict[str, Any], type_: str, reason: str, message: str) -> None:
-        self.calls.append(f"event:{reason}")
-
-    def apply(self, obj: dict[str, Any], *, exists: bool, via: tuple[str, ...] = ()) -> None:
-        self.calls.append(f"apply:{obj['kind']}")
-
-    def scale_to_zero(self, namespace: str, name: str) -> None:
-        self.calls.append("scale0")
-
-
-OWNED_BY = {"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer", "name": "kimi-k25", "uid": "uid-1",
-            "controller": True}
-"""The ownerReference of ``server()``'s children (``controller/views/ownership.py``)."""
-
-
-def server() -> dict[str, Any]:
-    obj: dict[str, Any] = yaml.safe_load((REPO / "manifests" / "kimi-128k.yaml").read_text())
-    obj["metadata"].update(namespace="ns", uid="uid-1", generation=1, resourceVersion="7")
-    return obj
-
-
-def runtime(kube: FakeKube) -> Runtime:
-    return Runtime(settings=Settings(metrics_port=0, health_port=0), kube=kube, metrics=Metrics())  # type: ignore[arg-type]
+from tests.unit.controller.builders import RTX
+from tests.unit.controller.fakekube import FakeClaims, FakeKube, runtime, server
 
 
 def test_a_fresh_plan_applies_the_deployment_before_status() -> None:
@@ -242,30 +184,6 @@ def test_owned_objects_enqueue_their_server_only_when_what_is_compared_changes()
     assert len(added) == before + 3
     call("DELETED", service, "services")
     assert added == [("ns", "kimi")] * 10
-
-
-class FakeClaims:
-    """``ClaimsApi`` with a default StorageClass; records claim writes in the FakeKube's call list."""
-
-    def __init__(self, kube: FakeKube) -> None:
-        self.kube = kube
-
-    def storage(self) -> Any:
-        from ctxfit.controller.views.cache import StorageView
-
-        return StorageView("standard", {"standard": False})
-
-    def get_claim(self, namespace: str, name: str) -> None:
-        self.kube.calls.append(f"get-claim:{name}")
-
-    def created(self, namespace: str, name: str) -> None:
-        return None
-
-    def apply_claim(self, claim: dict[str, Any], *, exists: bool) -> None:
-        self.kube.calls.append(f"apply:{claim['kind']}:{claim['metadata']['name']}")
-
-    def delete_claim(self, namespace: str, name: str) -> None:
-        self.kube.calls.append(f"delete-claim:{name}")
 
 
 def test_the_cache_claim_comes_before_the_deployment_and_is_read_once_it_exists() -> None:

@@ -12,28 +12,24 @@ from typing import Any
 
 import pytest
 from ctxfit.controller import rejections
-from ctxfit.controller.kube.claims import ClaimsApi
-from ctxfit.controller.kube.client import Kube
 from ctxfit.controller.reconcile import Runtime, reconcile
 from ctxfit.controller.reconcile import passes as reconcile_module
 from ctxfit.controller.rejections import RejectionBook, rejection_of
-from ctxfit.controller.settings import Settings
-from ctxfit.controller.telemetry.metrics import Metrics
 from kubernetes.client.rest import ApiException
 
+from tests.unit.controller.apiworld import (
+    H100,
+    KEY,
+    NAME,
+    NS,
+    Clock,
+    child,
+    condition,
+    runtime,
+    world,
+    writes_to,
+)
 from tests.unit.controller.kube.fakeapi import FakeApiServer, Response, status_response
-from tests.unit.controller.test_ownership_property import H100, NS, SERVED, UID, child, spec
-
-NAME = "billing"
-KEY = ("ctxfit.io", "inferenceservers", NS, NAME)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -41,22 +37,6 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
     monkeypatch.setattr(reconcile_module.time, "monotonic", fake)
     return fake
-
-
-def world(**spec_kw: Any) -> FakeApiServer:
-    api = FakeApiServer(served=SERVED)
-    api.put("storage.k8s.io", "storageclasses", "", {"metadata": {"name": "standard", "annotations": {
-        "storageclass.kubernetes.io/is-default-class": "true"}}, "allowVolumeExpansion": False})
-    body = {"nodes": 1, "autoscaling": False, "retain": False, "storage_class": "standard", **spec_kw}
-    api.put("ctxfit.io", "inferenceservers", NS, {"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer",
-                                                  "metadata": {"name": NAME, "uid": UID}, "spec": spec(**body)})
-    return api
-
-
-def runtime(api: FakeApiServer) -> Runtime:
-    kube = Kube(api.api_client(), instance="test")
-    cfg = Settings(metrics_port=0, health_port=0, calibration_configmap="", backoff_seconds=0)
-    return Runtime(settings=cfg, kube=kube, metrics=Metrics(), claims=ClaimsApi(kube))
 
 
 def run(rt: Runtime, clock: Clock, seconds: float, every: float = 1.0, nodes: int = 1) -> None:
@@ -73,14 +53,6 @@ def events(api: FakeApiServer) -> Counter[tuple[str, str]]:
 
 def status_writes(api: FakeApiServer) -> int:
     return sum(1 for r in api.writes() if r.key == KEY and r.method == "PUT")
-
-
-def writes_to(api: FakeApiServer, plural: str, name: str) -> list[str]:
-    return [f"{r.method} {r.status}" for r in api.writes() if r.key[1] == plural and r.key[3] in ("", name)]
-
-
-def condition(api: FakeApiServer, kind: str) -> dict[str, Any]:
-    return next(c for c in api.objects[KEY]["status"]["conditions"] if c["type"] == kind)
 
 
 @pytest.mark.parametrize(("which", "plural", "label"), [

@@ -9,8 +9,7 @@ import pytest
 from ctxfit.controller.reconcile import passes as reconcile_module
 from ctxfit.controller.reconcile import reconcile
 
-from tests.unit.controller.test_ownership_property import H100, NS, SERVED
-from tests.unit.controller.test_refusal_storms import KEY, NAME, Clock, runtime, world
+from tests.unit.controller.apiworld import H100, KEY, NAME, NS, SERVED, Clock, runtime, world
 
 
 @pytest.fixture

@@ -9,9 +9,8 @@ import pytest
 from ctxfit.controller.reconcile import passes as reconcile_module
 from ctxfit.controller.reconcile import reconcile
 
+from tests.unit.controller.apiworld import H100, KEY, NAME, NS, Clock, child, condition, runtime, world, writes_to
 from tests.unit.controller.kube.fakeapi import FakeApiServer, Response, status_response
-from tests.unit.controller.test_ownership_property import H100, child
-from tests.unit.controller.test_refusal_storms import KEY, NAME, NS, Clock, condition, runtime, world, writes_to
 
 
 @pytest.fixture

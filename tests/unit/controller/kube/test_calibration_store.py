@@ -135,8 +135,8 @@ def test_reconcile_records_the_sample_before_the_status_that_holds_it() -> None:
 
     from ctxfit.controller.reconcile import reconcile
 
-    from tests.unit.controller.builders import pod
-    from tests.unit.controller.test_reconcile import RTX, FakeKube, runtime, server
+    from tests.unit.controller.builders import RTX, pod
+    from tests.unit.controller.fakekube import FakeKube, runtime, server
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "hack"))
     from sim_startup import vllm_startup_log
@@ -313,7 +313,8 @@ def test_reconcile_plans_through_a_hostile_configmap() -> None:
     """The operator keeps planning every server whatever the ConfigMap holds."""
     from ctxfit.controller.reconcile import reconcile
 
-    from tests.unit.controller.test_reconcile import RTX, FakeKube, runtime, server
+    from tests.unit.controller.builders import RTX
+    from tests.unit.controller.fakekube import FakeKube, runtime, server
 
     kube = FakeKube(server())
     rt = runtime(kube)

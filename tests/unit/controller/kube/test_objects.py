@@ -19,8 +19,8 @@ from ctxfit.controller.kube.rest import LEADER_WORKER_SETS, Resource
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from tests.unit.controller.fakekube import NO_OBJECT, NO_RESOURCE, api_error
 from tests.unit.controller.kube.fakeapi import Response, parse_path
-from tests.unit.controller.test_autoscaling_reconcile import NO_OBJECT, NO_RESOURCE, api_error
 
 RESOURCE = Resource("example.io", "v1", "widgets", kind="Widget")
 SERVER_UID = "uid-of-the-server"

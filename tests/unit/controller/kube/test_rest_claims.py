@@ -169,7 +169,8 @@ def test_a_new_servers_passes_create_its_claim_once() -> None:
     300 claim POSTs for 200 servers before)."""
     from ctxfit.controller.reconcile import reconcile
 
-    from tests.unit.controller.test_reconcile import RTX, FakeKube, runtime, server
+    from tests.unit.controller.builders import RTX
+    from tests.unit.controller.fakekube import FakeKube, runtime, server
 
     kube = FakeKube(server())
     rt = runtime(kube)
@@ -190,7 +191,8 @@ def test_a_watched_claim_is_not_read_again() -> None:
     from ctxfit.controller.reconcile import reconcile
     from ctxfit.controller.views.cache import ClaimView
 
-    from tests.unit.controller.test_reconcile import RTX, FakeClaims, FakeKube, runtime, server
+    from tests.unit.controller.builders import RTX
+    from tests.unit.controller.fakekube import FakeClaims, FakeKube, runtime, server
 
     first_kube = FakeKube(server())
     rt = runtime(first_kube)

@@ -8,11 +8,12 @@ import time
 from typing import Any
 
 from ctxfit.controller.kube.service_lane import WRITTEN_MEMORY_SECONDS, ServiceLane
+from ctxfit.controller.reconcile import reconcile
 from ctxfit.controller.rejections import RejectionBook
 from ctxfit.controller.views.pods import deployment_view
 
-from tests.unit.controller.test_faults import RefusingKube, _conditions
-from tests.unit.controller.test_reconcile import OWNED_BY, RTX, reconcile, runtime, server
+from tests.unit.controller.builders import RTX
+from tests.unit.controller.fakekube import OWNED_BY, RefusingKube, conditions, runtime, server
 
 
 def drain(lane: ServiceLane, key: tuple[str, str]) -> None:
@@ -38,7 +39,7 @@ def test_a_refused_service_through_the_lane_holds_ready_and_recovers() -> None:
     result = reconcile(rt, "ns", "kimi-k25", (RTX,), (), body=kube.server, deployment=deployment,
                        service_port=None)
     assert kube.calls.count("event:ObjectRejected") == 1 and "refused:Service" not in kube.calls
-    conds = _conditions(kube)
+    conds = conditions(kube)
     assert conds["ObjectsAccepted"]["status"] == "False" and "Service kimi-k25 (403)" in \
         conds["ObjectsAccepted"]["message"]
     assert "endpoint" not in kube.server["status"] and result.requeue_after == 10.0
@@ -55,7 +56,7 @@ def test_a_refused_service_through_the_lane_holds_ready_and_recovers() -> None:
     drain(rt.services, key)
     assert "apply:Service" in kube.calls and not rt.rejections.pending(key)
     reconcile(rt, "ns", "kimi-k25", (RTX,), (), body=kube.server, deployment=deployment, service_port=8000)
-    conds = _conditions(kube)
+    conds = conditions(kube)
     assert conds["ObjectsAccepted"]["status"] == "True" and conds["Ready"]["reason"] != "ObjectRejected"
     rt.services.close()
 

@@ -8,11 +8,13 @@ import re
 import tracemalloc
 
 from ctxfit.api.status import InferenceServerStatus, Phase
+from ctxfit.controller.reconcile import reconcile
 from ctxfit.controller.telemetry.metrics import Metrics
 from prometheus_client import Gauge
 from prometheus_client.registry import CollectorRegistry
 
-from tests.unit.controller.test_reconcile import RTX, FakeKube, reconcile, runtime, server
+from tests.unit.controller.builders import RTX
+from tests.unit.controller.fakekube import FakeKube, runtime, server
 
 
 def test_planned_server_samples_and_forget() -> None:
