@@ -36,8 +36,9 @@ Diagnose = Callable[[PodView, int], Failure]
 """``diagnose(pod, restarts_seen) -> Failure``: read the pod's termination, log tail and Events, classify."""
 
 
-ReadStartup = Callable[[PodView], str]
-"""``read_startup(pod) -> text``: the head of the engine container's log (bounded), "" when unreadable."""
+ReadStartup = Callable[[PodView], str | None]
+"""``read_startup(pod) -> text``: the head of the engine container's log (bounded), None when it could not be read
+(then ``verify.observe_startup`` reads it again on a later pass instead of recording "not observed")."""
 DiagnoseDownload = Callable[[PodView], Failure]
 """Classify a failed ``model-download`` run (its termination message, log tail and the pod's Events)."""
 RecordFailure = Callable[[PodView, Failure, Decision | None], None]

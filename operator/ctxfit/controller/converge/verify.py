@@ -7,7 +7,7 @@ from datetime import datetime
 
 from ctxfit.api import GiB, InferenceServerSpec
 from ctxfit.api.observed import ObservedStatus
-from ctxfit.api.status import Attempt, AttemptOutcome, InferenceServerStatus, Reason, now_rfc3339
+from ctxfit.api.status import Attempt, AttemptOutcome, InferenceServerStatus, Reason, now_rfc3339, parse_rfc3339
 from ctxfit.budget.calibrate import CalibrationKey, Sample, reserve_neutral_residual
 from ctxfit.engines.startup import parse_startup
 from ctxfit.recovery import Failure, FailureKind, Replan
@@ -24,6 +24,10 @@ SOURCE_LINE_CHARS = 300
 MEMORY_FIELDS = ("gpu_memory_utilization", "mem_fraction_static", "kv_cache_dtype", "max_num_seqs",
                  "cuda_graph_max_batch_size")
 """An attempt is compared with the plan only when these equal the first attempt's (the plan's)."""
+STARTUP_LOG_RETRY_SECONDS = 15.0
+"""A Ready attempt whose log could not be read (or was still empty) is read again after this long."""
+STARTUP_LOG_PATIENCE_SECONDS = 300.0
+"""...for this long after it became Ready; then it is recorded as not observed (the log could not be read)."""
 
 
 def _gib(value: int | None) -> str:
@@ -107,12 +111,20 @@ def observe_startup(out: Outcome, spec: InferenceServerSpec, pod: PodView, read_
     if st.observed is not None and st.observed.attempt == cur.number:
         return
     stamp = now_rfc3339(now)
-    report = parse_startup(spec.engine.kind, read_startup(pod))
+    text = read_startup(pod)
+    unread = text is None or not text.strip()
+    if unread:
+        ready_for = (now - parse_rfc3339(cur.finished_at)).total_seconds() if cur.finished_at else 0.0
+        if ready_for < STARTUP_LOG_PATIENCE_SECONDS:
+            out.requeue(STARTUP_LOG_RETRY_SECONDS)  # not read yet: no kubelet answer, or the runtime lags
+            return
+    report = parse_startup(spec.engine.kind, text or "")
     observed = to_observed(report, cur.number, pod.name, _predicted(st, cur), stamp)
     st.observed = observed
     if not report.observed:
-        out.events.append(EventNote("Normal", Reason.OBSERVED, f"attempt {cur.number}: the engine log shows no KV "
-                                    "cache accounting in a known wording (not observed)"))
+        why = (f"the engine log could not be read in {STARTUP_LOG_PATIENCE_SECONDS:.0f} s" if unread else
+               "the engine log shows no KV cache accounting in a known wording")
+        out.events.append(EventNote("Normal", Reason.OBSERVED, f"attempt {cur.number}: {why} (not observed)"))
         return
     _sample(out, uid, server, observed, stamp, report.cuda_total_bytes, cur.effective.gpu_memory_utilization)
     error = f" (error {observed.error_bytes / GiB:+.2f} GiB)" if observed.error_bytes is not None else ""

@@ -153,22 +153,23 @@ class Kube:
         return [f"{e.get('reason')}: {str(e['message'])[:EVENT_MESSAGE_BYTES]}" for e in items[-limit:]
                 if e.get("message")]
 
-    def _log(self, namespace: str, pod: str, query: dict[str, Any], max_bytes: int, keep: str) -> str:
+    def _log(self, namespace: str, pod: str, query: dict[str, Any], max_bytes: int, keep: str) -> str | None:
         try:
             data = self.rest.call("GET", POD_LOG, namespace, pod, query=query, accept="*/*", timeout=10,
                                   max_bytes=max_bytes, keep=keep)
             return data.decode("utf-8", errors="replace")
-        except Exception:  # noqa: BLE001 - logs are best effort: no kubelet, rotated, permission
-            return ""
+        except Exception:  # noqa: BLE001 - logs are best effort: no kubelet, rotated, permission, timeout
+            return None
 
     def log_tail(self, namespace: str, pod: str, container: str, *, previous: bool, lines: int) -> str:
         """The container's log tail (``previous``: the crashed instance): ``lines`` lines and at most
         ``LOG_TAIL_BYTES`` (the end is kept: a crash's last words); "" when unavailable."""
         return self._log(namespace, pod, {"container": container, "previous": "true" if previous else "false",
-                                          "tailLines": lines}, LOG_TAIL_BYTES, "tail")
+                                          "tailLines": lines}, LOG_TAIL_BYTES, "tail") or ""
 
-    def log_head(self, namespace: str, pod: str, container: str, *, limit_bytes: int) -> str:
-        """The first ``limit_bytes`` of the container's current log (start-up lines); "" when unavailable."""
+    def log_head(self, namespace: str, pod: str, container: str, *, limit_bytes: int) -> str | None:
+        """The first ``limit_bytes`` of the container's current log (start-up lines); None when it could not be
+        read (no kubelet, a timeout, no permission): the caller tells that apart from a log without the lines."""
         return self._log(namespace, pod, {"container": container, "limitBytes": limit_bytes}, limit_bytes, "head")
 
     def post_event(self, server: dict[str, Any], type_: str, reason: str, message: str) -> None:

@@ -39,8 +39,8 @@ class KubeClient(Protocol):
     def log_tail(self, namespace: str, pod: str, container: str, *, previous: bool, lines: int) -> str:
         """A container's log tail ("" when unavailable)."""
 
-    def log_head(self, namespace: str, pod: str, container: str, *, limit_bytes: int) -> str:
-        """The first ``limit_bytes`` of a container's log ("" when unavailable)."""
+    def log_head(self, namespace: str, pod: str, container: str, *, limit_bytes: int) -> str | None:
+        """The first ``limit_bytes`` of a container's log (None when it could not be read)."""
 
     def post_event(self, server: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """An Event on the InferenceServer (best effort)."""

@@ -83,7 +83,7 @@ def _pass(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...], po
     engine = EngineKind(engine_text) if engine_text in EngineKind.__members__.values() else None
     read_startup = None
     if rt.settings.startup_log_bytes:
-        def read_startup(pod: PodView) -> str:
+        def read_startup(pod: PodView) -> str | None:
             return rt.kube.log_head(namespace, pod.name, CONTAINER_NAME, limit_bytes=rt.settings.startup_log_bytes)
     out = converge(snap, rt.settings, lambda pod, _restarts: diagnose(rt, namespace, pod, engine), read_startup)
     if problem is not None:

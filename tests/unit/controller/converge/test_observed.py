@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ctxfit.api import GiB
-from ctxfit.api.status import ConditionType, InferenceServerStatus
+from ctxfit.api.status import ConditionType, InferenceServerStatus, parse_rfc3339
 from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample
 from ctxfit.controller.converge import Outcome, converge
 from ctxfit.controller.telemetry.metrics import Metrics
@@ -31,7 +31,7 @@ def reader(text: str) -> Any:
     return read
 
 
-def ready_pass(body: dict[str, Any], read: Callable[[PodView], str], status: InferenceServerStatus | None = None,
+def ready_pass(body: dict[str, Any], read: Callable[[PodView], str | None], status: InferenceServerStatus | None = None,
                attempt: int = 1) -> Outcome:
     first = converge(snapshot(body, status), SETTINGS, never)
     return converge(snapshot(body, first.status, pods=(pod(attempt, ready=True),), deployment=applied(first)),
@@ -136,3 +136,39 @@ def test_calibration_table_moves_the_plan_and_says_so() -> None:
     assert plan.reasons[0].startswith(f"calibrated from 3 start-ups of vLLM {key.version} on NVIDIA-RTX-PRO-6000")
     assert plan.per_gpu.kv_cache_bytes == base.per_gpu.kv_cache_bytes + plan.calibration_bytes
     assert plan.max_context_length < base.max_context_length
+
+
+def test_an_unreadable_log_is_read_again_later_not_recorded_as_not_observed() -> None:
+    """A Ready attempt whose log could not be read (None: no kubelet answer, a timeout) or was still empty (the
+    runtime's log file lags the engine) is not "not observed": it is read on a later pass; past the patience it
+    is recorded as not observed, saying the log could not be read."""
+    from datetime import timedelta
+
+    from ctxfit.controller.converge.verify import STARTUP_LOG_PATIENCE_SECONDS, STARTUP_LOG_RETRY_SECONDS
+
+    body = spec()
+    plan = converge(snapshot(body), SETTINGS, never).status.plan
+    assert plan is not None
+    for unreadable in (None, "", "\n"):
+        calls: list[str] = []
+
+        def gone(p: PodView, answer: str | None = unreadable, seen: list[str] = calls) -> str | None:
+            seen.append(p.name)
+            return answer
+        out = ready_pass(body, gone)
+        assert calls == ["kimi-1"] and out.status.observed is None, unreadable
+        assert out.requeue_after is not None and out.requeue_after <= STARTUP_LOG_RETRY_SECONDS
+        assert not [e for e in out.events if e.reason.value == "Observed"]
+        assert out.status.phase is not None and out.status.phase.value == "Ready"
+        text = vllm_startup_log(kv_cache_bytes=plan.per_gpu.kv_cache_bytes, kv_bytes_per_token=plan.kv_bytes_per_token,
+                                max_model_len=131072)
+        later = converge(snapshot(body, out.status, pods=(pod(1, ready=True),)), SETTINGS, never, reader(text))
+        assert later.status.observed is not None and later.status.observed.kv_cache_bytes is not None
+        assert len(later.samples) == 1
+        ready_at = parse_rfc3339(out.status.attempts[0].finished_at or "")
+        late = ready_at + timedelta(seconds=STARTUP_LOG_PATIENCE_SECONDS + 1)
+        given_up = converge(snapshot(body, out.status, pods=(pod(1, ready=True),), now=late), SETTINGS, never, gone)
+        obs = given_up.status.observed
+        assert obs is not None and obs.attempt == 1 and obs.kv_cache_bytes is None and not given_up.samples
+        notes = [e.message for e in given_up.events if e.reason.value == "Observed"]
+        assert len(notes) == 1 and "could not be read" in notes[0] and "not observed" in notes[0]
