@@ -28,6 +28,10 @@ STARTUP_LOG_RETRY_SECONDS = 15.0
 """A Ready attempt whose log could not be read (or was still empty) is read again after this long."""
 STARTUP_LOG_PATIENCE_SECONDS = 300.0
 """...for this long after it became Ready; then it is recorded as not observed (the log could not be read)."""
+STARTUP_WORDING_PATIENCE_SECONDS = 60.0
+"""A log read with text but no KV accounting is read again (every ``STARTUP_LOG_RETRY_SECONDS``) for this long
+after Ready: an engine prints its accounting before it serves, so a Ready engine's log without it is either the
+runtime's log file still behind the engine's stdout, or a wording we do not know (then: not observed)."""
 
 
 def _gib(value: int | None) -> str:
@@ -113,12 +117,12 @@ def observe_startup(out: Outcome, spec: InferenceServerSpec, pod: PodView, read_
     stamp = now_rfc3339(now)
     text = read_startup(pod)
     unread = text is None or not text.strip()
-    if unread:
-        ready_for = (now - parse_rfc3339(cur.finished_at)).total_seconds() if cur.finished_at else 0.0
-        if ready_for < STARTUP_LOG_PATIENCE_SECONDS:
-            out.requeue(STARTUP_LOG_RETRY_SECONDS)  # not read yet: no kubelet answer, or the runtime lags
-            return
     report = parse_startup(spec.engine.kind, text or "")
+    if not report.observed:
+        ready_for = (now - parse_rfc3339(cur.finished_at)).total_seconds() if cur.finished_at else 0.0
+        if ready_for < (STARTUP_LOG_PATIENCE_SECONDS if unread else STARTUP_WORDING_PATIENCE_SECONDS):
+            out.requeue(STARTUP_LOG_RETRY_SECONDS)  # not read yet: no kubelet answer, or the log file lags
+            return
     observed = to_observed(report, cur.number, pod.name, _predicted(st, cur), stamp)
     st.observed = observed
     if not report.observed:

@@ -76,7 +76,21 @@ def test_vllm_startup_is_observed_once_with_error_event_and_one_sample() -> None
 
 
 def test_unknown_wording_is_not_observed_and_not_sampled() -> None:
-    out = ready_pass(spec(), reader("simulated engine log\n"))
+    """Text without KV accounting is read again for STARTUP_WORDING_PATIENCE_SECONDS after Ready (the log file
+    may still be behind the engine: only its first line written), then recorded as not observed."""
+    from datetime import timedelta
+
+    from ctxfit.controller.converge.verify import STARTUP_WORDING_PATIENCE_SECONDS
+
+    body = spec()
+    read = reader("fake-engine: vllm serve sim\n")
+    early = ready_pass(body, read)
+    assert early.status.observed is None and early.requeue_after is not None
+    assert not [e for e in early.events if e.reason.value == "Observed"]
+    ready_at = parse_rfc3339(early.status.attempts[0].finished_at or "")
+    late = ready_at + timedelta(seconds=STARTUP_WORDING_PATIENCE_SECONDS + 1)
+    out = converge(snapshot(body, early.status, pods=(pod(1, ready=True),), now=late), SETTINGS, never, read)
+    assert read.calls == ["kimi-1", "kimi-1"]
     obs = out.status.observed
     assert obs is not None and obs.kv_cache_bytes is None and obs.error_bytes is None
     assert not out.samples
