@@ -18,6 +18,7 @@ Sources:
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -178,10 +179,18 @@ def managed_flag_message(flag: ManagedFlag) -> str:
 
 def managed_flag_in(args: list[str], engine: str) -> ManagedFlag | None:
     """The first managed flag of ``engine`` that ``args`` sets, None when there is none (mirrors the CEL)."""
+    if not args:
+        return None
     for flag in MANAGED_FLAGS:
         if engine not in flag.engines:
             continue
-        pattern = re.compile(flag_pattern(flag.names))
+        pattern = _compiled(flag.names)
         if any(pattern.match(arg) for arg in args):
             return flag
     return None
+
+
+@functools.cache
+def _compiled(names: tuple[str, ...]) -> re.Pattern[str]:
+    """``flag_pattern(names)`` compiled once per process (every spec validation asks for each managed flag)."""
+    return re.compile(flag_pattern(names))

@@ -27,6 +27,7 @@ scales at their stored size. In-flight quantization (``--quantization fp8``: 1 b
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -404,7 +405,31 @@ def checkpoint_weights(spec: InferenceServerSpec, checkpoint: Checkpoint | None,
                 f"{checkpoint.fallback or 'no safetensors'}: file sizes {checkpoint.file_bytes / 2**30:.2f} GiB / "
                 f"(TP x PP = {shards}), not the engine's sharding")
     args = list(spec.engine.args)
-    est = estimate_weights(checkpoint, config, Layout(tp=p.tensor, pp=p.pipeline, dp=p.data, ep=p.expert),
-                           rules_for(spec.engine.kind.value), dtype=_flag(args, "--dtype") or "auto",
-                           inflight_quantization=_flag(args, "--quantization") or _flag(args, "-q"))
+    layout = Layout(tp=p.tensor, pp=p.pipeline, dp=p.data, ep=p.expert)
+    kind, dtype = spec.engine.kind.value, _flag(args, "--dtype") or "auto"
+    inflight = _flag(args, "--quantization") or _flag(args, "-q")
+    memo = _memo_of(checkpoint)
+    key = (id(config), layout, kind, dtype, inflight)
+    hit = memo.get(key)
+    if hit is not None and hit[0] is config:
+        return hit[1]
+    est = estimate_weights(checkpoint, config, layout, rules_for(kind), dtype=dtype, inflight_quantization=inflight)
+    if len(memo) >= _MEMO_PER_CHECKPOINT:
+        memo.clear()
+    memo[key] = (config, (est.per_gpu_bytes, est.source))
     return est.per_gpu_bytes, est.source
+
+
+_MEMO_PER_CHECKPOINT = 64
+_MEMO: dict[int, dict[tuple[Any, ...], tuple[dict[str, Any], tuple[int, str]]]] = {}
+"""``checkpoint_weights`` answers per live ``Checkpoint`` (by identity; dropped with it): every server of a
+resolution shares its ``ModelSource``, and each plan and re-plan asks for the same layouts again."""
+
+
+def _memo_of(checkpoint: Checkpoint) -> dict[tuple[Any, ...], tuple[dict[str, Any], tuple[int, str]]]:
+    ident = id(checkpoint)
+    memo = _MEMO.get(ident)
+    if memo is None:
+        memo = _MEMO[ident] = {}
+        weakref.finalize(checkpoint, _MEMO.pop, ident, None)
+    return memo
