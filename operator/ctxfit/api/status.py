@@ -57,6 +57,11 @@ class ConditionType(StrEnum):
     ENGINE_VERSION_MODELLED = "EngineVersionModelled"
 
 
+
+_CONDITION_ORDER = {kind: i for i, kind in enumerate(ConditionType)}
+"""Conditions are kept in ``ConditionType``'s order (a stable status for diffs and ``kubectl describe``)."""
+
+
 class Reason(StrEnum):
     """Machine-readable ``reason`` of conditions and Events (CamelCase, as Kubernetes expects)."""
 
@@ -394,7 +399,7 @@ class InferenceServerStatus(WireModel):
             observed_generation=generation,
         )
         others = [c for c in self.conditions if c.type is not kind]
-        self.conditions = sorted([*others, new], key=lambda c: list(ConditionType).index(c.type))
+        self.conditions = sorted([*others, new], key=lambda c: _CONDITION_ORDER[c.type])
         return old is None or (old.status, old.reason, old.message) != (status, reason, new.message)
 
     @property

@@ -16,6 +16,7 @@ sub-keys, ``--no-flag`` for boolean flags; the last occurrence wins.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -125,12 +126,20 @@ class FlagTable:
     """vLLM's ``--compilation-config.mode 0`` / ``-O.mode=0`` sub-keys of JSON flags."""
 
     def by_name(self) -> dict[str, FlagRule]:
-        """Every spelling of every rule -> the rule."""
-        return {n: rule for rule in self.rules for n in rule.names}
+        """Every spelling of every rule -> the rule (built once per table; do not mutate)."""
+        return self._by_name
 
     def known(self) -> frozenset[str]:
         """Every long or short name the table knows (rules and pass-through)."""
-        return frozenset(self.by_name()) | self.passthrough
+        return self._known
+
+    @functools.cached_property
+    def _by_name(self) -> dict[str, FlagRule]:
+        return {n: rule for rule in self.rules for n in rule.names}
+
+    @functools.cached_property
+    def _known(self) -> frozenset[str]:
+        return frozenset(self._by_name) | self.passthrough
 
 
 @dataclass(frozen=True)
