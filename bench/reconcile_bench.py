@@ -78,6 +78,8 @@ GROUP, VERSION, PLURAL = "ctxfit.io", "v1alpha1", "inferenceservers"
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 """The servers' model (``--model``: a fixture repo in no catalog is resolved from the local Hub stand-in)."""
+COMPARE_AFTER: float | None = None
+"""``--compare-after``: also report the servers created at least this many seconds after the first create."""
 
 
 def server(i: int) -> dict[str, Any]:
@@ -461,6 +463,11 @@ def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate:
     if ended is not None:  # a model in no catalog: the figures before and after its first resolution ended
         written_wall = {n: created_wall[n] + by_name[n] for n in by_name}
         report_after_resolution(*ended, start_wall, sent_wall, by_name, written_wall)
+    if COMPARE_AFTER is not None:  # the same subset for any model (a catalog run given a resolution's end offset)
+        late = [by_name[n] for n, sent in sent_wall.items() if n in by_name and sent >= start_wall + COMPARE_AFTER]
+        print(f"created >= {COMPARE_AFTER:.2f} s after the first create: {len(late)} servers: create -> Deployment: "
+              + (f"p50 {statistics.median(late):.2f} s, p95 {percentile(late, .95):.2f} s, max {max(late):.2f} s"
+                 if late else "none"))
     print(f"{reconciles}\noperator CPU during the run: {cpu:.1f} s")
     print(f"operator peak RSS: {rss:.0f} MiB; at the end: {facts} (log: /tmp/{namespace}-operator.log)")
     all_written = len(latencies) == count
@@ -488,7 +495,7 @@ def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate:
 
 
 def main() -> int:
-    global MODEL  # the servers' model (--model), read by the body builder and the Hub figures
+    global MODEL, COMPARE_AFTER  # --model (read by the body builder and the Hub figures), --compare-after
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=120,
@@ -513,8 +520,12 @@ def main() -> int:
                              "by the operator from the local Hub stand-in (tests/hubfixtures), once for all servers")
     parser.add_argument("--kubeconfig", default=os.environ.get("CTXFIT_KUBECONFIG"),
                         help="reuse a running cluster (default: start a temporary one)")
+    parser.add_argument("--compare-after", type=float, default=None, metavar="SECONDS",
+                        help="also report the servers whose create was sent this long after the first create: give "
+                             "a catalog run the offset a catalog-free run's resolution ended at, to compare the same "
+                             "part of the burst (later creates queue behind more servers)")
     args = parser.parse_args()
-    MODEL = args.model
+    MODEL, COMPARE_AFTER = args.model, args.compare_after
     threads = tuple(n for n in (int(part) for part in args.ceiling_threads.split(",") if part.strip()) if n > 0)
     if args.kubeconfig:
         kubectl = ["kubectl"]
