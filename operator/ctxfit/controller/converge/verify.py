@@ -25,7 +25,8 @@ MEMORY_FIELDS = ("gpu_memory_utilization", "mem_fraction_static", "kv_cache_dtyp
                  "cuda_graph_max_batch_size")
 """An attempt is compared with the plan only when these equal the first attempt's (the plan's)."""
 STARTUP_LOG_RETRY_SECONDS = 15.0
-"""A Ready attempt whose log could not be read (or was still empty) is read again after this long."""
+"""A Ready attempt whose log could not be read (or was still empty) is read again after this long, then after as
+long as it has been Ready (15, 30, 60, 120, 240 s: a handful of reads, not one every 15 s per server)."""
 STARTUP_LOG_PATIENCE_SECONDS = 300.0
 """...for this long after it became Ready; then it is recorded as not observed (the log could not be read)."""
 STARTUP_WORDING_PATIENCE_SECONDS = 60.0
@@ -121,7 +122,8 @@ def observe_startup(out: Outcome, spec: InferenceServerSpec, pod: PodView, read_
     if not report.observed:
         ready_for = (now - parse_rfc3339(cur.finished_at)).total_seconds() if cur.finished_at else 0.0
         if ready_for < (STARTUP_LOG_PATIENCE_SECONDS if unread else STARTUP_WORDING_PATIENCE_SECONDS):
-            out.requeue(STARTUP_LOG_RETRY_SECONDS)  # not read yet: no kubelet answer, or the log file lags
+            # not read yet (no kubelet answer, or the log file lags): again after as long as it has been Ready
+            out.requeue(max(STARTUP_LOG_RETRY_SECONDS, ready_for))
             return
     observed = to_observed(report, cur.number, pod.name, _predicted(st, cur), stamp)
     st.observed = observed

@@ -180,6 +180,10 @@ def test_an_unreadable_log_is_read_again_later_not_recorded_as_not_observed() ->
         assert later.status.observed is not None and later.status.observed.kv_cache_bytes is not None
         assert len(later.samples) == 1
         ready_at = parse_rfc3339(out.status.attempts[0].finished_at or "")
+        later_on = converge(snapshot(body, out.status, pods=(pod(1, ready=True),), now=ready_at + timedelta(
+            seconds=100), deployment=applied(converge(snapshot(body), SETTINGS, never))), SETTINGS, never, gone)
+        assert later_on.status.observed is None and later_on.requeue_after is not None
+        assert later_on.requeue_after >= 100, "backs off: again after as long as it has been Ready"
         late = ready_at + timedelta(seconds=STARTUP_LOG_PATIENCE_SECONDS + 1)
         given_up = converge(snapshot(body, out.status, pods=(pod(1, ready=True),), now=late), SETTINGS, never, gone)
         obs = given_up.status.observed
