@@ -71,6 +71,7 @@ from bench_report import percentile, report_backlog, report_fractions  # noqa: E
 from bench_watch import deployment_events, object_events, wait_established  # noqa: E402
 from ctxfit.controller.kube.rest import CLAIMS, DEPLOYMENTS, SERVERS, SERVICES, Rest  # noqa: E402
 from kubernetes import client, config  # noqa: E402
+from kubernetes.client.exceptions import ApiException  # noqa: E402
 from proc_stats import CpuMeter, control_plane_pids, cpu_seconds, peak_rss_mib, process_facts, rss_mib  # noqa: E402
 
 GROUP, VERSION, PLURAL = "ctxfit.io", "v1alpha1", "inferenceservers"
@@ -78,6 +79,8 @@ GROUP, VERSION, PLURAL = "ctxfit.io", "v1alpha1", "inferenceservers"
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 """The servers' model (``--model``: a fixture repo in no catalog is resolved from the local Hub stand-in)."""
+RESOLVE_FIRST = False
+"""``--resolve-first``: plan one server of the model (another namespace) before the measured burst."""
 COMPARE_AFTER: float | None = None
 """``--compare-after``: also report the servers created at least this many seconds after the first create."""
 
@@ -281,6 +284,23 @@ def report_after_resolution(end: float | None, how: str, start_wall: float, sent
           f"{figures([max(0.0, written_wall[n] - end) for n in during])}")
 
 
+def resolve_first(rest: Any, namespace: str) -> float:
+    """``--resolve-first``: create one server of ``MODEL`` in ``<namespace>-warm`` and wait for its Deployment (the
+    operator has then resolved a catalog-free model once), before the measured burst. Seconds create -> Deployment."""
+    warm = f"{namespace}-warm"  # created and watched with the operator's own (``_run``)
+    start = time.monotonic()
+    rest.call("POST", SERVERS, warm, body=server(0))
+    while time.monotonic() - start < 120:
+        try:
+            rest.call("GET", DEPLOYMENTS, warm, "bench-000")
+            return time.monotonic() - start
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        time.sleep(0.05)
+    raise SystemExit("--resolve-first: no Deployment for the warm-up server in 120 s")
+
+
 def _in_catalog(name: str) -> bool:
     from ctxfit.catalog import lookup_model
 
@@ -300,7 +320,11 @@ def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate:
     subprocess.run([*kubectl, "create", "namespace", namespace], env=env, check=True, capture_output=True)
     log = open(Path(f"/tmp/{namespace}-operator.log"), "wb")  # noqa: SIM115 - closed in finally
     metrics_port = cc.free_ports(1)[0]
-    op_env = {**env, "CTXFIT_WATCH_NAMESPACES": namespace, "CTXFIT_METRICS_PORT": str(metrics_port),
+    watched = namespace
+    if RESOLVE_FIRST:  # the warm-up server's namespace, watched too
+        subprocess.run([*kubectl, "create", "namespace", f"{namespace}-warm"], env=env, check=True, capture_output=True)
+        watched = f"{namespace},{namespace}-warm"
+    op_env = {**env, "CTXFIT_WATCH_NAMESPACES": watched, "CTXFIT_METRICS_PORT": str(metrics_port),
               "CTXFIT_HEALTH_PORT": "0", **({"CTXFIT_DEFAULT_CACHE": default_cache} if default_cache else {}),
               **({"HF_ENDPOINT": hub.url} if hub is not None else {})}
     if os.environ.get("CTXFIT_BENCH_OPERATOR_PATH"):  # another checkout's operator, same bench and ceiling
@@ -388,6 +412,10 @@ def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate:
     try:
         if operator is not None:  # the operator imports, connects and lists before the burst
             print(f"operator ready: {wait_ready(operator, metrics_port):.1f} s after its start", flush=True)
+        if RESOLVE_FIRST and operator is not None:
+            warm = resolve_first(rest, namespace)
+            print(f"--resolve-first: one server of {MODEL} planned {warm:.2f} s after its create (another namespace; "
+                  "outside the measured window)", flush=True)
         cpu_before = cpu_seconds(operator.pid) if operator else 0.0
         served = apiserver_stats.requests_served(api)
         start, start_wall = time.monotonic(), time.time()
@@ -444,7 +472,8 @@ def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate:
         if operator is not None:
             stop(operator)
         log.close()
-        subprocess.run([*kubectl, "delete", "namespace", namespace, "--wait=false"], env=env, capture_output=True)
+        for ns in (namespace, f"{namespace}-warm"):
+            subprocess.run([*kubectl, "delete", "namespace", ns, "--wait=false"], env=env, capture_output=True)
     print(f"CPU from {'the operator start' if backlog else 'the first create'} until the last Deployment was seen: "
           f"{window.describe(count, 'server')}")
     print(f"API server in that window: {apiserver_stats.describe(served, served_after, count, 'server')}")
@@ -495,7 +524,7 @@ def _run(kubeconfig: Path, kubectl: list[str], count: int, timeout: float, rate:
 
 
 def main() -> int:
-    global MODEL, COMPARE_AFTER  # --model (read by the body builder and the Hub figures), --compare-after
+    global MODEL, COMPARE_AFTER, RESOLVE_FIRST  # --model (the body builder, the Hub figures), the report's
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--count", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=120,
@@ -524,8 +553,12 @@ def main() -> int:
                         help="also report the servers whose create was sent this long after the first create: give "
                              "a catalog run the offset a catalog-free run's resolution ended at, to compare the same "
                              "part of the burst (later creates queue behind more servers)")
+    parser.add_argument("--resolve-first", action="store_true",
+                        help="before the measured burst, create one server of the model in another namespace and "
+                             "wait for its Deployment: a catalog-free model's burst after its first resolution, to "
+                             "compare with a catalog model's burst (run with the same flag)")
     args = parser.parse_args()
-    MODEL, COMPARE_AFTER = args.model, args.compare_after
+    MODEL, COMPARE_AFTER, RESOLVE_FIRST = args.model, args.compare_after, args.resolve_first
     threads = tuple(n for n in (int(part) for part in args.ceiling_threads.split(",") if part.strip()) if n > 0)
     if args.kubeconfig:
         kubectl = ["kubectl"]
