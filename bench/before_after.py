@@ -30,7 +30,8 @@ import ctxfit_cluster as cc  # noqa: E402
 
 SUMMARY = re.compile(r"^(create -> Deployment:.*|operator peak RSS:.*|operator throughput:.*|  = .* of a plain.*|"
                      r"operator: .* servers fully written.*|servers fully written.*|ceiling: .*|servers: .*|"
-                     r"first resolution of .*|created after the resolution ended: .*|created while it ran: .*)$", re.M)
+                     r"first resolution of .*|created after the resolution ended: .*|created while it ran: .*|"
+                     r"operator CPU during the run: .*)$", re.M)
 
 
 def main() -> int:
