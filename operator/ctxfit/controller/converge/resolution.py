@@ -31,6 +31,7 @@ Secret may have been fixed and the operator cannot watch it).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, Literal
 
 from ctxfit.api import InferenceServerSpec
@@ -80,6 +81,14 @@ HINTS = {"ModelAccessDenied": "accept the model's terms on the Hub and set spec.
                                   "spec.model.architecture and weightsPerGPU"}
 
 
+class Part(StrEnum):
+    """Which part of the spec a resolution is for (the hints of a failure differ)."""
+
+    MODEL = "model"
+    DRAFT = "draft"
+    ADAPTER = "adapter"
+
+
 @dataclass(frozen=True)
 class Step:
     """This pass's answer: ``ready`` (plan now, with ``source``, ``draft`` and the adapters' adapter_config.json
@@ -124,7 +133,8 @@ def _adapters_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now:
         if view.source is not None:
             configs[name] = view.source
             continue
-        request = _wait_or_fail(snap, out, wanted, view, now, settings, role=f"adapter {name} ")
+        request = _wait_or_fail(snap, out, wanted, view, now, settings, role=f"adapter {name} ",
+                                part=Part.ADAPTER)
         if request is not None:
             out.adapter_resolution_requests.append(request)
         return Step(False)
@@ -145,7 +155,7 @@ def _draft_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: st
         return Step(False)
     if view.source is not None:
         return Step(True, found.source, view.source)
-    request = _wait_or_fail(snap, out, wanted, view, now, settings, role="draft ")
+    request = _wait_or_fail(snap, out, wanted, view, now, settings, role="draft ", part=Part.DRAFT)
     if request is not None:
         out.draft_resolution_request = request
     return Step(False)
@@ -180,7 +190,7 @@ def _model_step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: st
 
 
 def _wait_or_fail(snap: Snapshot, out: Outcome, wanted: Need, view: ResolutionView, now: str, settings: Settings,
-                  role: str = "") -> ResolutionRequest | None:
+                  role: str = "", part: Part = Part.MODEL) -> ResolutionRequest | None:
     """A failed resolution: wait (Hub unreachable) or fail; the request to make when a retry is due."""
     assert view.error is not None
     due = view.retry_at is not None and view.retry_at <= snap.now
@@ -194,7 +204,7 @@ def _wait_or_fail(snap: Snapshot, out: Outcome, wanted: Need, view: ResolutionVi
         mark_phase(out, Phase.PLANNING, Reason.HUB_UNREACHABLE, message, now, snap.generation)
         out.requeue(wait)
         return request
-    _failed(out, wanted, view.error, view.detail, now, snap.generation, role=role)
+    _failed(out, wanted, view.error, view.detail, now, snap.generation, role=role, part=part)
     if view.retry_at is not None:
         out.requeue(max(1.0, (view.retry_at - snap.now).total_seconds()))
     return request
@@ -229,16 +239,18 @@ def _resolving(out: Outcome, wanted: Need, view: ResolutionView | None, now: str
     out.requeue(settings.resolve_poll_seconds)
 
 
-def _failed(out: Outcome, wanted: Need, kind: str, detail: str, now: str, generation: int, role: str = "") -> None:
+def _failed(out: Outcome, wanted: Need, kind: str, detail: str, now: str, generation: int, role: str = "",
+            part: Part = Part.MODEL) -> None:
+    """``role``: the message's words for the part ("draft ", "adapter x "); ``part``: what the hint depends on."""
     reason = REASONS.get(kind, Reason.INVALID_CHECKPOINT)
     hint = HINTS.get(kind, HINTS["InvalidCheckpoint"])
-    if role.startswith(("draft", "adapter")) and kind == "ModelAccessDenied":
+    if part is not Part.MODEL and kind == "ModelAccessDenied":
         hint = ("the token of spec.model.tokenSecretRef has no access to this repository: accept its terms on the Hub "
                 "with that account" if wanted.kind == "token" else "accept the repository's terms on the Hub and set "
                 "spec.model.tokenSecretRef (its token reads the draft and the adapters too)")
-    elif role.startswith("draft"):
+    elif part is Part.DRAFT:
         hint = "check spec.speculative.draft (name, revision), or set its architecture and weightsPerGPU"
-    elif role.startswith("adapter"):
+    elif part is Part.ADAPTER:
         hint = "check spec.lora.adapters[].source and revision, or set the adapter's rank (and targetModules)"
     message = f"{role}{_what(wanted)}: {kind}: {detail}; {hint}"
     _condition(out, "False", reason, message, now, generation)
