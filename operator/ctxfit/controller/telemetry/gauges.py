@@ -60,10 +60,7 @@ KV_TOKENS = ("ctxfit_kv_cache_tokens", "KV cache pool per GPU in tokens: the pla
 
 def _values(status: InferenceServerStatus, target: int | None) -> dict[str, float | None]:
     """The record fields a reconciled ``status`` gives (None: unknown this time; for ``IN_FORCE``: none)."""
-    plan, observed, cur = status.plan, status.observed, status.current_attempt
-    # the engine's report counts while its attempt is the newest and may run (not another attempt's, not Failed)
-    in_force = observed is not None and status.context_length is not None and cur is not None \
-        and observed.attempt == cur.number
+    plan, observed = status.plan, status.observed
     degraded = status.condition(ConditionType.DEGRADED)
     clamped = degraded is not None and degraded.status == "True" and degraded.reason is Reason.CONTEXT_CLAMPED
     predicted_tokens = None
@@ -79,7 +76,7 @@ def _values(status: InferenceServerStatus, target: int | None) -> dict[str, floa
         "prediction_error": observed.error_bytes if observed is not None else None,
         "clamped": 1 if clamped else 0,
         "kv_predicted": predicted_tokens,
-        "kv_observed": observed.kv_cache_tokens if in_force and observed is not None else None,
+        "kv_observed": status.kv_cache_tokens,  # the attempt in force's report (KV TOKENS; converge/status.py)
     }
 
 
