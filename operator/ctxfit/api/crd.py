@@ -222,8 +222,9 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
     {
         "name": "KV Tokens",
         "type": "integer",
-        "jsonPath": ".status.observed.kvCacheTokens",
-        "description": "KV cache tokens the engine reported at start-up",
+        "jsonPath": ".status.kvCacheTokens",
+        "description": "KV cache tokens the engine of the attempt in force reported at start-up; empty while Failed "
+                       "or before the newest attempt reported",
     },
     {
         "name": "Target",

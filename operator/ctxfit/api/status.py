@@ -327,6 +327,9 @@ class InferenceServerStatus(WireModel):
         effective: the configuration in force (the last attempt's).
         context_length: ``effective.contextLength`` while a replica of it may run (printer column CONTEXT);
             absent while Failed (scaled to 0: nothing runs), when ``effective`` still says what was tried last.
+        kv_cache_tokens: tokens of the KV pool the engine of the attempt in force reported at start-up
+            (``observed.kvCacheTokens`` while ``observed`` is the newest attempt's and ``contextLength`` is set;
+            printer column KV TOKENS); absent while Failed or before the newest attempt reported.
         attempts: every start under the current spec, oldest first.
         endpoint: the Service URL (``http://NAME.NAMESPACE.svc:PORT``).
         node_product: GFD product of the GPUs the plan is for.
@@ -350,6 +353,7 @@ class InferenceServerStatus(WireModel):
     plan: PlanStatus | None = None
     effective: EffectiveStatus | None = None
     context_length: int | None = None
+    kv_cache_tokens: int | None = None
     attempts: list[Attempt] = Field(default_factory=list)
     endpoint: str | None = None
     node_product: str | None = None

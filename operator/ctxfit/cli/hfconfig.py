@@ -33,20 +33,25 @@ def load_hf_config(path: str | Path, flag: str = "--hf-config") -> dict[str, Any
 
 def fetch_hf_config(repo_id: str, *, revision: str | None = None, filename: str = "config.json") -> dict[str, Any]:
     """Download ``filename`` (``config.json``, or a LoRA adapter's ``adapter_config.json``) of ``repo_id`` with
-    huggingface_hub (needs network; HF_TOKEN for gated repos).
+    huggingface_hub (needs network; HF_TOKEN for gated repos), waiting at most ``ctxfit.hub.bounded.cli_timeouts``
+    (metadata + download: 8 s unless HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT / CTXFIT_HUB_TIMEOUT_SECONDS say).
 
     Raises:
-        ValueError: when the download fails (offline, gated, missing).
+        ManifestError (a ValueError): one line when the download fails (a Hub that does not answer in time:
+            ``HubUnreachable``; offline, gated, missing).
     """
-    from ctxfit.hub.resolve import _classify, bound_hub_requests, hub_timeout, quiet_hub_logs
+    from ctxfit.hub.bounded import cli_timeouts, within
+    from ctxfit.hub.resolve import _classify, bound_hub_requests, quiet_hub_logs
 
+    metadata, download = cli_timeouts()
     try:
-        from huggingface_hub import hf_hub_download
+        from huggingface_hub import constants, hf_hub_download
 
         bound_hub_requests()
         quiet_hub_logs()
-        path = hf_hub_download(repo_id=repo_id, filename=filename, revision=revision, etag_timeout=hub_timeout())
+        path = within(metadata + download, lambda: hf_hub_download(repo_id=repo_id, filename=filename,
+                                                                   revision=revision, etag_timeout=metadata),
+                      repo_id, constants.ENDPOINT)
     except Exception as exc:  # huggingface_hub raises many types (offline, 401, 404): one typed line
-        raise ValueError(f"cannot fetch {filename}: {_classify(exc, repo_id).line()}") from exc
+        raise ManifestError(f"cannot fetch {filename}: {_classify(exc, repo_id).line()}") from exc
     return load_hf_config(path, "--fetch-config")
-

@@ -55,7 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_resolve_arguments(parser)
     parser.add_argument(
         "--fetch-config", action="store_true",
-        help="download only config.json (and LoRA adapter_config.json, the draft's config.json) with huggingface_hub"
+        help="download only config.json (and LoRA adapter_config.json, the draft's config.json) with huggingface_hub; "
+        "a Hub that does not answer fails after HF_HUB_ETAG_TIMEOUT + HF_HUB_DOWNLOAD_TIMEOUT seconds per file "
+        "(4 + 4 unless set, or CTXFIT_HUB_TIMEOUT_SECONDS each)"
     )
     parser.add_argument("--calibration", help="a calibration table (ctxfit calibrate --save, or the operator's "
                         "ConfigMap) applied to the KV pool")

@@ -87,6 +87,8 @@ async def on_server(event: kopf.RawEvent, body: kopf.Body, name: str, namespace:
         state.queue.forget(key)
         state.runtime.metrics.forget(namespace, name)
         state.runtime.rejections.forget(key)
+        if state.runtime.resolutions is not None:
+            state.runtime.resolutions.forget(key)
         if state.runtime.services is not None:
             state.runtime.services.forget(key)
         return

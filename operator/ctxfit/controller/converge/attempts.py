@@ -67,15 +67,16 @@ def supersede(out: Outcome, cur: Attempt, now: str) -> None:
 
 def start_over(out: Outcome, key: str, now: str, announce: bool = True) -> None:
     """What the plan depends on changed (``spec_key``, or a moving branch moved: ``announce`` False, its own
-    Event): supersede the running attempt, forget the plan and the history (``key`` is the new ``spec_key``); the
-    pass plans again."""
+    Event): supersede the running attempt, forget the plan, the history and the engine's report of it
+    (``observed``: attempt numbers start again at 1, whose start-up must be read again); ``key`` is the new
+    ``spec_key``; the pass plans again."""
     st = out.status
     if st.spec_key is not None and announce:
         out.events.append(EventNote("Normal", Reason.SPEC_CHANGED, "spec changed: planning again"))
     if st.current_attempt is not None:
         supersede(out, st.current_attempt, now)
     st.spec_key, st.plan, st.effective, st.context_length, st.node_product = key, None, None, None, None
-    st.attempts, st.excluded_products = [], None
+    st.attempts, st.excluded_products, st.observed = [], None, None
 
 
 def startup_overdue(pod: PodView, attempt: Attempt, settings: Settings, now: datetime) -> float | None:

@@ -30,13 +30,15 @@ def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
              read_startup: ReadStartup | None = None) -> Outcome:
     """One reconciliation step for one InferenceServer (pure; see the module docstring): the ordered steps, then
     the refusal book's state into status and the writes still in their backoff dropped (``refusals.hold``), Ready
-    held while the Service lane writes the Service (``refusals.hold_for_service``).
+    held while the Service lane writes the Service (``refusals.hold_for_service``), and last the KV pool in force
+    (``status.mark_kv_in_force``).
 
     ``read_startup``: reads a Ready pod's start-up log (``controller/converge/verify.py``); None skips verification.
     """
     out = _steps(snap, settings, diagnose, read_startup)
     refusals.hold(out, snap.refusals, now_rfc3339(snap.now), snap.generation, accepted=snap.writes_accepted)
     refusals.hold_for_service(out, snap, now_rfc3339(snap.now))
+    status.mark_kv_in_force(out.status)
     return out
 
 

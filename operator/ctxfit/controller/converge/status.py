@@ -9,7 +9,7 @@ written once per pass, by ``reconcile``. See docs/design/status.md.
 from __future__ import annotations
 
 from ctxfit.api import InferenceServerSpec
-from ctxfit.api.status import ConditionStatus, ConditionType, Phase, Reason
+from ctxfit.api.status import ConditionStatus, ConditionType, InferenceServerStatus, Phase, Reason
 from ctxfit.budget.planner import Plan
 
 from .types import EventNote, Outcome
@@ -45,6 +45,16 @@ def mark_phase(out: Outcome, phase: Phase, reason: Reason, message: str, now: st
     st.message = message
     _degraded(out, now, generation)
     return changed
+
+
+def mark_kv_in_force(st: InferenceServerStatus) -> None:
+    """``kvCacheTokens`` (tokens; printer column KV TOKENS) from ``observed`` when it is the newest attempt's and
+    that attempt may run (``contextLength`` set), else None: a failed server or a step-down shows no figure of an
+    attempt that no longer runs. Called last in the pass, after every phase change."""
+    cur, observed = st.current_attempt, st.observed
+    in_force = cur is not None and observed is not None and observed.attempt == cur.number \
+        and st.context_length is not None
+    st.kv_cache_tokens = observed.kv_cache_tokens if in_force and observed is not None else None
 
 
 def mark_failed(out: Outcome, reason: Reason, message: str, now: str, generation: int) -> None:

@@ -17,7 +17,10 @@ tensor groups) or the typed failure, and runs each resolution once however many 
 Failures: ``HubUnreachable`` (and a run that timed out) is retried with backoff (``resolve_backoff_seconds``,
 doubling, capped); the others stay until the spec changes (``ResolutionRequest.forget_error``), except a token's
 ``ModelAccessDenied``, tried again every ``token_recheck_seconds``. Kept in memory only: a planned server needs
-no resolution again (a re-plan reads ``status.model.resolved``), so after a restart only new servers ask.
+no resolution again (a re-plan reads ``status.model.resolved``), so after a restart only new servers ask. An entry
+lives while some server waits on it: a server is dropped from the entries its spec no longer needs (``retain``,
+every pass) and from all of them when it is deleted (``forget``); an entry no server waits on is dropped, finished
+or not (a running one's result is discarded), so memory stays bounded by what live servers need.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -155,6 +158,28 @@ class Resolutions:
                                   entry.retry_at, entry.in_flight,
                                   f"pod {entry.pod[1]}: {entry.note}" if entry.pod and entry.in_flight else None)
 
+    # -- who still waits ----------------------------------------------------------------------------------------
+    def retain(self, server: Key, keys: Iterable[tuple[str, ...]]) -> None:
+        """Keep ``server`` a waiter only of ``keys`` (the keys of the resolutions its spec needs now: its pass's
+        views). An entry left with no waiter is dropped, even while it runs (its result is discarded; its resolver
+        pod, which the server owns, is deleted). Never raises."""
+        keep, pods = set(keys), []
+        with self._lock:
+            for key, entry in list(self._entries.items()):
+                if key in keep or server not in entry.waiters:
+                    continue
+                entry.waiters.discard(server)
+                if not entry.waiters:
+                    del self._entries[key]
+                    if entry.in_flight and entry.pod is not None:
+                        pods.append(entry.pod)
+        for pod in pods:
+            threading.Thread(target=self._delete_pod, args=(pod,), daemon=True).start()
+
+    def forget(self, server: Key) -> None:
+        """A deleted (or deleting) server waits on nothing: ``retain(server, ())``."""
+        self.retain(server, ())
+
     # -- what a pass asks for -----------------------------------------------------------------------------------
     def request(self, server: Key, req: ResolutionRequest, body: dict[str, Any]) -> None:
         """Start the resolution ``req`` asks for, unless one for its key runs, succeeded (and this is no re-check)
@@ -209,28 +234,36 @@ class Resolutions:
     def _finish(self, key: tuple[str, ...], source: ModelSource | None, error: str | None, detail: str) -> None:
         now = self._clock()
         with self._lock:
-            entry = self._entries.setdefault(key, _Entry())
-            took = (now - entry.started).total_seconds() if entry.started is not None else 0.0
-            first = source is not None and entry.source is None  # not a re-check of a moving branch
-            entry.in_flight, entry.pod, entry.note = False, None, ""
-            if source is not None:
-                entry.source, entry.resolved_at, entry.error, entry.detail = source, now, None, ""
-                entry.retry_at, entry.failures = None, 0
-            else:
-                entry.error, entry.detail = error, detail
-                if error == "HubUnreachable" or error == "ForeignObject":
-                    entry.failures += 1
-                    entry.retry_at = now + timedelta(seconds=self._backoff(entry.failures))
-                elif error == "ModelAccessDenied" and key[0] == "token":
-                    entry.retry_at = now + timedelta(seconds=self.settings.token_recheck_seconds)
-                else:
-                    entry.retry_at = None
-            waiters = list(entry.waiters)
+            entry = self._entries.get(key)
+            if entry is None:  # dropped while it ran: no server waits on it any more (``retain``); not counted
+                return
+            took, waiters, first = self._record(entry, key, now, source, error, detail)
         if self.finished is not None:
             self.finished(key[0], "Resolved" if source is not None else str(error), max(0.0, took))
         wake = self.ready if first else self.wake
         for server in waiters:
             wake(server)
+
+    def _record(self, entry: _Entry, key: tuple[str, ...], now: datetime, source: ModelSource | None,
+                error: str | None, detail: str) -> tuple[float, list[Key], bool]:
+        """Called with the lock held: the end of ``entry``'s run into it; (seconds it took, its waiters, whether it
+        is the key's first success)."""
+        took = (now - entry.started).total_seconds() if entry.started is not None else 0.0
+        first = source is not None and entry.source is None  # not a re-check of a moving branch
+        entry.in_flight, entry.pod, entry.note = False, None, ""
+        if source is not None:
+            entry.source, entry.resolved_at, entry.error, entry.detail = source, now, None, ""
+            entry.retry_at, entry.failures = None, 0
+        else:
+            entry.error, entry.detail = error, detail
+            if error == "HubUnreachable" or error == "ForeignObject":
+                entry.failures += 1
+                entry.retry_at = now + timedelta(seconds=self._backoff(entry.failures))
+            elif error == "ModelAccessDenied" and key[0] == "token":
+                entry.retry_at = now + timedelta(seconds=self.settings.token_recheck_seconds)
+            else:
+                entry.retry_at = None
+        return took, list(entry.waiters), first
 
     def _backoff(self, failures: int) -> float:
         return float(min(self.settings.resolve_backoff_seconds * 2.0 ** (failures - 1),
@@ -273,8 +306,11 @@ class Resolutions:
         assert created is not None
         pod_uid = str((created.get("metadata") or {}).get("uid") or "")
         with self._lock:
-            entry = self._entries.setdefault(wanted.key, _Entry())
-            entry.pod, entry.note = (namespace, name, uid, pod_uid), "created"
+            entry = self._entries.get(wanted.key)
+            if entry is not None:
+                entry.pod, entry.note = (namespace, name, uid, pod_uid), "created"
+        if entry is None:  # dropped while the pod was created (its server is gone or needs it no more)
+            self._delete_pod((namespace, name, uid, pod_uid))
 
     def _follow_pod(self, wanted: Need, pod: tuple[str, str, str, str]) -> None:
         assert self.kube is not None
@@ -282,8 +318,7 @@ class Resolutions:
         try:
             live = self.kube.rest.read(PODS, namespace, name)
         except ApiException as exc:
-            with self._lock:
-                self._entries[wanted.key].note = f"unreadable ({exc.status})"
+            self._note(wanted.key, f"unreadable ({exc.status})")
             return
         live_uid = str(((live or {}).get("metadata") or {}).get("uid") or "")
         if live is None or (pod_uid and live_uid != pod_uid):
@@ -309,8 +344,7 @@ class Resolutions:
                 note += f": {waiting['reason']}"
             elif cond is not None:
                 note += f": {cond.get('reason')} {cond.get('message') or ''}".rstrip()
-            with self._lock:
-                self._entries[wanted.key].note = note[:200]
+            self._note(wanted.key, note[:200])
             return
         message = str(terminated.get("message") or "")
         try:
@@ -326,6 +360,12 @@ class Resolutions:
                 kind, _, detail = found
                 self._finish(wanted.key, None, kind, detail)
         self._delete_pod(pod)
+
+    def _note(self, key: tuple[str, ...], note: str) -> None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:  # (dropped meanwhile: nobody reads it)
+                entry.note = note
 
     def _delete_pod(self, pod: tuple[str, str, str, str]) -> None:
         """Delete the resolver pod the guarded way (``guarded.delete_owned``: read, check it is the server's by uid,

@@ -127,6 +127,8 @@ def reconcile(rt: Runtime, namespace: str, name: str,
             body = rt.kube.get_server(namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
             rt.metrics.forget(namespace, name)
+            if rt.resolutions is not None:
+                rt.resolutions.forget((namespace, name))
             return Result(None)
         first = _pass(rt, namespace, name, nodes, pods, body, deployment, service_port, claim_seen, members_of)
         clock, backoff = _book(rt, (namespace, name), first.refused)

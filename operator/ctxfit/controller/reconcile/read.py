@@ -168,4 +168,7 @@ def snapshot(rt: Runtime, namespace: str, name: str, nodes: tuple[GPUNode, ...],
         service_writing=rt.services is not None and rt.services.busy((namespace, name)),
         service_lane=rt.services is not None,
     )
+    if rt.resolutions is not None:  # it waits only on what its spec needs now (an edited model lets the old go)
+        views = (snap.resolution, snap.draft_resolution, *snap.adapter_resolutions)
+        rt.resolutions.retain((namespace, name), [v.key for v in views if v is not None])
     return snap, problem

@@ -5,7 +5,9 @@ One ``prometheus_client`` Gauge child per server and family (about 20 with the s
 about 10 MiB of the operator's memory at 1,000 servers, and as many ``labels().set()`` calls per reconcile
 (bench/README.md). This collector exports the same families, names, labels and values (the house style: state
 via collectors, events via counters; Prometheus ``client_python`` docs, "Custom Collectors"). A value is
-replaced only by a known one (None keeps the last), as the gauges it replaces did.
+replaced only by a known one (None keeps the last), as the gauges it replaces did, except the values that say
+what runs (``IN_FORCE``): their series is removed when nothing of theirs runs (Failed: scaled to 0; the attempt
+they described is no longer the newest), so neither a dashboard nor an alert reads a stopped server as serving.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ Key = tuple[str, str, str]
 """(namespace, name, engine)."""
 
 GAUGES: dict[str, tuple[str, str]] = {
-    "context_length": ("ctxfit_server_context_length_tokens", "Effective context length in force (tokens)."),
+    "context_length": ("ctxfit_server_context_length_tokens", "Effective context length in force (tokens); "
+                       "absent while Failed (no replica runs)."),
     "target": ("ctxfit_server_target_context_length_tokens", "Context length the spec asks for (tokens)."),
     "planned": ("ctxfit_server_planned_context_length_tokens", "Context length the first plan chose (tokens); "
                 "above the effective context after a step-down."),
@@ -41,6 +44,8 @@ GAUGES: dict[str, tuple[str, str]] = {
                 "Degraded/ContextClamped), else 0."),
 }
 """Record field -> (metric name, help) of the gauges labelled (namespace, name, engine) only."""
+IN_FORCE = frozenset({"context_length", "kv_observed"})
+"""Record fields whose None means "none in force" (the series is removed), not "unknown this time"."""
 PHASE = ("ctxfit_server_phase", "1 for the server's current phase, 0 for the others.")
 POOL_INFO = ("ctxfit_server_pool_info", "1 for the InferencePool a server's pods serve in (label pool) and its role "
              "(Created, Joined); join it onto any server metric with `* on (namespace, name) group_left (pool)`.")
@@ -49,11 +54,12 @@ POOL_CONTEXT = ("ctxfit_server_pool_context_length_tokens", "Context the server'
 POOL_TARGET = ("ctxfit_server_pool_target_context_length_tokens", "Context the server promised its InferencePool "
                "(spec.context.target, else the planned context; tokens).")
 KV_TOKENS = ("ctxfit_kv_cache_tokens", "KV cache pool per GPU in tokens: the plan's (source=predicted) and the "
-             "engine's own start-up report (source=observed).")
+             "engine's own start-up report of the attempt in force (source=observed; absent while Failed or "
+             "before the newest attempt reported).")
 
 
 def _values(status: InferenceServerStatus, target: int | None) -> dict[str, float | None]:
-    """The record fields a reconciled ``status`` gives (None: unknown this time)."""
+    """The record fields a reconciled ``status`` gives (None: unknown this time; for ``IN_FORCE``: none)."""
     plan, observed = status.plan, status.observed
     degraded = status.condition(ConditionType.DEGRADED)
     clamped = degraded is not None and degraded.status == "True" and degraded.reason is Reason.CONTEXT_CLAMPED
@@ -70,7 +76,7 @@ def _values(status: InferenceServerStatus, target: int | None) -> dict[str, floa
         "prediction_error": observed.error_bytes if observed is not None else None,
         "clamped": 1 if clamped else 0,
         "kv_predicted": predicted_tokens,
-        "kv_observed": observed.kv_cache_tokens if observed is not None else None,
+        "kv_observed": status.kv_cache_tokens,  # the attempt in force's report (KV TOKENS; converge/status.py)
     }
 
 
@@ -95,11 +101,17 @@ class ServerGauges(Collector):
         self._pools: dict[Key, tuple[str, str, float, float | None]] = {}
 
     def observe(self, key: Key, status: InferenceServerStatus, target: int | None) -> None:
-        """Fold one reconciled status into ``key``'s record (unknown values keep the last known)."""
-        known = {field: float(v) for field, v in _values(status, target).items() if v is not None}
+        """Fold one reconciled status into ``key``'s record (unknown values keep the last known; an ``IN_FORCE``
+        value that is None removes its series)."""
+        values = _values(status, target)
+        known = {field: float(v) for field, v in values.items() if v is not None}
         pool = _pool(status, target)
         with self._lock:
-            self._records.setdefault(key, {}).update(known)
+            record = self._records.setdefault(key, {})
+            record.update(known)
+            for field in IN_FORCE:
+                if values[field] is None:
+                    record.pop(field, None)
             self._phases[key] = status.phase.value if status.phase is not None else None
             if pool is None:
                 self._pools.pop(key, None)

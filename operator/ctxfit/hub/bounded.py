@@ -1,0 +1,67 @@
+"""A bounded wait for the CLI's own Hub downloads (``ctxfit plan --fetch-config``: config.json, adapter_config.json).
+
+``hf_hub_download`` first asks for the file's metadata (a HEAD, ``etag_timeout``); when that fails and the file is
+not cached, huggingface_hub asks again with its own 60 s timeout and up to 5 retries with backoff
+(``file_download._ETAG_RETRY_TIMEOUT``, ``utils/_http.http_backoff``): about 6 minutes against a Hub or proxy that
+accepts the connection and never answers, and the failure then reads like a missing cache. The CLI instead gives
+one fetch ``metadata + download`` seconds (``cli_timeouts``) and then says, in one line, that the Hub did not answer.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+from .errors import ResolveError, ResolveKind
+
+T = TypeVar("T")
+
+CLI_HUB_TIMEOUT_SECONDS = 4.0
+"""Seconds the CLI waits for each of the two steps of one file fetch (metadata, download) unless set otherwise."""
+
+
+def _seconds(name: str) -> float | None:
+    """Environment variable ``name`` as a positive number of seconds, None when unset or not one."""
+    try:
+        value = float(os.environ.get(name) or "")
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+def cli_timeouts() -> tuple[float, float]:
+    """(metadata, download) seconds one CLI file fetch may wait for the Hub: ``HF_HUB_ETAG_TIMEOUT`` and
+    ``HF_HUB_DOWNLOAD_TIMEOUT`` (huggingface_hub's own variables) when set, else ``CTXFIT_HUB_TIMEOUT_SECONDS`` for
+    both, else ``CLI_HUB_TIMEOUT_SECONDS`` each (the whole fetch: 8 s)."""
+    base = _seconds("CTXFIT_HUB_TIMEOUT_SECONDS") or CLI_HUB_TIMEOUT_SECONDS
+    return _seconds("HF_HUB_ETAG_TIMEOUT") or base, _seconds("HF_HUB_DOWNLOAD_TIMEOUT") or base
+
+
+def within(seconds: float, call: Callable[[], T], repo: str, endpoint: str) -> T:
+    """``call()``'s result, waiting at most ``seconds`` for it (it runs in a daemon thread, left behind past the
+    deadline: for a process that exits on the error, the CLI).
+
+    Raises:
+        ResolveError: ``HUB_UNREACHABLE`` past the deadline, naming ``endpoint`` and the seconds waited.
+        Exception: whatever ``call`` raised.
+    """
+    result: list[T] = []
+    error: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(call())
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            error.append(exc)
+
+    worker = threading.Thread(target=run, name="ctxfit-hub-fetch", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise ResolveError(ResolveKind.HUB_UNREACHABLE, repo, f"no answer from {endpoint} in {seconds:g} s "
+                           "(HF_HUB_ETAG_TIMEOUT + HF_HUB_DOWNLOAD_TIMEOUT)")
+    if error:
+        raise error[0]
+    return result[0]
