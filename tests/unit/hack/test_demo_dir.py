@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 HACK = Path(__file__).resolve().parents[3] / "hack"
 sys.path.insert(0, str(HACK))
 import demo  # noqa: E402
+from cluster_procs import pid_exe  # noqa: E402
 
 
 def test_each_checkout_has_its_own_demo_dir(tmp_path: Path) -> None:
@@ -27,7 +29,12 @@ def test_a_live_demo_is_never_taken_for_a_leftover() -> None:
     owner = subprocess.Popen(["sleep", "30"])
     component = subprocess.Popen(["sleep", "30"])
     try:
-        exe = "sleep"  # argv[0], as the harness records it (reading /proc/<pid>/cmdline right after the spawn races)
+        exe = "sleep"  # argv[0], as the harness records it
+        # Popen returns once the kernel lets a vfork parent go, before the new image's argv is in place: until then
+        # /proc/<pid>/cmdline reads empty (seen under load). Wait for both exec()s to finish.
+        deadline = time.monotonic() + 10
+        while any(pid_exe(p.pid) != exe for p in (owner, component)) and time.monotonic() < deadline:
+            time.sleep(0.01)
         state = {"owner_pid": owner.pid, "processes": {"etcd": {"pid": component.pid, "pgid": component.pid,
                                                                 "exe": exe}}}
         assert demo.running_owner(state) == owner.pid
