@@ -98,14 +98,11 @@ _BOUNDED = False
 
 
 def hub_timeout() -> float:
-    """``CTXFIT_HUB_TIMEOUT_SECONDS`` (a positive number) or ``HUB_TIMEOUT_SECONDS``."""
-    import os
+    """``CTXFIT_HUB_TIMEOUT_SECONDS`` (a positive number, at most ``bounded.MAX_HUB_TIMEOUT_SECONDS``: ``inf`` made
+    every request an OverflowError, read as a bad checkpoint) or ``HUB_TIMEOUT_SECONDS``."""
+    from .bounded import env_seconds
 
-    try:
-        seconds = float(os.environ.get("CTXFIT_HUB_TIMEOUT_SECONDS") or HUB_TIMEOUT_SECONDS)
-    except ValueError:
-        return HUB_TIMEOUT_SECONDS
-    return seconds if seconds > 0 else HUB_TIMEOUT_SECONDS
+    return env_seconds("CTXFIT_HUB_TIMEOUT_SECONDS") or HUB_TIMEOUT_SECONDS
 
 
 def bound_hub_requests() -> None:
