@@ -191,16 +191,19 @@ def resolve_adapter(repo: str, *, revision: str | None = None, token: str | bool
     Raises:
         ResolveError: typed, as ``resolve_hub`` (a repo without adapter_config.json is ``InvalidCheckpoint``).
     """
+    check_endpoint(endpoint, repo)
     from huggingface_hub import HfApi, hf_hub_download
 
+    bound_hub_requests()
     api = HfApi(endpoint=endpoint, token=token)
     try:
-        info = api.model_info(repo, revision=revision)
+        timeout = hub_timeout()  # as resolve_hub: model_info's own default is no timeout (a silent Hub hung forever)
+        info = api.model_info(repo, revision=revision, timeout=timeout)
         files = {s.rfilename for s in info.siblings or []}
         if ADAPTER_FILE not in files:
             raise ResolveError(ResolveKind.INVALID_CHECKPOINT, repo, f"the repo has no {ADAPTER_FILE}")
         path = hf_hub_download(repo, ADAPTER_FILE, revision=info.sha, token=token, endpoint=endpoint,
-                               cache_dir=cache_dir)
+                               cache_dir=cache_dir, etag_timeout=timeout)
         config = _read_config(Path(path), repo)
     except Exception as exc:  # every huggingface_hub/HTTP failure becomes one typed kind (re-raised)
         raise _classify(exc, repo) from exc
