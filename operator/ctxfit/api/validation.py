@@ -168,7 +168,9 @@ def flag_pattern(names: tuple[str, ...]) -> str:
             alternatives.append("--" + _prefixes(name[2:]))
         else:
             alternatives.append("-" + _chars(name[1:]))
-    return "^(" + "|".join(alternatives) + ")(=.*)?$"
+    # (?s:.*): a value may hold a newline (RE2's '.' stops at one, and its '$' is only the end of the text, so
+    # "--max-model-len=4096\n" passed the CEL while argparse's int() strips the newline and sets the flag)
+    return "^(" + "|".join(alternatives) + ")(=(?s:.*))?$"
 
 
 def managed_flag_message(flag: ManagedFlag) -> str:
@@ -185,7 +187,7 @@ def managed_flag_in(args: list[str], engine: str) -> ManagedFlag | None:
         if engine not in flag.engines:
             continue
         pattern = _compiled(flag.names)
-        if any(pattern.match(arg) for arg in args):
+        if any(pattern.fullmatch(arg) for arg in args):  # fullmatch: Python's '$' also matches before a final \n
             return flag
     return None
 

@@ -21,22 +21,49 @@ T = TypeVar("T")
 CLI_HUB_TIMEOUT_SECONDS = 4.0
 """Seconds the CLI waits for each of the two steps of one file fetch (metadata, download) unless set otherwise."""
 
+MAX_HUB_TIMEOUT_SECONDS = 3600.0
+"""The most a timeout variable may say (``inf`` or ``1e300`` mean this): a socket or thread-join timeout past the
+platform's time_t fails with OverflowError, which huggingface_hub's error then reads as a bad checkpoint."""
 
-def _seconds(name: str) -> float | None:
-    """Environment variable ``name`` as a positive number of seconds, None when unset or not one."""
+HF_TIMEOUTS = ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT")
+"""huggingface_hub's own timeout variables: it reads them with ``int()`` when it is imported."""
+
+
+def env_seconds(name: str) -> float | None:
+    """Environment variable ``name`` as a positive number of seconds (at most ``MAX_HUB_TIMEOUT_SECONDS``), None when
+    unset or not one (non-numeric, zero, negative, nan)."""
     try:
         value = float(os.environ.get(name) or "")
     except ValueError:
         return None
-    return value if value > 0 else None
+    return min(value, MAX_HUB_TIMEOUT_SECONDS) if value > 0 else None
+
+
+def hf_timeout_problem() -> str | None:
+    """One line naming a set ``HF_TIMEOUTS`` variable huggingface_hub cannot use, else None: it reads them with
+    ``int()`` on import (``abc``, ``1.5`` or an empty value make ``import huggingface_hub`` raise "invalid literal for
+    int()") and a negative one reaches the socket ("Timeout value out of range", read as a bad checkpoint)."""
+    for name in HF_TIMEOUTS:
+        raw = os.environ.get(name)
+        if raw is None:
+            continue
+        try:
+            ok = int(raw) >= 0
+        except ValueError:
+            ok = False
+        if not ok:
+            shown = raw if len(raw) <= 40 else raw[:40] + "..."
+            return (f"{name}={shown!r} is not a whole number of seconds (huggingface_hub reads it with int()); "
+                    f"unset it or set e.g. {name}=10")
+    return None
 
 
 def cli_timeouts() -> tuple[float, float]:
     """(metadata, download) seconds one CLI file fetch may wait for the Hub: ``HF_HUB_ETAG_TIMEOUT`` and
     ``HF_HUB_DOWNLOAD_TIMEOUT`` (huggingface_hub's own variables) when set, else ``CTXFIT_HUB_TIMEOUT_SECONDS`` for
     both, else ``CLI_HUB_TIMEOUT_SECONDS`` each (the whole fetch: 8 s)."""
-    base = _seconds("CTXFIT_HUB_TIMEOUT_SECONDS") or CLI_HUB_TIMEOUT_SECONDS
-    return _seconds("HF_HUB_ETAG_TIMEOUT") or base, _seconds("HF_HUB_DOWNLOAD_TIMEOUT") or base
+    base = env_seconds("CTXFIT_HUB_TIMEOUT_SECONDS") or CLI_HUB_TIMEOUT_SECONDS
+    return env_seconds("HF_HUB_ETAG_TIMEOUT") or base, env_seconds("HF_HUB_DOWNLOAD_TIMEOUT") or base
 
 
 def within(seconds: float, call: Callable[[], T], repo: str, endpoint: str) -> T:

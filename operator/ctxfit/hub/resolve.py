@@ -98,14 +98,11 @@ _BOUNDED = False
 
 
 def hub_timeout() -> float:
-    """``CTXFIT_HUB_TIMEOUT_SECONDS`` (a positive number) or ``HUB_TIMEOUT_SECONDS``."""
-    import os
+    """``CTXFIT_HUB_TIMEOUT_SECONDS`` (a positive number, at most ``bounded.MAX_HUB_TIMEOUT_SECONDS``: ``inf`` made
+    every request an OverflowError, read as a bad checkpoint) or ``HUB_TIMEOUT_SECONDS``."""
+    from .bounded import env_seconds
 
-    try:
-        seconds = float(os.environ.get("CTXFIT_HUB_TIMEOUT_SECONDS") or HUB_TIMEOUT_SECONDS)
-    except ValueError:
-        return HUB_TIMEOUT_SECONDS
-    return seconds if seconds > 0 else HUB_TIMEOUT_SECONDS
+    return env_seconds("CTXFIT_HUB_TIMEOUT_SECONDS") or HUB_TIMEOUT_SECONDS
 
 
 def bound_hub_requests() -> None:
@@ -194,16 +191,19 @@ def resolve_adapter(repo: str, *, revision: str | None = None, token: str | bool
     Raises:
         ResolveError: typed, as ``resolve_hub`` (a repo without adapter_config.json is ``InvalidCheckpoint``).
     """
+    check_endpoint(endpoint, repo)
     from huggingface_hub import HfApi, hf_hub_download
 
+    bound_hub_requests()
     api = HfApi(endpoint=endpoint, token=token)
     try:
-        info = api.model_info(repo, revision=revision)
+        timeout = hub_timeout()  # as resolve_hub: model_info's own default is no timeout (a silent Hub hung forever)
+        info = api.model_info(repo, revision=revision, timeout=timeout)
         files = {s.rfilename for s in info.siblings or []}
         if ADAPTER_FILE not in files:
             raise ResolveError(ResolveKind.INVALID_CHECKPOINT, repo, f"the repo has no {ADAPTER_FILE}")
         path = hf_hub_download(repo, ADAPTER_FILE, revision=info.sha, token=token, endpoint=endpoint,
-                               cache_dir=cache_dir)
+                               cache_dir=cache_dir, etag_timeout=timeout)
         config = _read_config(Path(path), repo)
     except Exception as exc:  # every huggingface_hub/HTTP failure becomes one typed kind (re-raised)
         raise _classify(exc, repo) from exc

@@ -3,6 +3,7 @@ the plan, record a calibration sample, and hold the engine to the context contra
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 from ctxfit.api import GiB, InferenceServerSpec
@@ -105,6 +106,21 @@ def _sample(out: Outcome, uid: str, server: str, observed: ObservedStatus, now: 
                                     uncalibrated, now, cuda_total if nvml else None, nvml)))
 
 
+def _ready_for(finished_at: str | None, now: datetime) -> float:
+    """Seconds the attempt has been Ready (0 for a little ahead of ``now``: clocks of two replicas); ``inf`` (the
+    patience is over) when that is unknown: no or an unreadable ``finishedAt`` (no zone: naive minus aware raised
+    TypeError in the pass), or one more than
+    ``STARTUP_LOG_PATIENCE_SECONDS`` ahead (a hand edit, a clock stepped back), else the log would be read every
+    ``STARTUP_LOG_RETRY_SECONDS`` until then, or forever."""
+    if finished_at is None:
+        return math.inf
+    try:
+        seconds = (now - parse_rfc3339(finished_at)).total_seconds()
+    except (ValueError, TypeError):
+        return math.inf
+    return math.inf if seconds < -STARTUP_LOG_PATIENCE_SECONDS else max(seconds, 0.0)
+
+
 def observe_startup(out: Outcome, spec: InferenceServerSpec, pod: PodView, read_startup: ReadStartup, *,
                     uid: str, server: str, node: GPUNode | None, settings: Settings, now: datetime,
                     generation: int, replan: Replan) -> None:
@@ -120,7 +136,7 @@ def observe_startup(out: Outcome, spec: InferenceServerSpec, pod: PodView, read_
     unread = text is None or not text.strip()
     report = parse_startup(spec.engine.kind, text or "")
     if not report.observed:
-        ready_for = (now - parse_rfc3339(cur.finished_at)).total_seconds() if cur.finished_at else 0.0
+        ready_for = _ready_for(cur.finished_at, now)
         if ready_for < (STARTUP_LOG_PATIENCE_SECONDS if unread else STARTUP_WORDING_PATIENCE_SECONDS):
             # not read yet (no kubelet answer, or the log file lags): again after as long as it has been Ready
             out.requeue(max(STARTUP_LOG_RETRY_SECONDS, ready_for))

@@ -190,3 +190,33 @@ def test_an_unreadable_log_is_read_again_later_not_recorded_as_not_observed() ->
         assert obs is not None and obs.attempt == 1 and obs.kv_cache_bytes is None and not given_up.samples
         notes = [e.message for e in given_up.events if e.reason.value == "Observed"]
         assert len(notes) == 1 and "could not be read" in notes[0] and "not observed" in notes[0]
+
+
+def test_a_hand_edited_ready_time_neither_crashes_nor_polls_the_log_forever() -> None:
+    """Reviewer: a Ready attempt's finishedAt written without an offset made the pass raise TypeError (naive minus
+    aware); a missing one, or one far in the future (a clock stepped back, another replica's clock), kept the log
+    read every 15 s forever (Ready for 0 s, or less). Without a zone (unknown, as group_restarts ranks it), missing
+    or more than the patience ahead, the patience is over: recorded as not observed once; a little ahead waits."""
+    from datetime import timedelta
+
+    from ctxfit.api.status import now_rfc3339
+    from ctxfit.controller.converge.verify import STARTUP_LOG_PATIENCE_SECONDS
+
+    body = spec()
+    out = ready_pass(body, lambda p: None)
+    ready_at = parse_rfc3339(out.status.attempts[0].finished_at or "")
+    for stamp, gives_up in [(now_rfc3339(ready_at).replace("Z", ""), True), (None, True),
+                            (now_rfc3339(ready_at + timedelta(days=365)), True),
+                            (now_rfc3339(ready_at + timedelta(seconds=30)), False)]:
+        status = out.status.model_copy(deep=True)
+        status.attempts[0].finished_at = stamp
+        again = converge(snapshot(body, status, pods=(pod(1, ready=True),), now=ready_at + timedelta(seconds=20)),
+                         SETTINGS, never, lambda p: None)
+        notes = [e.message for e in again.events if e.reason.value == "Observed"]
+        if gives_up:
+            obs = again.status.observed
+            assert obs is not None and obs.kv_cache_bytes is None and len(notes) == 1, stamp
+            assert f"{STARTUP_LOG_PATIENCE_SECONDS:.0f} s" in notes[0], notes
+        else:
+            assert again.status.observed is None and not notes, stamp
+            assert again.requeue_after is not None, stamp
