@@ -4,42 +4,18 @@ wrong, exit 2, and a huge or infinite CTXFIT_HUB_TIMEOUT_SECONDS is capped, not 
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-import yaml
 from ctxfit.hub.bounded import MAX_HUB_TIMEOUT_SECONDS, cli_timeouts, env_seconds
 from ctxfit.hub.resolve import HUB_TIMEOUT_SECONDS, hub_timeout
 
-ROOT = Path(__file__).resolve().parents[3]
-TIMEOUTS = ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT", "CTXFIT_HUB_TIMEOUT_SECONDS")
-
-
-def _plan(tmp_path: Path, endpoint: str, extra: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float]:
-    path = tmp_path / "server.yaml"
-    path.write_text(yaml.safe_dump({"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer",
-                                    "metadata": {"name": "silent"}, "spec": {
-                                        "model": {"name": "acme/never-answers"},
-                                        "engine": {"kind": "vllm", "version": "0.19.0"},
-                                        "gpu": {"product": "NVIDIA-H100-80GB-HBM3", "count": 1}}}))
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE",
-                                                            *TIMEOUTS)}
-    env |= {"HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf"), "CTXFIT_CACHE": str(tmp_path / "ctxfit"),
-            "HF_HUB_DISABLE_TELEMETRY": "1"} | extra
-    start = time.monotonic()
-    run = subprocess.run([sys.executable, "-m", "ctxfit.cli", "plan", "-f", str(path), "--fetch-config"],
-                         capture_output=True, text=True, timeout=30, env=env, cwd=ROOT)
-    return run, time.monotonic() - start
+from tests.unit.hub.silenthub import TIMEOUTS, plan_fetch_config, silent_hub
 
 
 @pytest.mark.parametrize("raw", ["abc", "1.5", "", "-1", "nan"])
 def test_a_bad_hf_timeout_variable_is_one_line_naming_it(tmp_path: Path, raw: str) -> None:
-    run, _ = _plan(tmp_path, "http://127.0.0.1:9", {"HF_HUB_ETAG_TIMEOUT": raw})
+    run, _ = plan_fetch_config(tmp_path, "http://127.0.0.1:9", {"HF_HUB_ETAG_TIMEOUT": raw}, timeout=30)
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(lines) == 1, run.stderr
     assert f"HF_HUB_ETAG_TIMEOUT={raw!r} is not a whole number of seconds" in lines[0], lines[0]
@@ -48,15 +24,9 @@ def test_a_bad_hf_timeout_variable_is_one_line_naming_it(tmp_path: Path, raw: st
 
 @pytest.mark.parametrize("raw", ["inf", "1e300"])
 def test_an_infinite_ctxfit_timeout_is_capped_not_an_overflow(tmp_path: Path, raw: str) -> None:
-    silent = socket.socket()
-    silent.bind(("127.0.0.1", 0))
-    silent.listen(16)  # the kernel completes the handshake; nothing ever reads or answers
-    try:
-        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
-        run, elapsed = _plan(tmp_path, endpoint, {"CTXFIT_HUB_TIMEOUT_SECONDS": raw, "HF_HUB_ETAG_TIMEOUT": "1",
-                                                  "HF_HUB_DOWNLOAD_TIMEOUT": "1"})
-    finally:
-        silent.close()
+    with silent_hub() as endpoint:
+        timeouts = {"CTXFIT_HUB_TIMEOUT_SECONDS": raw, "HF_HUB_ETAG_TIMEOUT": "1", "HF_HUB_DOWNLOAD_TIMEOUT": "1"}
+        run, elapsed = plan_fetch_config(tmp_path, endpoint, timeouts, timeout=30)
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(lines) == 1, run.stderr
     assert "HubUnreachable" in lines[0] and "OverflowError" not in lines[0], lines[0]

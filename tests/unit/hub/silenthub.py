@@ -1,0 +1,60 @@
+"""What the silent-Hub tests share: a local socket that accepts and never answers (``silent_hub``), a clean
+Hugging Face environment pointed at it (``hub_env``) and ``ctxfit plan --fetch-config`` run as a user would
+(``plan_fetch_config``: the real CLI and the real huggingface_hub client in a subprocess)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+TIMEOUTS = ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT", "CTXFIT_HUB_TIMEOUT_SECONDS")
+"""The timeout variables a test sets itself (the caller's are dropped)."""
+
+
+@contextmanager
+def silent_hub() -> Iterator[str]:
+    """``http://127.0.0.1:<port>`` of a socket whose handshake the kernel completes; nothing ever reads or answers."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    try:
+        yield f"http://127.0.0.1:{silent.getsockname()[1]}"
+    finally:
+        silent.close()
+
+
+def hub_env(tmp_path: Path, endpoint: str | None, extra: dict[str, str]) -> dict[str, str]:
+    """This process's environment without tokens, offline mode or timeouts; the Hub at ``endpoint`` (None: unset),
+    caches under ``tmp_path``, then ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE",
+                                                            "HF_ENDPOINT", *TIMEOUTS)}
+    env |= {"HF_HOME": str(tmp_path / "hf"), "CTXFIT_CACHE": str(tmp_path / "ctxfit"), "HF_HUB_DISABLE_TELEMETRY": "1"}
+    if endpoint is not None:
+        env["HF_ENDPOINT"] = endpoint
+    return env | extra
+
+
+def plan_fetch_config(tmp_path: Path, endpoint: str, extra: dict[str, str],
+                      timeout: float = 60) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``ctxfit plan -f server.yaml --fetch-config`` for a model in no catalog, against ``endpoint``; (the run,
+    its wall seconds)."""
+    path = tmp_path / "server.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer",
+                                    "metadata": {"name": "silent"}, "spec": {
+                                        "model": {"name": "acme/never-answers"},
+                                        "engine": {"kind": "vllm", "version": "0.19.0"},
+                                        "gpu": {"product": "NVIDIA-H100-80GB-HBM3", "count": 1}}}))
+    start = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "ctxfit.cli", "plan", "-f", str(path), "--fetch-config"],
+                         capture_output=True, text=True, timeout=timeout, env=hub_env(tmp_path, endpoint, extra),
+                         cwd=ROOT)
+    return run, time.monotonic() - start
