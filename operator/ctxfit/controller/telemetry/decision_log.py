@@ -102,6 +102,16 @@ def _ready(attempt: Attempt, new: InferenceServerStatus) -> DecisionLine:
                         f"{new.phase.value if new.phase else 'not Ready'}: {new.message or 'not Ready'}", fields)
 
 
+def _released(old: InferenceServerStatus, new: InferenceServerStatus, served: list[Attempt]) -> list[DecisionLine]:
+    """Ready reached in a later pass than the one that saw the engine serve (the line then was "ready-held":
+    the Service or another child came after, or a refusal cleared): one "Ready" line for the serving attempt."""
+    current = new.current_attempt
+    if (served or new.phase is not Phase.READY or old.phase is Phase.READY or current is None
+            or current.outcome is not AttemptOutcome.SUCCEEDED):
+        return []
+    return [_ready(current, new)]
+
+
 def decisions(old: InferenceServerStatus, out: Outcome) -> list[DecisionLine]:
     """What this pass decided, in order (see the module docstring). Empty when nothing changed."""
     new = out.status
@@ -114,7 +124,9 @@ def decisions(old: InferenceServerStatus, out: Outcome) -> list[DecisionLine]:
     known = {a.number for a in old.attempts} if old.spec_key == new.spec_key else set()
     found += _next_attempts(new, known, bool(moved))
     found += _started(new, out, known)
-    found += [_ready(a, new) for a in out.finished if a.outcome is AttemptOutcome.SUCCEEDED]
+    served = [a for a in out.finished if a.outcome is AttemptOutcome.SUCCEEDED]
+    found += [_ready(a, new) for a in served]
+    found += _released(old, new, served)
     if new.phase is Phase.FAILED and old.phase is not Phase.FAILED:
         found.append(DecisionLine("gave-up", f"Failed: {new.message or ''}", {}))
     return found

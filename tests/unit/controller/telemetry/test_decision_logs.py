@@ -127,3 +127,26 @@ def test_an_engine_up_behind_a_refused_service_is_not_logged_as_ready() -> None:
     lines = decisions(first.status, held)
     assert [line.verb for line in lines] == ["ready-held"]
     assert "Ready:" not in lines[0].message and "not owned by this InferenceServer" in lines[0].message
+
+
+def test_ready_reached_after_a_held_pass_is_logged_as_ready_once() -> None:
+    """The engine serves while the Service is refused (ready-held); the refusal clears in a later pass, which
+    turns the server Ready with no attempt finishing in it: that pass logs "Ready", and the next logs nothing."""
+    from dataclasses import replace
+
+    from ctxfit.controller.converge.refusals import Refusal, Write, fingerprint
+
+    body = spec()
+    first = converge(snapshot(body), SETTINGS, never)
+    serving = snapshot(body, first.status, pods=(pod(1, ready=True),), deployment=applied(first), service_port=8000)
+    refused = Refusal(Write.SERVICE, fingerprint(None), 30.0, "Service kimi already exists and is not owned by this "
+                      "InferenceServer", announce=True)
+    held = converge(replace(serving, refusals=(refused,)), SETTINGS, never)
+    assert [line.verb for line in decisions(first.status, held)] == ["ready-held"]
+    released = converge(replace(serving, status=held.status), SETTINGS, never)
+    assert released.status.phase.value == "Ready"
+    lines = decisions(held.status, released)
+    assert [line.verb for line in lines] == ["ready"]
+    assert lines[0].message == "Ready: attempt 1 serves context 131072"
+    again = converge(replace(serving, status=released.status), SETTINGS, never)
+    assert decisions(released.status, again) == []
