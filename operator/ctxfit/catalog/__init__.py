@@ -176,3 +176,10 @@ def models() -> list[ModelEntry]:
     for entry in _model_index().values():
         seen.setdefault(entry.name, entry)
     return list(seen.values())
+
+
+def preload() -> None:
+    """Parse both catalog files now. The operator calls this at start-up: the indexes are cached without a lock,
+    so the first passes, run by several threads at once, would each parse the YAML again."""
+    _model_index()
+    _gpu_index()

@@ -18,6 +18,8 @@ from typing import Any, cast
 
 import kopf
 
+from ctxfit import catalog
+
 from ..kube.calibration import CalibrationStore
 from ..kube.claims import ClaimsApi
 from ..kube.client import Kube, load_api_client
@@ -155,6 +157,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     """Build everything the handlers share and keep it on ``memo`` (no module-level state)."""
     cfg = Settings()
     kopf_settings.configure(settings)
+    catalog.preload()
     asyncio.get_running_loop().set_default_executor(  # start-up, leader election, stopping
         ThreadPoolExecutor(max_workers=DEFAULT_EXECUTOR_THREADS, thread_name_prefix="ctxfit"))
     threads = WorkerThreads(cfg.workers)

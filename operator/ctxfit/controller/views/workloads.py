@@ -186,14 +186,14 @@ def _quantity(value: Any) -> Decimal | None:
 
 def _same(desired: Any, live: Any, *, quantities: bool) -> bool:
     """``desired`` is contained in ``live`` (defaults added by the API server are ignored)."""
+    if desired == live:  # the common case, compared in C before walking the parts
+        return True
     if isinstance(desired, Mapping):
         return isinstance(live, Mapping) and all(
             _same(value, live.get(key), quantities=quantities or key == "resources") for key, value in desired.items())
     if isinstance(desired, list):
         return isinstance(live, list) and len(desired) == len(live) and all(
             _same(d, v, quantities=quantities) for d, v in zip(desired, live, strict=True))
-    if desired == live:
-        return True
     if quantities:
         want, have = _quantity(desired), _quantity(live)
         return want is not None and want == have
