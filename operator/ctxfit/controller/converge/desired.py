@@ -43,8 +43,12 @@ def desired_digest(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, sett
                     cache: CacheVolume | None = None) -> str:
     """``views.pod_facts.engine_digest`` of the current attempt's engine container (pods of another template are
     ignored)."""
-    template = render_pod_template(render_input(snap, spec, out, settings, cache))
-    return engine_digest(template["spec"]["containers"][0])
+    inp = render_input(snap, spec, out, settings, cache)
+    if spec.nodes > 1:  # the digest is of the base template, not of the leader's or the workers'
+        return engine_digest(render_pod_template(inp)["spec"]["containers"][0])
+    deployment = render_workload(inp)
+    out.rendered = (inp, deployment)
+    return engine_digest(deployment["spec"]["template"]["spec"]["containers"][0])
 
 
 def desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings,
@@ -65,7 +69,8 @@ def desired(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: S
         if wait > 0:
             out.requeue(wait)
             return
-    deployment = render_workload(inp)
+    deployment = out.rendered[1] if out.rendered is not None and out.rendered[0] == inp else render_workload(inp)
+    out.rendered = None
     want_hash = deployment["metadata"]["annotations"]["ctxfit.io/pod-template-hash"]
     have = snap.deployment
     write_replicas = wanted_replicas(spec, have, st.phase is Phase.FAILED, snap.scaling).write

@@ -14,6 +14,7 @@ from ctxfit.api.status import Attempt, InferenceServerStatus, Reason
 from ctxfit.budget.calibrate import CalibrationKey, CalibrationTable, Sample
 from ctxfit.budget.planner import Plan
 from ctxfit.recovery import Decision
+from ctxfit.render import RenderInput
 from ctxfit.vocab.kinds import Failure
 from ctxfit.vocab.modelsource import ModelSource
 
@@ -186,6 +187,9 @@ class Outcome:
     pool: dict[str, Any] | None = None
     pool_delete: tuple[str, str] | None = None
     pod_labels: dict[str, tuple[str, dict[str, str]]] = field(default_factory=dict)
+    rendered: tuple[RenderInput, dict[str, Any]] | None = field(default=None, repr=False, compare=False)
+    """The one-node Deployment this pass rendered and its input (``desired.desired_digest`` renders it first, to
+    compare the pods with; ``desired`` reuses it when its input is equal). Not an action."""
 
     def requeue(self, seconds: float) -> None:
         """Look again after ``seconds`` at the latest (keeps the earliest request)."""
