@@ -3,10 +3,10 @@
     CTXFIT_BENCH_TRACEMALLOC=/tmp/trace.txt python bench/reconcile_bench.py --count 1000
 
 ``bench/reconcile_bench.py`` starts this instead of the operator when ``CTXFIT_BENCH_TRACEMALLOC`` names an
-output file. Every 10 s a thread looks at the traced size; when it is the largest so far it writes a
-snapshot grouped by file and line (40 entries) with the traced peak (kopf owns SIGTERM, so there is no
-dump at the stop); tracemalloc itself slows the operator, so throughput figures from such a run
-are not comparable.
+output file. Every ``CTXFIT_BENCH_TRACEMALLOC_EVERY`` seconds (10 by default; 0.05 catches a transient peak) a
+thread looks at the traced size; when it is the largest so far by 1 MiB it writes a snapshot grouped by file and
+line (40 entries) with the traced peak (kopf owns SIGTERM, so there is no dump at the stop); tracemalloc itself
+slows the operator, so throughput figures from such a run are not comparable.
 """
 
 from __future__ import annotations
@@ -30,19 +30,20 @@ def dump(path: Path) -> None:
 
 
 def watch(path: Path, every: float = 10.0) -> None:
-    """Dump whenever the traced size is the largest seen so far (checked every ``every`` seconds)."""
+    """Dump whenever the traced size is the largest seen so far by 1 MiB (checked every ``every`` seconds)."""
     largest = 0
     while True:
         time.sleep(every)
         current, _ = tracemalloc.get_traced_memory()
-        if current > largest:
+        if current > largest + 2**20:
             largest = current
             dump(path)
 
 
 def main() -> None:
     tracemalloc.start(1)
-    threading.Thread(target=watch, args=(Path(os.environ["CTXFIT_BENCH_TRACEMALLOC"]),), daemon=True).start()
+    threading.Thread(target=watch, args=(Path(os.environ["CTXFIT_BENCH_TRACEMALLOC"]),
+                     float(os.environ.get("CTXFIT_BENCH_TRACEMALLOC_EVERY", "10"))), daemon=True).start()
     sys.argv = ["ctxfit.controller"]
     runpy.run_module("ctxfit.controller", run_name="__main__")
 
