@@ -24,6 +24,10 @@ from pathlib import Path
 
 import pytest
 
+# The non-test modules next to the tests (builders.py, *kit.py...) hold checks shared by several test modules:
+# pytest rewrites their asserts too, so a failing check reports its values as it would in the test module.
+pytest.register_assert_rewrite("tests.unit", "tests.e2e")
+
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))

@@ -27,8 +27,7 @@ import images
 import pytest
 from hub_standin import tiny_safetensors
 
-from .test_chart_e2e import CHART, helm
-from .test_chart_incluster import _values
+from .chart_kit import CHART, helm, incluster_values
 
 GIB = 1 << 30
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -53,7 +52,7 @@ def chart_operator(cluster: cc.Cluster, operator_image: str, prefix: str, *sets:
     ``<prefix>-<random>`` (the release's name too), waited for; yields that namespace; uninstalls and deletes it."""
     rel = ns = f"{prefix}-{uuid.uuid4().hex[:6]}"
     helm(cluster, "install", rel, str(CHART), "--namespace", ns, "--create-namespace", "--take-ownership",
-         *_values(operator_image), *sets, "--wait", "--timeout", "180s")
+         *incluster_values(operator_image), *sets, "--wait", "--timeout", "180s")
     try:
         yield ns
     finally:

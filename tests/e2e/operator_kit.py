@@ -61,6 +61,11 @@ def with_sim(obj: dict[str, Any], behavior: str, *, message: str | None = None,
     return obj
 
 
+def engine_args(deployment: dict[str, Any]) -> list[str]:
+    """The engine container's arguments in a Deployment."""
+    return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
 def condition(server: dict[str, Any], kind: str) -> dict[str, Any]:
     """The status condition of type ``kind`` (KeyError when absent)."""
     for cond in server.get("status", {}).get("conditions", []):

@@ -39,16 +39,15 @@ import ctxfit_cluster as cc
 import pytest
 import yaml
 
+from .chart_kit import CHART, KIMI, REPO, container_env, helm
+
 try:
     from .conftest import report
 except ImportError:  # pragma: no cover - collected outside the package
     def report(line: str) -> None:
         print(line)
 
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "charts" / "ctxfit"
 ALL_ON = CHART / "ci" / "all-on-values.yaml"
-KIMI = REPO / "manifests" / "kimi-128k.yaml"
 
 # Minimal prometheus-operator CRDs: the fields the chart sets, typed; the rest preserved unknown.
 _STR = {"type": "string"}
@@ -91,14 +90,6 @@ def monitoring_crd(kind: str, plural: str, spec_schema: dict[str, Any]) -> dict[
                  "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
                      "type": "object", "properties": {"spec": spec_schema}}}}]},
     }
-
-
-def helm(cluster: cc.Cluster, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    cmd = [str(cluster.bin_dir / "helm"), "--kubeconfig", str(cluster.kubeconfig), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
-    if check and proc.returncode != 0:
-        pytest.fail(f"`helm {' '.join(args)}` exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
 
 
 @pytest.fixture(scope="module")
@@ -219,21 +210,6 @@ class OperatorRun:
     def pod_name(self) -> str:
         """The name the operator runs under: the downward API's metadata.name of a pod of the release."""
         return f"{self.release}-local"
-
-
-def container_env(container: dict[str, Any], pod_name: str, namespace: str) -> dict[str, str]:
-    """The rendered container's environment as the kubelet gives it to a pod ``pod_name`` in ``namespace``: the
-    values, and the downward API's metadata.name / metadata.namespace (any other valueFrom fails the test)."""
-    downward = {"metadata.name": pod_name, "metadata.namespace": namespace}
-    env = {}
-    for item in container["env"]:
-        if "value" in item:
-            env[item["name"]] = item["value"]
-        else:
-            path = item["valueFrom"]["fieldRef"]["fieldPath"]
-            assert path in downward, f"{item['name']}: the test does not resolve {item['valueFrom']}"
-            env[item["name"]] = downward[path]
-    return env
 
 
 def _free_port() -> int:

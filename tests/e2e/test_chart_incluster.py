@@ -15,7 +15,6 @@ One scenario, in order:
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from collections.abc import Iterator
@@ -26,31 +25,9 @@ import ctxfit_cluster as cc
 import pytest
 import yaml
 
-from .test_chart_e2e import CHART, KIMI, helm
+from .chart_kit import CHART, KIMI, helm, incluster_values, operator_pods, ready_pod
 
 SERVER = yaml.safe_load(KIMI.read_text())["metadata"]["name"]
-
-
-def _values(image: str) -> list[str]:
-    repository, _, tag = image.rpartition(":")
-    return ["--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
-            "--set", "image.pullPolicy=Never",
-            "--set-json", f"nodeSelector={json.dumps({rn.REAL_NODE_LABEL: 'true'})}",
-            "--set-json", f"tolerations={json.dumps([rn.TOLERATION])}"]
-
-
-def _operator_pods(cluster: cc.Cluster, ns: str) -> list[dict[str, Any]]:
-    pods: list[dict[str, Any]] = cluster.kubectl_json("-n", ns, "get", "pods", "-l",
-                                                      "app.kubernetes.io/name=ctxfit")["items"]
-    return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-
-
-def _ready_pod(cluster: cc.Cluster, ns: str) -> dict[str, Any] | None:
-    pods = _operator_pods(cluster, ns)
-    if len(pods) != 1:
-        return None
-    statuses = pods[0]["status"].get("containerStatuses") or [{}]
-    return pods[0] if statuses[0].get("ready") else None
 
 
 def _server(cluster: cc.Cluster, ns: str) -> dict[str, Any]:
@@ -87,12 +64,12 @@ def release(cluster: cc.Cluster) -> Iterator[dict[str, str]]:
 def test_chart_install_upgrade_uninstall_in_cluster(cluster: cc.Cluster, real_node: rn.RealNode,
                                                     operator_image: str, release: dict[str, str]) -> None:
     rel, ns, server_ns = release["release"], release["ns"], release["server_ns"]
-    values = _values(operator_image)
+    values = incluster_values(operator_image)
 
     # 1. install: the operator pod Ready (the kubelet's readiness probe on /healthz) on the real node
     helm(cluster, "install", rel, str(CHART), "--namespace", ns, "--create-namespace", "--take-ownership",
          *values, "--wait", "--timeout", "180s")
-    pod = _ready_pod(cluster, ns)
+    pod = ready_pod(cluster, ns)
     assert pod is not None, _diagnose(cluster, ns, server_ns)
     spec = pod["spec"]
     assert spec["nodeName"] == real_node.name
@@ -125,7 +102,7 @@ def test_chart_install_upgrade_uninstall_in_cluster(cluster: cc.Cluster, real_no
          "--wait", "--timeout", "180s")
     try:
         old_uid = pod["metadata"]["uid"]
-        new_pod = cc.wait_until(lambda: (p := _ready_pod(cluster, ns)) and p["metadata"]["uid"] != old_uid and p,
+        new_pod = cc.wait_until(lambda: (p := ready_pod(cluster, ns)) and p["metadata"]["uid"] != old_uid and p,
                                 120, "the upgraded operator pod Ready")
     except cc.HarnessError:
         pytest.fail(_diagnose(cluster, ns, server_ns))
@@ -142,7 +119,7 @@ def test_chart_install_upgrade_uninstall_in_cluster(cluster: cc.Cluster, real_no
 
     # 4. uninstall: operator gone; CRD, server and claim kept
     helm(cluster, "uninstall", rel, "--namespace", ns, "--wait", "--timeout", "120s")
-    cc.wait_until(lambda: not _operator_pods(cluster, ns), 60, "operator pods gone")
+    cc.wait_until(lambda: not operator_pods(cluster, ns), 60, "operator pods gone")
     assert cluster.kubectl_proc("-n", ns, "get", "deployment", rel).returncode != 0
     crd = cluster.kubectl_json("get", "crd", "inferenceservers.ctxfit.io")
     assert crd["metadata"]["annotations"].get("helm.sh/resource-policy") == "keep"

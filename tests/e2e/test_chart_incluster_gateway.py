@@ -49,6 +49,7 @@ from addons_gateway import (
 from addons_gateway import wait_lwepp_pods as lwepp_wait
 from hub_standin import HubStandIn
 
+from .chart_kit import ready_pod
 from .fake_engine_kit import (
     KV_POOL,
     MODEL,
@@ -61,7 +62,6 @@ from .fake_engine_kit import (
     ready_server,
 )
 from .realnode_kit import http_get
-from .test_chart_incluster import _ready_pod
 
 POOL = "fake-llama"
 SERVED = "llama-3.1-8b"
@@ -162,7 +162,7 @@ def test_a_pool_from_the_chart_with_a_real_data_parallel_engine(
         cluster: cc.Cluster, two_gpus: rn.RealNode, container_engine: images.Engine, fake_engine_image: str,
         gateway_operator: str, namespace: str, tmp_path: Path) -> None:
     release_ns, ns, node = gateway_operator, namespace, two_gpus
-    operator_pod = _ready_pod(cluster, release_ns)
+    operator_pod = ready_pod(cluster, release_ns)
     assert operator_pod is not None, _diagnose(cluster, release_ns, ns)
     env = {e["name"]: e.get("value") for e in operator_pod["spec"]["containers"][0]["env"]}
     assert env.get("CTXFIT_GATEWAY_ENABLED") == "true", env

@@ -30,8 +30,8 @@ import pytest
 from hub_standin import HubStandIn
 
 from . import fake_engine_kit as kit
+from .chart_kit import ready_pod
 from .realnode_kit import http_get
-from .test_chart_incluster import _ready_pod
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ def test_fake_engine_on_the_real_node(cluster: cc.Cluster, real_node: rn.RealNod
                                       container_engine: images.Engine, fake_engine_image: str,
                                       operator_in_cluster: str, namespace: str, tmp_path: Path) -> None:
     kit.load_fake_engine(container_engine, fake_engine_image, real_node, tmp_path)
-    assert _ready_pod(cluster, operator_in_cluster) is not None
+    assert ready_pod(cluster, operator_in_cluster) is not None
     name = "fake-llama"
     with HubStandIn({kit.MODEL: kit.REPO}, host=real_node.host_ip) as hub:
         server_object = kit.fake_engine_server(name, fake_engine_image, hub.url, kv_pool=kit.KV_POOL, load_seconds=12,

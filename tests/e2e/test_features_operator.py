@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from .operator_kit import OperatorProcess, ServerClient, condition, manifest, with_sim
-from .test_operator import engine_args
+from .operator_kit import OperatorProcess, ServerClient, condition, engine_args, manifest, with_sim
 
 VLLM_LORA_OOM = (
     "Traceback (most recent call last):\n"

@@ -29,7 +29,7 @@ import images
 import pytest
 import yaml
 
-from .test_chart_e2e import CHART, KIMI, container_env, helm
+from .chart_kit import CHART, KIMI, container_env, helm
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # the chart's securityContext (values.yaml securityContext/podSecurityContext) as engine options

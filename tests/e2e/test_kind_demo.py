@@ -24,7 +24,7 @@ import images
 import pytest
 import yaml
 
-from .test_chart_e2e import KIMI
+from .chart_kit import KIMI
 
 GIB = 1 << 30
 

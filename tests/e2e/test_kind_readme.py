@@ -31,7 +31,7 @@ import images
 import pytest
 import yaml
 
-from .test_chart_e2e import KIMI
+from .chart_kit import KIMI
 
 README = images.REPO_DIR / "README.md"
 

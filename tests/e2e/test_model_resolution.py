@@ -30,6 +30,7 @@ from tests.hubfixtures.repos import FixtureRepo, RepoFile, fixture_repo
 from tests.hubfixtures.server import TOKEN, HubStandIn
 
 from .operator_kit import REPO, OperatorProcess, ServerClient, condition
+from .resolution_kit import assert_resolved, engine_command, info_requests, server
 
 
 @pytest.fixture
@@ -51,38 +52,6 @@ def resolving_op(cluster: Any, crd: Path, namespace: str, tmp_path: Path, hub: H
     log = operator.log_path.read_text()
     print(f"--- operator log ({operator.log_path}) ---\n{log[-6000:]}")
     assert TOKEN not in log
-
-
-def server(name: str, repo: str, **model: Any) -> dict[str, Any]:
-    return {"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer", "metadata": {"name": name},
-            "spec": {"model": {"name": repo, **model}, "engine": {"kind": "vllm", "version": "0.19.0"},
-                     "gpu": {"product": "NVIDIA-H100-80GB-HBM3", "count": 1}, "context": {"target": 8192},
-                     "pod": {"annotations": {"sim.ctxfit.io/download-ms": "200"}}}}
-
-
-def engine_args(api: ServerClient, name: str) -> list[str]:
-    deployment = api.deployment(name)
-    assert deployment is not None
-    container = deployment["spec"]["template"]["spec"]["containers"][0]
-    return [*(container.get("command") or []), *(container.get("args") or [])]
-
-
-def assert_resolved(api: ServerClient, name: str, repo: str) -> dict[str, Any]:
-    ready = api.wait_phase(name, "Ready", timeout=90)
-    resolved = ready["status"]["model"]["resolved"]
-    assert resolved["source"] in ("hub", "volume") and resolved["sha"] == fixture_repo(repo).sha
-    assert resolved["weightsPerGPUBytes"] == ready["status"]["plan"]["perGPU"]["weightsBytes"]
-    assert resolved["architecture"]["numLayers"] == fixture_repo(repo).config["num_hidden_layers"]
-    cond = condition(ready, "ModelResolved")
-    assert (cond["status"], cond["reason"]) == ("True", "Resolved")
-    args = engine_args(api, name)
-    assert "--max-model-len" in args and args[args.index("--max-model-len") + 1] == str(
-        ready["status"]["contextLength"])
-    return ready
-
-
-def info_requests(hub: HubStandIn, repo: str) -> int:
-    return sum(1 for _, path in hub.requests if path.startswith(f"/api/models/{repo}"))
 
 
 def test_models_in_no_catalog_reach_ready_and_two_servers_of_one_repo_resolve_once(
@@ -131,7 +100,7 @@ def test_a_draft_in_no_catalog_is_resolved_from_the_hub_and_served(
     extras = {e["term"]: e for e in ready["status"]["plan"]["perGPU"]["extras"]}
     assert extras["draft weights"]["bytes"] == recorded["weightsPerGPUBytes"] > 0
     assert "resolved" in condition(ready, "ModelResolved")["message"]
-    args = " ".join(engine_args(api, "llama-draft"))
+    args = " ".join(engine_command(api, "llama-draft"))
     assert '"method":"draft_model"' in args and '"model":"/models/ctxfit-draft"' in args, args
     assert info_requests(hub, draft) == 1, hub.requests
     assert hub.weight_bytes_served() < 2 * 2**20
@@ -154,7 +123,7 @@ def test_a_hub_adapter_without_a_rank_is_sized_from_its_adapter_config(
     (read,) = ready["status"]["model"]["adapters"]
     assert (read["name"], read["rank"], read["sha"]) == ("sql", 32, "e" * 40)
     assert ready["status"]["effective"]["maxLoraRank"] == 32
-    args = engine_args(api, "qwen-lora")
+    args = engine_command(api, "qwen-lora")
     assert args[args.index("--max-lora-rank") + 1] == "32" and "sql=/models/ctxfit-adapters/sql" in args
     assert hub.weight_bytes_served() < 2 * 2**20
 

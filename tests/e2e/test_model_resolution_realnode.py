@@ -20,7 +20,7 @@ from tests.hubfixtures.repos import fixture_repo
 from tests.hubfixtures.server import TOKEN, HubStandIn
 
 from .operator_kit import OperatorProcess, ServerClient
-from .test_model_resolution import assert_resolved, info_requests, server
+from .resolution_kit import assert_resolved, info_requests, server
 
 
 @pytest.fixture

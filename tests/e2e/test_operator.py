@@ -23,6 +23,7 @@ from .operator_kit import (
     OperatorProcess,
     ServerClient,
     condition,
+    engine_args,
     kimi_262k,
     manifest,
     with_sim,
@@ -38,10 +39,6 @@ WEIGHTS_MESSAGE = (
     "Loading safetensors checkpoint shards:  40% Completed | 48/119\ntorch.OutOfMemoryError: CUDA out of memory. "
     "Tried to allocate 1.50 GiB. GPU 0 has a total capacity of 95.59 GiB of which 512.00 MiB is free."
 )
-
-
-def engine_args(deployment: dict[str, Any]) -> list[str]:
-    return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
 
 
 def test_kimi_128k_ready(op: OperatorProcess, api: ServerClient, namespace: str) -> None:

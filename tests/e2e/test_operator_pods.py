@@ -312,7 +312,7 @@ def test_what_the_api_server_stores_is_not_drift(api: ServerClient, namespace: s
     from ctxfit.controller.views.workloads import drifted, live_deployment, owned_service_port
     from ctxfit.render import render_deployment, render_service
 
-    from tests.unit.render.test_render import CASES, render_input
+    from tests.unit.render.renderkit import CASES, render_input
 
     for case in CASES:
         inp = dataclasses.replace(render_input(case), namespace=namespace)

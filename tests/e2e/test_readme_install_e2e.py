@@ -11,7 +11,7 @@ from pathlib import Path
 import ctxfit_cluster as cc
 import pytest
 
-from tests.unit.chart.test_readme_install import INSTALL, commands
+from tests.unit.chart.readmekit import INSTALL, commands
 
 REPO = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO / "crds" / "inferenceservers.ctxfit.io.yaml"

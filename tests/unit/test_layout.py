@@ -1,4 +1,4 @@
-"""Tests mirror the packages; no test module imports another (issue 22, item 6).
+"""Tests mirror the packages; no test module imports another.
 
 Names that several test modules share (data, builders, fakes, helpers) live in a non-test module next to
 them (``builders.py``, ``fakeapi.py``, ``kit.py``...) or, for pytest fixtures, in ``conftest.py``. A test
@@ -57,49 +57,13 @@ def _test_modules() -> list[Path]:
     return sorted(TESTS.rglob("*.py"))
 
 
-NOT_YET = {
-    "e2e/fake_engine_kit.py",
-    "e2e/test_chart_incluster.py",
-    "e2e/test_chart_incluster_gateway.py",
-    "e2e/test_fake_engine.py",
-    "e2e/test_features_operator.py",
-    "e2e/test_image.py",
-    "e2e/test_kind_demo.py",
-    "e2e/test_kind_readme.py",
-    "e2e/test_model_resolution_realnode.py",
-    "e2e/test_operator_pods.py",
-    "e2e/test_readme_install_e2e.py",
-    "unit/budget/test_driver_reserve.py",
-    "unit/chart/test_readme_monitoring.py",
-    "unit/cli/test_plan_features_cli.py",
-    "unit/controller/converge/test_operator_diagnosis.py",
-    "unit/controller/converge/test_policy_paths.py",
-    "unit/controller/views/test_bounded_views.py",
-    "unit/controller/views/test_drift.py",
-    "unit/engines/test_lora_speculative.py",
-    "unit/engines/test_vllm_v0_pipeline.py",
-    "unit/recovery/test_failure_cases_config_gpu.py",
-    "unit/recovery/test_policy_bounds.py",
-    "unit/recovery/test_sglang_rejections.py",
-}
-"""Modules that still import a test module (issue 22, item 6, in progress): this list may only shrink. A module
-fixed but left here fails too, so the list stays the exact remainder."""
-
-
 @pytest.mark.parametrize("path", _test_modules(), ids=lambda p: str(p.relative_to(TESTS)))
 def test_no_test_module_imports_another(path: Path) -> None:
     offenders = imported_test_modules(path, ROOT)
-    if str(path.relative_to(TESTS)) in NOT_YET:
-        assert offenders, f"{path.relative_to(ROOT)} imports no test module any more: drop it from NOT_YET"
-        return
     assert not offenders, (
         f"{path.relative_to(ROOT)} imports test modules {offenders}: move the shared names to a builders.py "
         "(or conftest.py for fixtures) next to them"
     )
-
-
-def test_not_yet_names_existing_files() -> None:
-    assert sorted(name for name in NOT_YET if not (TESTS / name).is_file()) == []
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from ctxfit.engines.vllm.startup import STARTUP_PATTERNS
 from ctxfit.vocab.inputs import resolve_inputs
 from ctxfit.vocab.startup import scan
 
-from tests.unit.budget.test_planner import manifest
+from tests.unit.budget.manifestkit import manifest
 from tests.unit.controller.builders import REPO, SETTINGS, applied, never, pod, snapshot, spec
 
 sys.path.insert(0, str(REPO / "hack"))

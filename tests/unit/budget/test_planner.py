@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from ctxfit.api import GiB, InferenceServer, InferenceServerSpec
+from ctxfit.api import GiB, InferenceServerSpec
 from ctxfit.budget.planner import initial_effective, plan, replan_context
 from ctxfit.vocab.inputs import PlanInputError
 
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def manifest(name: str) -> InferenceServerSpec:
-    doc = yaml.safe_load((ROOT / "manifests" / name).read_text())
-    return InferenceServer.model_validate(doc).spec
+from tests.unit.budget.manifestkit import manifest
 
 
 def with_changes(spec: InferenceServerSpec, **changes: Any) -> InferenceServerSpec:

@@ -5,7 +5,6 @@ CRD, release and namespace, the node labels are those the operator reads, every 
 from __future__ import annotations
 
 import re
-import shlex
 
 import pytest
 import yaml
@@ -15,31 +14,9 @@ from ctxfit.controller.views import pods as observe
 from ctxfit.render import deployment
 
 from tests.unit.chart.chartkit import CHART, REPO, helm, one, run
+from tests.unit.chart.readmekit import INSTALL, commands
 
-README = (REPO / "README.md").read_text()
 FIRST = (REPO / "docs/first-server.md").read_text()
-
-
-def section(text: str, heading: str) -> str:
-    """The text under ``heading`` up to the next heading of the same or a higher level."""
-    level = heading.split(" ", 1)[0]
-    start = text.index(f"\n{heading}\n") + len(heading) + 2
-    ends = [m.start() for m in re.finditer(rf"\n#{{1,{len(level)}}} ", text[start:])]
-    return text[start:start + ends[0]] if ends else text[start:]
-
-
-def commands(text: str, program: str) -> list[list[str]]:
-    """Shell commands starting with ``program`` in the fenced blocks of ``text`` (continuations joined)."""
-    found = []
-    for block in re.findall(r"```(?:bash|console)\n(.*?)```", text, re.S):
-        for line in block.replace("\\\n", " ").splitlines():
-            line = line.strip().removeprefix("$ ")
-            if line.startswith(program + " "):
-                found.append(shlex.split(line.split(" #", 1)[0]))
-    return found
-
-
-INSTALL = section(README, "### On a real cluster")
 
 
 def _sets(argv: list[str]) -> dict[str, str]:

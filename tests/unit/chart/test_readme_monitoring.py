@@ -12,9 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "hack"))
 import dashboard_picture
 
 from tests.unit.chart.chartkit import CHART, REPO, render
-from tests.unit.chart.test_readme_install import commands, section
+from tests.unit.chart.readmekit import README, commands, section
 
-README = (REPO / "README.md").read_text()
 MONITORING = section(README, "## Monitoring")
 KINDS = ("ServiceMonitor", "PodMonitor", "PrometheusRule")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .test_plan_cli import ROOT, run_cli
+from tests.unit.cli.clikit import ROOT, run_cli
 
 
 @pytest.mark.parametrize(("manifest", "rows"), [

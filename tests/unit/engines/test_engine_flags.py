@@ -21,6 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from tests.unit.engines.modelkit import speculative
+
 from . import flagkit
 
 TABLES: dict[str, FlagTable] = {"vllm": vllm_flags.TABLE, "sglang": sglang_flags.TABLE}
@@ -243,21 +245,6 @@ def test_sglang_hicache_adds_its_host_pool_to_the_memory_limit() -> None:
 
 LORA: dict[str, Any] = {"adapters": [{"name": "sql", "source": "org/sql-lora", "rank": 16},
                                      {"name": "chat", "source": "/adapters/chat", "rank": 24}], "maxLoras": 2}
-DRAFT_GEOMETRY = {"attention": "gqa", "numLayers": 1, "numKVHeads": 8, "headDim": 128}
-
-
-def speculative(method: str, tokens: int = 3) -> dict[str, Any]:
-    """A ``spec.speculative`` for ``method`` on Llama-3.1-8B (an EAGLE head, or Llama-3.2-1B as the draft)."""
-    doc: dict[str, Any] = {"method": method, "numSpeculativeTokens": tokens}
-    if method in ("eagle", "eagle3"):
-        doc["draft"] = {"name": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "weightsPerGPU": "1Gi",
-                        "architecture": DRAFT_GEOMETRY}
-    elif method == "draft":
-        doc["draft"] = {"name": "meta-llama/Llama-3.2-1B-Instruct", "weightsPerGPU": "2560Mi",
-                        "architecture": {**DRAFT_GEOMETRY, "numLayers": 16, "headDim": 64}}
-    return doc
-
-
 def _variants(engine: str) -> dict[str, dict[str, Any]]:
     eight = {"count": 8, "product": "NVIDIA-H100-80GB-HBM3"}
     return {

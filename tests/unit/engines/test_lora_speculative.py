@@ -9,7 +9,7 @@ from ctxfit.api import GiB, InferenceServerSpec
 from ctxfit.budget.planner import plan
 from ctxfit.vocab.inputs import PlanInputError
 
-from .test_engine_flags import speculative
+from tests.unit.engines.modelkit import speculative
 
 LLAMA_8B = {"hidden": 4096, "heads": 32, "kv": 8, "head_dim": 128, "inter": 14336, "layers": 32}
 

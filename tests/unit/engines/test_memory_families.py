@@ -29,6 +29,8 @@ from ctxfit.engines.vllm.memory import Family, family, profile_inputs
 from ctxfit.engines.vllm.v0batch import v0_batched_tokens
 from ctxfit.vocab.inputs import PlanInputs, quantization_method, resolve_inputs
 
+from tests.unit.engines.modelkit import QWQ_32B_BNB
+
 LLAMA_8B = {
     "num_hidden_layers": 32,
     "num_attention_heads": 32,
@@ -308,19 +310,6 @@ def test_engine_max_batched_tokens_is_what_the_profile_uses_for_v1() -> None:
 )
 def test_quantization_method(config: dict[str, Any], args: list[str], expected: str | None) -> None:
     assert quantization_method(config, args) == expected
-
-
-QWQ_32B_BNB = {
-    "num_hidden_layers": 64,
-    "num_attention_heads": 40,
-    "num_key_value_heads": 8,
-    "head_dim": 128,
-    "hidden_size": 5120,
-    "vocab_size": 152064,
-    "intermediate_size": 27648,
-    "max_position_embeddings": 131072,
-    "quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": True},
-}
 
 
 def _qwq_stage(config: dict[str, Any]) -> tuple[PlanInputs, memory.ProfileInputs]:

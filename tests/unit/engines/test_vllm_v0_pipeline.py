@@ -13,7 +13,7 @@ from ctxfit.engines.vllm.memory import Family
 from ctxfit.engines.vllm.pipeline import v0_intermediate_tensor_bytes
 from ctxfit.vocab.inputs import PlanInputs, resolve_inputs
 
-from tests.unit.engines.test_memory_families import QWQ_32B_BNB
+from tests.unit.engines.modelkit import QWQ_32B_BNB
 
 
 def _plan(

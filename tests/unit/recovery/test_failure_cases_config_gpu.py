@@ -3,7 +3,7 @@ whose compute capability cannot run the model, the FP8 type the GPU does have, a
 
 Each case runs through the library (classify -> decide), through ``ctxfit diagnose -o json`` and through the
 operator's policy (``reconcile.diagnose`` -> ``stepping.record_failure``), with the harnesses of the handed cases
-(test_failure_cases, test_operator_diagnosis).
+(recovery/casekit.py, controller/converge/diagnosiskit.py).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 import yaml
 from ctxfit.vocab.kinds import DOWNLOAD_KINDS, PERMANENT_KINDS, FailureKind
 
-from tests.unit.controller.converge import test_operator_diagnosis as operator
-from tests.unit.recovery import test_failure_cases as cases
+from tests.unit.controller.converge.diagnosiskit import check_through_the_operator_policy
+from tests.unit.recovery.casekit import check_cli_json, check_engine_unknown, check_library
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "failures-config-gpu.yaml"
 CASES: list[dict[str, Any]] = yaml.safe_load(FIXTURE.read_text(encoding="utf-8"))
@@ -38,19 +38,19 @@ def test_fixture_cites_public_reports_of_every_class() -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_case_library(case: dict[str, Any]) -> None:
-    cases.test_case_library(case)
+    check_library(case)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_case_engine_unknown(case: dict[str, Any]) -> None:
-    cases.test_case_engine_unknown(case)
+    check_engine_unknown(case)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_case_cli_json(case: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cases.test_case_cli_json(case, tmp_path, capsys)
+    check_cli_json(case, tmp_path, capsys)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_case_through_the_operator_policy(case: dict[str, Any]) -> None:
-    operator.test_handed_case_through_the_operator_policy(case)
+    check_through_the_operator_policy(case)

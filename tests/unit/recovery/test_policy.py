@@ -12,26 +12,9 @@ from ctxfit.recovery import Attempt, Failure, FailureKind, changed_knobs, decide
 from ctxfit.recovery.checks import POLICY_CHAIN
 from ctxfit.recovery.policy import Decision, PolicyContext, _guard
 
+from tests.unit.recovery.policykit import LLAMA, VLLM_BASE, make_spec
+
 K = FailureKind
-LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
-
-
-def make_spec(engine: str = "vllm", model: str = LLAMA, **sections: Any) -> InferenceServerSpec:
-    data: dict[str, Any] = {
-        "model": {"name": model},
-        "engine": {"kind": engine, "version": "0.11.0" if engine == "vllm" else "0.5.23"},
-        "gpu": {"count": 1, "product": "NVIDIA-L40S"},
-        "context": {"target": 131072},
-    }
-    data.update(sections)
-    return InferenceServerSpec.model_validate(data)
-
-
-VLLM_BASE = EffectiveConfig(
-    context_length=131072, gpu_memory_utilization=0.90, mem_fraction_static=None, kv_cache_dtype="auto",
-    max_num_seqs=256, cuda_graph_max_batch_size=512, memory_limit_bytes=64 * GiB, shm_bytes=16 * GiB,
-    startup_timeout_seconds=1200,
-)
 SGLANG_BASE = VLLM_BASE.model_copy(update={"gpu_memory_utilization": None, "mem_fraction_static": 0.85,
                                            "cuda_graph_max_batch_size": 256})
 

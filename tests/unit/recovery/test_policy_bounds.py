@@ -20,8 +20,7 @@ from ctxfit.vocab.kinds import DOWNLOAD_KINDS, PERMANENT_KINDS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.unit.recovery.test_policy import VLLM_BASE, make_spec
-from tests.unit.recovery.test_policy_properties import configs, failures, specs
+from tests.unit.recovery.policykit import VLLM_BASE, configs, failures, make_spec, specs
 
 K = FailureKind
 ONE_KNOB: dict[FailureKind, tuple[str, str]] = {

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxfit.api import EffectiveConfig, GiB, InferenceServerSpec, MiB
+from ctxfit.api import EffectiveConfig, InferenceServerSpec, MiB
 from ctxfit.recovery import MEMORY_KINDS, Attempt, Decision, Failure, FailureKind, decide
 from ctxfit.recovery.limits import context_ceiling
 from ctxfit.vocab.kinds import DOWNLOAD_KINDS
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from tests.unit.recovery.policykit import configs, failures, specs
 
 K = FailureKind
 SIXTEEN_BIT = ("auto", "bfloat16", "float16")
@@ -52,66 +54,6 @@ SAFE: dict[FailureKind, dict[str, str]] = {
 }
 RETRY_UNCHANGED = (K.UNKNOWN, K.GPU_OUT_OF_MEMORY)
 """Kinds that may retry the same configuration once (GPUOutOfMemory: when its numbers are missing)."""
-NUMBER_NAMES = ("requestedContextLength", "estimatedMaxContextLength", "neededBytes", "availableBytes",
-                "freeBytes", "totalBytes", "requestedBytes", "minimumMemFractionStatic", "memFractionStatic",
-                "dummyRequests", "derivedMaxContextLength", "modelMaxLength", "gpuMemoryUtilization", "inUseBytes",
-                "maxNumSeqs", "availableMambaBlocks", "attentionHeads", "tensorParallelSize", "otherProcessesBytes",
-                "fp8E5m2Supported", "computeCapability", "minimumComputeCapability")
-MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "moonshotai/Kimi-K2.5", "deepseek-ai/DeepSeek-V3.2-Exp", "acme/x")
-
-fractions = st.integers(30, 100).map(lambda n: n / 100)
-
-
-@st.composite
-def specs(draw: st.DrawFn) -> InferenceServerSpec:
-    engine = draw(st.sampled_from(["vllm", "sglang"]))
-    target = draw(st.integers(1024, 1 << 20))
-    context: dict[str, Any] = {"target": target}
-    if draw(st.booleans()):
-        context["minimum"] = draw(st.integers(16, target))
-    if draw(st.booleans()):
-        context["headroom"] = draw(st.integers(0, 90)) / 100
-    tp = draw(st.sampled_from([1, 2, 8]))
-    return InferenceServerSpec.model_validate({
-        "model": {"name": draw(st.sampled_from(MODELS))},
-        "engine": {"kind": engine, "version": draw(st.sampled_from(["0.11.0", "0.20.0", "0.5.23"]))},
-        "gpu": {"count": tp}, "parallelism": {"tensor": tp}, "context": context,
-        "attempts": draw(st.integers(1, 10)),
-    })
-
-
-@st.composite
-def configs(draw: st.DrawFn, spec: InferenceServerSpec) -> EffectiveConfig:
-    vllm = spec.engine.kind.value == "vllm"
-    return EffectiveConfig(
-        context_length=draw(st.integers(16, 1 << 21)),
-        gpu_memory_utilization=draw(fractions) if vllm else None,
-        mem_fraction_static=None if vllm else draw(st.integers(30, 99).map(lambda n: n / 100)),
-        kv_cache_dtype=draw(st.sampled_from(["auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla",
-                                             "nvfp4"])),
-        max_num_seqs=draw(st.integers(1, 4096)),
-        cuda_graph_max_batch_size=draw(st.integers(1, 1024)),
-        memory_limit_bytes=draw(st.integers(1, 1 << 20)) * MiB,
-        shm_bytes=draw(st.integers(1, 1 << 16)) * MiB,
-        startup_timeout_seconds=draw(st.integers(30, 7 * 24 * 3600)),
-    )
-
-
-@st.composite
-def failures(draw: st.DrawFn) -> Failure:
-    kind = draw(st.sampled_from(list(FailureKind)))
-    names = draw(st.lists(st.sampled_from(NUMBER_NAMES), unique=True, max_size=5))
-    numbers: dict[str, int | float] = {}
-    for name in names:
-        if "Fraction" in name or "Utilization" in name:
-            numbers[name] = draw(st.floats(0, 1.5, allow_nan=False))
-        elif name.endswith("Bytes"):
-            numbers[name] = draw(st.integers(0, 200 * GiB))
-        else:
-            numbers[name] = draw(st.integers(0, 1 << 22))
-    return Failure(kind, numbers, draw(st.text(max_size=80)))
-
-
 def replans() -> st.SearchStrategy[Any]:
     def make(result: int | None) -> Any:
         def replan(spec: InferenceServerSpec, pin: dict[str, Any]) -> tuple[int, str]:

@@ -13,7 +13,7 @@ from ctxfit.recovery import Observation, classify, decide
 from ctxfit.recovery.current import fallback_effective, observed_effective
 from ctxfit.vocab.kinds import FailureKind
 
-from tests.unit.recovery.test_failure_cases import assert_case, build_spec, observation
+from tests.unit.recovery.casekit import assert_case, build_spec, observation
 
 CASES: list[dict[str, Any]] = yaml.safe_load(
     (Path(__file__).resolve().parents[2] / "fixtures" / "sglang-context-rejections.yaml").read_text())

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from ctxfit.api import InferenceServer
-from ctxfit.budget.planner import plan
 from ctxfit.render import (
     RenderInput,
     render_deployment,
@@ -25,20 +23,7 @@ from ctxfit.render import (
     template_hash,
 )
 
-GOLDEN = Path(__file__).resolve().parents[2] / "golden"
-CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "inferenceserver.yaml").exists())
-UID = "00000000-0000-4000-8000-000000000005"
-
-
-def render_input(case: str, *, attempt: int = 1, replicas: int | None = None, image: str | None = None,
-                 **effective_update: Any) -> RenderInput:
-    server = InferenceServer.model_validate(yaml.safe_load((GOLDEN / case / "inferenceserver.yaml").read_text()))
-    result = plan(server.spec)
-    assert result.fits, result.reasons
-    effective = result.effective.model_copy(update=effective_update)
-    return RenderInput(name=server.metadata.name, namespace="inference", uid=UID, spec=server.spec,
-                       effective=effective, attempt=attempt, gpu_product=server.spec.gpu.product,
-                       image=image, replicas=replicas)
+from tests.unit.render.renderkit import CASES, GOLDEN, UID, render_input
 
 
 def render_all(inp: RenderInput) -> list[dict[str, Any]]:

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from ctxfit.api import InferenceServer
-from ctxfit.budget.multinode import plan_group
 from ctxfit.engines.vllm.multinode import MASTER_PORT, RAY_PORT, uses_ray
 from ctxfit.render import RenderInput, render_deployment
 from ctxfit.render.leaderworkerset import (
@@ -25,18 +22,7 @@ from ctxfit.render.leaderworkerset import (
     render_workload,
 )
 
-GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "multinode"
-CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "inferenceserver.yaml").exists())
-UID = "00000000-0000-4000-8000-000000000013"
-
-
-def render_input(case: str, **effective_update: Any) -> RenderInput:
-    server = InferenceServer.model_validate(yaml.safe_load((GOLDEN / case / "inferenceserver.yaml").read_text()))
-    result, _ = plan_group(server.spec)
-    assert result.fits, result.reasons
-    return RenderInput(name=server.metadata.name, namespace="inference", uid=UID, spec=server.spec,
-                       effective=result.effective.model_copy(update=effective_update), attempt=1,
-                       gpu_product=server.spec.gpu.product)
+from tests.unit.render.groupkit import CASES, GOLDEN, UID, render_input
 
 
 def containers(lws: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -7,42 +7,21 @@ the next attempt's knobs, or phase Failed with the explanation).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from ctxfit.api import EngineKind
-from ctxfit.api.status import Attempt as StatusAttempt
-from ctxfit.api.status import EffectiveStatus, InferenceServerStatus
-from ctxfit.budget.planner import replan_context
-from ctxfit.controller.converge import Outcome, attempts, converge
+from ctxfit.api.status import InferenceServerStatus
+from ctxfit.controller.converge import Outcome, converge
 from ctxfit.controller.reconcile import diagnose as controller_diagnose
-from ctxfit.controller.settings import Settings
 from ctxfit.controller.views.pods import PodView, Termination
-from ctxfit.recovery import Failure, initial_effective, observed_effective
+from ctxfit.recovery import Failure
 
 from tests.unit.controller.builders import H100, NOW, RTX, SETTINGS, applied, never, pod, snapshot, spec
-from tests.unit.recovery.test_failure_cases import CASES, IDS, assert_next, assert_numbers, build_spec
-
-
-@dataclass
-class FakeKube:
-    """The two reads ``reconcile.diagnose`` makes."""
-
-    events: tuple[str, ...] = ()
-
-    def log_tail(self, namespace: str, pod: str, container: str, *, previous: bool, lines: int) -> str:
-        return ""
-
-    def pod_events(self, namespace: str, pod: str, limit: int = 20) -> list[str]:
-        return list(self.events)
-
-
-@dataclass
-class FakeRuntime:
-    settings: Settings
-    kube: FakeKube
+from tests.unit.controller.converge.diagnosiskit import FakeKube, FakeRuntime, check_through_the_operator_policy
+from tests.unit.recovery.casekit import CASES, IDS
 
 
 def failed_pod(message: str, node: str = "rtx-0", attempt: int = 1) -> PodView:
@@ -176,27 +155,4 @@ def test_handed_case_through_the_operator_policy(case: dict[str, Any]) -> None:
     """Every handed case (tests/fixtures/failures.yaml) through the controller: ``reconcile.diagnose`` on a pod
     carrying the case's termination and Events, then ``attempts.fail`` (the policy wire the
     controller uses) on the configuration the operator would have rendered."""
-    spec_ = build_spec(case["server"])
-    observed = case["observed"]
-    term = observed.get("terminated", {})
-    view = replace(pod(1, terminated="Error"), node="node-1",
-                   termination=Termination(term.get("reason"), term.get("exitCode"), observed.get("message", ""),
-                                           None))
-    rt = FakeRuntime(SETTINGS, FakeKube(tuple(observed.get("events", ()))))
-    failure = controller_diagnose(rt, "ns", view, spec_.engine.kind)  # type: ignore[arg-type]
-    expect = case["expect"]
-    assert failure.kind.value == expect["failure"], failure.evidence
-    assert_numbers(dict(failure.numbers), expect.get("numbers", {}))
-    rendered = observed_effective(initial_effective(spec_), failure, spec_)
-    cur = StatusAttempt(number=1, effective=EffectiveStatus.of(rendered), started_at="2026-01-01T12:00:00Z")
-    out = Outcome(status=InferenceServerStatus(attempts=[cur]))
-    attempts.fail(out, spec_, cur, view, failure, None, SETTINGS, NOW, 1,
-                  lambda s, pin: replan_context(s, pin))
-    st = out.status
-    assert st.attempts[0].failure_kind == expect["failure"] and st.attempts[0].explanation
-    if expect.get("permanent"):
-        assert st.phase is not None and st.phase.value == "Failed" and len(st.attempts) == 1
-        return
-    assert len(st.attempts) == 2, st.attempts[0].explanation
-    if expect.get("next"):
-        assert_next(rendered.to_wire(), st.attempts[1].effective.to_config().to_wire(), expect["next"])
+    check_through_the_operator_policy(case)

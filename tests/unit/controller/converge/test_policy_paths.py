@@ -22,7 +22,7 @@ from ctxfit.controller.settings import Settings
 from ctxfit.render import render_deployment
 from ctxfit.render.cache import CacheVolume, resolve_cache
 
-from tests.unit.render.test_render import render_input
+from tests.unit.render.renderkit import render_input
 
 BASE: dict[str, Any] = {
     "model": {"name": "meta-llama/Llama-3.1-8B-Instruct", "weightsPerGPU": "16Gi"},

@@ -24,7 +24,7 @@ from ctxfit.render.cache import CLAIM_ANNOTATION
 from ctxfit.render.labels import OWNER_UID_ANNOTATION
 from ctxfit.render.leaderworkerset import render_workload
 
-from tests.unit.render.test_render import render_input
+from tests.unit.render.renderkit import render_input
 
 ENGINE = "engine"
 KIB = 1024

@@ -12,7 +12,7 @@ from ctxfit.controller.views.pods import deployment_view
 from ctxfit.controller.views.workloads import describe_drift, drifted, live_deployment
 from ctxfit.render import render_deployment
 
-from tests.unit.render.test_render import CASES, render_input
+from tests.unit.render.renderkit import CASES, render_input
 
 ENGINE = "engine"
 
@@ -238,7 +238,7 @@ def test_service_edited_away_from_the_rendering_is_applied_again(edit: Any, port
 def desired_group(case: str = "vllm-native-2x8") -> dict[str, Any]:
     from ctxfit.render.leaderworkerset import render_leaderworkerset
 
-    from tests.unit.render.test_render_group import render_input as group_input
+    from tests.unit.render.groupkit import render_input as group_input
 
     return render_leaderworkerset(group_input(case))
 
