@@ -192,13 +192,13 @@ def test_the_cache_claim_comes_before_the_deployment_and_is_read_once_it_exists(
     it (issue 28)."""
     kube = FakeKube(server())
     rt = runtime(kube)
-    rt.claims = FakeClaims(kube)  # type: ignore[assignment]
+    rt.claims = FakeClaims(kube)
     first = reconcile(rt, "ns", "kimi-k25", (RTX,), ())
     assert kube.calls[:2] == ["apply:PersistentVolumeClaim:kimi-k25-weights", "apply:Deployment"]
     assert first.stored is not None
     again = FakeKube(first.stored)
-    rt.claims = FakeClaims(again)  # type: ignore[assignment]
-    rt.kube = again  # type: ignore[assignment]
+    rt.claims = FakeClaims(again)
+    rt.kube = again
     reconcile(rt, "ns", "kimi-k25", (RTX,), ())
     assert again.calls[0] == "get-claim:kimi-k25-weights"
 

@@ -7,7 +7,7 @@ the next attempt's knobs, or phase Failed with the explanation).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -18,31 +18,12 @@ from ctxfit.api.status import EffectiveStatus, InferenceServerStatus
 from ctxfit.budget.planner import replan_context
 from ctxfit.controller.converge import Outcome, attempts, converge
 from ctxfit.controller.reconcile import diagnose as controller_diagnose
-from ctxfit.controller.settings import Settings
 from ctxfit.controller.views.pods import PodView, Termination
 from ctxfit.recovery import Failure, initial_effective, observed_effective
 
 from tests.unit.controller.builders import H100, NOW, RTX, SETTINGS, applied, never, pod, snapshot, spec
+from tests.unit.controller.fakekube import FakeKube, runtime
 from tests.unit.recovery.test_failure_cases import CASES, IDS, assert_next, assert_numbers, build_spec
-
-
-@dataclass
-class FakeKube:
-    """The two reads ``reconcile.diagnose`` makes."""
-
-    events: tuple[str, ...] = ()
-
-    def log_tail(self, namespace: str, pod: str, container: str, *, previous: bool, lines: int) -> str:
-        return ""
-
-    def pod_events(self, namespace: str, pod: str, limit: int = 20) -> list[str]:
-        return list(self.events)
-
-
-@dataclass
-class FakeRuntime:
-    settings: Settings
-    kube: FakeKube
 
 
 def failed_pod(message: str, node: str = "rtx-0", attempt: int = 1) -> PodView:
@@ -53,11 +34,11 @@ def run(message: str, *, node: str = "rtx-0", body: dict[str, Any] | None = None
         status: InferenceServerStatus | None = None, attempt: int = 1) -> tuple[Outcome, list[Failure]]:
     """One failed start of ``attempt`` through the controller; returns the outcome and what was diagnosed."""
     body = body or spec()
-    rt = FakeRuntime(SETTINGS, FakeKube())
+    rt = runtime(FakeKube(None), SETTINGS)
     seen: list[Failure] = []
 
     def diagnose(p: PodView, restarts: int) -> Failure:
-        failure = controller_diagnose(rt, "ns", p, EngineKind.VLLM)  # type: ignore[arg-type]
+        failure = controller_diagnose(rt, "ns", p, EngineKind.VLLM)
         seen.append(failure)
         return failure
 
@@ -182,8 +163,8 @@ def test_handed_case_through_the_operator_policy(case: dict[str, Any]) -> None:
     view = replace(pod(1, terminated="Error"), node="node-1",
                    termination=Termination(term.get("reason"), term.get("exitCode"), observed.get("message", ""),
                                            None))
-    rt = FakeRuntime(SETTINGS, FakeKube(tuple(observed.get("events", ()))))
-    failure = controller_diagnose(rt, "ns", view, spec_.engine.kind)  # type: ignore[arg-type]
+    rt = runtime(FakeKube(None, events=tuple(observed.get("events", ()))), SETTINGS)
+    failure = controller_diagnose(rt, "ns", view, spec_.engine.kind)
     expect = case["expect"]
     assert failure.kind.value == expect["failure"], failure.evidence
     assert_numbers(dict(failure.numbers), expect.get("numbers", {}))

@@ -196,12 +196,12 @@ def test_a_watched_claim_is_not_read_again() -> None:
 
     first_kube = FakeKube(server())
     rt = runtime(first_kube)
-    rt.claims = FakeClaims(first_kube)  # type: ignore[assignment]
+    rt.claims = FakeClaims(first_kube)
     first = reconcile(rt, "ns", "kimi-k25", (RTX,), ())
     assert first.stored is not None and "apply:PersistentVolumeClaim:kimi-k25-weights" in first_kube.calls
     kube = FakeKube(first.stored)
-    rt.kube = kube  # type: ignore[assignment]
-    rt.claims = FakeClaims(kube)  # type: ignore[assignment]
+    rt.kube = kube
+    rt.claims = FakeClaims(kube)
     size = 1 << 50  # larger than any rendering: nothing to expand
     seen = ClaimView("kimi-k25-weights", size, "Bound", "standard", size)
     reconcile(rt, "ns", "kimi-k25", (RTX,), (), claim_seen={"kimi-k25-weights": seen}.get)
