@@ -16,11 +16,10 @@ from ctxfit.controller.kube.guarded import Foreign
 from ctxfit.controller.kube.keda import KedaNotInstalled, apply_scaled_object
 from ctxfit.controller.kube.objects import create_or_replace, resource_missing
 from ctxfit.controller.kube.rest import LEADER_WORKER_SETS, Resource
-from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from tests.unit.controller.fakekube import NO_OBJECT, NO_RESOURCE, api_error
-from tests.unit.controller.kube.fakeapi import Response, parse_path
+from tests.unit.controller.kube.fakeapi import Response, api_client_over, parse_path
 
 RESOURCE = Resource("example.io", "v1", "widgets", kind="Widget")
 SERVER_UID = "uid-of-the-server"
@@ -67,11 +66,7 @@ class Pool:
 
 
 def kube_over(pool: Pool) -> Kube:
-    configuration = client.Configuration()
-    configuration.host = "https://fake:6443"
-    api = client.ApiClient(configuration)
-    api.rest_client.pool_manager = pool  # type: ignore[assignment]
-    return Kube(api, instance="test")
+    return Kube(api_client_over(pool), instance="test")
 
 
 def apply(pool: Pool, *, exists: bool) -> None:
