@@ -16,7 +16,7 @@ from ctxfit.controller.reconcile import reconcile
 from ctxfit.controller.rejections import RejectionBook, rejection_of
 from ctxfit.controller.settings import Settings
 from ctxfit.engines import get_engine
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from tests.unit.controller.builders import RTX
