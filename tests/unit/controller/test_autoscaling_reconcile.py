@@ -41,14 +41,14 @@ class FakeKeda:
         self.patches: list[Any] = []
 
     def request(self, method: str, url: str, body: Any = None, **_: Any) -> Response:
-        (_group, plural, _namespace, _name), _ = parse_path(urlsplit(url).path)
-        data = json.loads(body) if body else None
+        (_group, plural, _namespace, _name), _sub = parse_path(urlsplit(url).path)
+        data: Any = json.loads(body) if body else None
         verb = {"GET": "get", "POST": "create", "PATCH": "patch", "DELETE": "delete"}[method]
         self.calls.append(f"{verb}:{plural}")
         try:
             return Response(200, self._serve(verb, data))
         except ApiException as exc:
-            return Response(int(exc.status), json.loads(exc.body))
+            return Response(int(exc.status), json.loads(exc.body or "{}"))
 
     def _serve(self, verb: str, data: Any) -> dict[str, Any]:
         if not self.crd and verb in ("get", "create"):
@@ -237,8 +237,9 @@ def test_read_scaling_remembers_an_absent_keda() -> None:
 
 def test_a_workload_without_replicas_is_patched_field_by_field() -> None:
     """The HPA's count survives a template change: no ``replace /spec`` that would default replicas to 1."""
-    deployment = {"kind": "Deployment", "metadata": {"labels": {"a": "b"}, "annotations": {"c": "d"}},
-                  "spec": {"strategy": {"type": "Recreate"}, "template": {"spec": {}}}}
+    deployment: dict[str, Any] = {
+        "kind": "Deployment", "metadata": {"labels": {"a": "b"}, "annotations": {"c": "d"}},
+        "spec": {"strategy": {"type": "Recreate"}, "template": {"spec": {}}}}
     ops = replace_ops(deployment)
     assert {op["path"] for op in ops} == {"/spec/strategy", "/spec/template", "/metadata/labels/a",
                                           "/metadata/annotations/c"}

@@ -48,9 +48,9 @@ class Pool:
     def request(self, method: str, url: str, body: Any = None, headers: dict[str, str] | None = None,
                 **_: Any) -> Response:
         parts = urlsplit(url)
-        (group, plural, _namespace, name), _ = parse_path(parts.path)
+        (group, plural, _namespace, name), _sub = parse_path(parts.path)
         version = parts.path.split("/")[3] if parts.path.startswith("/apis/") else "v1"
-        data = json.loads(body) if body else None
+        data: Any = json.loads(body) if body else None
         if method in ("POST", "PATCH"):
             assert parse_qs(parts.query).get("fieldManager") == ["ctxfit"]
         if method == "POST":
@@ -61,7 +61,7 @@ class Pool:
         self.calls.append((VERBS[method], group, version, plural, name, content_type))
         answer = self.answers.pop(0)
         if isinstance(answer, ApiException):
-            return Response(int(answer.status), json.loads(answer.body))
+            return Response(int(answer.status), json.loads(answer.body or "{}"))
         return Response(200, answer or {})
 
 
