@@ -1,5 +1,8 @@
-"""A recording stand-in for the controller's Kube seam and the one server it serves, shared by the reconcile,
-fault, autoscaling, service-lane, calibration and claim tests (no test module imports another)."""
+"""The one stand-in for the controller's Kube seam and the one server it serves, shared by the reconcile, fault,
+autoscaling, service-lane, calibration, diagnosis, resolution and claim tests (no test module imports another):
+``FakeKube`` is a ``KubeClient`` (subclass it for one behaviour: ``StoringKube``, ``RefusingKube``), ``FakeClaims``
+a ``ClaimsApi``, ``runtime()`` the ``Runtime`` over them. A fake that drifts from the Protocol fails mypy here and
+tests/unit/controller/kube/test_protocol.py."""
 
 from __future__ import annotations
 
