@@ -131,7 +131,7 @@ def test_owned_objects_enqueue_their_server_only_when_what_is_compared_changes()
     deletion enqueues the server at once (no GET: the view comes from the watched body)."""
     added: list[Any] = []
     state = SimpleNamespace(indexes=("pods", "nodes"), owned_views={}, queue=SimpleNamespace(add=added.append),
-                            runtime=SimpleNamespace(services=None))
+                            runtime=runtime(FakeKube(None)))
     deployment: dict[str, Any] = {
         "metadata": {"name": "kimi", "namespace": "ns", "uid": "d1", "generation": 1,
                      "annotations": {"ctxfit.io/pod-template-hash": "h1"},
