@@ -146,7 +146,7 @@ def _spec(**engine: Any) -> InferenceServerSpec:
     return InferenceServerSpec.model_validate(spec)
 
 
-POLICY = {
+POLICY: dict[str, tuple[dict[str, Any], dict[str, Any], str | None]] = {
     "image-prefix": ({"image": "registry.example/any:latest"}, {"allowed_image_prefixes": ("vllm/",)}, "prefix"),
     "default-image-allowed": ({}, {"allowed_image_prefixes": ("vllm/",)}, None),
     "operator-image": ({}, {"allowed_image_prefixes": ("mirror/",), "vllm_image": "mirror/vllm:1"}, None),

@@ -83,7 +83,7 @@ def test_errors_are_the_clients_api_exception_with_the_servers_message() -> None
     rest, _ = rest_with(FakeResponse(422, status, "Unprocessable Entity"))
     with pytest.raises(ApiException) as caught:
         rest.call("POST", DEPLOYMENTS, "ns", body={})
-    assert caught.value.status == 422 and json.loads(caught.value.body)["message"] == status["message"]
+    assert caught.value.status == 422 and json.loads(caught.value.body or "{}")["message"] == status["message"]
     missing, _ = rest_with(FakeResponse(404, {"kind": "Status", "code": 404}, "Not Found"), token=None)
     assert missing.read(SERVICES, "ns", "x") is None
 
