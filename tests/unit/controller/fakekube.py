@@ -1,5 +1,8 @@
-"""A recording stand-in for the controller's Kube seam and the one server it serves, shared by the reconcile,
-fault, autoscaling, service-lane, calibration and claim tests (no test module imports another)."""
+"""The one stand-in for the controller's Kube seam and the one server it serves, shared by the reconcile, fault,
+autoscaling, service-lane, calibration, diagnosis, resolution and claim tests (no test module imports another):
+``FakeKube`` is a ``KubeClient`` (subclass it for one behaviour: ``StoringKube``, ``RefusingKube``), ``FakeClaims``
+a ``ClaimsApi``, ``runtime()`` the ``Runtime`` over them. A fake that drifts from the Protocol fails mypy here and
+tests/unit/controller/kube/test_protocol.py."""
 
 from __future__ import annotations
 
@@ -7,22 +10,33 @@ import json
 from typing import Any
 
 import yaml
+from ctxfit.controller.kube.claims import ClaimsApi
 from ctxfit.controller.kube.client import Conflict
+from ctxfit.controller.kube.protocol import KubeClient
+from ctxfit.controller.kube.rest import Rest
 from ctxfit.controller.reconcile import Runtime
 from ctxfit.controller.settings import Settings
 from ctxfit.controller.telemetry.metrics import Metrics
-from kubernetes.client.rest import ApiException
+from ctxfit.controller.views.cache import ClaimView, StorageView
+from ctxfit.controller.views.workloads import ServiceView
+from kubernetes.client.exceptions import ApiException
 
 from tests.unit.controller.builders import REPO
+from tests.unit.controller.kube.fakeapi import FakeApiServer
 
 
 class FakeKube:
-    """Records calls in order; ``conflict`` makes the status write fail like a 409."""
+    """``KubeClient`` recording its writes in order; ``conflict`` makes the status write fail like a 409,
+    ``error`` the server's read fail with that status; ``events``: every pod's Event messages. ``rest`` is a real
+    ``Rest`` over ``api`` (a ``FakeApiServer``, empty unless given): what a test reaches through custom objects,
+    pods or claims is served there."""
 
-    def __init__(self, server: dict[str, Any] | None, *, conflict: bool = False, error: int | None = None) -> None:
-        self.server, self.conflict, self.error = server, conflict, error
+    def __init__(self, server: dict[str, Any] | None, *, conflict: bool = False, error: int | None = None,
+                 events: tuple[str, ...] = (), api: FakeApiServer | None = None) -> None:
+        self.server, self.conflict, self.error, self.events = server, conflict, error, events
         self.calls: list[str] = []
-        self.rest: Any = None  # a test that reaches custom objects serves them (``Rest`` over a fake pool)
+        self.api = api if api is not None else FakeApiServer()
+        self.rest = Rest(self.api.api_client())
         self.instance = "test"
 
     def get_server(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -30,10 +44,10 @@ class FakeKube:
             raise ApiException(status=self.error, reason="boom")
         return self.server
 
-    def get_deployment(self, namespace: str, name: str) -> None:
+    def get_deployment(self, namespace: str, name: str) -> dict[str, Any] | None:
         return None
 
-    def service_port(self, namespace: str, name: str) -> int | None:
+    def service_port(self, namespace: str, name: str) -> ServiceView | None:
         return None
 
     def replace_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
@@ -45,11 +59,35 @@ class FakeKube:
     def post_event(self, server: dict[str, Any], type_: str, reason: str, message: str) -> None:
         self.calls.append(f"event:{reason}")
 
+    def post_object_event(self, involved: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        self.calls.append(f"object-event:{involved.get('kind')}:{reason}")
+
     def apply(self, obj: dict[str, Any], *, exists: bool, via: tuple[str, ...] = ()) -> None:
         self.calls.append(f"apply:{obj['kind']}")
 
-    def scale_to_zero(self, namespace: str, name: str) -> None:
+    def scale_to_zero(self, namespace: str, name: str, owner: str) -> None:
         self.calls.append("scale0")
+
+    def pod_events(self, namespace: str, pod: str, limit: int = 20) -> list[str]:
+        return list(self.events)
+
+    def log_tail(self, namespace: str, pod: str, container: str, *, previous: bool, lines: int) -> str:
+        return ""
+
+    def log_head(self, namespace: str, pod: str, container: str, *, limit_bytes: int) -> str | None:
+        return None
+
+
+class StoringKube(FakeKube):
+    """FakeKube whose status writes are what the next read returns."""
+
+    def replace_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+        stored = super().replace_status(body, status)
+        self.server = stored
+        return stored
+
+
+_conforms: KubeClient = FakeKube(None)  # mypy: the fake drifts from the Protocol -> this line fails
 
 
 OWNED_BY = {"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer", "name": "kimi-k25", "uid": "uid-1",
@@ -63,45 +101,41 @@ def server() -> dict[str, Any]:
     return obj
 
 
-def runtime(kube: FakeKube) -> Runtime:
-    return Runtime(settings=Settings(metrics_port=0, health_port=0), kube=kube, metrics=Metrics())  # type: ignore[arg-type]
+def runtime(kube: KubeClient, settings: Settings | None = None) -> Runtime:
+    return Runtime(settings=settings or Settings(metrics_port=0, health_port=0), kube=kube, metrics=Metrics())
 
 
-class FakeClaims:
-    """``ClaimsApi`` with a default StorageClass; records claim writes in the FakeKube's call list."""
+class FakeClaims(ClaimsApi):
+    """``ClaimsApi`` with a default StorageClass and no claim: records claim writes in the FakeKube's call list
+    (and sends nothing)."""
 
     def __init__(self, kube: FakeKube) -> None:
+        super().__init__(kube)
         self.kube = kube
 
-    def storage(self) -> Any:
-        from ctxfit.controller.views.cache import StorageView
-
+    def storage(self) -> StorageView | None:
         return StorageView("standard", {"standard": False})
 
-    def get_claim(self, namespace: str, name: str) -> None:
+    def get_claim(self, namespace: str, name: str) -> ClaimView | None:
         self.kube.calls.append(f"get-claim:{name}")
+        return None
 
-    def created(self, namespace: str, name: str) -> None:
+    def created(self, namespace: str, name: str) -> ClaimView | None:
         return None
 
     def apply_claim(self, claim: dict[str, Any], *, exists: bool) -> None:
         self.kube.calls.append(f"apply:{claim['kind']}:{claim['metadata']['name']}")
 
-    def delete_claim(self, namespace: str, name: str) -> None:
+    def delete_claim(self, namespace: str, name: str, owner: str) -> None:
         self.kube.calls.append(f"delete-claim:{name}")
 
 
-class RefusingKube(FakeKube):
-    """Refuses ``refuse`` kinds with 403 ``exceeded quota`` until ``allow()``."""
+class RefusingKube(StoringKube):
+    """Refuses ``refuse`` kinds with 403 ``exceeded quota`` until ``refuse`` is set to None."""
 
     def __init__(self, body: dict[str, Any], refuse: str) -> None:
         super().__init__(body)
         self.refuse: str | None = refuse
-
-    def replace_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-        stored = super().replace_status(body, status)
-        self.server = stored
-        return stored
 
     def apply(self, obj: dict[str, Any], *, exists: bool, via: tuple[str, ...] = ()) -> None:
         if obj["kind"] == self.refuse:

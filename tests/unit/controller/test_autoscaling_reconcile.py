@@ -23,12 +23,11 @@ from ctxfit.controller.reconcile import Runtime, reconcile
 from ctxfit.controller.rejections import RejectionBook
 from ctxfit.controller.settings import Settings
 from ctxfit.controller.views.pods import DeploymentView, deployment_view
-from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from tests.unit.controller.builders import RTX
-from tests.unit.controller.fakekube import NO_OBJECT, NO_RESOURCE, FakeKube, api_error, runtime, server
-from tests.unit.controller.kube.fakeapi import Response, parse_path
+from tests.unit.controller.fakekube import NO_OBJECT, NO_RESOURCE, FakeKube, StoringKube, api_error, runtime, server
+from tests.unit.controller.kube.fakeapi import Response, parse_path, rest_over
 
 
 class FakeKeda:
@@ -42,14 +41,14 @@ class FakeKeda:
         self.patches: list[Any] = []
 
     def request(self, method: str, url: str, body: Any = None, **_: Any) -> Response:
-        (_group, plural, _namespace, _name), _ = parse_path(urlsplit(url).path)
-        data = json.loads(body) if body else None
+        (_group, plural, _namespace, _name), _sub = parse_path(urlsplit(url).path)
+        data: Any = json.loads(body) if body else None
         verb = {"GET": "get", "POST": "create", "PATCH": "patch", "DELETE": "delete"}[method]
         self.calls.append(f"{verb}:{plural}")
         try:
             return Response(200, self._serve(verb, data))
         except ApiException as exc:
-            return Response(int(exc.status), json.loads(exc.body))
+            return Response(int(exc.status), json.loads(exc.body or "{}"))
 
     def _serve(self, verb: str, data: Any) -> dict[str, Any]:
         if not self.crd and verb in ("get", "create"):
@@ -71,11 +70,7 @@ class FakeKeda:
 
     def rest(self) -> Rest:
         """A real ``Rest`` whose pool is this fake."""
-        configuration = client.Configuration()
-        configuration.host = "https://fake:6443"
-        api = client.ApiClient(configuration)
-        api.rest_client.pool_manager = self  # type: ignore[assignment]
-        return Rest(api)
+        return rest_over(self)
 
 
 KEDA = Settings(metrics_port=0, health_port=0, keda_enabled=True, prometheus_address="http://prometheus:9090")
@@ -88,18 +83,7 @@ def autoscaled(**autoscaling: Any) -> dict[str, Any]:
 
 
 def keda_runtime(kube: FakeKube, settings: Settings = KEDA) -> Runtime:
-    rt = runtime(kube)
-    rt.settings = settings
-    return rt
-
-
-class StoringKube(FakeKube):
-    """FakeKube whose status writes are what the next read returns."""
-
-    def replace_status(self, body: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-        stored = super().replace_status(body, status)
-        self.server = stored
-        return stored
+    return runtime(kube, settings)
 
 
 def with_custom(body: dict[str, Any] | None, **kwargs: Any) -> tuple[FakeKube, FakeKeda]:
@@ -239,22 +223,23 @@ def test_resource_missing_tells_the_resource_from_the_object() -> None:
 def test_read_scaling_remembers_an_absent_keda() -> None:
     kube, _ = with_custom(None, crd=False)
     memo = KedaMemo()
-    first = read_scaling(kube, memo, True, "ns", "a", True, False)  # type: ignore[arg-type]
-    second = read_scaling(kube, memo, True, "ns", "b", True, False)  # type: ignore[arg-type]
+    first = read_scaling(kube, memo, True, "ns", "a", True, False)
+    second = read_scaling(kube, memo, True, "ns", "b", True, False)
     assert first is not None and second is not None and first.keda.value == second.keda.value == "Absent"
     assert kube.calls == ["get:scaledobjects"]
     memo.absent_until -= ABSENT_MEMO_SECONDS
-    read_scaling(kube, memo, True, "ns", "a", True, False)  # type: ignore[arg-type]
+    read_scaling(kube, memo, True, "ns", "a", True, False)
     assert kube.calls == ["get:scaledobjects"] * 2
-    assert read_scaling(kube, memo, True, "ns", "a", False, False) is None  # type: ignore[arg-type]
+    assert read_scaling(kube, memo, True, "ns", "a", False, False) is None
     with pytest.raises(KedaNotInstalled):
-        get_scaled_object(kube, "ns", "a")  # type: ignore[arg-type]
+        get_scaled_object(kube, "ns", "a")
 
 
 def test_a_workload_without_replicas_is_patched_field_by_field() -> None:
     """The HPA's count survives a template change: no ``replace /spec`` that would default replicas to 1."""
-    deployment = {"kind": "Deployment", "metadata": {"labels": {"a": "b"}, "annotations": {"c": "d"}},
-                  "spec": {"strategy": {"type": "Recreate"}, "template": {"spec": {}}}}
+    deployment: dict[str, Any] = {
+        "kind": "Deployment", "metadata": {"labels": {"a": "b"}, "annotations": {"c": "d"}},
+        "spec": {"strategy": {"type": "Recreate"}, "template": {"spec": {}}}}
     ops = replace_ops(deployment)
     assert {op["path"] for op in ops} == {"/spec/strategy", "/spec/template", "/metadata/labels/a",
                                           "/metadata/annotations/c"}

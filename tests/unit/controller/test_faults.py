@@ -16,7 +16,7 @@ from ctxfit.controller.reconcile import reconcile
 from ctxfit.controller.rejections import RejectionBook, rejection_of
 from ctxfit.controller.settings import Settings
 from ctxfit.engines import get_engine
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from tests.unit.controller.builders import RTX
@@ -146,7 +146,7 @@ def _spec(**engine: Any) -> InferenceServerSpec:
     return InferenceServerSpec.model_validate(spec)
 
 
-POLICY = {
+POLICY: dict[str, tuple[dict[str, Any], dict[str, Any], str | None]] = {
     "image-prefix": ({"image": "registry.example/any:latest"}, {"allowed_image_prefixes": ("vllm/",)}, "prefix"),
     "default-image-allowed": ({}, {"allowed_image_prefixes": ("vllm/",)}, None),
     "operator-image": ({}, {"allowed_image_prefixes": ("mirror/",), "vllm_image": "mirror/vllm:1"}, None),

@@ -131,7 +131,7 @@ def test_owned_objects_enqueue_their_server_only_when_what_is_compared_changes()
     deletion enqueues the server at once (no GET: the view comes from the watched body)."""
     added: list[Any] = []
     state = SimpleNamespace(indexes=("pods", "nodes"), owned_views={}, queue=SimpleNamespace(add=added.append),
-                            runtime=SimpleNamespace(services=None))
+                            runtime=runtime(FakeKube(None)))
     deployment: dict[str, Any] = {
         "metadata": {"name": "kimi", "namespace": "ns", "uid": "d1", "generation": 1,
                      "annotations": {"ctxfit.io/pod-template-hash": "h1"},
@@ -192,13 +192,13 @@ def test_the_cache_claim_comes_before_the_deployment_and_is_read_once_it_exists(
     it (issue 28)."""
     kube = FakeKube(server())
     rt = runtime(kube)
-    rt.claims = FakeClaims(kube)  # type: ignore[assignment]
+    rt.claims = FakeClaims(kube)
     first = reconcile(rt, "ns", "kimi-k25", (RTX,), ())
     assert kube.calls[:2] == ["apply:PersistentVolumeClaim:kimi-k25-weights", "apply:Deployment"]
     assert first.stored is not None
     again = FakeKube(first.stored)
-    rt.claims = FakeClaims(again)  # type: ignore[assignment]
-    rt.kube = again  # type: ignore[assignment]
+    rt.claims = FakeClaims(again)
+    rt.kube = again
     reconcile(rt, "ns", "kimi-k25", (RTX,), ())
     assert again.calls[0] == "get-claim:kimi-k25-weights"
 

@@ -46,7 +46,8 @@ class FakeV2:
                 real_write(path / "cgroup.subtree_control", "")
                 real_write(path / "cgroup.procs", "")
 
-        def write_text(path: Path, data: str, *args: object, **kwargs: object) -> int:
+        def write_text(path: Path, data: str, encoding: str | None = None, errors: str | None = None,
+                       newline: str | None = None) -> int:
             if path.name == "cgroup.subtree_control" and fake.root in path.parents:
                 fake.writes.append((path.parent, data))
                 controller = data.removeprefix("+")
@@ -54,7 +55,7 @@ class FakeV2:
                     raise OSError(errno.EBUSY, "Device or resource busy")
                 enabled = set(path.read_text().split()) | {controller}
                 return real_write(path, " ".join(sorted(enabled)))
-            return real_write(path, data, *args, **kwargs)  # type: ignore[arg-type]
+            return real_write(path, data, encoding, errors, newline)
 
         monkeypatch.setattr(Path, "mkdir", mkdir)
         monkeypatch.setattr(Path, "write_text", write_text)

@@ -1,9 +1,9 @@
-"""The operator-path diagnosis harness: fakes of the two reads ``reconcile.diagnose`` makes, and one handed failure
-case run through ``reconcile.diagnose`` and ``attempts.fail``."""
+"""The operator-path diagnosis harness: one handed failure case run through ``reconcile.diagnose`` (over
+``fakekube.FakeKube``) and ``attempts.fail``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from ctxfit.api.status import Attempt as StatusAttempt
@@ -11,31 +11,12 @@ from ctxfit.api.status import EffectiveStatus, InferenceServerStatus
 from ctxfit.budget.planner import replan_context
 from ctxfit.controller.converge import Outcome, attempts
 from ctxfit.controller.reconcile import diagnose as controller_diagnose
-from ctxfit.controller.settings import Settings
 from ctxfit.controller.views.pods import Termination
 from ctxfit.recovery import initial_effective, observed_effective
 
 from tests.unit.controller.builders import NOW, SETTINGS, pod
+from tests.unit.controller.fakekube import FakeKube, runtime
 from tests.unit.recovery.casekit import assert_next, assert_numbers, build_spec
-
-
-@dataclass
-class FakeKube:
-    """The two reads ``reconcile.diagnose`` makes."""
-
-    events: tuple[str, ...] = ()
-
-    def log_tail(self, namespace: str, pod: str, container: str, *, previous: bool, lines: int) -> str:
-        return ""
-
-    def pod_events(self, namespace: str, pod: str, limit: int = 20) -> list[str]:
-        return list(self.events)
-
-
-@dataclass
-class FakeRuntime:
-    settings: Settings
-    kube: FakeKube
 
 
 def check_through_the_operator_policy(case: dict[str, Any]) -> None:
@@ -48,8 +29,8 @@ def check_through_the_operator_policy(case: dict[str, Any]) -> None:
     view = replace(pod(1, terminated="Error"), node="node-1",
                    termination=Termination(term.get("reason"), term.get("exitCode"), observed.get("message", ""),
                                            None))
-    rt = FakeRuntime(SETTINGS, FakeKube(tuple(observed.get("events", ()))))
-    failure = controller_diagnose(rt, "ns", view, spec_.engine.kind)  # type: ignore[arg-type]
+    rt = runtime(FakeKube(None, events=tuple(observed.get("events", ()))), SETTINGS)
+    failure = controller_diagnose(rt, "ns", view, spec_.engine.kind)
     expect = case["expect"]
     assert failure.kind.value == expect["failure"], failure.evidence
     assert_numbers(dict(failure.numbers), expect.get("numbers", {}))

@@ -20,7 +20,8 @@ from ctxfit.controller.views.pods import PodView, Termination
 from ctxfit.recovery import Failure
 
 from tests.unit.controller.builders import H100, NOW, RTX, SETTINGS, applied, never, pod, snapshot, spec
-from tests.unit.controller.converge.diagnosiskit import FakeKube, FakeRuntime, check_through_the_operator_policy
+from tests.unit.controller.converge.diagnosiskit import check_through_the_operator_policy
+from tests.unit.controller.fakekube import FakeKube, runtime
 from tests.unit.recovery.casekit import CASES, IDS
 
 
@@ -32,11 +33,11 @@ def run(message: str, *, node: str = "rtx-0", body: dict[str, Any] | None = None
         status: InferenceServerStatus | None = None, attempt: int = 1) -> tuple[Outcome, list[Failure]]:
     """One failed start of ``attempt`` through the controller; returns the outcome and what was diagnosed."""
     body = body or spec()
-    rt = FakeRuntime(SETTINGS, FakeKube())
+    rt = runtime(FakeKube(None), SETTINGS)
     seen: list[Failure] = []
 
     def diagnose(p: PodView, restarts: int) -> Failure:
-        failure = controller_diagnose(rt, "ns", p, EngineKind.VLLM)  # type: ignore[arg-type]
+        failure = controller_diagnose(rt, "ns", p, EngineKind.VLLM)
         seen.append(failure)
         return failure
 

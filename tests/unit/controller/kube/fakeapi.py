@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import jsonpatch
+from ctxfit.controller.kube.rest import Rest
 from kubernetes import client
 
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -217,13 +218,26 @@ write request once it is served (the store shows its effect); ``refuse``: an adm
     # -- clients over it
     def api_client(self) -> client.ApiClient:
         """A real ``ApiClient`` whose pool is this fake."""
-        configuration = client.Configuration()
-        configuration.host = "https://fake:6443"
-        api = client.ApiClient(configuration)
-        api.rest_client.pool_manager = self  # type: ignore[assignment]
-        return api
+        return api_client_over(self)
 
     def writes(self) -> list[Request]:
         """The write requests served, in order."""
         return [r for r in self.log if r.method in WRITES]
 
+
+
+def api_client_over(pool: Any, configuration: client.Configuration | None = None) -> client.ApiClient:
+    """A real ``ApiClient`` (``configuration``: host ``https://fake:6443``, no credentials, unless given) whose
+    pool is ``pool``: anything with urllib3's ``request(method, url, body=, headers=, ...)`` answering a
+    ``Response``-like object (``FakeApiServer``, or a test's own pool that records or fails)."""
+    if configuration is None:
+        configuration = client.Configuration()
+        configuration.host = "https://fake:6443"
+    api = client.ApiClient(configuration)
+    api.rest_client.pool_manager = pool  # a stand-in for urllib3's PoolManager
+    return api
+
+
+def rest_over(pool: Any, configuration: client.Configuration | None = None) -> Rest:
+    """``kube.rest.Rest`` over ``api_client_over(pool, configuration)``."""
+    return Rest(api_client_over(pool, configuration))

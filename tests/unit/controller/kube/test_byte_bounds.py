@@ -4,7 +4,6 @@ a log tail of one 50 MB line, pod status texts, the Events of a failed pod, env 
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,14 +14,18 @@ from ctxfit.controller.app.lifecycle import MAX_CACHED_BODY_BYTES, keep_body
 from ctxfit.controller.kube.client import EVENT_MESSAGE_BYTES, LOG_TAIL_BYTES, Kube
 from ctxfit.controller.views.pods import pod_view
 from ctxfit.vocab.text import STATUS_TEXT_BYTES
+from kubernetes import client
 from pydantic import ValidationError
+
+from tests.unit.controller.kube.fakeapi import api_client_over
 
 
 class Streamed:
     """A urllib3 response of ``size`` bytes, produced chunk by chunk (never held whole), counting what was read."""
 
     def __init__(self, size: int, status: int = 200, tail: bytes = b"") -> None:
-        self.status, self.reason, self.headers = status, "OK", {}
+        self.status, self.reason = status, "OK"
+        self.headers: dict[str, str] = {}
         self.size, self.tail, self.read_bytes = size, tail, 0
 
     @property
@@ -51,9 +54,7 @@ class Pool:
 
 
 def kube_with(response: Any) -> Kube:
-    configuration = SimpleNamespace(host="https://api", auth_settings=dict)
-    api_client = SimpleNamespace(configuration=configuration, rest_client=SimpleNamespace(pool_manager=Pool(response)))
-    return Kube(api_client, instance="t")  # type: ignore[arg-type]
+    return Kube(api_client_over(Pool(response), client.Configuration(host="https://api")), instance="t")
 
 
 def test_a_log_tail_of_one_50_mb_line_keeps_its_last_bytes_only() -> None:
@@ -66,7 +67,7 @@ def test_a_log_tail_of_one_50_mb_line_keeps_its_last_bytes_only() -> None:
 def test_a_log_head_stops_reading_at_its_limit() -> None:
     answer = Streamed(50 << 20)
     text = kube_with(answer).log_head("ns", "pod", "engine", limit_bytes=1 << 20)
-    assert len(text) == 1 << 20 and answer.read_bytes < 2 << 20
+    assert text is not None and len(text) == 1 << 20 and answer.read_bytes < 2 << 20
 
 
 def test_a_failed_pods_events_are_bounded() -> None:

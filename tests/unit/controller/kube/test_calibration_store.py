@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from types import SimpleNamespace
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -15,11 +15,16 @@ from ctxfit.budget.calibrate import CalibrationKey, Sample
 from ctxfit.controller.kube.calibration import DATA_KEY, CalibrationStore
 from kubernetes.client.exceptions import ApiException
 
+from tests.unit.controller.fakekube import FakeKube, runtime, server
+from tests.unit.controller.kube.fakeapi import Response, parse_path, rest_over, status_response
+
 KEY = CalibrationKey("vllm", "0.19", "NVIDIA-H100-80GB-HBM3", 1, 1)
 
 
 class FakeCore:
-    """The ConfigMap endpoints of the API server as ``Kube.rest`` (controller/kube/rest.py) calls them."""
+    """The ConfigMap endpoints of the API server, as the pool a real ``Rest`` sends through (``request``): one
+    ConfigMap ``obj`` whatever its name; ``conflicts`` PUTs answered 409 after someone else's write, reads
+    refused (403) when ``forbidden``; counts reads and writes, journals writes; ``events``: the Events posted."""
 
     def __init__(self, conflicts: int = 0, forbidden: bool = False) -> None:
         self.obj: dict[str, Any] | None = None
@@ -31,8 +36,21 @@ class FakeCore:
         self.journal: list[str] | None = None
         self.events: list[tuple[dict[str, Any], str, str, str]] = []
 
-    def read(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
-        assert resource.plural == "configmaps" and name
+    def request(self, method: str, url: str, body: Any = None, **_: Any) -> Response:
+        (_group, plural, namespace, name), _sub = parse_path(urlsplit(url).path)
+        assert plural == "configmaps"
+        try:
+            if method == "GET":
+                found = self.read(namespace, name)
+                return Response(200, found) if found is not None else status_response(
+                    404, f'configmaps "{name}" not found', name, "NotFound")
+            self.call(method, namespace, name or None, body=json.loads(body))
+            return Response(201 if method == "POST" else 200, {})
+        except ApiException as exc:
+            return status_response(int(exc.status), str(exc.reason or ""), name)
+
+    def read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        assert name
         self.reads += 1
         if self.forbidden:
             raise ApiException(status=403)
@@ -47,15 +65,13 @@ class FakeCore:
                                  "labels": dict(body["metadata"].get("labels") or {})},
                     "data": dict(body["data"])}
 
-    def call(self, method: str, resource: Any, namespace: str, name: str | None = None, *, body: dict[str, Any],
-             **_: Any) -> bytes:
-        assert resource.plural == "configmaps"
+    def call(self, method: str, namespace: str, name: str | None = None, *, body: dict[str, Any]) -> None:
         if method == "POST":
             assert name is None
             if self.obj is not None:
                 raise ApiException(status=409)
             self._store(body)
-            return b"{}"
+            return
         assert method == "PUT" and name
         if self.conflicts:
             self.conflicts -= 1
@@ -67,12 +83,22 @@ class FakeCore:
         if body["metadata"].get("resourceVersion") != self.obj["metadata"]["resourceVersion"]:
             raise ApiException(status=409)
         self._store(body)
-        return b"{}"
 
 
-def kube_of(core: FakeCore) -> Any:
-    """``Kube`` as the store uses it: ``rest`` and ``post_object_event`` (recorded in ``core.events``)."""
-    return SimpleNamespace(rest=core, post_object_event=lambda *event: core.events.append(event))
+class CoreKube(FakeKube):
+    """The shared ``FakeKube`` with ``rest`` over ``core`` and its object Events recorded in ``core.events``."""
+
+    def __init__(self, core: FakeCore) -> None:
+        super().__init__(None)
+        self.core = core
+        self.rest = rest_over(core)
+
+    def post_object_event(self, involved: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        self.core.events.append((involved, type_, reason, message))
+
+
+def kube_of(core: FakeCore) -> CoreKube:
+    return CoreKube(core)
 
 
 def store(core: FakeCore) -> CalibrationStore:
@@ -136,7 +162,6 @@ def test_reconcile_records_the_sample_before_the_status_that_holds_it() -> None:
     from ctxfit.controller.reconcile import reconcile
 
     from tests.unit.controller.builders import RTX, pod
-    from tests.unit.controller.fakekube import FakeKube, runtime, server
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "hack"))
     from sim_startup import vllm_startup_log
@@ -178,9 +203,9 @@ def test_a_burst_of_plans_shares_one_read() -> None:
     import time
 
     class SlowCore(FakeCore):
-        def read(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
+        def read(self, namespace: str, name: str) -> dict[str, Any] | None:
             time.sleep(0.05)
-            return super().read(resource, namespace, name)
+            return super().read(namespace, name)
 
     core = SlowCore()
     s = store(core)
@@ -314,7 +339,6 @@ def test_reconcile_plans_through_a_hostile_configmap() -> None:
     from ctxfit.controller.reconcile import reconcile
 
     from tests.unit.controller.builders import RTX
-    from tests.unit.controller.fakekube import FakeKube, runtime, server
 
     kube = FakeKube(server())
     rt = runtime(kube)

@@ -16,11 +16,10 @@ from ctxfit.controller.kube.guarded import Foreign
 from ctxfit.controller.kube.keda import KedaNotInstalled, apply_scaled_object
 from ctxfit.controller.kube.objects import create_or_replace, resource_missing
 from ctxfit.controller.kube.rest import LEADER_WORKER_SETS, Resource
-from kubernetes import client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from tests.unit.controller.fakekube import NO_OBJECT, NO_RESOURCE, api_error
-from tests.unit.controller.kube.fakeapi import Response, parse_path
+from tests.unit.controller.kube.fakeapi import Response, api_client_over, parse_path
 
 RESOURCE = Resource("example.io", "v1", "widgets", kind="Widget")
 SERVER_UID = "uid-of-the-server"
@@ -49,9 +48,9 @@ class Pool:
     def request(self, method: str, url: str, body: Any = None, headers: dict[str, str] | None = None,
                 **_: Any) -> Response:
         parts = urlsplit(url)
-        (group, plural, _namespace, name), _ = parse_path(parts.path)
+        (group, plural, _namespace, name), _sub = parse_path(parts.path)
         version = parts.path.split("/")[3] if parts.path.startswith("/apis/") else "v1"
-        data = json.loads(body) if body else None
+        data: Any = json.loads(body) if body else None
         if method in ("POST", "PATCH"):
             assert parse_qs(parts.query).get("fieldManager") == ["ctxfit"]
         if method == "POST":
@@ -62,16 +61,12 @@ class Pool:
         self.calls.append((VERBS[method], group, version, plural, name, content_type))
         answer = self.answers.pop(0)
         if isinstance(answer, ApiException):
-            return Response(int(answer.status), json.loads(answer.body))
+            return Response(int(answer.status), json.loads(answer.body or "{}"))
         return Response(200, answer or {})
 
 
 def kube_over(pool: Pool) -> Kube:
-    configuration = client.Configuration()
-    configuration.host = "https://fake:6443"
-    api = client.ApiClient(configuration)
-    api.rest_client.pool_manager = pool  # type: ignore[assignment]
-    return Kube(api, instance="test")
+    return Kube(api_client_over(pool), instance="test")
 
 
 def apply(pool: Pool, *, exists: bool) -> None:

@@ -5,7 +5,6 @@ without the token, run as the kubelet would run it, its termination message read
 from __future__ import annotations
 
 import json
-import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,10 +19,11 @@ from ctxfit.controller.kube.resolver_pod import RESOLVER_CONTAINER, resolver_pod
 from ctxfit.controller.settings import Settings
 from ctxfit.hub.resolver import run as run_resolver
 from ctxfit.vocab.modelsource import ModelSource, pack_source, unpack
-from kubernetes.client.exceptions import ApiException
 
 from tests.hubfixtures.repos import FixtureRepo, RepoFile, fixture_repo
 from tests.hubfixtures.server import TOKEN, HubStandIn, hub_env
+from tests.unit.controller.fakekube import FakeKube
+from tests.unit.controller.kube.fakeapi import FakeApiServer, Request
 
 SETTINGS = Settings(metrics_port=0, health_port=0, resolve_backoff_seconds=5, resolver_image="ctxfit:test")
 BODY = {"metadata": {"namespace": "team-a", "name": "qwen", "uid": "uid-qwen"}}
@@ -222,69 +222,54 @@ def test_resolver_pod_for_a_preloaded_claim_reads_the_mounted_checkout(tmp_path:
     assert found.checkpoint.tensor_bytes == fixture_repo("Qwen/Qwen3-8B").checkpoint().tensor_bytes
 
 
-class FakeRest:
-    """Pods as the API server keeps them (a uid each, DELETE preconditions); only the resolver pod's calls
-    (``rest.call``/``call_json``/``read``)."""
-
-    def __init__(self) -> None:
-        self.pods: dict[tuple[str, str], dict[str, Any]] = {}
-        self.deleted: list[str] = []
-        self.preconditions: list[str | None] = []
-        self.lock = threading.Lock()
-        self.made = 0
-
-    def add(self, namespace: str, pod: dict[str, Any]) -> dict[str, Any]:
-        """Store a pod as the API server does (a fresh metadata.uid) and return it."""
-        self.made += 1
-        stored = json.loads(json.dumps(pod)) | {"status": {"phase": "Pending"}}
-        stored["metadata"]["uid"] = f"pod-uid-{self.made}"
-        self.pods[(namespace, pod["metadata"]["name"])] = stored
-        return stored
-
-    def call(self, verb: str, resource: Any, namespace: str, name: str | None = None, **kw: Any) -> bytes:
-        with self.lock:
-            if verb == "POST":
-                pod = kw["body"]
-                if (namespace, pod["metadata"]["name"]) in self.pods:
-                    raise ApiException(status=409)
-                return json.dumps(self.add(namespace, pod)).encode()
-            if verb == "DELETE":
-                assert name is not None
-                uid = ((kw.get("body") or {}).get("preconditions") or {}).get("uid")
-                self.preconditions.append(uid)
-                live = self.pods.get((namespace, name))
-                if live is None:
-                    raise ApiException(status=404)
-                if uid is not None and live["metadata"]["uid"] != uid:
-                    raise ApiException(status=409)
-                self.pods.pop((namespace, name))
-                self.deleted.append(name)
-        return b"{}"
-
-    def call_json(self, verb: str, resource: Any, namespace: str, name: str | None = None,
-                  **kw: Any) -> dict[str, Any]:
-        return dict(json.loads(self.call(verb, resource, namespace, name, **kw)))
-
-    def read(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
-        with self.lock:
-            return self.pods.get((namespace, name))
+def pending(api: FakeApiServer, request: Request) -> None:
+    """A created pod is Pending (no kubelet runs it)."""
+    if request.method == "POST" and request.status == 201 and request.key[1] == "pods":
+        api.objects[request.key]["status"] = {"phase": "Pending"}
 
 
-class FakeKube:
-    def __init__(self) -> None:
-        self.rest = FakeRest()
+def pods_kube() -> FakeKube:
+    """A ``FakeKube`` whose API server keeps the resolver's pods (a uid each, DELETE preconditions)."""
+    return FakeKube(None, api=FakeApiServer(after_write=pending))
+
+
+def pods(kube: FakeKube) -> dict[tuple[str, str], dict[str, Any]]:
+    """The stored pods by (namespace, name): a test's change to one is what the next read sees."""
+    return {(k[2], k[3]): o for k, o in list(kube.api.objects.items()) if k[1] == "pods"}
+
+
+def add(kube: FakeKube, namespace: str, pod: dict[str, Any]) -> dict[str, Any]:
+    """Store a pod as the API server does (a fresh metadata.uid) and return it."""
+    pod = json.loads(json.dumps(pod)) | {"status": {"phase": "Pending"}}
+    for key in ("uid", "resourceVersion"):
+        pod["metadata"].pop(key, None)
+    return kube.api.put("", "pods", namespace, pod)
+
+
+def deletes(kube: FakeKube) -> list[Request]:
+    return [r for r in list(kube.api.log) if r.method == "DELETE" and r.key[1] == "pods"]
+
+
+def deleted(kube: FakeKube) -> list[str]:
+    """The pods deleted, in order."""
+    return [r.key[3] for r in deletes(kube) if r.status == 200]
+
+
+def preconditions(kube: FakeKube) -> list[str | None]:
+    """The uid precondition of every pod DELETE sent."""
+    return [((r.body or {}).get("preconditions") or {}).get("uid") for r in deletes(kube)]
 
 
 def test_resolver_pod_is_created_once_read_back_and_deleted(hub: HubStandIn, tmp_path: Path) -> None:
-    kube = FakeKube()
-    res = Resolutions(kube, SETTINGS, lambda key: None)  # type: ignore[arg-type]
+    kube = pods_kube()
+    res = Resolutions(kube, SETTINGS, lambda key: None)
     body = spec("meta-llama/Llama-3.2-3B", tokenSecretRef={"name": "hf", "key": "token"})
     wanted = need(InferenceServerSpec.model_validate(body), "team-a")
     server = {"metadata": {"namespace": "team-a", "name": "llama", "uid": "uid-llama"}}
     res.request(("team-a", "llama"), ResolutionRequest(wanted), server)
     res.request(("team-a", "llama"), ResolutionRequest(wanted), server)
-    assert len(kube.rest.pods) == 1
-    (_namespace, name), pod = next(iter(kube.rest.pods.items()))
+    assert len(pods(kube)) == 1
+    (_namespace, name), pod = next(iter(pods(kube).items()))
     view = res.view(("team-a", "llama"), body)
     assert view is not None and view.in_flight and view.pod is not None and "Pending" in view.pod
     env = _kubelet_env(pod, {("hf", "token"): TOKEN}) | {"HF_HOME": str(tmp_path / "hf"),
@@ -294,7 +279,7 @@ def test_resolver_pod_is_created_once_read_back_and_deleted(hub: HubStandIn, tmp
         "terminated": {"exitCode": code, "message": message}}}]}
     view = res.view(("team-a", "llama"), body)
     assert view is not None and view.source is not None and not view.in_flight
-    assert kube.rest.deleted == [name] and not kube.rest.pods
+    assert deleted(kube) == [name] and not pods(kube)
     res.close()
 
 
@@ -303,56 +288,56 @@ def test_a_pod_of_that_name_not_owned_by_the_server_is_never_touched(hub: HubSta
     server of this name), or with none, is foreign: the key fails ``ForeignObject`` (asked again with backoff),
     and the pod is neither deleted nor read for a result."""
     for owner in ("someone-else", None):
-        kube = FakeKube()
+        kube = pods_kube()
         clock = Clock()
-        res = Resolutions(kube, SETTINGS, lambda key: None, clock=clock)  # type: ignore[arg-type]
+        res = Resolutions(kube, SETTINGS, lambda key: None, clock=clock)
         body = spec("meta-llama/Llama-3.2-3B", tokenSecretRef={"name": "hf", "key": "token"})
         wanted = need(InferenceServerSpec.model_validate(body), "team-a")
         squatter = resolver_pod(wanted, "llama", "team-a", owner or "x", SETTINGS)
         if owner is None:
             del squatter["metadata"]["ownerReferences"]  # the labels alone say ctxfit: never ownership
-        kube.rest.add("team-a", squatter)
+        add(kube, "team-a", squatter)
         res.request(("team-a", "llama"), ResolutionRequest(wanted),
                     {"metadata": {"namespace": "team-a", "name": "llama", "uid": "uid-llama"}})
         view = res.view(("team-a", "llama"), body)
         assert view is not None and view.error == "ForeignObject" and "not owned by this InferenceServer" in \
             view.detail
         assert view.retry_at == clock.now + timedelta(seconds=5)
-        assert not kube.rest.deleted and len(kube.rest.pods) == 1
+        assert not deleted(kube) and len(pods(kube)) == 1
         res.close()
 
 
 def test_a_pod_swapped_in_under_the_resolvers_name_is_not_believed_nor_deleted(hub: HubStandIn) -> None:
     """After the operator created its resolver pod, someone replaces it with a pod of the same name that carries a
     forged result: its termination message is never read as the resolution, and it is not deleted."""
-    kube = FakeKube()
-    res = Resolutions(kube, SETTINGS, lambda key: None)  # type: ignore[arg-type]
+    kube = pods_kube()
+    res = Resolutions(kube, SETTINGS, lambda key: None)
     body = spec("meta-llama/Llama-3.2-3B", tokenSecretRef={"name": "hf", "key": "token"})
     wanted = need(InferenceServerSpec.model_validate(body), "team-a")
     server = {"metadata": {"namespace": "team-a", "name": "llama", "uid": "uid-llama"}}
     res.request(("team-a", "llama"), ResolutionRequest(wanted), server)
-    (namespace, name), ours = next(iter(kube.rest.pods.items()))
+    (namespace, name), ours = next(iter(pods(kube).items()))
     forged_result = pack_source(ModelSource({"architectures": ["LlamaForCausalLM"]}, None, "hub", "x"))
     impostor = json.loads(json.dumps(ours))
     impostor["metadata"].pop("ownerReferences")
-    kube.rest.pods.pop((namespace, name))
-    stored = kube.rest.add(namespace, impostor)
+    kube.api.objects.pop(("", "pods", namespace, name))
+    stored = add(kube, namespace, impostor)
     stored["status"] = {"phase": "Succeeded", "containerStatuses": [{"name": RESOLVER_CONTAINER, "state": {
         "terminated": {"exitCode": 0, "message": forged_result}}}]}
     view = res.view(("team-a", "llama"), body)
     assert view is not None and view.source is None and view.error == "ForeignObject"
-    assert not kube.rest.deleted and (namespace, name) in kube.rest.pods
+    assert not deleted(kube) and (namespace, name) in pods(kube)
     res.close()
 
 
 def test_the_resolver_pod_is_deleted_with_its_uid_as_precondition(hub: HubStandIn, tmp_path: Path) -> None:
-    kube = FakeKube()
-    res = Resolutions(kube, SETTINGS, lambda key: None)  # type: ignore[arg-type]
+    kube = pods_kube()
+    res = Resolutions(kube, SETTINGS, lambda key: None)
     body = spec("meta-llama/Llama-3.2-3B", tokenSecretRef={"name": "hf", "key": "token"})
     wanted = need(InferenceServerSpec.model_validate(body), "team-a")
     res.request(("team-a", "llama"), ResolutionRequest(wanted),
                 {"metadata": {"namespace": "team-a", "name": "llama", "uid": "uid-llama"}})
-    (_, name), pod = next(iter(kube.rest.pods.items()))
+    (_, name), pod = next(iter(pods(kube).items()))
     env = _kubelet_env(pod, {("hf", "token"): TOKEN}) | {"HF_HOME": str(tmp_path / "hf"),
                                                           "CTXFIT_CACHE": str(tmp_path / "c")}
     code, message = run_resolver(env)
@@ -360,34 +345,34 @@ def test_the_resolver_pod_is_deleted_with_its_uid_as_precondition(hub: HubStandI
         "terminated": {"exitCode": code, "message": message}}}]}
     view = res.view(("team-a", "llama"), body)
     assert view is not None and view.source is not None
-    assert kube.rest.deleted == [name] and kube.rest.preconditions == [pod["metadata"]["uid"]]
+    assert deleted(kube) == [name] and preconditions(kube) == [pod["metadata"]["uid"]]
     res.close()
 
 
 def test_a_timed_out_resolver_pod_replaced_by_a_foreign_one_is_not_deleted(hub: HubStandIn) -> None:
-    kube = FakeKube()
+    kube = pods_kube()
     clock = Clock()
-    res = Resolutions(kube, SETTINGS, lambda key: None, clock=clock)  # type: ignore[arg-type]
+    res = Resolutions(kube, SETTINGS, lambda key: None, clock=clock)
     body = spec("meta-llama/Llama-3.2-3B", tokenSecretRef={"name": "hf", "key": "token"})
     wanted = need(InferenceServerSpec.model_validate(body), "team-a")
     res.request(("team-a", "llama"), ResolutionRequest(wanted),
                 {"metadata": {"namespace": "team-a", "name": "llama", "uid": "uid-llama"}})
-    (namespace, name), ours = next(iter(kube.rest.pods.items()))
+    (namespace, name), ours = next(iter(pods(kube).items()))
     clock.now += timedelta(seconds=SETTINGS.resolve_timeout_seconds + 61)
     res.view(("team-a", "llama"), body)  # ours is Pending: the run timed out, the pod is deleted (guarded)
-    wait_for(lambda: kube.rest.deleted == [name])
-    assert kube.rest.preconditions == [ours["metadata"]["uid"]]
+    wait_for(lambda: deleted(kube) == [name])
+    assert preconditions(kube) == [ours["metadata"]["uid"]]
     res.request(("team-a", "llama"), ResolutionRequest(wanted),  # not due yet (backoff): nothing is created
                 {"metadata": {"namespace": "team-a", "name": "llama", "uid": "uid-llama"}})
     foreign = json.loads(json.dumps(ours))
     foreign["metadata"]["ownerReferences"][0]["uid"] = "an-earlier-llama"
-    kube.rest.add(namespace, foreign)
+    add(kube, namespace, foreign)
     clock.now += timedelta(seconds=6)
     res.request(("team-a", "llama"), ResolutionRequest(wanted),
                 {"metadata": {"namespace": "team-a", "name": "llama", "uid": "uid-llama"}})
     view = res.view(("team-a", "llama"), body)
     assert view is not None and view.error == "ForeignObject"
-    assert kube.rest.deleted == [name] and (namespace, name) in kube.rest.pods
+    assert deleted(kube) == [name] and (namespace, name) in pods(kube)
     res.close()
 
 
@@ -435,14 +420,14 @@ def test_resolver_pods_can_be_pinned_to_a_pool() -> None:
 
 
 def test_no_resolver_image_is_a_clear_failure_not_a_stuck_pod() -> None:
-    kube = FakeKube()
-    res = Resolutions(kube, Settings(metrics_port=0, health_port=0), lambda key: None)  # type: ignore[arg-type]
+    kube = pods_kube()
+    res = Resolutions(kube, Settings(metrics_port=0, health_port=0), lambda key: None)
     body = spec("acme/x", tokenSecretRef={"name": "hf"})
     wanted = need(InferenceServerSpec.model_validate(body), "ns")
     res.request(("ns", "x"), ResolutionRequest(wanted), {"metadata": {"namespace": "ns", "name": "x", "uid": "u"}})
     view = res.view(("ns", "x"), body)
     assert view is not None and view.error == "ResolverNotConfigured" and "CTXFIT_RESOLVER_IMAGE" in view.detail
-    assert not kube.rest.pods
+    assert not pods(kube)
     res.close()
 
 

@@ -8,14 +8,18 @@ from __future__ import annotations
 import json
 import threading
 import time
-from types import SimpleNamespace
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from ctxfit.controller.kube.claims import ClaimsApi
 from ctxfit.controller.kube.guarded import Foreign
 from ctxfit.controller.kube.rest import DEPLOYMENTS, JSON_PATCH, SERVICES, Rest
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+
+from tests.unit.controller.fakekube import FakeKube
+from tests.unit.controller.kube.fakeapi import FakeApiServer, Request, Response, parse_path, rest_over
 
 
 class FakeResponse:
@@ -41,10 +45,11 @@ class FakePool:
 
 def rest_with(answer: FakeResponse, token: str | None = "sekret") -> tuple[Rest, FakePool]:
     pool = FakePool(answer)
-    auth = {"BearerToken": {"in": "header", "key": "authorization", "value": f"Bearer {token}"}} if token else {}
-    configuration = SimpleNamespace(host="https://api:6443/", auth_settings=lambda: auth)
-    api_client = SimpleNamespace(configuration=configuration, rest_client=SimpleNamespace(pool_manager=pool))
-    return Rest(api_client), pool  # type: ignore[arg-type]
+    configuration = client.Configuration(host="https://api:6443/")
+    if token:  # the kubeconfig's bearer token, as config.load_kube_config sets it
+        configuration.api_key = {"authorization": token}
+        configuration.api_key_prefix = {"authorization": "Bearer"}
+    return rest_over(pool, configuration), pool
 
 
 def test_a_request_carries_json_the_token_and_releases_its_connection() -> None:
@@ -78,45 +83,42 @@ def test_errors_are_the_clients_api_exception_with_the_servers_message() -> None
     rest, _ = rest_with(FakeResponse(422, status, "Unprocessable Entity"))
     with pytest.raises(ApiException) as caught:
         rest.call("POST", DEPLOYMENTS, "ns", body={})
-    assert caught.value.status == 422 and json.loads(caught.value.body)["message"] == status["message"]
+    assert caught.value.status == 422 and json.loads(caught.value.body or "{}")["message"] == status["message"]
     missing, _ = rest_with(FakeResponse(404, {"kind": "Status", "code": 404}, "Not Found"), token=None)
     assert missing.read(SERVICES, "ns", "x") is None
 
 
-class FakeRest:
-    """The PVC and StorageClass endpoints, counting calls."""
+class SlowClasses(FakeApiServer):
+    """The API server, slow to list StorageClasses (a burst of readers overlaps the first list)."""
 
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-        self.claims: dict[str, dict[str, Any]] = {}
-        self.lock = threading.Lock()
-
-    def call_json(self, method: str, resource: Any, *args: Any, **_: Any) -> dict[str, Any]:
-        assert (method, resource.plural, args) == ("GET", "storageclasses", ())
-        time.sleep(0.05)
-        with self.lock:
-            self.calls.append("list-classes")
-        return {"items": [{"metadata": {"name": "standard", "annotations": {
-            "storageclass.kubernetes.io/is-default-class": "true"}}, "allowVolumeExpansion": False}]}
-
-    def read(self, resource: Any, namespace: str, name: str) -> dict[str, Any] | None:
-        self.calls.append("get-claim")
-        return self.claims.get(name)
-
-    def call(self, method: str, resource: Any, namespace: str, name: str | None = None, *, body: Any = None,
-             **_: Any) -> bytes:
-        assert resource.plural == "persistentvolumeclaims"
-        self.calls.append(f"{method} {name or resource.plural}")
-        if method == "POST":
-            if body["metadata"]["name"] in self.claims:
-                raise ApiException(status=409, reason="AlreadyExists")
-            self.claims[body["metadata"]["name"]] = body
-        return b"{}"
+    def request(self, method: str, url: str, body: Any = None, headers: dict[str, str] | None = None,
+                **kwargs: Any) -> Response:
+        if method == "GET" and parse_path(urlsplit(url).path)[0][1] == "storageclasses":
+            time.sleep(0.05)
+        return super().request(method, url, body, headers, **kwargs)
 
 
-def claims_api() -> tuple[ClaimsApi, FakeRest]:
-    fake = FakeRest()
-    return ClaimsApi(SimpleNamespace(rest=fake)), fake  # type: ignore[arg-type]
+STANDARD = {"metadata": {"name": "standard", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+            "allowVolumeExpansion": False}
+CLAIMS = ("", "persistentvolumeclaims", "ns")
+
+
+def calls(fake: FakeApiServer) -> list[str]:
+    """The requests served, as ``list-classes``, ``get-claim`` or ``<METHOD> <name, or the plural on POST>``."""
+    def said(r: Request) -> str:
+        if r.key[1] == "storageclasses":
+            return "list-classes"
+        if r.method == "GET":
+            return "get-claim"
+        return f"{r.method} {r.key[1] if r.method == 'POST' else r.key[3]}"
+    return [said(r) for r in fake.log]
+
+
+def claims_api() -> tuple[ClaimsApi, FakeApiServer]:
+    """``ClaimsApi`` over the shared ``FakeKube`` and the API server it calls (one default StorageClass)."""
+    fake = SlowClasses()
+    fake.put("storage.k8s.io", "storageclasses", "", STANDARD)
+    return ClaimsApi(FakeKube(None, api=fake)), fake
 
 
 def test_a_burst_shares_one_storage_class_list() -> None:
@@ -127,7 +129,7 @@ def test_a_burst_shares_one_storage_class_list() -> None:
         t.start()
     for t in threads:
         t.join()
-    assert fake.calls == ["list-classes"]
+    assert calls(fake) == ["list-classes"]
     assert {v.default_class for v in views} == {"standard"}
 
 
@@ -143,7 +145,7 @@ def test_a_created_claim_is_remembered_for_the_passes_before_the_status_records_
     api.apply_claim(claim(), exists=False)
     seen = api.created("ns", "s-weights")
     assert seen is not None and seen.request_bytes == 20 << 30
-    assert fake.calls == ["POST persistentvolumeclaims"]
+    assert calls(fake) == ["POST persistentvolumeclaims"]
 
 
 OWNER = {"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer", "name": "s", "uid": "uid-s",
@@ -154,13 +156,13 @@ def test_a_claim_found_existing_is_not_remembered() -> None:
     """A 409 means a claim of that name exists (its size may differ): when it is the server's, the next pass
     reads it; when it is not, nothing is written to it (``guarded.Foreign``)."""
     api, fake = claims_api()
-    fake.claims["s-weights"] = claim(size="1Gi", owners=[OWNER])
+    fake.put(*CLAIMS, claim(size="1Gi", owners=[OWNER]))
     api.apply_claim(claim(owners=[OWNER]), exists=False)
     assert api.created("ns", "s-weights") is None
-    fake.claims["s-weights"] = claim(size="1Gi")
+    fake.put(*CLAIMS, claim(size="1Gi"))
     with pytest.raises(Foreign):
         api.apply_claim(claim(owners=[OWNER]), exists=False)
-    assert fake.calls == ["POST persistentvolumeclaims", "get-claim"] * 2
+    assert calls(fake) == ["POST persistentvolumeclaims", "get-claim"] * 2
 
 
 def test_a_new_servers_passes_create_its_claim_once() -> None:
@@ -170,7 +172,7 @@ def test_a_new_servers_passes_create_its_claim_once() -> None:
     from ctxfit.controller.reconcile import reconcile
 
     from tests.unit.controller.builders import RTX
-    from tests.unit.controller.fakekube import FakeKube, runtime, server
+    from tests.unit.controller.fakekube import runtime, server
 
     kube = FakeKube(server())
     rt = runtime(kube)
@@ -181,7 +183,7 @@ def test_a_new_servers_passes_create_its_claim_once() -> None:
     assert first.applied is not None and first.stored is None
     second = reconcile(rt, "ns", "kimi-k25", (RTX,), (), deployment=first.applied, service_port=None)
     assert second.stored is not None
-    assert [c for c in fake.calls if c.startswith("POST")] == ["POST persistentvolumeclaims"]
+    assert [c for c in calls(fake) if c.startswith("POST")] == ["POST persistentvolumeclaims"]
     assert kube.calls == ["apply:Deployment", "status", "event:Planned", "apply:Service"]
 
 
@@ -192,16 +194,16 @@ def test_a_watched_claim_is_not_read_again() -> None:
     from ctxfit.controller.views.cache import ClaimView
 
     from tests.unit.controller.builders import RTX
-    from tests.unit.controller.fakekube import FakeClaims, FakeKube, runtime, server
+    from tests.unit.controller.fakekube import FakeClaims, runtime, server
 
     first_kube = FakeKube(server())
     rt = runtime(first_kube)
-    rt.claims = FakeClaims(first_kube)  # type: ignore[assignment]
+    rt.claims = FakeClaims(first_kube)
     first = reconcile(rt, "ns", "kimi-k25", (RTX,), ())
     assert first.stored is not None and "apply:PersistentVolumeClaim:kimi-k25-weights" in first_kube.calls
     kube = FakeKube(first.stored)
-    rt.kube = kube  # type: ignore[assignment]
-    rt.claims = FakeClaims(kube)  # type: ignore[assignment]
+    rt.kube = kube
+    rt.claims = FakeClaims(kube)
     size = 1 << 50  # larger than any rendering: nothing to expand
     seen = ClaimView("kimi-k25-weights", size, "Bound", "standard", size)
     reconcile(rt, "ns", "kimi-k25", (RTX,), (), claim_seen={"kimi-k25-weights": seen}.get)
