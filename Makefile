@@ -66,7 +66,7 @@ fmt:
 	ruff check --fix operator tests bench hack
 
 typecheck:
-	mypy operator/ctxfit
+	mypy operator/ctxfit tests/unit/controller/fakekube.py tests/unit/controller/kube/fakeapi.py
 
 test-unit:
 	$(PYTEST) tests/unit -q -m "not tools"
