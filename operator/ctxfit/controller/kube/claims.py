@@ -18,8 +18,8 @@ from ctxfit.render.labels import OWNER_UID_ANNOTATION
 
 from ..views.cache import ClaimView, StorageView, claim_view, storage_view
 from ..views.ownership import holder_of, server_uid_of
-from .guarded import check, delete_owned, patch_owned
-from .objects import pointer
+from .guarded import check, patch_owned
+from .objects import delete_if_owned, pointer
 from .protocol import KubeClient
 from .rest import CLAIMS, JSON_PATCH, STORAGE_CLASSES
 
@@ -129,11 +129,7 @@ class ClaimsApi:
     def delete_claim(self, namespace: str, name: str, owner: str) -> None:
         """Delete the server's replaced claim (Kubernetes keeps it until no pod uses it), with its uid as a
         precondition; absent is fine. Raises ``guarded.Foreign`` when it is not the server's (uid ``owner``)."""
-        def send(uid: str) -> None:
-            body = {"preconditions": {"uid": uid}} if uid else None
-            self.rest.call("DELETE", CLAIMS, namespace, name, body=body)
-
-        delete_owned("PersistentVolumeClaim", name, owner, lambda: self.rest.read(CLAIMS, namespace, name), send)
+        delete_if_owned(self.rest, CLAIMS, namespace, name, owner)
 
 
 def claim_ops(claim: dict[str, Any], live: dict[str, Any]) -> list[dict[str, Any]]:

@@ -44,7 +44,8 @@ from ctxfit.vocab.modelsource import ModelSource, unpack
 from ..converge.resolution import adapter_needs, draft_need, need
 from ..converge.types import Need, ResolutionRequest, ResolutionView
 from ..settings import Settings
-from .guarded import Foreign, check, delete_owned
+from .guarded import Foreign, check
+from .objects import delete_if_owned
 from .protocol import KubeClient
 from .resolver_pod import RESOLVER_CONTAINER, resolver_pod
 from .rest import PODS, Conflict
@@ -368,17 +369,12 @@ class Resolutions:
                 entry.note = note
 
     def _delete_pod(self, pod: tuple[str, str, str, str]) -> None:
-        """Delete the resolver pod the guarded way (``guarded.delete_owned``: read, check it is the server's by uid,
-        DELETE with the pod's uid as a precondition); a pod that is not the server's is left alone."""
+        """Delete the resolver pod the guarded way (``objects.delete_if_owned``: read, check it is the server's by
+        uid, DELETE with the pod's uid as a precondition); a pod that is not the server's is left alone."""
         assert self.kube is not None
         namespace, name, uid, _ = pod
-        rest = self.kube.rest
-
-        def send(pod_uid: str) -> None:
-            rest.call("DELETE", PODS, namespace, name, body={"preconditions": {"uid": pod_uid}} if pod_uid else None)
-
         try:
-            delete_owned("Pod", name, uid, lambda: rest.read(PODS, namespace, name), send)
+            delete_if_owned(self.kube.rest, PODS, namespace, name, uid)
         except (Foreign, Conflict) as exc:
             logger.warning("resolver pod %s/%s not deleted: %s", namespace, name, exc)
         except ApiException as exc:
