@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import cache
 
 from ctxfit.api import EngineKind, InferenceServerSpec
 from ctxfit.vocab.inputs import DEFAULT_ENGINE_VERSION
@@ -122,8 +123,10 @@ def _parse(text: str | None) -> Version | None:
     return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
 
 
+@cache
 def modelled_range(kind: EngineKind) -> ModelledRange:
-    """The releases the engine package models (its flag table's ``versions_read``; vLLM from the V0 line)."""
+    """The releases the engine package models (its flag table's ``versions_read``; vLLM from the V0 line).
+    Cached: the tables are constants and every pass asks (``EngineVersionModelled``)."""
     if kind is EngineKind.VLLM:
         from .vllm.flags import TABLE
     else:
