@@ -1,4 +1,4 @@
-"""Code and its docstrings cite no issue of this project ("issue 28", "(issue 9, item 4)"): the number means
+"""Code, tests and their docstrings cite no issue of this project ("issue 28", "(issue 9, item 4)"): the number means
 nothing to a newcomer. State the reason, or cite docs/design/*.md. An upstream project's issue is a source
 and stays, named by its project right before it on the same line ("vLLM issue 1284", "SGLang issues 4205
 and 6033"); a continuation line repeats the project's name.
@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-SCANNED = REPO / "operator"
+SELF = Path(__file__).resolve()
+REPO = SELF.parents[2]
+SCANNED = (REPO / "operator", REPO / "tests")
 SUFFIXES = {".py", ".yaml", ".yml"}
 ISSUE = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)
 UPSTREAM = re.compile(r"\b(?:vllm|sglang|flashinfer|xet-core)\b", re.IGNORECASE)
-"""The upstream projects whose issues operator/ cites."""
+"""The upstream projects whose issues operator/ and tests/ cite."""
 WINDOW = 40
 """How many characters before "issue" may hold the project's name ("vLLM's Ray executor, issues 1160")."""
 
@@ -31,12 +32,20 @@ def own_issue_references(text: str) -> list[tuple[int, str]]:
     return found
 
 
-def test_operator_cites_no_issue_of_this_project() -> None:
+def _files() -> list[Path]:
+    return [
+        path
+        for top in SCANNED
+        for path in sorted(top.rglob("*"))
+        if path.is_file() and path.suffix in SUFFIXES and "__pycache__" not in path.parts and path != SELF
+    ]
+
+
+def test_no_issue_of_this_project_is_cited() -> None:
     bad = [
         f"{path.relative_to(REPO)}:{number}: {reference!r}"
-        for path in sorted(SCANNED.rglob("*"))
-        if path.is_file() and path.suffix in SUFFIXES and "__pycache__" not in path.parts
-        for number, reference in own_issue_references(path.read_text(encoding="utf-8"))
+        for path in _files()
+        for number, reference in own_issue_references(path.read_text(encoding="utf-8", errors="replace"))
     ]
     assert not bad, (
         "state the reason (or cite docs/design/*.md) instead of this project's issue; an upstream issue is "
