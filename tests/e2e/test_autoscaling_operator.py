@@ -1,4 +1,4 @@
-"""Autoscaling (issue 15) end to end: the ctxfit operator, the real KEDA operator and a real Prometheus on the
+"""Autoscaling end to end: the ctxfit operator, the real KEDA operator and a real Prometheus on the
 local control plane (kwok GPU nodes run the engine pods; hack/README.md "Autoscaling add-ons").
 
 - a server with ``spec.autoscaling`` gets a ScaledObject that KEDA accepts: its HPA ``keda-hpa-<name>`` exists

@@ -1,4 +1,4 @@
-"""Issue 28, item 2, on the real local control plane: every refusal of every child kind (claims included) gets
+"""On the real local control plane: every refusal of every child kind (claims included) gets
 the same backoff and one Event per distinct cause, and status says what is true (docs/design/refusals.md).
 
 Reproduction of the issue's storm: a claim grown on a StorageClass that cannot expand (the harness's ``standard``

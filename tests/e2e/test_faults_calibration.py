@@ -1,4 +1,4 @@
-"""Issue 28, item 3, on the real local control plane: the calibration ConfigMap is shared input, never trusted
+"""On the real local control plane: the calibration ConfigMap is shared input, never trusted
 (docs/design/calibration-trust.md).
 
 - A tenant (the impersonated ``ctxfit-edit`` user, bound in its own namespace only) runs servers whose engines print

@@ -1,4 +1,4 @@
-"""Issue 28, item 5, on the real local control plane: hand edits of every field ctxfit renders (and of every
+"""On the real local control plane: hand edits of every field ctxfit renders (and of every
 privilege or node choice added by hand) are reverted, claim retention follows the spec at every change, and a
 ScaledObject deleted or paused by hand is seen at once (the resync is 5 minutes here: only a watch can see it).
 """

@@ -1,4 +1,4 @@
-"""Issue 28, item 7 (last part), on the real local control plane: engine args that silently replace the planned KV
+"""On the real local control plane: engine args that silently replace the planned KV
 budget (vLLM ``--num-gpu-blocks-override`` in any spelling argparse accepts, ``--kv-cache-memory-bytes``, ``--config
 FILE``; SGLang ``--max-total-tokens``, ``--config``) are refused with a clear verdict: ``BudgetFits=False`` naming the
 flag and the spec field to use, one Warning Event, nothing started. The flag tables are engines/*/flags.py (read

@@ -1,4 +1,4 @@
-"""Issue 10, classes 1, 4, 5 and 8 on the real local control plane (reproductions from
+"""Object faults on the real local control plane (reproductions from
 tests/fixtures/operator-faults.md sections 1 and 6, the whitespace image of section 2, and variants).
 
 1. Valid for the CRD, invalid for Kubernetes: refused at admission now (the API server's own message);
@@ -63,7 +63,7 @@ REFUSED_AT_ADMISSION = {
     "gpu-product": (variant("spec.gpu.product", "NVIDIA H100 (80GB)"), "spec.gpu.product"),
     "annotation-huge": (variant("spec.pod", {"annotations": {"a": "x" * 300000}}), "spec.pod.annotations.a"),
     "memory-huge": (variant("spec.resources", {"memory": "1e30"}), "resources.memory"),
-    # issue 28, item 7: what the API server would refuse in the pod, refused at kubectl apply
+    # what the API server would refuse in the pod, refused at kubectl apply
     "subpath-backsteps": (variant("spec.model.cache", {"persistentVolumeClaim": {"claimName": "shared",
                                                                                    "subPath": "../../etc"}}),
                           "subPath"),

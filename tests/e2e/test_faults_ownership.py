@@ -1,4 +1,4 @@
-"""Issue 28, item 1, on the real local control plane: a user who may create InferenceServers (the impersonated
+"""On the real local control plane: a user who may create InferenceServers (the impersonated
 ``ctxfit-edit`` user, through ``edit``) names one after an object that already exists. The operator writes none of
 it: ``ObjectsAccepted=False`` (reason ``ForeignObject``) names the object, one Warning Event, the object keeps its
 resourceVersion, and nothing of the server claims to serve through it (docs/design/ownership.md).

@@ -1,11 +1,11 @@
-"""Issue 10, class 7 (who may do what) on the real local control plane, with impersonated users
+"""Who may do what, on the real local control plane, with impersonated users
 (the harness admin's kubeconfig + ``kubectl --as``), as in tests/fixtures/operator-faults.md section 8.
 
 - The chart's ``ctxfit-edit``/``ctxfit-view`` ClusterRoles aggregate into ``edit``/``admin``/``view``: whoever
   may create pods in a namespace may create InferenceServers there, a viewer may only read them.
 - Operator policy (``CTXFIT_ALLOWED_IMAGE_PREFIXES``, ``CTXFIT_ALLOW_WILDCARD_TOLERATIONS=false``,
   ``CTXFIT_ALLOW_SECRET_ENV=false``, and by default a hostPath on a system directory and isolation-changing pod
-  annotations: issue 28) refuses what a user with only InferenceServer rights asks beyond it:
+  annotations) refuses what a user with only InferenceServer rights asks beyond it:
   the server is Failed with ``Admitted=False`` and a Warning Event, and no Deployment exists.
 """
 
@@ -68,7 +68,7 @@ SECTION_8 = {
     "secret": (variant("spec.engine.env", [{"name": "LOOT", "valueFrom": {"secretKeyRef": {
         "name": "db-pass", "key": "password"}}}]), "Secret references are not allowed"),
     "toleration": (variant("spec.pod", {"tolerations": [{"operator": "Exists"}]}), "without a key"),
-    # issue 28, item 4: the other ways a spec brings a Secret, a host path or a privilege into the pod
+    # the other ways a spec brings a Secret, a host path or a privilege into the pod
     "token-secret": (variant("spec.model.tokenSecretRef", {"name": "db-pass", "key": "password"}),
                      "model.tokenSecretRef: Secret references are not allowed"),
     "host-path-root": (variant("spec.model.cache", {"hostPath": {"path": "/"}}), "system directory"),

@@ -1,4 +1,4 @@
-"""Issue 10, "done when": every spec the CRD accepts either renders objects the API server accepts or ends
+"""Every spec the CRD accepts either renders objects the API server accepts or ends
 in a condition - never a silent retry loop.
 
 Hypothesis draws specs around the edges of what Kubernetes validates (names, label and annotation keys

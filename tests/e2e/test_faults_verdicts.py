@@ -1,4 +1,4 @@
-"""Issue 28, item 7, on the real local control plane: a verdict where one is due. A pipeline of more stages than the
+"""On the real local control plane: a verdict where one is due. A pipeline of more stages than the
 model has layers (64 on Llama-3.1-8B's 32) used to wait in Planning for 64 nodes; it is the planner's DoesNotFit
 verdict at once, and nothing is created (the same pass over the in-memory API server:
 tests/unit/controller/test_verdicts_due.py, which also covers ``nodes: 2`` without LeaderWorkerSets)."""

@@ -1,4 +1,4 @@
-"""Issue 24 on the real local control plane: servers with LoRA adapters, an EAGLE head, a draft model and MTP plan,
+"""On the real local control plane: servers with LoRA adapters, an EAGLE head, a draft model and MTP plan,
 render and start; a LoRA-buffer failure and a draft-pool failure step down the knob they add.
 
 The engine is kwok's simulated one (hack/README.md): the failure's text is the engines' own (frames and lines read in

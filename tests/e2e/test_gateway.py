@@ -1,4 +1,4 @@
-"""The inference gateway (issue 26) end to end: the ctxfit operator with ``CTXFIT_GATEWAY_ENABLED`` on the local
+"""The inference gateway end to end: the ctxfit operator with ``CTXFIT_GATEWAY_ENABLED`` on the local
 control plane, the real Gateway API and InferencePool CRDs (hack/gateway-bins.sh), GIE's lightweight endpoint
 picker reading the pools the operator writes, kwok GPU nodes running the engine pods.
 

@@ -1,4 +1,4 @@
-"""Acceptance of the local control plane (issue 4): real apiserver/etcd/controller-manager/scheduler,
+"""Acceptance of the local control plane: real apiserver/etcd/controller-manager/scheduler,
 kwok GPU nodes and the simulated-engine contract of hack/README.md."""
 
 from __future__ import annotations

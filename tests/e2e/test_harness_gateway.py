@@ -1,4 +1,4 @@
-"""The gateway add-on of the harness (issue 26): the Gateway API and InferencePool CRDs (fetched pinned by
+"""The gateway add-on of the harness: the Gateway API and InferencePool CRDs (fetched pinned by
 hack/gateway-bins.sh) install and serve, and GIE's lightweight endpoint picker (built from the same module)
 reads a rendered InferencePool and admits exactly the pods it should: Ready, selected by the pool label.
 No ctxfit operator here: a rendered pool and hand-made pods with the labels ctxfit renders (kwok runs them)."""

@@ -1,4 +1,4 @@
-"""The autoscaling add-ons of the harness (issue 15): a real Prometheus scraping fake engine metrics, and
+"""The autoscaling add-ons of the harness: a real Prometheus scraping fake engine metrics, and
 the real KEDA operator (built from the Go module proxy by hack/keda-bins.sh) accepting a ScaledObject
 whose prometheus trigger queries that Prometheus. No ctxfit operator here: a hand-written ScaledObject
 targets a plain Deployment (kwok runs its pods)."""

@@ -1,4 +1,4 @@
-"""Model resolution in the operator (issue 23) against the real local control plane and the local Hub stand-in.
+"""Model resolution in the operator against the real local control plane and the local Hub stand-in.
 
 What is real: the kube-apiserver, scheduler and controller-manager (the claim really binds to a hostPath volume),
 the operator process, the real huggingface_hub client in it talking to the Hub stand-in (tests/hubfixtures) through
@@ -87,7 +87,7 @@ def test_hub_down_at_create_is_waiting_then_ready_once_it_returns(
 
 def test_a_draft_in_no_catalog_is_resolved_from_the_hub_and_served(
         api: ServerClient, resolving_op: OperatorProcess, hub: HubStandIn) -> None:
-    """Issue 24: a catalog target with a draft model in no catalog: the operator reads the draft's config.json and
+    """A catalog target with a draft model in no catalog: the operator reads the draft's config.json and
     safetensors headers from the Hub (once), budgets its weights and KV, records status.model.draft, and renders it."""
     draft = "Qwen/Qwen3-0.6B"
     obj = server("llama-draft", "Qwen/Qwen3-8B")
@@ -108,7 +108,7 @@ def test_a_draft_in_no_catalog_is_resolved_from_the_hub_and_served(
 
 def test_a_hub_adapter_without_a_rank_is_sized_from_its_adapter_config(
         api: ServerClient, resolving_op: OperatorProcess, hub: HubStandIn) -> None:
-    """Issue 24: a LoRA adapter given by its Hub repo only: the operator reads its adapter_config.json (not its
+    """A LoRA adapter given by its Hub repo only: the operator reads its adapter_config.json (not its
     weights) from the Hub, renders --max-lora-rank from its r, and records it in status.model.adapters."""
     config = {"peft_type": "LORA", "r": 32, "lora_alpha": 64, "base_model_name_or_path": "Qwen/Qwen3-8B",
               "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"], "task_type": "CAUSAL_LM"}

@@ -1,4 +1,4 @@
-"""The resolver pod really runs (issue 23): on the harness's real node (a kubelet with containerd, the operator
+"""The resolver pod really runs: on the harness's real node (a kubelet with containerd, the operator
 image imported; tests/e2e/realnode_kit.py), pinned there by ``CTXFIT_RESOLVER_NODE_SELECTOR``.
 
 A gated repo with ``tokenSecretRef``: the operator (a host process) creates the resolver pod; the real kubelet

@@ -1,4 +1,4 @@
-"""Multi-node InferenceServers (issue 13) against the local control plane and the real LWS controller.
+"""Multi-node InferenceServers against the local control plane and the real LWS controller.
 
 The LeaderWorkerSet controller (sigs.k8s.io/lws, built by hack/lws-bins.sh) is started once per session
 by ``hack/addons_lws.py`` with its webhooks on 127.0.0.1; kwok runs the leader and worker pods like any

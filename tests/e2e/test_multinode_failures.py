@@ -1,4 +1,4 @@
-"""Multi-node failures against the real LWS controller (issue 13): a failure only a worker shows steps the
+"""Multi-node failures against the real LWS controller: a failure only a worker shows steps the
 whole group down once; a group recreated again and again without a failure ends Failed within its budget.
 
 The LWS controller recreates a group (``RecreateGroupOnPodRestart``) when any of its containers restarts or any

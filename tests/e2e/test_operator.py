@@ -1,4 +1,4 @@
-"""Operator acceptance (issue 5) against the real local control plane: scenarios 1-7.
+"""Operator acceptance against the real local control plane: scenarios 1-7.
 
 Each test gets its own namespace and runs the operator for real (``python -m ctxfit.controller`` as a
 subprocess watching only that namespace, ``tests/e2e/test_operator_restart.py`` kills it mid-way).

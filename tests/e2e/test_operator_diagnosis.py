@@ -1,4 +1,4 @@
-"""Issue 9 kinds against the real local control plane, with the operator running (kwok's simulated engine).
+"""Failure kinds against the real local control plane, with the operator running (kwok's simulated engine).
 
 - MambaCacheTooSmall: the engine refuses max-num-seqs above its Mamba blocks; the operator lowers it to the
   block count, keeps the context, and the next attempt is Ready.

@@ -1,5 +1,5 @@
-"""Readiness follows the pods, waiting is not failing, drift is reverted, pods are attributed by ownership
-(issue 10 classes 2, 3, 6; issue 9 item 9), on the local control plane (tests/fixtures/operator-faults.md
+"""Readiness follows the pods, waiting is not failing, drift is reverted, pods are attributed by ownership,
+on the local control plane (tests/fixtures/operator-faults.md
 sections 2, 3, 4, 5, 7).
 
 Every test runs on its own A100 nodes (a product not in the default pool), added for the test and deleted
@@ -138,7 +138,7 @@ def test_whitespace_image_replica_failure_is_surfaced(api: ServerClient, op: Ope
     nodes(1)
     created = api.kubectl_apply(base(engine={"kind": "vllm", "version": "0.11.0",
                                              "image": " vllm/vllm-openai:v0.11.0 "}))
-    if created.returncode != 0:  # rejected at admission is also an answer to the user (issue 10 class 1)
+    if created.returncode != 0:  # rejected at admission is also an answer to the user
         assert "image" in created.stderr, created.stderr
         return
     server = api.wait_phase("llama", "Failed")

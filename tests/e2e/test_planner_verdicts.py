@@ -1,4 +1,4 @@
-"""Issue 9 planner side on the real control plane: a node whose driver is too old for the engine image is
+"""Planner verdicts on the real control plane: a node whose driver is too old for the engine image is
 not chosen (GFD ``nvidia.com/cuda.runtime-version``), and a layout the model cannot be split by is a
 DoesNotFit verdict before anything starts."""
 

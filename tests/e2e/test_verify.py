@@ -1,4 +1,4 @@
-"""Predict, then verify (issue 12) on the local control plane.
+"""Predict, then verify on the local control plane.
 
 The simulated engine's pods serve real-format start-up logs (hack/sim_startup.py) with a capacity the
 test chooses: ``StartupLogServer`` gives every new engine pod its own kwok ``Logs`` while the pod's

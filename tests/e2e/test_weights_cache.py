@@ -1,4 +1,4 @@
-"""Weights cache (issue 11) against the real local control plane.
+"""Weights cache against the real local control plane.
 
 The harness's default StorageClass uses kube-controller-manager's hostPath provisioner, so claims really
 bind (hack/cluster_storage.py); kwok's simulated download (hack/kwok/download-stages.yaml) plays the

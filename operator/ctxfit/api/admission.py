@@ -1,5 +1,5 @@
 """CEL rules that make the API server refuse, at admission, what it would refuse later on the rendered
-objects or what the operator would have to second-guess (issue 10, classes 1 and 4).
+objects or what the operator would have to second-guess.
 
 - root: ``metadata.name`` must be a DNS-1035 label of <= 63 characters, because the Service is named
   like the server (core ``ValidateServiceName``; CRD validation rules at the root may read

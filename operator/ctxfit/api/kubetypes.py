@@ -1,9 +1,9 @@
 """Typed copies of the Kubernetes fields an InferenceServer passes through: env ``valueFrom``, tolerations.
 
-Free-form dicts let the CRD accept what the API server then refuses on the Deployment (issue 10, class
-1). These models carry the same rules as core validation (``validateEnvVarValueFrom``,
-``ValidateTolerations`` in kubernetes ``pkg/apis/core/validation/validation.go``), as pydantic
-constraints for the CLI and the operator, and as CEL (``KUBE_CEL_RULES``) for the CRD.
+Free-form dicts let the CRD accept what the API server then refuses on the Deployment. These models carry
+the same rules as core validation (``validateEnvVarValueFrom``, ``ValidateTolerations`` in kubernetes
+``pkg/apis/core/validation/validation.go``), as pydantic constraints for the CLI and the operator, and as CEL
+(``KUBE_CEL_RULES``) for the CRD.
 """
 
 from __future__ import annotations

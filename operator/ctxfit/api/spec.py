@@ -1,6 +1,6 @@
 """The InferenceServer API (``ctxfit.io/v1alpha1``): the one source of the CRD schema.
 
-Field names are the wire names of issue 2 (camelCase). Cross-field rules (tensor x pipeline x data ==
+Field names are the wire names (camelCase). Cross-field rules (tensor x pipeline x data ==
 gpu.count x nodes, minimum <= target, ...) raise ``ValueError`` whose message starts with the field path, so
 the CLI and the operator can print one line that names the field and the rule.
 """

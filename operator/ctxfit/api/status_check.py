@@ -1,4 +1,4 @@
-"""Stored status is input, not truth: validate it on read with the spec's bounds (issue 10, class 5).
+"""Stored status is input, not truth: validate it on read with the spec's bounds.
 
 Anyone allowed to update ``inferenceservers/status`` (or an older/newer ctxfit) can store a status this
 version cannot use: an unparsable quantity, a context of -5, a timestamp that is not RFC 3339, a GPU

@@ -63,7 +63,7 @@ MAX_ENV_VALUE = 32768
 MAX_ENV_BYTES = 65536
 """One ``engine.env`` value at most 32 KiB (the CRD), all of them at most 64 KiB (validated by the operator): a
 spec is kept in the operator's memory per server (its body, the rendered Deployment, the drift view), so its
-size is bounded in bytes, not only in entries (issue 28: twenty servers with 1.2 MB env values held 354 MiB)."""
+size is bounded in bytes, not only in entries (twenty servers with 1.2 MB env values held 354 MiB)."""
 MAX_LABELS = 64
 MAX_ANNOTATIONS = 64
 MAX_ANNOTATION_VALUE = 3072

@@ -14,7 +14,7 @@ Inputs, per engine (one KV pool; a pod with data parallelism ``d`` holds ``d`` o
 smaller than one more request of the served context ``R``: ``F = 1 - R / C = 1 - 1 / M``. Above ``F``, a
 new full-context request must wait in the queue (or, in vLLM, preempt a running one) even though the
 engine is not "full". When the pool holds at most one such request (``M <= 1``: a pool smaller than one
-full-context request, which issue 12 reports as ContextClamped), no usage level leaves room for one, so
+full-context request, reported as ContextClamped), no usage level leaves room for one, so
 ``F`` is taken as the whole pool (``F = 1``) and the queue trigger (threshold 1 with one engine per pod)
 does the work.
 

@@ -18,7 +18,7 @@ residual (it only ever moves toward what was observed), ``|correction| < CLIP_BY
 sample of any value moves the correction by at most ``CLIP_BYTES``
 (tests/unit/budget/test_calibrate_properties.py checks these with Hypothesis).
 
-The driver's reserve per GPU product (issue 25, item 7): a sample may carry the CUDA-visible total the start-up
+The driver's reserve per GPU product: a sample may carry the CUDA-visible total the start-up
 printed (vLLM "Free memory on device (F/T GiB)", V0 "total_gpu_memory") and the node's NVML total; their difference
 is the reserve of that product under that driver. ``CalibrationTable.driver_reserve`` is the median over every
 sample of the product (any engine, version or layout: the reserve is the driver's), and ``apply_learned_reserve``
@@ -26,7 +26,7 @@ sample of the product (any engine, version or layout: the reserve is the driver'
 is budgeted. Such a sample's KV residual is recorded against the prediction at the total the engine printed, so the
 reserve is not counted twice (``reserve_neutral_residual``).
 
-The table is shared input, never trusted (issue 28, docs/design/calibration-trust.md): ``from_wire`` validates every
+The table is shared input, never trusted (docs/design/calibration-trust.md): ``from_wire`` validates every
 entry and sample (whole finite numbers within ``MAX_BYTES``, bounded texts, an engine, minor version and GPU label as
 keys) and drops a bad one into ``CalibrationTable.problems`` instead of raising; at most ``MAX_ENTRIES`` keys are read
 or kept. The operator plans a namespace's servers with ``CalibrationTable.scoped``: its own start-ups when it has

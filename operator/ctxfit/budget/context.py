@@ -1,6 +1,6 @@
 """Context-length policy: the ladder of round sizes and the choice between target and fit.
 
-Ladder (issue 2): ``1024 x {1, 1.5} x 2^k`` = 1024, 1536, 2048, 3072, ..., 131072, 196608, 262144, ...
+Ladder: ``1024 x {1, 1.5} x 2^k`` = 1024, 1536, 2048, 3072, ..., 131072, 196608, 262144, ...
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class ContextChoice:
 
 
 def choose_context(*, target: int, fit: int, headroom: float, minimum: int, model_max: int | None) -> ContextChoice:
-    """Pick the context (issue 2 "Context policy").
+    """Pick the context.
 
     - If ``target`` (capped at ``model_max``) <= ``fit``: use it.
     - Else the largest ladder size <= ``fit x (1 - headroom)`` and <= ``model_max``.

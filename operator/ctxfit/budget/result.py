@@ -68,7 +68,7 @@ class Plan:
     capability_refusals: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """The ``ctxfit plan -o json`` document (stable keys; see issue 2)."""
+        """The ``ctxfit plan -o json`` document (stable keys)."""
         t = self.per_gpu
         return {
             "fits": self.fits,

@@ -14,7 +14,7 @@ are in ``<engine>/capability.py`` (``Engine.capability_problems``); ``budget.cap
   capabilities, read in every wheel 0.11.0 - 0.33.0: FLASHMLA_SPARSE 9.x/10.x (0.11 selects it whatever the GPU),
   FLASHINFER_MLA_SPARSE 10.x (0.18+), FLASH_ATTN_MLA_SPARSE 9.x (0.25+), FLASHINFER_MLA_SPARSE_SM90 (0.30+), and
   from 0.24.0 FLASHINFER_MLA_SPARSE_SM120 12.x; none for 8.x ("No valid attention backend found ...
-  FLASHMLA_SPARSE: [compute capability not supported]", vLLM issue 31480 on RTX PRO 6000, issue 40851 on A800).
+  FLASHMLA_SPARSE: [compute capability not supported]", vLLM issues 31480 on RTX PRO 6000, 40851 on A800).
 - SGLang below compute capability 7.5: "SGLang only supports sm75 and above." (``model_runner.py``, 0.4.3 -
   0.5.15 wheels).
 """

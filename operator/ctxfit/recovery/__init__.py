@@ -1,4 +1,4 @@
-"""Recovery: classify why an engine pod died, and choose the next configuration (issue 3).
+"""Recovery: classify why an engine pod died, and choose the next configuration.
 
 Pure: imports neither kopf nor the Kubernetes API client. The operator calls:
 

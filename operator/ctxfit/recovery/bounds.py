@@ -1,4 +1,4 @@
-"""History bounds the policy (issue 9, item 6): what every earlier failure rules out for later proposals.
+"""History bounds the policy: what every earlier failure rules out for later proposals.
 
 A failure of configuration X with kind K says X was wrong on K's knobs, each in one direction: a
 KVCacheTooSmall at context C and utilization U says C was too high *for* U (and that KV dtype). So every

@@ -1,6 +1,6 @@
 """The evidence line of a failure: which line of a log carries the error, and how it is shortened.
 
-A diagnosis quotes one line so a person can check it (issue 9, item 5). Rules:
+A diagnosis quotes one line so a person can check it. Rules:
 
 - A recognized failure quotes the line holding its marker (plus the next line when the marker's line
   ends with ":" and the engine prints its numbers there, e.g. vLLM's "Insufficient space in /dev/shm:").

@@ -7,7 +7,7 @@ Sources:
   (e.g. in ``torch.cuda.graphs.CUDAGraph.capture_end``); cuBLAS "CUBLAS_STATUS_ALLOC_FAILED"; NCCL
   "Cuda failure 'out of memory'".
 - NCCL ``src/misc/shmutils.cc``: "Error while creating shared memory segment /dev/shm/nccl-XXXX
-  (size N)" (tests/fixtures/failures.yaml opt125m-tp2-shm, NCCL 2.21.5); issue 3: "exceeds memory available in
+  (size N)" (tests/fixtures/failures.yaml opt125m-tp2-shm, NCCL 2.21.5); also "exceeds memory available in
   /dev/shm. The request is for N bytes".
 - PyTorch DataLoader: "insufficient shared memory (shm)"; "No space left on device" on /dev/shm; a
   SIGBUS "Bus error" (/dev/shm full while a segment is touched).
@@ -33,7 +33,7 @@ Sources:
   running low on memory", "... which exceeds the memory usage threshold of 0.95", raylet "Workers (tasks / actors)
   killed due to memory pressure (OOM)"; vLLM's Ray executor, issues 1160, 2669, 15102); ENOMEM on the host:
   PyTorch MapAllocator "unable to mmap N bytes from file <F>: Cannot allocate memory (12)" (a safetensors shard,
-  issues 759, 2391, 9753), c10 "DefaultCPUAllocator: can't allocate memory", Python "[Errno 12] Cannot allocate
+  vLLM issues 759, 2391, 9753), c10 "DefaultCPUAllocator: can't allocate memory", Python "[Errno 12] Cannot allocate
   memory".
 - Invalid parallel layout (InvalidParallelism, permanent): the stable part of every engine's wording is
   "divisible by" next to a parallel size ("tensor parallel size (3)", "tp_size=3", "TP=3", "pipeline
@@ -204,7 +204,7 @@ GENERIC_PATTERNS: tuple[FailurePattern, ...] = (
         markers=("Error while creating shared memory segment", "exceeds memory available in /dev/shm"),
         rank=RANK_SPECIFIC,
         source="NCCL src/misc/shmutils.cc (2.x: 'Error while creating shared memory segment X (size N)'; "
-        "2.19+: 'failed to extend /dev/shm/nccl-X to N bytes'); issue 3 /dev/shm wording",
+        "2.19+: 'failed to extend /dev/shm/nccl-X to N bytes'); the reported /dev/shm wording",
         extractors=(
             extractor("requestedBytes", r"\(size " + NUM + r"\)"),
             extractor("requestedBytes", r"The request is for " + NUM + r" bytes"),

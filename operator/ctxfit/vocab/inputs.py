@@ -1,6 +1,6 @@
 """Resolve a spec into the facts the planner needs: GPU memory, architecture, weights per GPU.
 
-Precedence (issue 2): GPU memory = ``spec.gpu.memory`` > node GFD label ``nvidia.com/gpu.memory`` (MiB)
+Precedence: GPU memory = ``spec.gpu.memory`` > node GFD label ``nvidia.com/gpu.memory`` (MiB)
 > catalog; architecture = ``spec.model.architecture`` > Hugging Face ``config.json`` > catalog;
 weights per GPU = ``spec.model.weightsPerGPU`` > catalog checkpoint bytes / (TP x PP).
 """

@@ -1,4 +1,4 @@
-"""Failure kinds (issue 3) and the classifier's result type.
+"""Failure kinds and the classifier's result type.
 
 A ``Failure`` is what the classifier concluded from one failed start: a ``FailureKind``, the numbers
 it read from the engine's message (camelCase names; bytes as ``int``, fractions as ``float``), and
@@ -72,8 +72,8 @@ PERMANENT_KINDS = frozenset(
         FailureKind.MODEL_NOT_FOUND,
     }
 )
-"""Kinds no configuration knob of ctxfit can fix: the policy stops at once (issue 9: configuration errors are
-permanent at once; a driver too old is permanent for that node; issue 25: a GPU whose compute capability has no
+"""Kinds no configuration knob of ctxfit can fix: the policy stops at once (configuration errors are
+permanent at once; a driver too old is permanent for that node; a GPU whose compute capability has no
 kernel for the model's attention, weights or dtype is permanent for that GPU product; credentials are the
 user's)."""
 
@@ -107,7 +107,7 @@ class Failure:
             ``estimatedMaxContextLength`` (tokens), ``neededBytes`` / ``availableBytes`` / ``freeBytes`` /
             ``totalBytes`` / ``requestedBytes`` (bytes, int; the engines print GiB = 2^30 even as "GB"),
             ``minimumMemFractionStatic`` / ``memFractionStatic`` / ``gpuMemoryUtilization`` (fractions),
-            ``dummyRequests``, ``derivedMaxContextLength``, ``exitCode``; issue 9: ``inUseBytes`` /
+            ``dummyRequests``, ``derivedMaxContextLength``, ``exitCode``; ``inUseBytes`` /
             ``allocatedBytes`` / ``reservedBytes`` (a CUDA OOM), ``maxNumSeqs`` / ``availableMambaBlocks``
             (MambaCacheTooSmall), ``attentionHeads`` / ``kvHeads`` / ``layers`` / ``experts`` / ``vocabSize`` /
             ``dividedCount`` and ``tensorParallelSize`` / ``pipelineParallelSize`` / ``expertParallelSize`` /

@@ -104,7 +104,7 @@ PHASE_KIND: Mapping[Phase, FailureKind] = MappingProxyType({
 })
 """Kind of a CUDA OOM by phase. After the KV pool is allocated the engines capture CUDA graphs and
 warm up (vLLM ``compile_or_warm_up_model``, SGLang ``init_cuda_graphs``), so an OOM there is a
-capture OOM (issue 3: "during/after CUDA-graph capture"). A profile-run OOM (before the KV pool)
+capture OOM ("during/after CUDA-graph capture"). A profile-run OOM (before the KV pool)
 and an OOM while serving have no knob in the effective configuration: Unknown."""
 
 TRACEBACK_PHASE_ORDER = (Phase.CAPTURE, Phase.SAMPLER, Phase.LOADING, Phase.PROFILING, Phase.KV_READY)

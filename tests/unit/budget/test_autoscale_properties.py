@@ -1,6 +1,6 @@
 """The autoscaling threshold rule (``ctxfit.budget.autoscale``): Hypothesis properties and worked cases.
 
-Properties (issue 15 "Done when"): thresholds always strictly inside (0, 1), below the full point (the usage at
+Properties: thresholds always strictly inside (0, 1), below the full point (the usage at
 which one more request of the served context no longer fits in the pool), and the HPA's effective scale-out
 point (threshold x 1.1) below it too; observed capacity beats planned; user overrides are used as given.
 """
@@ -156,7 +156,7 @@ def test_observed_fields_fall_back_one_by_one(observed: ObservedStatus | None, e
 
 
 def test_pool_below_one_request() -> None:
-    """SGLang serving 131,072 tokens from a 90,000-token pool (issue 12's ContextClamped case)."""
+    """SGLang serving 131,072 tokens from a 90,000-token pool (a ContextClamped case)."""
     found = thresholds(Capacity(90_000, 131072, 90_000 / 131072), headroom=0.25)
     assert found.full_fraction == 1.0
     assert found.kv_usage_fraction == 0.681  # floor(0.75 / 1.1, thousandths)

@@ -1,4 +1,4 @@
-"""Hypothesis properties of the budget (house-style point 12; issue 2 acceptance)."""
+"""Hypothesis properties of the budget (house-style point 12)."""
 
 from __future__ import annotations
 

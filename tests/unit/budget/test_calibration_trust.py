@@ -1,4 +1,4 @@
-"""Issue 28, item 3: the calibration table is shared input, never trusted (budget/calibrate.py).
+"""The calibration table is shared input, never trusted (budget/calibrate.py).
 
 Every entry and sample is validated on read and a bad one dropped (never raised); the table's size is bounded; and one
 namespace's start-ups never move another namespace's plans: a namespace with samples uses only its own, one without

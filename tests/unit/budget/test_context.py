@@ -1,4 +1,4 @@
-"""Context ladder and the choice between target and fit (issue 2 "Context policy")."""
+"""Context ladder and the choice between target and fit."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 25, item 7: the driver's reserve per GPU product, in the catalog with sources and learnt per product by the
+"""The driver's reserve per GPU product, in the catalog with sources and learnt per product by the
 calibration table from the CUDA totals start-ups print (library, ``ctxfit calibrate``, the operator's verify pass).
 """
 

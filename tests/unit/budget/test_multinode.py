@@ -1,4 +1,4 @@
-"""Multi-node replicas (issue 13): spec.nodes validation, group layout, per-GPU KV with TP across nodes and PP."""
+"""Multi-node replicas: spec.nodes validation, group layout, per-GPU KV with TP across nodes and PP."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Planner acceptance (issue 2): the three field deployments and the bad-input rules."""
+"""Planner acceptance: the three field deployments and the bad-input rules."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def test_kimi_128k_fits() -> None:
 def test_kimi_262k_steps_down_with_predicted_max_near_the_field() -> None:
     """The field deployment (vLLM 0.11, 8 x RTX PRO 6000) measured ~178,700 tokens (11.70 GiB of KV pool) with 7.8 GiB
     of activation and non-torch memory: vLLM 0.11's sorting sampler warm-up, which it runs without FlashInfer
-    (engines/vllm/bands.py). Planned with that sampler, the prediction is inside issue 2's acceptance window; with the
+    (engines/vllm/bands.py). Planned with that sampler, the prediction is inside the acceptance window; with the
     image ctxfit renders (FlashInfer) the pool is larger by the sort's buffers. Both step down to 131072."""
     wire = with_changes(manifest("kimi-128k.yaml"), context__target=262144).to_wire()
     wire["engine"]["env"] = [{"name": "VLLM_USE_FLASHINFER_SAMPLER", "value": "0"}]

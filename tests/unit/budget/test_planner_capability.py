@@ -1,4 +1,4 @@
-"""Issue 25, item 2 (planner side): a GPU whose compute capability the engine cannot run the model on is refused
+"""Planner side: a GPU whose compute capability the engine cannot run the model on is refused
 before any start, where the engine's rule is known (``budget.capability``), through the library, ``ctxfit plan``
 (exit 3, the reason on the plan) and the operator (BudgetFits=False DoesNotFit, nothing started). A rule is never
 applied on releases it was not read in.

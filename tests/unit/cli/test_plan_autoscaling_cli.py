@@ -1,4 +1,4 @@
-"""``ctxfit plan`` shows the autoscaling thresholds of a server with ``spec.autoscaling`` (issue 15).
+"""``ctxfit plan`` shows the autoscaling thresholds of a server with ``spec.autoscaling``.
 
 The numbers are the operator's (``ctxfit.budget.autoscale.server_thresholds`` on the plan) and the rendered
 ScaledObject carries the same ones.

@@ -1,4 +1,4 @@
-"""``ctxfit plan`` shows each LoRA / speculative term as its own row with its source (issue 24 item 4)."""
+"""``ctxfit plan`` shows each LoRA / speculative term as its own row with its source."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``ctxfit plan`` shows the pool of a server with ``spec.routing.inferencePool``, the name it serves and the
-context label its pods will carry (issue 26); the numbers are the renderer's."""
+context label its pods will carry; the numbers are the renderer's."""
 
 from __future__ import annotations
 

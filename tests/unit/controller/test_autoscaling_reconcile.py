@@ -1,4 +1,4 @@
-"""Autoscaling in the impure shell, with fakes (issue 15): the ScaledObject's reads and writes and their order,
+"""Autoscaling in the impure shell, with fakes: the ScaledObject's reads and writes and their order,
 KEDA absent (no crash, one look per memo period), a refused ScaledObject, and the workload patch that leaves
 ``replicas`` to the HPA."""
 

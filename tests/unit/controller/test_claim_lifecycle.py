@@ -1,4 +1,4 @@
-"""Issue 28, item 5 (the weights claim): retention follows the spec at every change, and a cache-mode round trip
+"""The weights claim: retention follows the spec at every change, and a cache-mode round trip
 never abandons a filled claim. The whole reconcile over ``fakeapi.FakeApiServer``."""
 
 from __future__ import annotations

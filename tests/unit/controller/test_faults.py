@@ -1,4 +1,4 @@
-"""Issue 10 classes 1, 4, 5, 7 with fakes: refusals with backoff, status validated on read, operator
+"""Faults with fakes: refusals with backoff, status validated on read, operator
 policy, managed flags (the e2e side is tests/e2e/test_faults_*.py)."""
 
 from __future__ import annotations

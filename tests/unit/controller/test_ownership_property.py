@@ -1,4 +1,4 @@
-"""Issue 28, item 1 ("done when"): no write of the operator ever targets an object it does not own.
+"""No write of the operator ever targets an object it does not own.
 
 Hypothesis draws a world: an InferenceServer (single- or multi-node, with or without autoscaling, a weights
 claim retained or not, on an expandable StorageClass or not) and, under the name of each of its children

@@ -1,6 +1,6 @@
-"""Issue 28, item 1 ("done when"), for the write paths that landed after the ownership work: the gateway's
-InferencePool apply and delete, its pod label patches (``kube/pools.py``), and model resolution's resolver pods
-(``kube/resolution.py``). No write ever reaches an object that does not name the server by uid.
+"""No write targets an object the operator does not own, for the write paths that came after the ownership work: the
+gateway's InferencePool apply and delete, its pod label patches (``kube/pools.py``), and model resolution's
+resolver pods (``kube/resolution.py``). No write ever reaches an object that does not name the server by uid.
 
 Hypothesis draws, under each name the operator writes, nothing, the server's own object, or a foreign one (no owner,
 forged ctxfit labels, another server's uid, the server's uid in a reference that is not the controller, our reference

@@ -189,7 +189,7 @@ def test_owned_objects_enqueue_their_server_only_when_what_is_compared_changes()
 def test_the_cache_claim_comes_before_the_deployment_and_is_read_once_it_exists() -> None:
     """A fresh plan creates the claim without reading it first, and before the Deployment that mounts it: a
     claim of that name that is not the server's ends the pass (``guarded.Foreign``) before any pod could mount
-    it (issue 28)."""
+    it."""
     kube = FakeKube(server())
     rt = runtime(kube)
     rt.claims = FakeClaims(kube)

@@ -1,4 +1,4 @@
-"""Issue 28 items 1 and 2 with the whole reconcile over ``fakeapi.FakeApiServer`` and a fake clock: a name taken
+"""Ownership and refusals with the whole reconcile over ``fakeapi.FakeApiServer`` and a fake clock: a name taken
 by a foreign object, and every refusal of every child kind (claims included), stay within the stated bounds
 (docs/design/refusals.md): one Warning Event per distinct cause, the backoff of every kind (10 s doubling to
 300 s), status writes only when status changes, never an ``OverflowError``; status says what is true (the
@@ -97,7 +97,7 @@ def resize_forbidden(method: str, key: tuple[str, str, str, str], body: Any, sto
 
 
 def test_growing_a_claim_its_class_cannot_expand_is_bounded_and_status_says_its_size(clock: Clock) -> None:
-    """Issue 28's storm: 512 Events in 30 s, ~2,200 status writes, then an OverflowError every 10 s, and a status
+    """The reported storm: 512 Events in 30 s, ~2,200 status writes, then an OverflowError every 10 s, and a status
     with a size the claim does not have. Now: one Event, a few status writes, the backoff, the claim's size."""
     api = world()
     api.refuse = resize_forbidden

@@ -1,4 +1,4 @@
-"""Issue 28, item 7: a verdict where one is due, over the whole reconcile (``fakeapi.FakeApiServer``):
+"""A verdict where one is due, over the whole reconcile (``fakeapi.FakeApiServer``):
 ``nodes: 2`` where LeaderWorkerSets are not served, a pipeline of more stages than the model has layers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 24: LoRA on MoE, MLA and hybrid models: the modules each engine version wraps (read in the wheels) and
+"""LoRA on MoE, MLA and hybrid models: the modules each engine version wraps (read in the wheels) and
 refusals where the engine itself would refuse (vLLM classes without SupportsLoRA, SGLang before 0.5.12 on MLA)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 24 items 1-2: the LoRA and speculative-decoding terms of the budget, from the engines' own shapes."""
+"""The LoRA and speculative-decoding terms of the budget, from the engines' own shapes."""
 
 from __future__ import annotations
 

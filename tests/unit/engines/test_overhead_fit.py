@@ -158,7 +158,7 @@ def test_over_bound() -> None:
 
 
 def test_no_start_up_that_started_is_one_the_plan_calls_does_not_fit() -> None:
-    """Issue 25: the plan never says "does not fit" at the context a server started and served (its predicted pool
+    """The plan never says "does not fit" at the context a server started and served (its predicted pool
     holds one request of that max_model_len at the engine's own bytes per token)."""
     cases = all_startups()
     assert sum(1 for c in cases if c.exclude is None and c.started) >= 90
@@ -166,7 +166,7 @@ def test_no_start_up_that_started_is_one_the_plan_calls_does_not_fit() -> None:
 
 
 def test_held_out_start_ups_are_never_trained_on_and_meet_the_targets() -> None:
-    """Issue 25 item 8: start-ups added after the constants were fitted are kept aside (inputs.yaml ``heldOut``):
+    """Start-ups added after the constants were fitted are kept aside (inputs.yaml ``heldOut``):
     no fit or leave-one-out refit learns from them, and the constants in the code predict them inside the band."""
     cases = all_startups()
     held = [c for c in cases if c.held_out and not c.exclude]

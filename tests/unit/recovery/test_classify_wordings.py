@@ -1,4 +1,4 @@
-"""Issue 9 wording drift: each changed or new kind is recognized in the wording of at least two engine (or
+"""Wording drift: each changed or new kind is recognized in the wording of at least two engine (or
 library) versions, with its numbers; the per-engine coverage tables are complete; evidence is whole words.
 """
 
@@ -184,7 +184,7 @@ WORDINGS = [
             "OSError: acme/privat-model is not a local folder and is not a valid model identifier listed on "
             "'https://huggingface.co/models'\nIf this is a private repository, make sure to pass a token having "
             "permission to this repo", SGLANG),
-    Wording("hf-private-404", K.MODEL_NOT_FOUND,  # issue 11: a 404 (repo or revision) is ModelNotFound
+    Wording("hf-private-404", K.MODEL_NOT_FOUND,  # a 404 (repo or revision) is ModelNotFound
             "huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error. Repository Not Found for url: "
             "https://huggingface.co/acme/private/resolve/main/config.json."),
 ]

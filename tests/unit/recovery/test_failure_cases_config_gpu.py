@@ -1,4 +1,4 @@
-"""Issue 25 items 1-4 on real reports (tests/fixtures/failures-config-gpu.yaml): a bare configuration check, a GPU
+"""Real reports (tests/fixtures/failures-config-gpu.yaml): a bare configuration check, a GPU
 whose compute capability cannot run the model, the FP8 type the GPU does have, a download cut in the Xet path.
 
 Each case runs through the library (classify -> decide), through ``ctxfit diagnose -o json`` and through the

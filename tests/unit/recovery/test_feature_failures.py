@@ -1,5 +1,5 @@
 # ruff: noqa: E501 - engine log lines are kept whole
-"""Issue 24 item 2: out-of-memory failures in the LoRA buffers or the speculative draft are their own kinds, and the
+"""Out-of-memory failures in the LoRA buffers or the speculative draft are their own kinds, and the
 policy steps the knobs they add (maxLoras, numSpeculativeTokens, the memory outside the budget).
 
 The logs are built from the engines' own frames and lines (module paths and function names read in the wheels:

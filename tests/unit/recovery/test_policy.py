@@ -1,4 +1,4 @@
-"""Policy chain table tests: each check (issue 3 table) with its numbers, history and edge cases."""
+"""Policy chain table tests: each check with its numbers, history and edge cases."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""History bounds the policy (issue 9, item 6): properties over random failure sequences, and table cases.
+"""History bounds the policy: properties over random failure sequences, and table cases.
 
 Properties (an operator loop: start, fail with a random kind and numbers, decide, repeat):
 - no proposal repeats a failed configuration (only Unknown, and a GPUOutOfMemory without numbers, retry the
@@ -53,7 +53,7 @@ def test_random_failure_sequences_respect_history(data: st.DataObject) -> None:
     current = data.draw(configs(spec))
     history: list[Attempt] = []
     retried: set[str] = set()
-    # Download failures use no attempt (issue 11: waiting is not failing), so they do not count towards the
+    # Download failures use no attempt (waiting is not failing), so they do not count towards the
     # spec.attempts + 1 failures within which a permanent verdict must come; the draws are capped all the same.
     counted = 0
     for _ in range(4 * (spec.attempts + 1)):
@@ -69,7 +69,7 @@ def test_random_failure_sequences_respect_history(data: st.DataObject) -> None:
         nxt = decision.next
         assert nxt is not None
         if failure.kind in DOWNLOAD_KINDS:
-            # getting the weights failed: never an engine flag change, never a failed configuration (issue 11)
+            # getting the weights failed: never an engine flag change, never a failed configuration
             assert nxt == current, (failure.kind, decision.explanation)
             continue
         if nxt == current:

@@ -1,4 +1,4 @@
-"""Issue 25, item 4: a proposed configuration is never one the plan itself predicts will fail the same way.
+"""A proposed configuration is never one the plan itself predicts will fail the same way.
 
 Over catalog models, GPUs, engines and the memory kinds whose next step moves a memory fraction or the KV dtype
 (StaticMemoryTooSmall, NoKVCacheMemory, GPUOutOfMemory and GraphCaptureOOM with memory held by other processes,

@@ -1,4 +1,4 @@
-"""Policy properties (issue 3 acceptance), over random specs, configurations, failures and histories:
+"""Policy properties, over random specs, configurations, failures and histories:
 
 - the policy never returns a configuration in the history;
 - every non-permanent step (Unknown excepted: it retries unchanged) changes at least one knob, and

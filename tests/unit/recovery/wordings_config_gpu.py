@@ -1,5 +1,5 @@
-"""Issue 25's classes in the wording of each version that raises them (read in the wheels under /work/wheels: vLLM
-0.10.2 / 0.17.1 / 0.19.0, SGLang 0.4.3 / 0.5.4 / 0.5.10, hf_xet 1.0.5 / 1.1.10 / 1.4.3 / 1.8.0, huggingface_hub
+"""Configuration and GPU classes in the wording of each version that raises them (read in the wheels under /work/wheels:
+vLLM 0.10.2 / 0.17.1 / 0.19.0, SGLang 0.4.3 / 0.5.4 / 0.5.10, hf_xet 1.0.5 / 1.1.10 / 1.4.3 / 1.8.0, huggingface_hub
 0.30.2 - 2.4.0), rendered as the engine prints them; run by ``test_classify_wordings.test_wording``.
 """
 

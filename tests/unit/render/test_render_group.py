@@ -1,4 +1,4 @@
-"""Multi-node rendering (issue 13): LeaderWorkerSet golden files per engine and the group contracts.
+"""Multi-node rendering: LeaderWorkerSet golden files per engine and the group contracts.
 
 Golden files: ``tests/golden/multinode/<case>/inferenceserver.yaml`` -> ``expected.yaml`` (LeaderWorkerSet
 and the leader-only Service for attempt 1 of the planner's configuration). Regenerate only on purpose:

@@ -1,4 +1,4 @@
-"""InferencePool rendering (issue 26): golden files per engine and topology, and the routing contracts.
+"""InferencePool rendering: golden files per engine and topology, and the routing contracts.
 
 Golden files: ``tests/golden/gateway/<case>/inferenceserver.yaml`` -> ``expected.yaml`` (the InferencePool when
 the server creates one, the workload and the Service, for attempt 1 of the planner's configuration).

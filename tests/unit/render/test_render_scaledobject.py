@@ -1,4 +1,4 @@
-"""KEDA ScaledObject rendering (issue 15): golden files per engine and workload kind, and the contracts.
+"""KEDA ScaledObject rendering: golden files per engine and workload kind, and the contracts.
 
 Golden files: ``tests/golden/autoscaling/<case>/inferenceserver.yaml`` -> ``expected.yaml`` (the ScaledObject for
 the planner's configuration, thresholds derived as the operator derives them). Cases whose name ends in

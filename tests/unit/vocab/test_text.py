@@ -1,4 +1,4 @@
-"""``vocab.text.clean_text``: engine output without terminal escapes, controls or invalid UTF-8 (issue 10, class 8)."""
+"""``vocab.text.clean_text``: engine output without terminal escapes, controls or invalid UTF-8."""
 
 from __future__ import annotations
 

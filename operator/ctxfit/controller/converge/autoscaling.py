@@ -1,6 +1,6 @@
 """Autoscaling in reconciliation (pure): the KEDA ScaledObject, the replica count, ``status.autoscaling``.
 
-The operator must not fight the autoscaler (issue 15). With ``spec.autoscaling`` the replica count belongs to
+The operator must not fight the autoscaler. With ``spec.autoscaling`` the replica count belongs to
 KEDA's HPA, and the operator writes ``replicas`` to the Deployment/LeaderWorkerSet only:
 
 1. when it creates the workload: ``api.autoscaling.initial_replicas`` (``spec.replicas`` clamped into

@@ -37,7 +37,7 @@ the others wait for its answer)."""
 WRITE_ATTEMPTS = 8
 MAX_TABLE_BYTES = 256 * 1024
 """The table's text is not parsed past this size, and the operator never writes more (``fit``: the keys sampled least
-recently go first). Parsing a 1 MiB text took 8.5 s with PyYAML's pure-Python loader (issue 28); 256 KiB takes
+recently go first). Parsing a 1 MiB text took 8.5 s with PyYAML's pure-Python loader; 256 KiB takes
 ~0.1 s with libyaml's (bench/storm_bounds.py prints it), once per resourceVersion."""
 OWN_LABELS = {"app.kubernetes.io/managed-by": "ctxfit", "app.kubernetes.io/component": "calibration"}
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

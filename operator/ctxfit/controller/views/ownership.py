@@ -75,7 +75,7 @@ class Holder:
 UID_MAX = 128
 """An ownerReference uid or owner annotation longer than this cannot be a server's (the API server's uids are
 36-character UUIDs) and is not kept: a ``Holder`` is held per indexed object, its size bounded whatever a
-tenant writes into the metadata of an object it labels as the operator's (issue 28)."""
+tenant writes into the metadata of an object it labels as the operator's (docs/design/ownership.md)."""
 OWNERS_KEPT = 16
 """InferenceServer ownerReferences kept per object (the operator renders one)."""
 CONTROLLER_TEXT_BYTES = 512

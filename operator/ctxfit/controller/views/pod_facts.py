@@ -81,7 +81,7 @@ class PodFacts:
 NAME_MAX = 253
 """An object name is at most 253 characters (a DNS subdomain): a longer owner name in a pod's metadata names no
 ReplicaSet and is not kept (a view is held per indexed pod; anyone who may create pods can label one as an engine
-pod: its size is bounded in bytes, issue 28)."""
+pod: its size is bounded in bytes)."""
 IMAGE_MAX = 1024
 """A pod's engine image is kept up to this many bytes (the spec allows 512: a longer one is never the rendering)."""
 

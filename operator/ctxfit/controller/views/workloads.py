@@ -59,7 +59,7 @@ MAX_LIVE_BYTES = 1 << 20
 comes near it (the spec's bounds: 64 KiB of env, 128 args of 1 KiB, 64 pod annotations of 3 KiB; a LeaderWorkerSet
 renders two templates: tests/unit/controller/views/test_drift.py), so such a workload has drifted (``OVERSIZED``) and
 is rendered again. One view is held per indexed workload: its size is bounded in bytes whatever a hand edit puts
-into the template (issue 28)."""
+into the template."""
 OVERSIZED = "pod.template"
 """``drifted``'s answer for a workload whose compared fields are over ``MAX_LIVE_BYTES``."""
 REPLICA_FAILURE = "ReplicaFailure"

@@ -1,7 +1,7 @@
 """SGLang failure texts as data: what the engine prints when a start fails, and its start-up phase lines.
 
-Sources (docs/engine-memory.md B.1, B.2, E; read in the 0.5.4, 0.5.10 and 0.5.23 wheels; issue 9 re-read the
-0.3.6, 0.4.3 and 0.5.4 wheels for the ``covers`` table):
+Sources (docs/engine-memory.md B.1, B.2, E; read in the 0.5.4, 0.5.10 and 0.5.23 wheels, and for
+the ``covers`` table in the 0.3.6, 0.4.3 and 0.5.4 wheels):
 - 0.5.23 ``mem_cache/kv_cache_configurator.py::_profile_available_bytes``: "Loaded weights leave no GPU
   memory for the KV cache under --mem-fraction-static=F. Raise --mem-fraction-static above X (minimum
   viable = 1 - available/pre = M). ..."

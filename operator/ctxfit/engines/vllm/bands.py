@@ -1,4 +1,4 @@
-"""vLLM V1 version bands: which sampler the profile run warms up, and which fitted constants apply (issue 25).
+"""vLLM V1 version bands: which sampler the profile run warms up, and which fitted constants apply.
 
 The V1 profile run ends with ``gpu_model_runner._dummy_sampler_run``: ``max_num_seqs`` dummy requests with
 ``top_k = vocab - 1, top_p = 0.9`` (the same parameters in every wheel 0.8.0 - 0.33.0). What that costs depends on

@@ -4,7 +4,7 @@ The image declares ``NVIDIA_REQUIRE_CUDA=cuda>=X.Y``; the NVIDIA container runti
 on a node whose driver supports an older CUDA ("unsatisfied condition: cuda>=12.8, please update your
 driver"), and a driver too old for the image's PyTorch fails with "The NVIDIA driver on your system is
 too old". Sources: vllm-project/vllm issue #5635 (images after 0.4.3 need cuda>=12.4: "we use 12.4
-because the old versions of base container will be deleted soon"), issue #18813 (the 0.9.0 image
+because the old versions of base container will be deleted soon"), vLLM issue #18813 (the 0.9.0 image
 needs cuda>=12.8). Later images keep at least 12.8 (lower bound; newer tags may need more).
 """
 

@@ -236,8 +236,8 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         source="vLLM 0.8-0.10 engine/arg_utils.py _is_v1_supported_oracle -> _raise_or_fallback(feature_name="
         "'--kv-cache-dtype'): with VLLM_USE_V1=1 set, 'NotImplementedError: VLLM_USE_V1=1 is not supported with "
         "--kv-cache-dtype.' when the V1 attention backend has no kernel for that KV dtype (without the variable the "
-        "engine falls back to V0 and logs '--kv-cache-dtype is not supported by the V1 Engine', no failure; vLLM "
-        "issues 16165 (0.8.3), 17355)",
+        "engine falls back to V0 and logs '--kv-cache-dtype is not supported by the V1 Engine', no failure; "
+        "vLLM issues 16165 (0.8.3), 17355)",
         covers=(("0.8.0", "0.10.x"),),
     ),
     FailurePattern(
@@ -312,9 +312,9 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
         markers=("must be divisible by tensor parallel size",),
         rank=RANK_ROOT,
         source="vLLM config.py verify_with_parallel_config (0.2-0.6 ValueError, read in copies of config.py); "
-        "0.10+ config/model.py pydantic 'Value error, ...' (issue 52435, a 2026 release); model files (experts)",
+        "0.10+ config/model.py pydantic 'Value error, ...' (vLLM issue 52435, a 2026 release); model files (experts)",
         extractors=PARALLELISM_EXTRACTORS,
-        covers=(("0.2.0", "0.6.x"), ("0.10.0", "issue 52435 (2026)")),
+        covers=(("0.2.0", "0.6.x"), ("0.10.0", "vLLM issue 52435 (2026)")),
     ),
     FailurePattern(
         kind=FailureKind.UNSUPPORTED_GPU,

@@ -1,4 +1,4 @@
-"""The policy chain: one small check per failure kind (issue 3 table), in order.
+"""The policy chain: one small check per failure kind, in order.
 
 Each check takes a ``PolicyContext`` and returns a ``Decision`` when it applies, else None. Checks list
 candidate configurations in order of preference, each changing the fewest knobs in the safe direction;

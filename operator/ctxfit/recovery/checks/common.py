@@ -1,14 +1,14 @@
 """Shared pieces of the policy checks: limits (with their sources) and small helpers.
 
-- ``UTILIZATION_CEILING`` / ``FRACTION_CEILING`` 0.95: issue 3 ("raise gpu-memory-utilization in
+- ``UTILIZATION_CEILING`` / ``FRACTION_CEILING`` 0.95 ("raise gpu-memory-utilization in
   steps while <= 0.95"); same value as ``ctxfit.budget.planner``.
-- ``MEMORY_STEP`` 0.02 (then 0.01, 0.03): issue 3 (GraphCaptureOOM "lower by 0.01-0.03",
-  StaticMemoryTooSmall "+0.02 steps").
+- ``MEMORY_STEP`` 0.02 (then 0.01, 0.03): GraphCaptureOOM "lower by 0.01-0.03",
+  StaticMemoryTooSmall "+0.02 steps".
 - ``FRACTION_MARGIN`` 0.005: "just above" SGLang's minimum viable fraction, rounded up to 0.01.
 - ``UTILIZATION_FLOOR`` / ``FRACTION_FLOOR`` 0.50: below half the GPU the plan has failed; stop.
 - ``GRAPH_BATCH_FLOOR`` 16: SGLang's own hint "set --cuda-graph-max-bs to a smaller value (e.g., 16)"
   (cuda_graph_runner.py ``CUDA_GRAPH_CAPTURE_FAILED_MSG``).
-- ``HOST_MEMORY_GROWTH`` 1.5, ``SHM_MINIMUM`` 1 GiB, startup x2: issue 3 table.
+- ``HOST_MEMORY_GROWTH`` 1.5, ``SHM_MINIMUM`` 1 GiB, startup x2: the recovery table.
 - ``MAX_STARTUP_SECONDS`` 7 days: the ``spec.startup.timeoutSeconds`` bound.
 - ``KV_ALLOCATED_SHARE`` 0.9: a bare CUDA OOM with the process holding at least 90% of fraction x total
   happened after the KV pool was allocated (vLLM sizes the pool so that weights + activations + KV =
@@ -153,7 +153,7 @@ def plan_predicts(ctx: PolicyContext, config: EffectiveConfig) -> tuple[int, str
 
 
 def plan_checked(ctx: PolicyContext, config: EffectiveConfig) -> tuple[EffectiveConfig | None, str]:
-    """``config`` as far as the plan predicts it runs (issue 25: a proposal is never one the plan itself predicts
+    """``config`` as far as the plan predicts it runs (a proposal is never one the plan itself predicts
     to fail the same way): unchanged when the plan predicts its context fits (or there is no planner); with the
     context lowered to what the plan predicts when that is still >= the minimum context; None (with the plan's
     reason) when the plan predicts not even the minimum fits."""

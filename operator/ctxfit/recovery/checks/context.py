@@ -213,7 +213,7 @@ E4M3_DTYPES = ("fp8", "fp8_e4m3")
 
 
 def _e5m2_candidate(ctx: PolicyContext, head: str) -> list[tuple[EffectiveConfig, str]]:
-    """fp8_e5m2 at the same context when the message names fp8e5 among the GPU's FP8 types (issue 25, item 4: the
+    """fp8_e5m2 at the same context when the message names fp8e5 among the GPU's FP8 types (the
     dtype the GPU supports comes before a 16-bit cache and its shorter context), as far as the plan predicts."""
     if not ctx.failure.numbers.get("fp8E5m2Supported") or ctx.current.kv_cache_dtype not in E4M3_DTYPES:
         return []

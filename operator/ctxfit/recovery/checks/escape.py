@@ -1,6 +1,6 @@
 """When history leaves a GPU-memory check no room on its own knob: move another knob, or stop with both numbers.
 
-Issue 9, item 6: "when two failures bracket a knob with no room left, change another knob (graph batch size,
+The rule: "when two failures bracket a knob with no room left, change another knob (graph batch size,
 context, KV dtype) or stop permanently with both numbers". Called by ``ctxfit.recovery.policy.propose``
 when every candidate of a check repeats a failed configuration or is ruled out by an earlier failure
 (``ctxfit.recovery.bounds``). Starting from the check's preferred configuration, in order:

@@ -1,11 +1,11 @@
-"""Checks for GPU-memory kinds added in issue 9: MambaCacheTooSmall and the bare CUDA OOM (GPUOutOfMemory).
+"""Checks for GPU-memory kinds: MambaCacheTooSmall and the bare CUDA OOM (GPUOutOfMemory).
 
 MambaCacheTooSmall (vLLM "max_num_seqs (N) exceeds available Mamba cache blocks (M)"): a hybrid model
 keeps one Mamba/linear-attention state block per running sequence (vLLM ``gpu_model_runner``: "Each decode
 sequence requires one Mamba cache block"), so max-num-seqs must be at most M. The context is unchanged.
 
 GPUOutOfMemory (a CUDA OOM with no phase line, often all that survives in the termination message): the
-numbers decide (issue 9, item 4). ``in use`` is PyTorch's "this process has U memory in use" (torch 1.x:
+numbers decide. ``in use`` is PyTorch's "this process has U memory in use" (torch 1.x:
 "A already allocated"), else total - free. With in-use >= ``KV_ALLOCATED_SHARE`` x fraction x total the
 engine had already allocated its KV pool (the pool fills the fraction): lower the fraction by at least
 the failed allocation (rounded up to 0.01, at least ``MEMORY_STEP``). Far below it the OOM came before the
@@ -16,7 +16,7 @@ fewer sequences help (vLLM's sampler warm-up and dummy runs scale with max-num-s
 ``gpu_model_runner._dummy_sampler_run``): max-num-seqs is halved, the context unchanged.
 Without the numbers: retried unchanged once (like Unknown), quoting the line.
 
-Memory other processes hold (issue 25, item 4; ``recovery.oom_numbers``): when the OOM lists other processes
+Memory other processes hold (``recovery.oom_numbers``): when the OOM lists other processes
 on the GPU, the next fraction is lower by at least what they hold (``otherProcessesBytes`` / total, rounded up to
 0.01), whatever the phase, with the context the plan predicts at that fraction (``common.plan_checked``). The same
 holds for a CUDA-graph capture OOM that lists them (``memory.check_graph_capture_oom``).

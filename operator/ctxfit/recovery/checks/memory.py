@@ -1,14 +1,14 @@
 """Checks that move the engine's memory knobs: WeightsDoNotFit, NoKVCacheMemory, StaticMemoryTooSmall,
 GraphCaptureOOM, SamplerWarmupOOM, InsufficientFreeGPUMemory.
 
-Steps sized in bytes (issue 9, item 7): when the engine finds no KV memory although the plan predicted
+Steps sized in bytes: when the engine finds no KV memory although the plan predicted
 room (NoKVCacheMemory, StaticMemoryTooSmall), the next fraction adds at least the KV the target context
 needs, KV bytes per token (``ctxfit.budget.kv.kv_layout``, per GPU) x context tokens / GPU bytes, beyond
 the failing point (the fraction that failed, or SGLang's "minimum viable" fraction when printed), rounded
 up to 0.01 and capped by the ceiling (0.95). Without a KV layout or the GPU's size: fixed steps (0.02).
 Lower steps down to failing point + 0.01 follow as fallbacks, for when history rules the higher ones out.
 
-Issue 25, item 4: SGLang's fraction is of the memory free at weight load and must hold the weights as well
+SGLang's fraction is of the memory free at weight load and must hold the weights as well
 as the pool (``engines/sglang/memory.py``), so the sized fraction is at least (weights per GPU + the context's KV)
 / free-at-load as the plan computes them (a fraction of 0.2 failing under weights of 0.24 of the GPU goes above
 0.24 + KV, not to 0.2 + KV); and with a planner the fraction is stepped up by 0.01 until the plan predicts the

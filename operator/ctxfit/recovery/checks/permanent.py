@@ -1,7 +1,7 @@
 """Checks for kinds no knob of ctxfit can fix: InvalidParallelism, CUDADriverTooOld, UnsupportedGPU,
 ModelAccessDenied.
 
-Each is permanent at once (issue 9, item 2) and says what would fix it:
+Each is permanent at once and says what would fix it:
 - InvalidParallelism: the engines split attention heads, KV heads, experts and the vocabulary over the
   tensor-parallel ranks and layers over the pipeline stages (vLLM ``verify_with_parallel_config``:
   "Total number of attention heads (H) must be divisible by tensor parallel size (T)"). The explanation

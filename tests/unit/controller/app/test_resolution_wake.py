@@ -1,4 +1,4 @@
-"""A burst of new servers of a model in no catalog while its first resolution runs (issue 23: the 200-server bench is
+"""A burst of new servers of a model in no catalog while its first resolution runs (the 200-server bench is
 no slower for catalog-free models after the first resolution): the operator's wiring of the shared resolutions to the
 work queue (``lifecycle.shared_resolutions``) gives the servers that waited a first reconcile's priority when their
 resolution succeeds, so they plan and create their workloads in their next pass, ahead of every follow-up and of the

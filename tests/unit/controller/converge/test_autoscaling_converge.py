@@ -1,4 +1,4 @@
-"""Autoscaling in ``converge`` (issue 15): the ScaledObject, the replica count the operator leaves to KEDA's HPA,
+"""Autoscaling in ``converge``: the ScaledObject, the replica count the operator leaves to KEDA's HPA,
 pause while Failed, KEDA absent or turned off, ``status.autoscaling`` and ``status.replicas``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Multi-node servers in ``converge`` (issue 13): group scheduling, LeaderWorkerSet, group readiness, step-down."""
+"""Multi-node servers in ``converge``: group scheduling, LeaderWorkerSet, group readiness, step-down."""
 
 from __future__ import annotations
 

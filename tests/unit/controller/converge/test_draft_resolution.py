@@ -1,4 +1,4 @@
-"""Issue 24 item 2 in the operator: a Hub draft (``spec.speculative.draft`` in no catalog, without architecture and
+"""In the operator: a Hub draft (``spec.speculative.draft`` in no catalog, without architecture and
 weightsPerGPU) is resolved like the model before the first plan (the same waiting and failing states), recorded in
 ``status.model.draft``, and a re-plan reads it back without a Hub request."""
 

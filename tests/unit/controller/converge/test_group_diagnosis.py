@@ -1,6 +1,6 @@
 """Which failed pod of a group is diagnosed (``converge/groups.py::most_telling_failure``): a worker's KV-cache
 error that takes the leader down with a collective-communication error is the failure, not the leader's
-Unknown (issue 13 item 4: read every pod of the group)."""
+Unknown (every pod of the group is read)."""
 
 from __future__ import annotations
 

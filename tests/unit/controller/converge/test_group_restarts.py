@@ -1,6 +1,6 @@
 """The restart budget of a multi-node group (``converge/group_restarts.py``): recreations by the LWS controller
 are counted per attempt in status, a rollout or an engine failure is not one, Ready starts the count over, and
-a group recreated past the budget ends Failed; a deleting group pod that crashed is still read (issue 13)."""
+a group recreated past the budget ends Failed; a deleting group pod that crashed is still read."""
 
 from __future__ import annotations
 

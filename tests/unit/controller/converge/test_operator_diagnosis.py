@@ -1,4 +1,4 @@
-"""Issue 9 kinds on the operator path: the controller's ``reconcile.diagnose`` (pod termination -> Observation,
+"""Failure kinds on the operator path: the controller's ``reconcile.diagnose`` (pod termination -> Observation,
 with the pod's node) -> ``classify`` -> ``converge`` -> ``attempts.fail`` -> ``decide``.
 
 Each case is real engine wording; the status the controller writes is checked (attempt kind, evidence,

@@ -1,4 +1,4 @@
-"""Issue 28, item 4: every spec path that can bring a Secret, a host path, a privileged setting or a node choice
+"""Every spec path that can bring a Secret, a host path, a privileged setting or a node choice
 into a pod is covered by its policy setting (``controller/converge/policy.py``), field by field.
 
 ``PATHS`` lists each such path with a spec that uses it, the setting that must refuse it, and the setting that
@@ -119,7 +119,7 @@ def test_system_directories_are_refused_by_default(path: str) -> None:
     ("model.tokenSecretRef", {"name": "hf", "key": "a key"}),
 ])
 def test_what_kubernetes_would_refuse_in_the_pod_is_refused_by_the_spec(path: str, value: Any) -> None:
-    """Issue 28, item 7: a hostPath or subPath with ``..`` (core ``validatePathNoBacksteps``,
+    """A hostPath or subPath with ``..`` (core ``validatePathNoBacksteps``,
     ``validateLocalDescendingPath``), names that are not object names: refused before anything renders (the CRD
     carries the same rules: tests/e2e/test_faults_objects.py)."""
     with pytest.raises(ValueError):

@@ -1,4 +1,4 @@
-"""The routing pass (issue 26), pure: pools created, kept and deleted; joins; the one-model rule; the pods'
+"""The routing pass, pure: pools created, kept and deleted; joins; the one-model rule; the pods'
 context labels through a clamp and a step-down; whether a pool can take its longest promised context."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 28, item 6: every read of engine text and every cached body is bounded in bytes, not lines or entries:
+"""Every read of engine text and every cached body is bounded in bytes, not lines or entries:
 a log tail of one 50 MB line, pod status texts, the Events of a failed pod, env values, a server's kept body."""
 
 from __future__ import annotations

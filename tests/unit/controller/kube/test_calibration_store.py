@@ -217,7 +217,7 @@ def test_a_burst_of_plans_shares_one_read() -> None:
     assert core.reads == 1
 
 
-# -- issue 28, item 3: the ConfigMap is input, never trusted ----------------------------------------------------------
+# -- the ConfigMap is input, never trusted ----------------------------------------------------------------------------
 
 def _wire(residual: Any, **extra: Any) -> str:
     sample_ = {"id": "u/1", "server": "team-a/x", "residualBytes": residual, **extra}

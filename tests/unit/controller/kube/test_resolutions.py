@@ -80,7 +80,7 @@ def test_two_servers_of_one_repo_resolve_once(hub: HubStandIn) -> None:
 
 
 def test_a_hub_draft_is_resolved_under_its_own_key_and_shared_with_a_model(hub: HubStandIn) -> None:
-    """The draft of a catalog target (issue 24): the target needs nothing, the draft is read from the Hub stand-in
+    """The draft of a catalog target: the target needs nothing, the draft is read from the Hub stand-in
     once, under the key a server serving that repo as its model would use."""
     res = Resolutions(None, SETTINGS, lambda key: None)
     body = spec("Qwen/Qwen3-8B") | {"speculative": {"method": "draft", "draft": {
@@ -103,7 +103,7 @@ def test_a_hub_draft_is_resolved_under_its_own_key_and_shared_with_a_model(hub: 
 
 
 def test_a_hub_adapters_config_is_read_once_from_the_hub(hub: HubStandIn) -> None:
-    """A LoRA adapter without a rank (issue 24): its adapter_config.json is read with the real huggingface_hub client
+    """A LoRA adapter without a rank: its adapter_config.json is read with the real huggingface_hub client
     from the stand-in (the file only, never the adapter's weights), under the key ("adapter", repo, revision)."""
     config = {"peft_type": "LORA", "r": 32, "lora_alpha": 64, "base_model_name_or_path": "Qwen/Qwen3-8B",
               "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"], "task_type": "CAUSAL_LM"}

@@ -1,4 +1,4 @@
-"""The pool gauges (issue 26): a pooled server exports its pool (info), the context its Ready replicas hold (0 with
+"""The pool gauges: a pooled server exports its pool (info), the context its Ready replicas hold (0 with
 none) and what it promised; a server that leaves its pool exports none of them."""
 
 from __future__ import annotations

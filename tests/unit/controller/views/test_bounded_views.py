@@ -1,4 +1,4 @@
-"""Issue 28, item 6: the views the operator keeps per indexed object are bounded in bytes, whatever a tenant puts
+"""The views the operator keeps per indexed object are bounded in bytes, whatever a tenant puts
 into an object it labels as the operator's (``managed-by: ctxfit``, ``ctxfit.io/server``), and the bound never
 hides a hand edit of the operator's own workload (bench/hostile_rss.py measures the same on the real control
 plane)."""

@@ -1,0 +1,70 @@
+"""Code, tests and their docstrings cite no issue of this project ("issue 28", "(issue 9, item 4)"): the number means
+nothing to a newcomer. State the reason, or cite docs/design/*.md. An upstream project's issue is a source
+and stays, named by its project right before it on the same line ("vLLM issue 1284", "SGLang issues 4205
+and 6033"); a continuation line repeats the project's name.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+SELF = Path(__file__).resolve()
+REPO = SELF.parents[2]
+SCANNED = (REPO / "operator", REPO / "tests")
+SUFFIXES = {".py", ".yaml", ".yml"}
+ISSUE = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)
+UPSTREAM = re.compile(r"\b(?:vllm|sglang|flashinfer|xet-core)\b", re.IGNORECASE)
+"""The upstream projects whose issues operator/ and tests/ cite."""
+WINDOW = 40
+"""How many characters before "issue" may hold the project's name ("vLLM's Ray executor, issues 1160")."""
+
+
+def own_issue_references(text: str) -> list[tuple[int, str]]:
+    """``(line number, reference)`` of every issue reference in ``text`` not named as an upstream project's."""
+    found: list[tuple[int, str]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        for match in ISSUE.finditer(line):
+            if not UPSTREAM.search(line[max(0, match.start() - WINDOW):match.start()]):
+                found.append((number, match.group()))
+    return found
+
+
+def _files() -> list[Path]:
+    return [
+        path
+        for top in SCANNED
+        for path in sorted(top.rglob("*"))
+        if path.is_file() and path.suffix in SUFFIXES and "__pycache__" not in path.parts and path != SELF
+    ]
+
+
+def test_no_issue_of_this_project_is_cited() -> None:
+    bad = [
+        f"{path.relative_to(REPO)}:{number}: {reference!r}"
+        for path in _files()
+        for number, reference in own_issue_references(path.read_text(encoding="utf-8", errors="replace"))
+    ]
+    assert not bad, (
+        "state the reason (or cite docs/design/*.md) instead of this project's issue; an upstream issue is "
+        "named by its project right before it (vLLM issue N):\n" + "\n".join(bad)
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("bounded in bytes (issue 28).", [(1, "issue 28")]),
+        ("first line\nIssue 9, item 6: the rule", [(2, "Issue 9")]),
+        ("see issues 2 and 3", [(1, "issues 2")]),
+        ("vLLM 0.10 config/model.py, a long way before the end of the line (issue 28)", [(1, "issue 28")]),
+        ("'below 7.0 are not supported.' (vLLM issue 1284)", []),
+        ("vLLM's Ray executor, issues 1160, 2669, 15102", []),
+        ("SGLang issues 4205 and 6033; flashinfer issue #5290; vllm-project/vllm issue #5635", []),
+        ("no reference here, only tissue 3 and issues", []),
+    ],
+)
+def test_own_issue_references(text: str, expected: list[tuple[int, str]]) -> None:
+    assert own_issue_references(text) == expected
