@@ -1,12 +1,7 @@
 """kopf wiring: thin handlers that feed the work queue; all decisions live in ``converge``.
 
-- ``@kopf.on.startup``: settings, API client, metrics server, work queue, leader election -> ``memo``;
-- indexes: engine pods by (namespace, server), GPU nodes, owned Deployments, Services and weights claims
-  (kopf fills them before other handlers run);
-- ``on.event`` InferenceServer / engine pods / nodes / owned Deployments and Services: enqueue the affected
-  server(s) (owned objects only when what the operator compares changed, or on deletion);
-- the queue's worker (``lifecycle.Worker``) snapshots the indexes and runs ``reconcile`` in a thread.
-No handler sleeps, patches or returns results into status: kopf stores nothing on our objects.
+The startup handler, the indexes and the ``on.event`` handlers that enqueue servers; no handler writes status.
+What each handler does: docs/design/architecture.md.
 """
 
 from __future__ import annotations

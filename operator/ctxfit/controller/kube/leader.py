@@ -1,9 +1,6 @@
 """Leader election on a ``coordination.k8s.io/v1`` Lease, so two operator replicas never act at once.
 
-Used when ``CTXFIT_PEERING`` names the Lease; without it the operator is standalone (always leader).
-Only the holder reconciles; the others keep their watches and indexes warm and take over when the
-holder stops renewing for ``lease_seconds`` (or releases the Lease on a clean shutdown). Every
-status write is also a compare-and-swap, so even a stale leader cannot overwrite newer state.
+Used when ``CTXFIT_PEERING`` names the Lease; only the holder reconciles. Takeover: docs/design/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """The write half of a pass: apply ``converge``'s children in their order, write status at most once, post Events.
 
-Order: status first (compare-and-swap; a conflict means someone else moved first, so nothing else is written and
-the key is requeued), then its Events, then the workload and Service; a fresh plan applies the workload first
-(``write``). A KEDA ScaledObject is written after the workload, except a pause, which comes before it, so KEDA stops
-before the replicas drop to 0 (``_apply_scaling``). Every write of an existing child goes through ``kube/`` and its
-ownership guard; a refused write is returned, not raised (``rejections``).
+The order of the writes and why: docs/design/architecture.md.
 """
 
 from __future__ import annotations
