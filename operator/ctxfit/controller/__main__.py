@@ -1,14 +1,7 @@
 """``python -m ctxfit.controller``: run the ctxfit operator (kopf) with settings from ``CTXFIT_*``.
 
-Process-level wiring read here (the full settings object is built again in the startup handler and
-kept on ``memo``): namespaces to watch (``CTXFIT_WATCH_NAMESPACES``, empty = cluster-wide), kopf's
-liveness endpoint ``http://0.0.0.0:$CTXFIT_HEALTH_PORT/healthz``, the log level ``CTXFIT_LOG_LEVEL``
-(INFO: one line per decision per server, ``controller/telemetry/decision_log.py``; DEBUG adds kopf's per-event
-lines). kopf itself runs standalone; when ``CTXFIT_PEERING`` is set, only the holder of that Lease
-reconciles (``controller/kube/leader.py``).
-SIGTERM/SIGINT stop it cleanly (queue drained, Lease released); once kopf has stopped (at most
-``handlers.KOPF_EXIT_SECONDS`` after the cleanup), the process exits at once (``exit_now``) instead of tearing
-the interpreter down object by object, which took seconds with 1,000 servers' state in memory (bench/README.md).
+Reads the process-level wiring (namespaces, health port, log level, peering) and exits at once after kopf stops.
+What is read here and why the fast exit: docs/design/settings.md.
 """
 
 from __future__ import annotations

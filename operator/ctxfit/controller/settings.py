@@ -1,54 +1,7 @@
 """Operator settings: one object, read from ``CTXFIT_*`` environment variables at startup.
 
 Built in the ``@kopf.on.startup`` handler and kept on ``memo.state.runtime.settings`` (no module-level state).
-
-| variable | default | meaning |
-|---|---|---|
-| ``CTXFIT_WATCH_NAMESPACES`` | empty = all | comma-separated namespaces to watch |
-| ``CTXFIT_METRICS_PORT`` | 9090 | Prometheus ``/metrics`` port (0 disables) |
-| ``CTXFIT_HEALTH_PORT`` | 8080 | kopf liveness endpoint ``/healthz`` (0 disables) |
-| ``CTXFIT_PEERING`` | empty = standalone | leader-election Lease name: only the holder reconciles |
-| ``CTXFIT_PEERING_NAMESPACE`` | ``POD_NAMESPACE`` or ``default`` | namespace of that Lease |
-| ``CTXFIT_LEASE_SECONDS`` | 15 | Lease duration: a standby takes over this long after the leader stops renewing |
-| ``CTXFIT_DEFAULT_HEADROOM`` | 0.25 | KV headroom when ``spec.context.headroom`` is unset |
-| ``CTXFIT_VLLM_IMAGE`` / ``CTXFIT_SGLANG_IMAGE`` | engine's official image | default images |
-| ``CTXFIT_MAX_ATTEMPTS`` | 5 | cap on attempts per spec (``spec.attempts`` may be lower) |
-| ``CTXFIT_GROUP_RESTART_BUDGET`` | 3 | multi-node: group recreations without Ready before Failed |
-| ``CTXFIT_BACKOFF_SECONDS`` | 10 | wait before attempt 2; doubles per attempt |
-| ``CTXFIT_BACKOFF_MAX_SECONDS`` | 300 | cap of that wait |
-| ``CTXFIT_RESYNC_SECONDS`` | 300 | periodic re-reconcile of every server |
-| ``CTXFIT_NODE_RECHECK_SECONDS`` | 30 | re-check of servers waiting for an eligible node |
-| ``CTXFIT_STARTUP_GRACE_SECONDS`` | 120 | a pod not Ready this long after ``startupTimeoutSeconds`` failed |
-| ``CTXFIT_WORKERS`` | 32 | concurrent reconciles (threads, mostly waiting on the API server; see below) |
-| ``CTXFIT_LOG_TAIL_LINES`` | 200 | previous-log lines read when the termination message is cut |
-| ``CTXFIT_ALLOWED_IMAGE_PREFIXES`` | empty = any | comma-separated image prefixes a server may use |
-| ``CTXFIT_ALLOW_WILDCARD_TOLERATIONS`` | true | false: refuse tolerations without a key |
-| ``CTXFIT_ALLOWED_TOLERATION_KEYS`` | empty = any | comma-separated toleration keys a server may use |
-| ``CTXFIT_ALLOW_SECRET_ENV`` | true | false: refuse every Secret named (env ``secretKeyRef``, ``tokenSecretRef``) |
-| ``CTXFIT_ALLOWED_SECRETS`` | empty | Secret names allowed even when ``CTXFIT_ALLOW_SECRET_ENV`` is false |
-| ``CTXFIT_ALLOW_HOST_PATH`` | true | false: refuse ``model.cache.hostPath`` |
-| ``CTXFIT_ALLOWED_HOST_PATH_PREFIXES`` | empty: not system dirs | directories a ``hostPath`` cache must be under |
-| ``CTXFIT_ALLOW_SECURITY_ANNOTATIONS`` | false | true: allow ``pod.annotations`` setting AppArmor/seccomp/runtime |
-| ``CTXFIT_ALLOWED_GPU_PRODUCTS`` | empty = any | ``gpu.product`` values a server may ask for |
-| ``CTXFIT_STARTUP_LOG_BYTES`` | 1048576 | head of a Ready engine's log read for its start-up accounting (0 disables) |
-| ``CTXFIT_CALIBRATION_CONFIGMAP`` | ``ctxfit-calibration`` | ConfigMap of KV residual samples (empty disables) |
-| ``CTXFIT_CALIBRATION_NAMESPACE`` | ``POD_NAMESPACE`` / ``default`` | namespace of that ConfigMap (the operator's) |
-| ``CTXFIT_DEFAULT_CACHE`` | auto | cache without ``spec.model.cache``: ``auto`` default-class claim, ``emptyDir`` |
-| ``CTXFIT_LOG_LEVEL`` | INFO | DEBUG, INFO (one line per decision per server), WARNING or ERROR |
-| ``CTXFIT_KEDA_ENABLED`` | false | render a KEDA ScaledObject for servers with ``spec.autoscaling`` |
-| ``CTXFIT_PROMETHEUS_ADDRESS`` | empty | Prometheus URL the ScaledObjects' triggers query (needed with KEDA) |
-| ``CTXFIT_RESOLVER_IMAGE`` | empty | the operator's own image, run by resolver pods (gated repos, preloaded claims) |
-| ``CTXFIT_RESOLVER_NODE_SELECTOR`` | empty | ``key=value,...``: where resolver pods run (e.g. a CPU pool) |
-| ``CTXFIT_RESOLVER_TOLERATIONS`` | empty | ``key[=value][:Effect],...``: taints resolver pods tolerate |
-| ``CTXFIT_MODEL_RECHECK_SECONDS`` | 21600 | a moving branch (revision not a commit) is re-checked this often |
-| ``CTXFIT_RESOLVE_BACKOFF_SECONDS`` | 5 | first retry of a resolution while the Hub is unreachable; doubles |
-| ``CTXFIT_RESOLVE_BACKOFF_MAX_SECONDS`` | 300 | cap of that wait |
-| ``CTXFIT_TOKEN_RECHECK_SECONDS`` | 600 | a token's ModelAccessDenied is retried this often (the Secret may be fixed) |
-| ``CTXFIT_RESOLVE_TIMEOUT_SECONDS`` | 120 | a resolution (or resolver pod run) not done by then: HubUnreachable |
-| ``CTXFIT_RESOLVE_POLL_SECONDS`` | 2 | a server waiting for a resolution looks again this often |
-| ``CTXFIT_GATEWAY_ENABLED`` | false | manage the InferencePools and pool labels of ``spec.routing`` servers |
-| ``POD_NAME`` | host name | the pod's name (downward API, set by the chart): Lease holder, Events' reportingInstance |
-| ``POD_NAMESPACE`` | ``default`` | the pod's namespace (downward API, set by the chart) |
+Every variable, its default and its meaning: docs/design/settings.md.
 """
 
 from __future__ import annotations
