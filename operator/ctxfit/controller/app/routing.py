@@ -1,12 +1,7 @@
-"""kopf wiring of the inference gateway (registered only with ``CTXFIT_GATEWAY_ENABLED``): the servers of each
-pool as an index, InferencePools ctxfit owns watched, and the other servers of a pool enqueued when one of
-them changes what the pool's status depends on (ports, context, Ready replicas, model).
+"""kopf wiring of the inference gateway (only with ``CTXFIT_GATEWAY_ENABLED``): the servers of each pool as an
+index, owned InferencePools watched, and a pool's other servers enqueued when one of them changes.
 
-- index ``servers_by_pool``: (namespace, pool) -> ``views.routing.MemberView`` of every InferenceServer naming it;
-- ``on.event`` InferencePools labelled managed-by ctxfit: reconcile their server (an edit is reverted at once,
-  a deleted pool recreated);
-- ``notify_members`` (called by ``handlers.on_server`` for every event, echoes included): a member whose view
-  changed enqueues the other members of its old and new pool.
+The index, the watch and ``notify_members`` in detail: docs/design/gateway.md.
 """
 
 from __future__ import annotations

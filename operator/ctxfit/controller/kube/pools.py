@@ -1,20 +1,7 @@
 """Kubernetes I/O of the inference gateway: InferencePools (``inference.networking.k8s.io/v1``) and the context
-labels of live engine pods (docs/design/gateway.md).
+labels of live engine pods.
 
-Every write passes the ownership rule by uid (``views/ownership.py``, docs/design/ownership.md) in the request
-itself, so an object that changed hands since it was read is never written: a pool is created, or patched through
-``objects.create_or_replace`` (``test`` operations on the pool's uid and on its ownerReference naming the server's
-uid), or deleted through ``objects.delete_if_owned`` (a uid precondition, after checking it is the server's). A pod's
-labels are patched only when the uid chain holds: the pod's controller (a ReplicaSet, or the LeaderWorkerSet's leader
-StatefulSet) is controlled by the server's own workload (its uid, itself checked as the server's), and the patch
-tests the pod's uid, that controller reference's uid and the pod's ``ctxfit.io/server`` label. A failed test (422)
-or precondition (409) writes nothing; the next pass reads again. Only servers that name a pool (or did) read
-anything here. RBAC: ``inferencepools`` get/list/watch/create/patch/delete, ``pods`` patch, ``replicasets`` and
-``statefulsets`` get, behind the chart's ``gateway.enabled``.
-
-API absent: the API server answers 404 for the resource itself (``objects.resource_missing``); ``PoolMemo``
-keeps that for ``ABSENT_MEMO_SECONDS``, so a cluster without the GIE CRDs costs one GET per minute, not one
-per reconcile.
+Every write behind the ownership rule by uid. The uid chain, RBAC and the API absent: docs/design/gateway.md.
 """
 
 from __future__ import annotations
