@@ -1,10 +1,7 @@
 """The attempt lifecycle, the one place an attempt changes: start, succeed, fail (through the recovery policy),
 supersede, reopen, and the startup deadline (pure).
 
-Every special case calls these verbs: a failed pod, a startup past its deadline, a failed download, a clamped
-context (``verify``), a multi-node group recreated past its budget (``group_restarts``). A failure is recorded
-in status together with what comes next (attempt N+1 with its ``notBefore``, or the permanent verdict) before
-the workload changes, so a pass run twice never steps twice. See docs/design/attempts.md.
+Who calls these verbs and why a failure is recorded before the workload changes: docs/design/attempts.md.
 """
 
 from __future__ import annotations

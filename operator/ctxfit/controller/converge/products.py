@@ -1,19 +1,7 @@
 """A GPU product the engine cannot run the model on is avoided by the next attempts (pure).
 
-An attempt that failed with a kind bound to the GPU product or its compute capability (``PRODUCT_KINDS``:
-UnsupportedGPU, permanent for that product in ``ctxfit.recovery``) ends the server only when the spec pins the
-product or no other eligible product remains. Otherwise the products that cannot run it are recorded in
-``status.excludedProducts`` (a typed field; a ``GPUProductExcluded`` Event says which and why) and the pass plans
-again on the best remaining product (``plan.first_plan`` skips excluded products), as attempt N+1. A spec change
-(``spec_key``) clears the list (``attempts.start_over``).
-
-Which products: the one the attempt failed on; with a minimum compute capability in the message (vLLM "Minimum
-capability: 100", "at least 8.0"; SGLang "sm75 and above") every product below it; without one, every product of
-the same compute capability (the engines pick kernels by capability: ``ctxfit.budget.capability``). A product
-whose capability is unknown (no GFD labels, not in the catalog) is excluded only when it is the one that failed.
-
-Before any start, the capability rules ctxfit knows (``budget.capability``) already steer an unpinned spec away from
-a product they refuse (``plan.capable_product``); this module handles what only the engine's failure reveals.
+Records ``status.excludedProducts`` after an ``UnsupportedGPU``-like failure and plans again on another product.
+Which products are excluded and why: docs/design/attempts.md.
 """
 
 from __future__ import annotations
