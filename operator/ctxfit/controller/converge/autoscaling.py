@@ -1,34 +1,7 @@
 """Autoscaling in reconciliation (pure): the KEDA ScaledObject, the replica count, ``status.autoscaling``.
 
-The operator must not fight the autoscaler. With ``spec.autoscaling`` the replica count belongs to
-KEDA's HPA, and the operator writes ``replicas`` to the Deployment/LeaderWorkerSet only:
-
-1. when it creates the workload: ``api.autoscaling.initial_replicas`` (``spec.replicas`` clamped into
-   [minReplicas, maxReplicas]);
-2. ``0`` when the server is Failed (its GPUs released, as without autoscaling); the ScaledObject is paused
-   first (``autoscaling.keda.sh/paused: "true"``: KEDA stops its scale loop and deletes the HPA, KEDA
-   ``controllers/keda/scaledobject_controller.go`` ``reconcileScaledObject``), so nothing scales it up again;
-3. when resuming from that pause with 0 replicas: the initial count again;
-4. when the count lies outside [minReplicas, maxReplicas]: the nearest bound, which is what the HPA itself does
-   (k8s.io/kubernetes ``pkg/controller/podautoscaler/horizontal.go`` ``reconcileAutoscaler``: above
-   ``maxReplicas`` -> max, below ``minReplicas`` -> min), so the two never disagree.
-
-Otherwise the rendered workload carries no ``spec.replicas`` and ``kube/objects.replace_ops`` replaces every other
-``spec`` field, so a step-down (a new engine configuration after a failure) or a drift revert keeps the count
-the HPA set, and drift detection ignores replicas. Without ``spec.autoscaling`` nothing changes:
-``spec.replicas`` is written as before; a ScaledObject left from an earlier spec is deleted (KEDA then deletes
-its HPA and leaves the count), and ``status.autoscaling`` is cleared once it is gone.
-
-Replica counts in status, read from the workload the operator already watches (no HPA read, no RBAC for it):
-``status.replicas`` (every server) and ``status.autoscaling.currentReplicas`` are its ``status.replicas``;
-``status.autoscaling.desiredReplicas`` is its ``spec.replicas``, which the HPA sets to its ``desiredReplicas``
-through the scale subresource (``horizontal.go`` ``reconcileAutoscaler``: ``UpdateScale`` when they differ), or
-the count the operator writes in the same pass (rules 1-4), so status never shows the count being replaced.
-
-KEDA absent (the ``keda.sh`` CRDs not served) or turned off in the operator's settings: condition
-``Autoscaling`` False (``KEDANotInstalled`` / ``KEDADisabled``) saying so, one Warning Event, no crash and no
-retry storm (the API is looked at again every ``KEDA_RECHECK_SECONDS``); the rules above still hold, so the
-count stays where a person or a later autoscaler puts it.
+With ``spec.autoscaling`` the replica count is KEDA's HPA's; the operator writes it only in the few cases listed
+in the design. The rules, the status counts and KEDA absent: docs/design/autoscaling.md.
 """
 
 from __future__ import annotations

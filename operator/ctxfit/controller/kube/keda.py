@@ -1,16 +1,7 @@
 """Kubernetes I/O for autoscaled servers: the KEDA ``ScaledObject`` (``keda.sh/v1alpha1``).
 
-Same rules as the Deployment (``objects.py``): created when absent, otherwise a JSON patch replaces its whole
-``spec`` and adds ctxfit's labels/annotations (field manager ``ctxfit``); KEDA's own label
-(``scaledobject.keda.sh/name``) and finalizer are left alone. The pause annotation
-(``autoscaling.keda.sh/paused``) is always rendered, ``"true"`` or ``"false"``, so the same patch pauses and
-resumes (``controller/converge/autoscaling.py``). Only servers with ``spec.autoscaling``
-(or a ScaledObject recorded in ``status.autoscaling``) reach this module, so other reconciles read nothing
-more. RBAC: ``scaledobjects`` get, create, patch, delete (chart ``templates/rbac.yaml``, behind
-``keda.enabled``).
-
-KEDA absent: the API server answers 404 for the resource itself (no ``details.name`` in the ``Status``),
-which ``KedaNotInstalled`` reports; a 404 for a missing object names the object.
+Same write rules as the Deployment (``objects.py``); the pause annotation is always rendered.
+What is left to KEDA, RBAC and KEDA absent: docs/design/autoscaling.md.
 """
 
 from __future__ import annotations
