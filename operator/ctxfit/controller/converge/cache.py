@@ -1,23 +1,7 @@
 """The weights cache in reconciliation (pure): choose the cache, keep its claim, follow the download.
 
-``resolve(snap, spec, out)`` picks the cache in force (``render.cache.resolve_cache``; the default rule
-needs the cluster's StorageClasses), records it in ``status.model`` and asks for the operator's claim
-to be created or expanded (``Outcome.claim``). ``status.model.claimName`` survives every attempt and
-every spec change, so attempt N+1 mounts the claim attempt N filled.
-
-``observe_download(...)`` folds the ``model-download`` init container of the newest attempt's pod into
-status: phase ``Downloading`` with the elapsed time and bytes done/total (from the download's progress
-line) while it runs; condition ``WeightsCached``; and after a failed run:
-
-- ``ModelAccessDenied``, ``ModelNotFound``: the attempt fails, permanently (``stepping.record_failure``
-  with the download policy, ``recovery.download``);
-- ``CacheVolumeFull`` on the operator's claim: the claim grows (in place when its StorageClass allows
-  expansion, else a new larger claim replaces it) and the same attempt goes on; on the user's claim
-  or a host path: permanent, with the numbers;
-- anything else (network, timeouts, 429/5xx): the kubelet restarts the init container with its own
-  backoff; phase stays ``Downloading`` with the error. An unrecognized error that repeats
-  ``UNKNOWN_DOWNLOAD_RESTARTS`` times goes to the policy as Unknown (one retry, then permanent).
-No path here changes an engine flag or starts a step-down.
+``resolve`` picks the cache and asks for the claim; ``observe_download`` folds the download into status and decides
+on its failures. The rules for each failure: docs/design/weights-cache.md.
 """
 
 from __future__ import annotations
