@@ -1,10 +1,7 @@
 """Condition ``EngineVersionModelled`` (pure): whether the plan models the engine release the server runs.
 
-``ctxfit.engines.versions.check_version`` decides from the spec (``spec.engine.version``, else the image's tag)
-as a typed ``VersionCoverage``; this step only maps it: True/``VersionModelled``, or False with the coverage as the
-reason (``OlderThanModelled``, ``NewerThanModelled``, ``VersionNotSet``, ``VersionUnknown``) and a Warning Event
-when it becomes so. Never a refusal: the server is planned with the rules of the nearest modelled release, which
-the message names (``ctxfit plan`` prints the same line as a warning).
+Maps ``ctxfit.engines.versions.check_version`` to the condition and a Warning Event; never a refusal.
+The reasons and the fallback: docs/design/engines.md.
 """
 
 from __future__ import annotations

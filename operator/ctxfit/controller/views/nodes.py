@@ -1,12 +1,6 @@
 """Nodes whose NVIDIA driver is too old for the engine image, and nodes a start already failed on (pure).
 
-GPU Feature Discovery labels the CUDA version the node's driver supports as
-``nvidia.com/cuda.runtime-version.major``/``.minor`` (older GFD: ``nvidia.com/cuda.runtime.major``/
-``.minor``; the driver itself is ``nvidia.com/cuda.driver-version.*``); see
-https://github.com/NVIDIA/k8s-device-plugin (docs/gpu-feature-discovery). The image needs at least its
-own CUDA (``ctxfit.engines.<engine>.cuda``); a custom image is read from a ``cuXYZ`` tag (``cu128`` =
-12.8) or not checked. A node named in ``status.attempts[].node`` of an attempt that failed with kind
-``CUDADriverTooOld`` is excluded by a required node affinity on ``kubernetes.io/hostname``.
+Reads the GFD CUDA labels against the image's CUDA. The labels and the exclusion rule: docs/design/engines.md.
 """
 
 from __future__ import annotations
