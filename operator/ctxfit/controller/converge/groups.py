@@ -1,9 +1,7 @@
 """Multi-node servers in reconciliation (pure): are there enough nodes for a group, is the group Ready.
 
-A replica of a spec with ``nodes > 1`` is one LeaderWorkerSet group of ``spec.nodes`` pods, each on its
-own node with ``gpu.count`` GPUs of one product (the rendered node selector and pod anti-affinity, see
-``ctxfit.render.leaderworkerset``). The group is planned only when that many eligible nodes of one
-product exist; otherwise the server stays Planning with ``NoEligibleNode`` saying needed and found.
+A group is planned only when ``spec.nodes`` eligible nodes of one product exist. Details:
+docs/design/group-restarts.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Kubernetes I/O for multi-node servers: the LeaderWorkerSet (``leaderworkerset.x-k8s.io/v1``).
 
-Same rules as the Deployment (``objects.py``): created when absent, otherwise a JSON patch replaces its whole ``spec``
-and ctxfit's labels/annotations (field manager ``ctxfit``); scaling to zero patches ``spec.replicas``; nothing that is
-not the server's is written (``guarded``). Only multi-node servers reach
-this module, so single-node reconciles read and write nothing more than before. RBAC: ``leaderworkersets`` get,
-create, patch (chart ``templates/rbac.yaml``).
+Same write rules as the Deployment (``objects.py``); only multi-node servers reach it.
+Details and RBAC: docs/design/group-restarts.md.
 """
 
 from __future__ import annotations
