@@ -1,34 +1,7 @@
 """Operator-side policy: which images, tolerations and Secret references an InferenceServer may use.
-Pure; the settings come from ``CTXFIT_*`` (``settings.py``, chart ``policy.*``).
 
-The permission model (README "Security"): creating an InferenceServer is creating pods in its
-namespace; the chart's ``ctxfit-edit`` ClusterRole aggregates into ``edit``/``admin``, so by default only
-people who may already create pods there may create servers. These settings narrow what a server may
-ask for, for clusters where that is not enough:
-
-- ``CTXFIT_ALLOWED_IMAGE_PREFIXES``: the container image (``spec.engine.image``, else the operator default,
-  else the engine's official image) must start with one of these prefixes (empty: any image);
-- ``CTXFIT_ALLOW_WILDCARD_TOLERATIONS=false``: refuse a toleration without a key (operator Exists with no
-  key tolerates every taint, e.g. control-plane nodes);
-- ``CTXFIT_ALLOWED_TOLERATION_KEYS``: toleration keys allowed (empty: any key);
-- ``CTXFIT_ALLOW_SECRET_ENV=false``: refuse every Secret the spec names: ``engine.env[].valueFrom.secretKeyRef``
-  and ``model.tokenSecretRef`` (rendered as ``HF_TOKEN`` into the download container, which runs the same image);
-  ``CTXFIT_ALLOWED_SECRETS``: names allowed all the same (e.g. the shared ``hf-token``);
-- ``CTXFIT_ALLOW_HOST_PATH=false``: refuse ``model.cache.hostPath``; ``CTXFIT_ALLOWED_HOST_PATH_PREFIXES``: the
-  directories it must be under; without them a system directory (``/``, ``/etc``, ``/var/lib/kubelet``,
-  ``SYSTEM_PATHS``) or one above it is refused, and a path is compared normalized (``/models/../etc`` is ``/etc``);
-- ``CTXFIT_ALLOW_SECURITY_ANNOTATIONS`` (default false): ``pod.annotations`` that change a container's isolation
-  (AppArmor, seccomp, CRI-O/containerd runtime options: ``SECURITY_ANNOTATION_PREFIXES``) are refused;
-- ``CTXFIT_ALLOWED_GPU_PRODUCTS``: the ``gpu.product`` values allowed (the GFD label the pod selects nodes by).
-
-Every spec path into the pod is covered: image (``engine.image``, and the download init container, which runs
-the same image), Secrets (``engine.env``, ``model.tokenSecretRef``), host paths (``model.cache.hostPath``),
-privileges (``pod.annotations``; the spec has no securityContext), node choice (``pod.tolerations``,
-``gpu.product``); tests/unit/controller/converge/test_policy_paths.py walks them field by field.
-
-A refused server is Failed with ``Admitted`` False (reason ``RefusedByPolicy``), a Warning Event, and no
-Deployment (an existing one is scaled to zero). A server refused before it was planned starts once the
-settings allow it; one refused later (settings narrowed) starts again after a change of its spec.
+Pure; the settings come from ``CTXFIT_*`` (``settings.py``, chart ``policy.*``). The permission model, every
+setting, the spec paths covered and what a refused server does: docs/design/policy.md.
 """
 
 from __future__ import annotations
