@@ -1,9 +1,7 @@
 """Refusals in the pure pass: which child writes the API server refused, held back and said in status.
 
-The refusal book (``rejections.RejectionBook``, in memory) is read into ``Snapshot.refusals`` before the pass;
-``hold`` turns it into status (``ObjectsAccepted``, Ready held while a write the server needs to serve is refused)
-and drops the writes still in their backoff. Decisions read ``Write`` and ``Refusal``, never message text.
-Backoff, Events and the reasoning: docs/design/refusals.md.
+``hold`` turns the refusal book into status and drops the writes still in their backoff.
+The book, the backoff, Events and the reasoning: docs/design/refusals.md.
 """
 
 from __future__ import annotations
