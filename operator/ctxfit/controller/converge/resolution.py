@@ -1,31 +1,8 @@
-"""Resolution of ``spec.model`` as a step before planning (pure; docs/design/model-resolution.md).
+"""Resolution of ``spec.model`` as a step before planning (pure).
 
-What the first plan of a spec needs from the model, and where it comes from (``need``):
-
-- ``spec``: ``model.architecture`` and ``model.weightsPerGPU`` are both given: nothing to read;
-- ``catalog``: the model is in the built-in catalog and the revision is ``main``: its offline seed (a token or a
-  preloaded cache only matters to the download then);
-- ``hub``: a public Hub repo (or one on the mirror ``HF_ENDPOINT`` names): the operator reads config.json and the
-  safetensors headers itself, off the reconcile path (``kube.resolution``);
-- ``token``: ``model.tokenSecretRef`` is set: a short-lived resolver pod in the server's namespace, owned by the
-  server, with the Secret as ``HF_TOKEN`` (the kubelet reads it; the operator never does) reports the packed result
-  through its termination message;
-- ``volume``: ``model.name`` is a path inside a preloaded claim (``cache.persistentVolumeClaim``), or the claim is
-  read-only and holds the Hugging Face cache: the same resolver pod with the claim mounted where the engine mounts it.
-
-The I/O layer shares one resolution per key (repo + revision for public repos; + namespace and Secret reference for
-tokens; + claim for volumes) between every server that asks, and tells this step what it knows
-(``ResolutionView``). This step turns that into the ``ModelResolved`` condition and the requests to make
-(``ResolutionRequest``); ``record`` fills ``status.model.resolved`` once the plan exists. A planned server makes no
-request: a re-plan of the same spec reads the architecture and weights per GPU back from ``status.model.resolved``
-(``inputs_from_status``), except that a moving branch (a revision that is not a commit) is re-checked once per
-``Settings.model_recheck_seconds``; when it moved, the server plans again.
-
-Waiting is not failing: while the Hub is unreachable the server stays in Planning with ``ModelResolved=False /
-HubUnreachable``, no attempt exists and no startup budget is used; the I/O layer retries with backoff. Access denied,
-not found, revision not found, an unsupported architecture or an unreadable checkpoint are permanent for that key
-until the spec changes (a spec change forgets the key's error; a token's denial is re-checked slowly, since the
-Secret may have been fixed and the operator cannot watch it).
+``need`` says what the first plan needs from the model and where it comes from (spec, catalog, hub, token,
+volume); the step turns what the I/O layer knows into ``ModelResolved`` and requests.
+The sources, the re-checks and why waiting is not failing: docs/design/model-resolution.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,7 @@
-"""Model resolution I/O: one shared resolution per key, done off the reconcile path (docs/design/model-resolution.md).
+"""Model resolution I/O: one shared resolution per key, done off the reconcile path.
 
-``Resolutions`` keeps, per ``converge.resolution.Need.key``, the resolved model (config.json and the checkpoint's
-tensor groups) or the typed failure, and runs each resolution once however many servers ask:
-
-- public repositories (``hub``): ``ctxfit.hub.resolve_hub`` in a small thread pool of the operator (its own
-  ``HF_ENDPOINT``), never in a reconcile; the servers waiting on the key are woken when it ends;
-- gated repositories (``token``) and preloaded claims (``volume``): a resolver pod (``resolver_pod.py``) in the
-  server's namespace, owned by the server (deleted with it), running the operator's image (``python -m
-  ctxfit.hub.resolver``) with the Secret as ``HF_TOKEN`` (``secretKeyRef``: the kubelet reads it, the operator never
-  does) or the claim mounted read-only; its packed result comes back through its termination message, read with one
-  GET per waiting pass, and the pod is deleted. Every write goes through the ownership guard (``guarded``,
-  docs/design/ownership.md) like every other child's: a pod of that name that is not the server's (by uid) is never
-  read for a result, patched or deleted (the key fails ``ForeignObject``, retried with backoff), a result is taken
-  only from the very pod the operator created (its uid), and the delete carries that uid as a precondition.
-
-Failures: ``HubUnreachable`` (and a run that timed out) is retried with backoff (``resolve_backoff_seconds``,
-doubling, capped); the others stay until the spec changes (``ResolutionRequest.forget_error``), except a token's
-``ModelAccessDenied``, tried again every ``token_recheck_seconds``. Kept in memory only: a planned server needs
-no resolution again (a re-plan reads ``status.model.resolved``), so after a restart only new servers ask. An entry
-lives while some server waits on it: a server is dropped from the entries its spec no longer needs (``retain``,
-every pass) and from all of them when it is deleted (``forget``); an entry no server waits on is dropped, finished
-or not (a running one's result is discarded), so memory stays bounded by what live servers need.
+``Resolutions`` runs each resolution once however many servers ask: public repos in a thread pool, gated repos
+and preloaded claims in a resolver pod. Failures, retries and memory bounds: docs/design/model-resolution.md.
 """
 
 from __future__ import annotations
