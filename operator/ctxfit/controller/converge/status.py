@@ -1,9 +1,7 @@
 """Every phase and condition transition of the pass, and the Events that announce them (pure).
 
-The phase always moves with the Ready condition and ``status.message`` (``mark_phase``), and Degraded follows
-the attempt in force. ``set_condition`` returns whether the condition changed; an Event tied to a condition is
-posted only then, so a pass run twice posts nothing new. The words come from ``wording``; the status is
-written once per pass, by ``reconcile``. See docs/design/status.md.
+The phase moves with Ready and ``status.message``; an Event is posted only when its condition changed.
+See docs/design/status.md.
 """
 
 from __future__ import annotations

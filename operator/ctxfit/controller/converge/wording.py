@@ -1,12 +1,6 @@
 """Status wording rules: a condition's reason and message never disagree, a phase names what happens (pure).
 
-- ``budget_condition``: BudgetFits from the plan. True/``Fits`` when the target (or the model's maximum when
-  no target is set) is planned; True/``FitsBelowTarget`` when a smaller context above the minimum is; False/
-  ``DoesNotFit`` otherwise. A True condition never carries the planner's "does not fit" sentence about the
-  target: that sentence (``Plan.choice.reason``, ``budget.context.choose_context``) is replaced by one that
-  states what fits.
-- ``failure_phase``: after a failed start, ``Retrying`` when the next attempt has the same effective
-  configuration (e.g. a transient failure retried after a backoff), ``SteppingDown`` when it changes.
+``budget_condition`` and ``failure_phase``; the rules: docs/design/status.md.
 """
 
 from __future__ import annotations
