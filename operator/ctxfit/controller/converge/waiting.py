@@ -1,12 +1,6 @@
 """Waiting is not failing (pure): the pods an attempt may act on, and readiness that follows them.
 
-- ``attempt_pods``: the pods that may drive the state machine: owned (via ReplicaSet) by the server's
-  Deployment, of the current engine template and attempt, not being deleted, not lost with their node;
-- ``follow_pods``: when the current attempt has no Ready pod, say why in status (waiting for GPUs with the
-  scheduler's message, pulling, initializing, pod lost), or end in a condition for what the engine
-  cannot fix (image cannot be pulled, the ReplicaSet cannot create pods). None of these uses an attempt
-  or the startup deadline (that starts when the engine container starts, ``PodFacts.engine_started_at``).
-  Such verdicts are retried after a spec change by ``attempts.reopen``.
+``attempt_pods`` and ``follow_pods``, and why none of the waits uses an attempt: docs/design/waiting.md.
 """
 
 from __future__ import annotations
