@@ -1,17 +1,8 @@
 """The calibration table in a ConfigMap of the operator's namespace (Kubernetes I/O; the rule is pure,
 ``ctxfit.budget.calibrate``).
 
-Data key ``calibration.yaml``: readable YAML, one entry per (engine, minor version, GPU, TP, PP) with
-``count``, ``medianResidualBytes``/``GiB``, ``correctionBytes`` and the newest samples (server,
-residual, time). Writes are read-modify-replace with the read ``resourceVersion`` (compare-and-swap,
-retried on conflict); samples carry ``<server uid>/<attempt>`` and adding one twice is a no-op, so
-writing the same samples again after a crash or a retry changes nothing (exactly once).
-
-The ConfigMap is input, never trusted (docs/design/calibration-trust.md): a text over ``MAX_TABLE_BYTES`` is not
-parsed (the last good table stays), a text is parsed once per ``resourceVersion`` (with libyaml's C loader
-when present), every entry and sample is validated and a bad one dropped with a warning
-(``CalibrationTable.from_wire``), and a ConfigMap of that name that ctxfit did not write is only read, never
-replaced.
+Read-modify-replace with compare-and-swap, samples added exactly once, the ConfigMap never trusted.
+The format and the bounds: docs/design/calibration-trust.md.
 """
 
 from __future__ import annotations
