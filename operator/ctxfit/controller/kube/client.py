@@ -1,11 +1,7 @@
 """The operator's Kubernetes I/O: a small wrapper over the official client (sync; run in worker threads).
 
-Every write the operator does goes through here: the InferenceServer status (replace on the status
-subresource with ``resourceVersion``, i.e. compare-and-swap), create/replace of the Deployment and
-the Service (field manager ``ctxfit``), scaling to zero, Events; every change of an existing object only when
-it is the server's (``ownership``, ``guarded``). Reads: the InferenceServer,
-its Deployment, a failed pod's Events and previous log tail. Requests and responses are raw JSON
-(``controller/kube/rest.py``): no model validation or (de)serialization on the hot path. Never reads Secrets.
+Every write the operator does goes through here, behind the ownership guard; raw JSON, never reads Secrets.
+What it writes and reads: docs/design/ownership.md.
 """
 
 from __future__ import annotations

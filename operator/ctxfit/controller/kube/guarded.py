@@ -1,9 +1,7 @@
 """The one way the operator changes or deletes an existing child object: read it, check it is the server's
 (``ownership``), then send the patch behind ``test`` operations, or the delete behind a uid precondition.
 
-Shared by every child kind (``objects.py`` for the kinds of ``rest``'s table, ``claims.py``, ``resolution.py``): the
-callers pass how to read the object and how to send the request. A create (POST) needs no guard: the API
-server refuses it with 409 when the name is taken, and the callers then come here.
+Who shares it and why a create needs no guard: docs/design/ownership.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """The one way the operator writes a child object of any kind in ``rest``'s table: get-or-none, create-or-replace,
 patch, delete and scale to zero, each over ``Rest.call`` and the ownership guard (``guarded``).
 
-Created when absent; otherwise an RFC 6902 JSON patch replaces its whole ``spec`` and adds ctxfit's labels and
-annotations (``replace_ops``; field manager ``ctxfit``), so fields another controller owns (KEDA's label and
-finalizer, the LWS controller's status) are left alone. What the caller believed (``exists``) may be stale: a 409
-on create patches instead, a 404 for the object on the patch creates it. An existing object is changed only behind
-``test`` operations on its uid and the server's ownerReference, and deleted only with its uid as a precondition.
-A 404 for the resource type itself (its CRD not installed: the ``Status`` names no object, ``resource_missing``)
-is raised as it is, never answered with a create that must fail the same way.
+The patch shape, stale beliefs (409/404) and a missing CRD: docs/design/ownership.md.
 """
 
 from __future__ import annotations

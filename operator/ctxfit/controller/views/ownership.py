@@ -1,18 +1,7 @@
 """Whose an object is (pure): the operator writes only objects that name their InferenceServer by uid.
 
-Rule (docs/design/ownership.md): ctxfit creates, patches, scales or deletes an object only when it is absent
-(a create) or when its ``metadata.ownerReferences`` hold a reference to kind ``InferenceServer`` of
-``ctxfit.io`` with the server's ``uid``; a retained weights claim (``retain: true``, no ownerReference, so it
-outlives its server) counts when its ``ctxfit.io/owner-uid`` annotation, written by the operator at
-creation, holds that uid. A name alone, a label alone (``app.kubernetes.io/managed-by: ctxfit``) or a
-reference to another uid (an earlier server of the same name) is not ownership (one exception: the headless
-Service a LeaderWorkerSet controller creates under the server's name is controlled by the server's own
-LeaderWorkerSet, and is the multi-node server's Service: ``via``): such an object is
-*foreign*, and a write to its name ends in ``guarded.Foreign`` (a condition and an Event), never a write.
-
-``guard_ops`` turns the check into RFC 6902 ``test`` operations put in front of every JSON patch, so the API
-server applies the patch only to the very object that was checked (same ``metadata.uid``) while it still
-names the server (a failed test is answered 422 and nothing changes).
+``guard_ops`` turns the check into RFC 6902 ``test`` operations in front of every JSON patch.
+The rule and its one exception: docs/design/ownership.md.
 """
 
 from __future__ import annotations
