@@ -1,15 +1,7 @@
 """Raw JSON requests to the API server over the official client's connection pool and credentials.
 
-The generated API classes of the ``kubernetes`` client (37.x) validate every body into pydantic models with
-``validate_call`` and serialize them back: for a Deployment that was most of the operator's CPU per server
-in ``bench/reconcile_bench.py``, and importing ``CoreV1Api``/``AppsV1Api`` alone costs ~30 MiB of RSS.
-The operator's objects are already plain dicts rendered for the wire (``ctxfit.render``), so this module
-sends them as JSON through the same ``urllib3`` pool (``ApiClient.rest_client.pool_manager``: TLS client
-certificates, CA, proxy) with the same credentials (``Configuration.auth_settings()``: bearer token,
-refreshed by the kubeconfig/in-cluster hook), and returns parsed JSON. Errors raise the client's own
-``ApiException`` (``status``, ``reason``, ``body`` = the API server's Status JSON), so callers handle them
-exactly as before. Works with every ``kubernetes`` release the project allows (>= 29): only the pool, the
-configuration and the exception are used.
+Skips the generated API classes (their validation cost most of the CPU per server); errors are the client's own
+``ApiException``. Why and the figures: docs/design/io-performance.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
 """Service writes off the reconcile path: a few threads create (or patch) the servers' Services, in order.
 
-The API server allocates a Service's ClusterIP one Service at a time; on this machine a create took 17 ms
-alone and 5-9 s while 1,000 servers were being started at 10/s (bench/README.md; a one-at-a-time probe saw the
-same 5-9 s, ConfigMaps meanwhile took 20-100 ms). A reconcile that waits for it holds a worker slot that
-status writes of other servers need: with 1,000 servers created at 10/s, half the statuses were still
-unwritten at the end. So a reconcile hands its rendered Service to ``ServiceLane.submit`` and goes on:
-
-- one write per server at a time (a Service already in flight is not submitted again);
-- on success the refusal book forgets the Service (``RejectionBook.accepted``); on failure the error is kept
-  with the rendering's fingerprint, and the next pass of that server raises it where the inline write would
-  have (``take_failure``), so a refusal still becomes ``ObjectsAccepted=False`` + Warning Event with backoff
-  (``rejections``), one pass later; a different rendering (e.g. after a spec fix) drops the old error;
-- after a failure the server is enqueued again (``on_done``); after a success the Service's watch event
-  enqueues it, and until that event (``seen``), at most ``WRITTEN_MEMORY_SECONDS``, the same rendering is
-  not written again.
-
-Order is kept per server: status first, then Events, then Deployment, then Service (the lane starts after
-the reconcile's writes). ``close`` drops what has not started (the next operator re-derives it).
+A reconcile hands its rendered Service to ``ServiceLane.submit`` and goes on; failures surface on the next pass.
+Why (ClusterIP allocation) and the figures: docs/design/io-performance.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
 """Giving freed memory back to the system: glibc's ``malloc_trim`` after the resident set grew.
 
-A hostile spec or a labelled object near the API server's object size limit (~1.2 MB) is decoded by the watch, read
-again by a pass and refused or dropped: the operator keeps at most a bounded view of it (docs/design/refusals.md,
-"Memory"), but the bytes it was decoded into were allocated by glibc in the arena of whichever thread read it (up to 8
-per core) and stay resident after Python frees them, because glibc gives a heap back only from its top. On the local
-control plane (bench/hostile_rss.py) twenty such servers left the operator ~85 MiB larger, while a pass over the
-in-memory API server retains < 1 MiB of them (tracemalloc); with the trim the resident set falls back after each burst
-(+159 -> +78 MiB at the end of the bench). ``malloc_trim(0)`` releases the free pages of every arena (glibc >= 2.8,
-``malloc/malloc.c`` ``mtrim``: ``madvise(MADV_DONTNEED)`` on whole free pages).
-
-``Trimmer.run`` checks the resident set every ``TRIM_SECONDS`` and trims when it is ``TRIM_GROWTH_BYTES`` above what
-it was after the last trim (a steady operator never trims; one trim of a ~250 MiB heap takes well under a millisecond
-on the development VM). Without glibc (musl, macOS) it does nothing.
+``Trimmer.run`` trims when the resident set grew past a threshold; without glibc it does nothing.
+Why and the figures: docs/design/io-performance.md.
 """
 
 from __future__ import annotations
