@@ -1,13 +1,7 @@
 """Per-server state gauges as one Prometheus collector: the values are kept as a small record per server and
 turned into samples only when ``/metrics`` is scraped.
 
-One ``prometheus_client`` Gauge child per server and family (about 20 with the seven ``phase`` values) cost
-about 10 MiB of the operator's memory at 1,000 servers, and as many ``labels().set()`` calls per reconcile
-(bench/README.md). This collector exports the same families, names, labels and values (the house style: state
-via collectors, events via counters; Prometheus ``client_python`` docs, "Custom Collectors"). A value is
-replaced only by a known one (None keeps the last), as the gauges it replaces did, except the values that say
-what runs (``IN_FORCE``): their series is removed when nothing of theirs runs (Failed: scaled to 0; the attempt
-they described is no longer the newest), so neither a dashboard nor an alert reads a stopped server as serving.
+Why a collector, and when a series is removed: docs/design/telemetry.md.
 """
 
 from __future__ import annotations

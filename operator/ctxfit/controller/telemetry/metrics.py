@@ -1,9 +1,7 @@
 """Operator metrics: one dedicated registry, prefix ``ctxfit_``, labels namespace/name/engine (+ one more).
 
-State (the configuration in force, the plan, the phase) is set from each reconciled status into one
-collector (``gauges.ServerGauges``); events (attempt outcomes, step-downs, reconcile errors) are
-counters. Built in ``@kopf.on.startup`` and kept
-on ``memo.state.runtime.metrics``; ``start_http_server`` serves ``/metrics`` on ``CTXFIT_METRICS_PORT``.
+State via one collector (``gauges.ServerGauges``), events via counters; served on ``CTXFIT_METRICS_PORT``.
+See docs/design/telemetry.md.
 """
 
 from __future__ import annotations
