@@ -1,22 +1,7 @@
 """Drift: what matters in the live workload compared with the desired one (pure, no kopf, no API client).
 
-The workload is the engine Deployment, or for a multi-node server its LeaderWorkerSet: there the leader and
-the worker templates are compared field by field (``leader.container.args``, ``worker.pod.volumes``...)
-together with the group's ``size`` and ``restartPolicy`` (``spec.leaderWorkerTemplate``,
-sigs.k8s.io/lws ``api/leaderworkerset/v1/leaderworkerset_types.go``): a group of another size or one the LWS
-controller no longer recreates as a whole is not the group ctxfit planned.
-
-The operator's own ``ctxfit.io/pod-template-hash`` annotation survives a hand edit (``kubectl set image``,
-``kubectl edit`` of the args), so it cannot tell whether the running template is the rendered one.
-``live_deployment(obj)`` keeps, at index time, the fields ctxfit renders and cares about;
-``drifted(desired, live)`` names those that differ.
-
-The API server fills defaults into what it stores (probe ``timeoutSeconds``/``successThreshold``/
-``scheme``, env ``fieldRef.apiVersion``, port ``protocol``...) and canonicalizes quantities ("0.5" ->
-"500m"), so the comparison is semantic: a desired mapping must be contained in the live one, lists
-match item by item, and under ``resources`` quantities compare by value
-(k8s.io/apimachinery ``pkg/api/resource/quantity.go`` canonical form; ``kubernetes.utils.parse_quantity``).
-A field ctxfit does not render but the live object has (e.g. an added ``command``) counts as drift.
+``live_deployment`` keeps the fields ctxfit renders; ``drifted`` names those that differ, compared semantically.
+Why field by field and how defaults are handled: docs/design/drift.md.
 """
 
 from __future__ import annotations
