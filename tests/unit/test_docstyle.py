@@ -2,10 +2,14 @@
 nothing to a newcomer. State the reason, or cite docs/design/*.md. An upstream project's issue is a source
 and stays, named by its project right before it on the same line ("vLLM issue 1284", "SGLang issues 4205
 and 6033"); a continuation line repeats the project's name.
+
+Every module of operator/ctxfit/controller has a module docstring of a few lines (at most ``MAX_MODULE_DOC_LINES``):
+what the module is for and what a newcomer looks for there; the reasoning and figures live in docs/design/*.md.
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -18,6 +22,9 @@ SUFFIXES = {".py", ".yaml", ".yml"}
 ISSUE = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)
 UPSTREAM = re.compile(r"\b(?:vllm|sglang|flashinfer|xet-core)\b", re.IGNORECASE)
 """The upstream projects whose issues operator/ and tests/ cite."""
+CONTROLLER = REPO / "operator" / "ctxfit" / "controller"
+MAX_MODULE_DOC_LINES = 6
+"""Lines of a controller module's docstring (``ast.get_docstring``); the longer story goes to docs/design/*.md."""
 WINDOW = 40
 """How many characters before "issue" may hold the project's name ("vLLM's Ray executor, issues 1160")."""
 
@@ -68,3 +75,44 @@ def test_no_issue_of_this_project_is_cited() -> None:
 )
 def test_own_issue_references(text: str, expected: list[tuple[int, str]]) -> None:
     assert own_issue_references(text) == expected
+
+
+def module_doc_problem(source: str) -> str | None:
+    """Why the module ``source`` breaks the docstring rule (none, or over ``MAX_MODULE_DOC_LINES`` lines), else None."""
+    doc = ast.get_docstring(ast.parse(source))
+    if not doc:
+        return "no module docstring"
+    lines = len(doc.splitlines())
+    if lines > MAX_MODULE_DOC_LINES:
+        return f"module docstring of {lines} lines (at most {MAX_MODULE_DOC_LINES})"
+    return None
+
+
+def test_controller_module_docstrings_are_short() -> None:
+    modules = sorted(p for p in CONTROLLER.rglob("*.py") if "__pycache__" not in p.parts)
+    assert modules
+    bad = [
+        f"{path.relative_to(REPO)}: {problem}"
+        for path in modules
+        if (problem := module_doc_problem(path.read_text(encoding="utf-8"))) is not None
+    ]
+    assert not bad, (
+        "a controller module's docstring says in a few lines what the module is for and links "
+        "docs/design/*.md for the reasoning and figures (move the rest there, under a heading naming the module):\n"
+        + "\n".join(bad)
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('"""One line."""\n', None),
+        ('"""' + "\n".join(f"line {n}" for n in range(6)) + '\n"""\nX = 1\n', None),
+        ('"""' + "\n".join(f"line {n}" for n in range(7)) + '\n"""\nX = 1\n',
+         "module docstring of 7 lines (at most 6)"),
+        ("X = 1\n", "no module docstring"),
+    ],
+    ids=["one", "six", "seven", "none"],
+)
+def test_module_doc_problem(source: str, expected: str | None) -> None:
+    assert module_doc_problem(source) == expected
