@@ -116,3 +116,15 @@ def test_controller_module_docstrings_are_short() -> None:
 )
 def test_module_doc_problem(source: str, expected: str | None) -> None:
     assert module_doc_problem(source) == expected
+
+
+def test_package_docstring_answers_where_things_happen() -> None:
+    """A newcomer's three questions (where a failed pod becomes a step-down, where status is written, where a new
+    child object goes) are answered in the controller's package docstring, by files that exist."""
+    package = CONTROLLER
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8"))) or ""
+    for question, needle in (("step-down", "converge/attempts.py"), ("status is written", "reconcile/write.py"),
+                             ("new child object", "converge/desired.py")):
+        sentence = next((s for s in " ".join(doc.split()).split(". ") if question in s.lower()), "")
+        assert needle in sentence, f"the package docstring does not say where {question!r} happens ({needle})"
+        assert (package / needle).is_file(), needle
