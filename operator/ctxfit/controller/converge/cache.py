@@ -21,7 +21,8 @@ from .status import mark_phase, mark_weights_cached
 from .types import DiagnoseDownload, EventNote, Outcome, RecordFailure, Snapshot
 
 DOWNLOAD_RECHECK_SECONDS = 10.0
-"""How often a downloading server is looked at (elapsed time and progress in status)."""
+"""How often a running or retrying download is looked at (elapsed time and progress in status); one that has not
+started waits for its pod's own change instead."""
 UNKNOWN_DOWNLOAD_RESTARTS = 3
 """Restarts of the download with an unrecognized error before the policy treats it as Unknown."""
 PERMANENT_KINDS = frozenset({FailureKind.MODEL_ACCESS_DENIED, FailureKind.MODEL_NOT_FOUND})
@@ -223,7 +224,8 @@ def observe_download(snap: Snapshot,  # noqa: C901 - one branch per download out
         why = (f"claim {claim.name} is {claim.phase or 'not bound'}" if claim is not None and claim.phase != "Bound"
                else f"pod {pod.name} is {pod.phase or 'Pending'}")
         mark_weights_cached(out, "False", Reason.DOWNLOADING, f"download not started yet: {why}", now, snap.generation)
-        out.requeue(DOWNLOAD_RECHECK_SECONDS)
+        # no recheck: what ends this wait (the pod scheduled once its claim binds, the init container started) is a
+        # change of the pod, and every pod change is a pass; polling it cost 1,000 waiting servers 100 passes/s
         return False  # the pod itself waits (scheduling, GPUs, image pull): controller.waiting says why
     elapsed = _seconds(dl.started_at or pod.created, snap.now)
     progress = parse_progress(snap.download_log(pod)) if snap.download_log is not None else None

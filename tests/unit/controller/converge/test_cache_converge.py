@@ -287,3 +287,18 @@ def test_a_download_that_has_not_started_says_what_it_waits_for() -> None:
     cached = out.status.condition(ConditionType.WEIGHTS_CACHED)
     assert cached is not None and "claim kimi-weights is Pending" in cached.message
     assert out.status.phase is not None and out.status.phase.value == "Starting"
+
+
+def test_a_download_that_has_not_started_waits_for_its_pod_not_a_timer() -> None:
+    """The pod's own change (scheduled, init container started) ends this wait and is a pass: no 10-s polling."""
+    first = started(spec())
+    waiting = replace(pod(1), download=DownloadView("waiting", None, None, 0, None, None, "", "kimi-weights"),
+                      phase="Pending")
+    have = {"claim": bound(), "deployment": applied(first), "service_port": 8000}
+    out = converge(snap(spec(), first.status, pods=(waiting,), **have), SETTINGS, never)
+    cached = out.status.condition(ConditionType.WEIGHTS_CACHED)
+    assert cached is not None and cached.message.startswith("download not started yet: pod ")
+    assert out.deployment is None and out.service is None
+    assert out.requeue_after == SETTINGS.resync_seconds
+    running = converge(snap(spec(), out.status, pods=(downloading(1, "running"),), **have), SETTINGS, never)
+    assert running.requeue_after is not None and running.requeue_after <= 10
