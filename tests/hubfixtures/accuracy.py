@@ -6,6 +6,7 @@ table)."""
 from __future__ import annotations
 
 import csv
+import math
 import statistics
 from functools import cache
 from pathlib import Path
@@ -86,9 +87,10 @@ def family(case: dict[str, Any]) -> str:
 
 
 def summary(errors: list[float], observed: list[float]) -> dict[str, float]:
-    """median / p90 / max |error| in GiB and relative (p90: the value at index int(0.9 x (n - 1)) of the sorted)."""
+    """median / p90 / max |error| in GiB and relative (p90 by nearest rank: the ceil(0.9 n)-th smallest, so with
+    two values it is the larger one)."""
     abs_sorted = sorted(errors)
     rel = sorted(e / o for e, o in zip(errors, observed, strict=True))
-    i = int(0.9 * (len(abs_sorted) - 1))
+    i = math.ceil(0.9 * len(abs_sorted)) - 1
     return {"n": len(errors), "median": statistics.median(abs_sorted), "p90": abs_sorted[i], "max": abs_sorted[-1],
             "medianRel": statistics.median(rel), "p90Rel": rel[i]}
