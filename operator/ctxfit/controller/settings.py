@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    """Every operator setting (see the module docstring for the environment variables)."""
+    """Every operator setting (the environment variables: docs/design/settings.md)."""
 
     model_config = SettingsConfigDict(env_prefix="CTXFIT_", extra="ignore", frozen=True)
 

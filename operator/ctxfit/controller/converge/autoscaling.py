@@ -32,7 +32,7 @@ from .types import EventNote, Keda, Outcome, ScalingSnapshot, Snapshot
 KEDA_RECHECK_SECONDS = 60.0
 """How often a server with autoscaling looks for KEDA again while its CRDs are not served."""
 SCALED_OBJECT_RECHECK_SECONDS = 10.0
-"""How soon after applying a ScaledObject its KEDA ``Ready`` verdict is read (ScaledObjects are not watched)."""
+"""How soon after a ScaledObject write (KEDA's ``Ready`` verdict, or its deletion) it is read again, watch or not."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class Replicas:
 
 def wanted_replicas(spec: InferenceServerSpec, have: DeploymentView | None, failed: bool,
                     scaling: ScalingSnapshot | None) -> Replicas:
-    """The replica count to render and whether to write it (see the module docstring for the rules)."""
+    """The replica count to render and whether to write it (the rules: docs/design/autoscaling.md)."""
     auto = spec.autoscaling
     if auto is None:
         return Replicas(0 if failed else None)
@@ -236,7 +236,7 @@ def replica_counts(have: DeploymentView | None, out: Outcome) -> dict[str, int |
 
 def converge_autoscaling(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, settings: Settings,
                          now: str) -> None:
-    """``status.replicas``, ``status.autoscaling`` and the ScaledObject for this pass (module docstring)."""
+    """``status.replicas``, ``status.autoscaling`` and the ScaledObject for this pass (docs/design/autoscaling.md)."""
     st = out.status
     have = snap.deployment
     st.replicas = have.current_replicas if have is not None else None

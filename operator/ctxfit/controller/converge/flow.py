@@ -28,7 +28,7 @@ GROUPS_RECHECK_SECONDS = 60.0
 
 def converge(snap: Snapshot, settings: Settings, diagnose: Diagnose,
              read_startup: ReadStartup | None = None) -> Outcome:
-    """One reconciliation step for one InferenceServer (pure; see the module docstring): the ordered steps, then
+    """One reconciliation step for one InferenceServer (pure): the ordered steps, then
     the refusal book's state into status and the writes still in their backoff dropped (``refusals.hold``), Ready
     held while the Service lane writes the Service (``refusals.hold_for_service``), and last the KV pool in force
     (``status.mark_kv_in_force``).

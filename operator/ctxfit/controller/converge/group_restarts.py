@@ -62,7 +62,7 @@ def count_recreations(cur: Attempt, pods: Sequence[PodView], group_size: int,
                       groups: int | None = None) -> list[PodView]:
     """Remember the leaders of ``pods`` (the attempt's own) on ``cur``; returns the leaders that are new
     incarnations of a known, complete group (same revision, new uid, ``RECREATION_WINDOW_SECONDS`` or more after
-    the disruption's first leader; see the module docstring), each counted
+    the disruption's first leader; docs/design/group-restarts.md), each counted
     once in ``cur.group_restarts``. ``group_size``: pods per group (``spec.nodes``). ``groups``: the
     LeaderWorkerSet's ``spec.replicas`` (None: unknown): groups of a higher index were scaled away and are
     forgotten, so a scale-up that brings one back is a new group, not a recreation."""
@@ -112,7 +112,7 @@ def _restarts_of(leader: GroupLeader, cur: Attempt) -> int | None:
 
 def follow_group(out: Outcome, spec: InferenceServerSpec, cur: Attempt, pods: Sequence[PodView], budget: int,
                  now: str, generation: int, groups: int | None = None) -> bool:
-    """Count the attempt's group recreations (see the module docstring); True when the budget is exhausted and
+    """Count the attempt's group recreations (docs/design/group-restarts.md); True when the budget is exhausted and
     the server was marked Failed (the caller stops there). ``groups``: the live LeaderWorkerSet's
     ``spec.replicas`` (None: not read). Single-node specs are never touched."""
     if spec.nodes <= 1:

@@ -1,5 +1,5 @@
-"""What a spec needs resolved before its first plan, and the key each read is shared under (pure; the cases are in
-``converge.resolution``'s docstring and docs/design/model-resolution.md)."""
+"""What a spec needs resolved before its first plan, and the key each read is shared under (pure; the cases:
+docs/design/model-resolution.md, "controller/converge/resolution.py")."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
 def need(spec: InferenceServerSpec, namespace: str) -> Need:
-    """The resolution ``spec`` needs (see the module docstring)."""
+    """The resolution ``spec`` needs: ``spec``, ``catalog``, ``hub``, ``token`` or ``volume``
+    (docs/design/model-resolution.md)."""
     model = spec.model
     revision = model.revision or "main"
     if model.architecture is not None and model.weights_per_gpu is not None:

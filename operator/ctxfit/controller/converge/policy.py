@@ -37,7 +37,7 @@ def _under(path: str, prefix: str) -> bool:
 
 
 def host_path_refusal(path: str, settings: Settings) -> str | None:
-    """Why ``model.cache.hostPath.path`` is refused, None when it is allowed (see the module docstring)."""
+    """Why ``model.cache.hostPath.path`` is refused, None when it is allowed (docs/design/policy.md)."""
     if not settings.allow_host_path:
         return "model.cache.hostPath: host paths are not allowed (use a claim)"
     normal = posixpath.normpath(path)

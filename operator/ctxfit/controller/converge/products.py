@@ -43,7 +43,8 @@ def _value(cc: tuple[int, int]) -> float:
 
 
 def to_exclude(failure: Failure, product: str, nodes: Iterable[GPUNode], attempt: int) -> list[ExcludedProduct]:
-    """The products of ``nodes`` that ``failure`` on ``product`` rules out (the failed one first; module docstring).
+    """The products of ``nodes`` that ``failure`` on ``product`` rules out, the failed one first
+    (docs/design/attempts.md).
 
     ``failure.numbers``: ``computeCapability`` (the GPU's, major.minor) and ``minimumComputeCapability`` when the
     message states them."""

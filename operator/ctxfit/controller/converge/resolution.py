@@ -80,7 +80,7 @@ class Step:
 def step(snap: Snapshot, spec: InferenceServerSpec, out: Outcome, now: str, settings: Settings,
          spec_changed: bool) -> Step:
     """The resolution step of one pass (before ``flow._first_plan``): the model, then a Hub draft (the same states:
-    waiting while the Hub is unreachable, permanent errors until the spec changes); see the module docstring."""
+    waiting while the Hub is unreachable, permanent errors until the spec changes; docs/design/model-resolution.md)."""
     found = _model_step(snap, spec, out, now, settings, spec_changed)
     if not found.ready or out.status.plan is not None:  # a re-plan reads status
         return found

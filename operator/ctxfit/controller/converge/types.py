@@ -205,7 +205,7 @@ class Need:
     """What resolution the spec needs: ``kind`` and the key the I/O layer shares it under.
 
     Attributes:
-        kind: see the module docstring.
+        kind: where the resolution comes from (``NeedKind``; docs/design/model-resolution.md).
         key: sharing key (kind first).
         repo: repository id, or the path inside the volume.
         revision: ``spec.model.revision`` (``main`` when unset).

@@ -37,7 +37,7 @@ def _first(waits: list[PodWait]) -> PodWait | None:
 
 def follow_pods(out: Outcome, cur: Attempt, pods: list[PodView], gone: list[PodView],
                 deployment: DeploymentView | None, node_names: Collection[str], now: str, generation: int) -> None:
-    """Status for an attempt without a Ready pod (see the module docstring). Writes phase + Ready condition."""
+    """Status for an attempt without a Ready pod (docs/design/waiting.md). Writes phase + Ready condition."""
     waits = [w for w in (waiting(p, node_names) for p in pods if not p.ready and not p.failed) if w is not None]
     waits += [w for w in (waiting(p, node_names) for p in gone) if w is not None]
     wait = _first(waits)

@@ -27,7 +27,7 @@ def below_target(result: Plan, spec: InferenceServerSpec) -> bool:
 
 
 def budget_condition(result: Plan, spec: InferenceServerSpec, headroom: float) -> tuple[ConditionStatus, Reason, str]:
-    """The BudgetFits condition (status, reason, message) for a plan; see the module docstring.
+    """The BudgetFits condition (status, reason, message) for a plan (the rules: docs/design/status.md).
 
     ``headroom`` is the fraction of the KV pool kept free when stepping below the target (for the message).
     """

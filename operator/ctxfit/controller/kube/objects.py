@@ -82,7 +82,7 @@ def create_or_replace(rest: Rest, resource: Resource, obj: dict[str, Any], *, ex
                       ops: list[dict[str, Any]] | None = None, via: tuple[str, ...] = ()) -> None:
     """Create ``obj`` (``exists`` False) or patch the existing object with ``ops`` (default ``replace_ops(obj)``)
     when it is the server's (the uid in ``obj``'s ownerReference; ``via``: see ``Holder.owns``); a stale
-    ``exists`` is corrected by the 409/404 answer (see the module docstring).
+    ``exists`` is corrected by the 409/404 answer (docs/design/ownership.md).
 
     Raises:
         ownership.Foreign: an object of that name exists and is not the server's (nothing written to it).

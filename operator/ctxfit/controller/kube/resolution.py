@@ -54,7 +54,7 @@ class _Entry:
 
 
 class Resolutions:
-    """The shared resolutions of one operator process (thread-safe; see the module docstring).
+    """The shared resolutions of one operator process (thread-safe; docs/design/model-resolution.md).
 
     ``wake(key)`` requeues a server (called from a pool thread); ``resolve`` is ``ctxfit.hub.resolve_hub`` (a test
     passes its own); ``clock`` gives the current time. Set after construction: ``ready(key)``, called instead of

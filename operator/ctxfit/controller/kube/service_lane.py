@@ -25,7 +25,8 @@ WRITTEN_MEMORY_SECONDS = 10.0
 
 
 class ServiceLane:
-    """See the module docstring. Thread-safe."""
+    """The Service writes of every server, a few threads, one write per server at a time
+    (docs/design/io-performance.md). Thread-safe."""
 
     def __init__(self, apply: Apply, book: RejectionBook, on_done: Callable[[Key], None],
                  threads: int = SERVICE_THREADS) -> None:

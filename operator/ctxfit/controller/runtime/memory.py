@@ -43,7 +43,7 @@ def glibc_trim() -> Callable[[], int] | None:
 
 
 class Trimmer:
-    """Trims the C heap when the resident set grew (see the module docstring).
+    """Trims the C heap when the resident set grew (why: docs/design/io-performance.md).
 
     Args:
         trim: the trim call (``glibc_trim()``); None: never trims.

@@ -19,7 +19,8 @@ ObserveWait = Callable[[bool, float], None]
 
 
 class WorkQueue:
-    """See the module docstring. Create and use it inside the running event loop."""
+    """The per-key work queue (docs/design/io-performance.md, "The work queue"). Create and use it inside the
+    running event loop."""
 
     def __init__(self, worker: Worker, concurrency: int, reserved: int = 0,
                  observe_wait: ObserveWait | None = None) -> None:

@@ -41,7 +41,7 @@ class Holder:
     controller_ref: tuple[int, str] | None = None
 
     def owns(self, server_uid: str, kind: str, via: tuple[str, ...] = ()) -> bool:
-        """The object belongs to the server of ``server_uid`` (see the module docstring); ``via``: uids of the
+        """The object belongs to the server of ``server_uid`` (docs/design/ownership.md); ``via``: uids of the
         server's own objects whose controlled children count as the server's (the LeaderWorkerSet's headless
         Service: ``guard_ops``)."""
         if not server_uid:

@@ -40,7 +40,7 @@ by the API server, so the rendered and the stored values compare as they are).""
 
 @dataclass(frozen=True)
 class PodFacts:
-    """What a pod shows beyond readiness (see the module docstring for the sources).
+    """What a pod shows beyond readiness (the sources: docs/design/waiting.md).
 
     Attributes:
         owner_replicaset: name of the controlling ReplicaSet (None: not owned by a ReplicaSet).

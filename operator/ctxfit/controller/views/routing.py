@@ -1,7 +1,7 @@
 """Views of what the inference gateway shows (pure): live InferencePools, the servers naming a pool, pooled pods.
 
 ``pool_view`` and ``member_view`` fold API objects (dicts) into frozen dataclasses for the routing pass
-(``controller/routing.py``).
+(``converge/routing.py``).
 """
 
 from __future__ import annotations
