@@ -12,11 +12,11 @@ from typing import Any
 
 from ctxfit.api.status import ConditionType, InferenceServerStatus, Phase, Reason
 
-from .status import mark_phase
+from .status import HELD_BY, hold_ready_for_refusal, mark_objects_accepted, mark_objects_refused, mark_phase
 from .types import SERVING_UNAFFECTED, EventNote, Outcome, Refusal, Snapshot, Write
 
 __all__ = ["SERVING_UNAFFECTED", "Refusal", "Write", "claim_write", "fingerprint", "hold", "hold_for_service",
-           "is_rejected", "mark_accepted", "mark_rejected", "refused_autoscaler", "slots"]
+           "is_rejected", "refused_autoscaler", "slots"]
 
 
 def fingerprint(obj: dict[str, Any] | None) -> str:
@@ -26,45 +26,10 @@ def fingerprint(obj: dict[str, Any] | None) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-HELD_BY = (Reason.OBJECT_REJECTED, Reason.FOREIGN_OBJECT)
-"""Ready reasons of a Ready held by a refusal."""
-
-
 def is_rejected(status: InferenceServerStatus) -> bool:
     """``ObjectsAccepted`` is False in ``status``."""
     cond = status.condition(ConditionType.OBJECTS_ACCEPTED)
     return cond is not None and cond.status == "False"
-
-
-def mark_rejected(status: InferenceServerStatus, refusal: Refusal, now: str, generation: int) -> None:
-    """``ObjectsAccepted`` False with the refusal's message and reason; Ready held when the refused write is one the
-    server needs to serve (``Write.holds_ready``)."""
-    status.set_condition(ConditionType.OBJECTS_ACCEPTED, "False", refusal.reason, refusal.message, now=now,
-                         generation=generation)
-    if refusal.write.holds_ready:
-        hold_ready(status, refusal.message, now, generation, refusal.reason)
-
-
-def hold_ready(status: InferenceServerStatus, message: str, now: str, generation: int,
-               reason: Reason = Reason.OBJECT_REJECTED) -> None:
-    """Ready False (reason ``ObjectRejected``/``ForeignObject``) and no endpoint while an object is refused; a Ready
-    phase becomes Starting."""
-    if status.phase is Phase.READY:
-        status.phase = Phase.STARTING
-    status.set_condition(ConditionType.READY, "False", reason, message, now=now, generation=generation)
-    status.endpoint = None
-    status.message = message
-
-
-def mark_accepted(status: InferenceServerStatus, now: str, generation: int) -> None:
-    """Every object was accepted: ``ObjectsAccepted`` True; a held Ready goes back to waiting for the engine."""
-    status.set_condition(ConditionType.OBJECTS_ACCEPTED, "True", Reason.OBJECTS_ACCEPTED,
-                         "the API server accepted the Deployment and Service", now=now, generation=generation)
-    ready = status.condition(ConditionType.READY)
-    if ready is not None and ready.reason in HELD_BY:
-        status.set_condition(ConditionType.READY, "False", Reason.ENGINE_STARTING,
-                             "objects accepted; waiting for the engine", now=now, generation=generation)
-        status.message = "objects accepted; waiting for the engine"
 
 
 def refused_autoscaler(refusals: tuple[Refusal, ...]) -> Refusal | None:
@@ -129,7 +94,7 @@ def hold(out: Outcome, refusals: tuple[Refusal, ...], now: str, generation: int,
         if refusal.announce:
             out.events.append(EventNote("Warning", refusal.reason, refusal.message))
     if refusals:
-        mark_rejected(out.status, refusals[-1], now, generation)
+        mark_objects_refused(out, refusals[-1], now, generation)
     elif not is_rejected(out.status):
         return
     waiting = claim_held = False
@@ -148,14 +113,14 @@ def hold(out: Outcome, refusals: tuple[Refusal, ...], now: str, generation: int,
         out.deployment = None
         waiting = True
     if not refusals and (accepted or (not slots(out) and not waiting)):
-        mark_accepted(out.status, now, generation)
+        mark_objects_accepted(out, now, generation)
         return
     holding = next((r for r in reversed(refusals) if r.write.holds_ready), None)
     ready = out.status.condition(ConditionType.READY)
     if holding is not None:
-        hold_ready(out.status, holding.message, now, generation, holding.reason)
+        hold_ready_for_refusal(out, holding.message, now, generation, holding.reason)
     elif not refusals and ready is not None and ready.reason in HELD_BY:
-        hold_ready(out.status, ready.message, now, generation, ready.reason)
+        hold_ready_for_refusal(out, ready.message, now, generation, ready.reason)
 
 
 SERVICE_WAIT_SECONDS = 1.0

@@ -10,11 +10,13 @@ from ctxfit.api import InferenceServerSpec
 from ctxfit.api.status import ConditionStatus, ConditionType, InferenceServerStatus, Phase, Reason
 from ctxfit.budget.planner import Plan
 
-from .types import EventNote, Outcome
+from .types import EventNote, Outcome, Refusal
 from .wording import budget_condition
 
 CLAMP_MARK = "ContextClamped:"
 """Start of a clamped attempt's evidence, for humans (``Attempt.clamped`` is what is read)."""
+HELD_BY = (Reason.OBJECT_REJECTED, Reason.FOREIGN_OBJECT)
+"""Ready reasons of a Ready held by a refusal (``converge/refusals.py``)."""
 
 
 def set_condition(out: Outcome, kind: ConditionType, status: ConditionStatus, reason: Reason, message: str,
@@ -173,3 +175,37 @@ def mark_weights_cached(out: Outcome, status: ConditionStatus, reason: Reason, m
     if status == "True" and (old is None or old.status != "True"):
         out.events.append(EventNote("Normal", reason, message))
     out.status.set_condition(ConditionType.WEIGHTS_CACHED, status, reason, message, now=now, generation=generation)
+
+
+def mark_objects_refused(out: Outcome, refusal: Refusal, now: str, generation: int) -> None:
+    """``ObjectsAccepted`` False with the refusal's message and reason (``converge/refusals.py``); Ready held when
+    the refused write is one the server needs to serve (``Write.holds_ready``)."""
+    out.status.set_condition(ConditionType.OBJECTS_ACCEPTED, "False", refusal.reason, refusal.message, now=now,
+                             generation=generation)
+    if refusal.write.holds_ready:
+        hold_ready_for_refusal(out, refusal.message, now, generation, refusal.reason)
+
+
+def hold_ready_for_refusal(out: Outcome, message: str, now: str, generation: int,
+                           reason: Reason = Reason.OBJECT_REJECTED) -> None:
+    """Ready False (reason ``ObjectRejected``/``ForeignObject``) and no endpoint while an object is refused; a Ready
+    phase becomes Starting, any other phase stays (Degraded is not looked at again)."""
+    st = out.status
+    if st.phase is Phase.READY:
+        st.phase = Phase.STARTING
+    st.set_condition(ConditionType.READY, "False", reason, message, now=now, generation=generation)
+    st.endpoint = None
+    st.message = message
+
+
+def mark_objects_accepted(out: Outcome, now: str, generation: int) -> None:
+    """Every object was accepted: ``ObjectsAccepted`` True; a Ready held by a refusal (``HELD_BY``) goes back to
+    waiting for the engine (the phase stays)."""
+    st = out.status
+    st.set_condition(ConditionType.OBJECTS_ACCEPTED, "True", Reason.OBJECTS_ACCEPTED,
+                     "the API server accepted the Deployment and Service", now=now, generation=generation)
+    ready = st.condition(ConditionType.READY)
+    if ready is not None and ready.reason in HELD_BY:
+        st.set_condition(ConditionType.READY, "False", Reason.ENGINE_STARTING,
+                         "objects accepted; waiting for the engine", now=now, generation=generation)
+        st.message = "objects accepted; waiting for the engine"
