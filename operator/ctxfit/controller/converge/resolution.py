@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.model_cache import ModelStatus
 from ctxfit.api.resolution import ResolvedAdapter, ResolvedModel
-from ctxfit.api.status import ConditionType, Phase, Reason, parse_rfc3339
+from ctxfit.api.status import Phase, Reason, parse_rfc3339
 from ctxfit.budget.planner import Plan
 from ctxfit.catalog import lookup_model
 from ctxfit.engines.registry import unsupported
@@ -25,7 +25,7 @@ from ctxfit.vocab.modelsource import ModelSource
 
 from .needs import COMMIT, adapter_needs, draft_need, need
 from .readback import inputs_from_status
-from .status import mark_phase
+from .status import mark_model_resolved, mark_phase
 from .types import EventNote, Need, Outcome, ResolutionRequest, ResolutionView, Snapshot
 
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ def _wait_or_fail(snap: Snapshot, out: Outcome, wanted: Need, view: ResolutionVi
             settings.resolve_poll_seconds
         message = (f"{role}{_what(wanted)}: {view.detail}; retrying in {wait:.0f} s "
                    f"({HINTS['HubUnreachable']})")
-        _condition(out, "False", Reason.HUB_UNREACHABLE, message, now, snap.generation)
+        mark_model_resolved(out, "False", Reason.HUB_UNREACHABLE, message, now, snap.generation)
         mark_phase(out, Phase.PLANNING, Reason.HUB_UNREACHABLE, message, now, snap.generation)
         out.requeue(wait)
         return request
@@ -194,16 +194,6 @@ def _what(wanted: Need) -> str:
     return f"{wanted.repo}{at}"
 
 
-def _condition(out: Outcome, status: Literal["True", "False", "Unknown"], reason: Reason, message: str, now: str,
-               generation: int) -> None:
-    old = out.status.condition(ConditionType.MODEL_RESOLVED)
-    if status == "False" and reason is not Reason.HUB_UNREACHABLE and (old is None or old.reason is not reason):
-        out.events.append(EventNote("Warning", reason, message))
-    elif reason is Reason.HUB_UNREACHABLE and (old is None or old.reason is not reason):
-        out.events.append(EventNote("Normal", reason, message))  # waiting, not failing
-    out.status.set_condition(ConditionType.MODEL_RESOLVED, status, reason, message, now=now, generation=generation)
-
-
 def _resolving(out: Outcome, wanted: Need, view: ResolutionView | None, now: str, generation: int,
                settings: Settings, role: str = "", how: str = "") -> None:
     how = how or {"hub": "reading config.json and the safetensors headers from the Hub",
@@ -211,7 +201,7 @@ def _resolving(out: Outcome, wanted: Need, view: ResolutionView | None, now: str
                   "volume": "a resolver pod reads the preloaded claim"}[wanted.kind]
     pod = f" ({view.pod})" if view is not None and view.pod else ""
     message = f"resolving {role}{_what(wanted)}: {how}{pod}"
-    _condition(out, "Unknown", Reason.RESOLVING, message, now, generation)
+    mark_model_resolved(out, "Unknown", Reason.RESOLVING, message, now, generation)
     mark_phase(out, Phase.PLANNING, Reason.RESOLVING, message, now, generation)
     out.requeue(settings.resolve_poll_seconds)
 
@@ -230,7 +220,7 @@ def _failed(out: Outcome, wanted: Need, kind: str, detail: str, now: str, genera
     elif part is Part.ADAPTER:
         hint = "check spec.lora.adapters[].source and revision, or set the adapter's rank (and targetModules)"
     message = f"{role}{_what(wanted)}: {kind}: {detail}; {hint}"
-    _condition(out, "False", reason, message, now, generation)
+    mark_model_resolved(out, "False", reason, message, now, generation)
     mark_phase(out, Phase.FAILED, reason, message, now, generation)
 
 
@@ -297,7 +287,8 @@ def record(out: Outcome, spec: InferenceServerSpec, namespace: str, source: Mode
         wanted.kind, f"from {source.describe()}" if source is not None else "")
     also = (f"; draft {draft.describe()}" if draft is not None else "") + (
         f"; adapter_config.json of {', '.join(sorted(adapters))}" if adapters else "")
-    _condition(out, "True", Reason.RESOLVED, f"{_what(wanted)} resolved {where}".strip() + also, now, generation)
+    mark_model_resolved(out, "True", Reason.RESOLVED, f"{_what(wanted)} resolved {where}".strip() + also, now,
+                        generation)
 
 
 def _adapter_records(spec: InferenceServerSpec, adapters: dict[str, ModelSource] | None

@@ -209,3 +209,18 @@ def mark_objects_accepted(out: Outcome, now: str, generation: int) -> None:
         st.set_condition(ConditionType.READY, "False", Reason.ENGINE_STARTING,
                          "objects accepted; waiting for the engine", now=now, generation=generation)
         st.message = "objects accepted; waiting for the engine"
+
+
+def mark_model_resolved(out: Outcome, status: ConditionStatus, reason: Reason, message: str, now: str,
+                        generation: int) -> bool:
+    """``ModelResolved`` (``converge/resolution.py``). An Event only when its reason is new, not on every new
+    message (a wait's "retrying in N s" moves): Normal for HubUnreachable (waiting, not failing), Warning for
+    another False. Returns changed (status, reason or message)."""
+    old = out.status.condition(ConditionType.MODEL_RESOLVED)
+    if old is None or old.reason is not reason:
+        if reason is Reason.HUB_UNREACHABLE:
+            out.events.append(EventNote("Normal", reason, message))
+        elif status == "False":
+            out.events.append(EventNote("Warning", reason, message))
+    return out.status.set_condition(ConditionType.MODEL_RESOLVED, status, reason, message, now=now,
+                                    generation=generation)
