@@ -1,6 +1,6 @@
-"""Code, tests and their docstrings cite no issue of this project ("issue 28", "(issue 9, item 4)"): the number means
-nothing to a newcomer. State the reason, or cite docs/design/*.md. An upstream project's issue is a source
-and stays, named by its project right before it on the same line ("vLLM issue 1284", "SGLang issues 4205
+"""Code, tests, their docstrings and docs/design/*.md cite no issue of this project ("issue 28", "(issue 9, item 4)"):
+the number means nothing to a newcomer. State the reason, or cite docs/design/*.md. An upstream project's issue is a
+source and stays, named by its project right before it on the same line ("vLLM issue 1284", "SGLang issues 4205
 and 6033"); a continuation line repeats the project's name.
 
 Every module of operator/ctxfit/controller has a module docstring of a few lines (at most ``MAX_MODULE_DOC_LINES``):
@@ -19,9 +19,11 @@ SELF = Path(__file__).resolve()
 REPO = SELF.parents[2]
 SCANNED = (REPO / "operator", REPO / "tests")
 SUFFIXES = {".py", ".yaml", ".yml"}
+DESIGN_DOCS = REPO / "docs" / "design"
+"""Scanned too (``*.md``): the design notes say what a thing is, not which issue asked for it."""
 ISSUE = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)
 UPSTREAM = re.compile(r"\b(?:vllm|sglang|flashinfer|xet-core)\b", re.IGNORECASE)
-"""The upstream projects whose issues operator/ and tests/ cite."""
+"""The upstream projects whose issues operator/, tests/ and docs/design cite."""
 CONTROLLER = REPO / "operator" / "ctxfit" / "controller"
 MAX_MODULE_DOC_LINES = 6
 """Lines of a controller module's docstring (``ast.get_docstring``); the longer story goes to docs/design/*.md."""
@@ -45,7 +47,12 @@ def _files() -> list[Path]:
         for top in SCANNED
         for path in sorted(top.rglob("*"))
         if path.is_file() and path.suffix in SUFFIXES and "__pycache__" not in path.parts and path != SELF
-    ]
+    ] + sorted(DESIGN_DOCS.glob("*.md"))
+
+
+def test_design_docs_are_scanned() -> None:
+    design = set(DESIGN_DOCS.glob("*.md"))
+    assert design and design <= set(_files())
 
 
 def test_no_issue_of_this_project_is_cited() -> None:
@@ -71,6 +78,7 @@ def test_no_issue_of_this_project_is_cited() -> None:
         ("vLLM's Ray executor, issues 1160, 2669, 15102", []),
         ("SGLang issues 4205 and 6033; flashinfer issue #5290; vllm-project/vllm issue #5635", []),
         ("no reference here, only tissue 3 and issues", []),
+        ("# The inference gateway (issue 26)\n\nBefore issue 28 the operator", [(1, "issue 26"), (3, "issue 28")]),
     ],
 )
 def test_own_issue_references(text: str, expected: list[tuple[int, str]]) -> None:

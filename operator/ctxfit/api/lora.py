@@ -3,7 +3,7 @@
 Adapters come from the Hugging Face Hub (``source`` a repo id, downloaded into the weights cache with the model at
 ``revision``) or a path the engine can read. ``rank`` and ``targetModules`` are read from the adapter's
 ``adapter_config.json`` (PEFT ``LoraConfig``: ``r``, ``target_modules``, ``base_model_name_or_path``) when the
-planner is given it (``ctxfit plan --fetch-config`` fetches it; ``budget.lora``), else taken from the spec.
+planner is given it (``ctxfit plan --fetch-config`` fetches it; ``vocab.extras``), else taken from the spec.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 n-gram prompt lookup) and what it adds to the budget.
 
 The draft is resolved like the target (``model``: a Hub id or path; ``architecture`` / ``weightsPerGPU`` or the
-catalog, else the draft's config.json; ``budget.speculative``). MTP uses the target's own next-token layers
+catalog, else the draft's config.json; ``vocab.extras``). MTP uses the target's own next-token layers
 (config.json ``num_nextn_predict_layers``), which the engines load only when MTP is on.
 """
 

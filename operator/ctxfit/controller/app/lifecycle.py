@@ -35,8 +35,8 @@ from ..settings import Settings
 from ..telemetry.metrics import Metrics
 from ..views.cache import ClaimView
 from ..views.pods import DeploymentView, GPUNode, PodView
+from ..views.routing import members_of
 from . import kopf_settings
-from .routing import members_of
 
 logger = logging.getLogger(__name__)
 APPLIED_MEMORY_SECONDS = 10.0

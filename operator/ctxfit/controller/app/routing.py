@@ -7,7 +7,7 @@ The index, the watch and ``notify_members`` in detail: docs/design/gateway.md.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import kopf
 
@@ -16,9 +16,7 @@ from ctxfit.render import SERVER_LABEL
 from ctxfit.render.labels import MANAGED_BY
 
 from ..views.routing import MemberView, member_view
-
-if TYPE_CHECKING:
-    from .lifecycle import State
+from .lifecycle import State
 
 Key = tuple[str, str]
 MEMBERS_INDEX = "servers_by_pool"
@@ -30,13 +28,6 @@ async def index_members(namespace: str, body: kopf.Body, **_: Any) -> dict[Key, 
         return {}
     found = member_view(dict(body))
     return {} if found is None else {(namespace, found[0]): found[1]}
-
-
-def members_of(index: Mapping[Key, Any] | None, namespace: str) -> Callable[[str], tuple[MemberView, ...]]:
-    """``members_of(pool)`` over the index (no index: nobody)."""
-    def lookup(pool: str) -> tuple[MemberView, ...]:
-        return tuple(index.get((namespace, pool), ())) if index is not None else ()
-    return lookup
 
 
 def notify_members(state: State, event: kopf.RawEvent, body: kopf.Body, namespace: str, name: str,

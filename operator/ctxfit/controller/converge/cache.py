@@ -157,7 +157,7 @@ def observe_download(snap: Snapshot,  # noqa: C901 - one branch per download out
                      diagnose: DiagnoseDownload, record: RecordFailure, now: str) -> bool:
     """Fold the newest attempt's download into status; True while the engine has not started (or failed here).
 
-    ``record(pod, failure, decision)`` ends the attempt through the recovery policy (``stepping``).
+    ``record(pod, failure, decision)`` ends the attempt through the recovery policy (``attempts.fail``).
     """
     st = out.status
     cur = st.current_attempt
@@ -226,7 +226,7 @@ def observe_download(snap: Snapshot,  # noqa: C901 - one branch per download out
         mark_weights_cached(out, "False", Reason.DOWNLOADING, f"download not started yet: {why}", now, snap.generation)
         # no recheck: what ends this wait (the pod scheduled once its claim binds, the init container started) is a
         # change of the pod, and every pod change is a pass; polling it cost 1,000 waiting servers 100 passes/s
-        return False  # the pod itself waits (scheduling, GPUs, image pull): controller.waiting says why
+        return False  # the pod itself waits (scheduling, GPUs, image pull): converge.waiting says why
     elapsed = _seconds(dl.started_at or pod.created, snap.now)
     progress = parse_progress(snap.download_log(pod)) if snap.download_log is not None else None
     shown = ""

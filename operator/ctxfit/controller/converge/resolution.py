@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from ctxfit.api import InferenceServerSpec
 from ctxfit.api.model_cache import ModelStatus
@@ -23,13 +22,11 @@ from ctxfit.vocab.extras import hub_draft
 from ctxfit.vocab.hfconfig import architecture_from_hf_config
 from ctxfit.vocab.modelsource import ModelSource
 
+from ..settings import Settings
 from .needs import COMMIT, adapter_needs, draft_need, need
 from .readback import inputs_from_status
 from .status import mark_model_resolved, mark_phase
 from .types import EventNote, Need, Outcome, ResolutionRequest, ResolutionView, Snapshot
-
-if TYPE_CHECKING:
-    from ..settings import Settings
 
 __all__ = ["Step", "adapter_needs", "draft_need", "inputs_from_status", "need", "record", "step"]
 

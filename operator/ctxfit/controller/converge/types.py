@@ -126,7 +126,7 @@ class Snapshot:
     ``service_writing``: the Service lane is writing its Service right now (``kube/service_lane.py``);
     ``service_lane``: Services are written by that lane, after the pass (else inline, in it).
     ``storage``, ``claim``, ``download_log``: the StorageClasses (None: not read, no cache rendered), the
-    cache claim, and a reader of a pod's download log (``controller.cache``).
+    cache claim, and a reader of a pod's download log (``converge.cache``).
     """
 
     name: str

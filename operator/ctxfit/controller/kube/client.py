@@ -19,7 +19,6 @@ from ctxfit.api import API_GROUP, API_VERSION, KIND
 from ctxfit.vocab.text import clean_text
 
 from ..views.workloads import ServiceView, service_view
-from .objects import FIELD_MANAGER as FIELD_MANAGER  # re-exported: claims and calibration name it from here
 from .objects import create_or_replace, replace_ops, scale_to_zero
 from .rest import (
     DEPLOYMENTS,
@@ -31,8 +30,7 @@ from .rest import (
     Observe,
     Rest,
 )
-from .rest import MERGE_PATCH as MERGE_PATCH  # re-exported: claims import it from here
-from .rest import Conflict as Conflict  # re-exported: reconcile imports it from here
+from .rest import Conflict as Conflict  # re-exported: the unit tests' fakes import it from here
 
 LOG_TAIL_BYTES = 256 * 1024
 """Bytes of a log tail kept (diagnosis reads the last lines; the classifier needs far less)."""

@@ -21,7 +21,6 @@ from ctxfit.render.leaderworkerset import LWS_KIND, LWS_PLURAL
 from ctxfit.render.scaledobject import SCALED_OBJECT_KIND, SCALED_OBJECT_PLURAL
 
 JSON = "application/json"
-MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 USER_AGENT = "ctxfit-operator"
 

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,6 +118,13 @@ def member_view(body: Mapping[str, Any]) -> tuple[str, MemberView] | None:
         target=promised(spec, status),
         ready_replicas=routing.ready_replicas or 0 if routing else 0,
         refused=admitted is not None and admitted.status == "False" and admitted.reason is Reason.POOL_MODEL_MISMATCH)
+
+
+def members_of(index: Mapping[tuple[str, str], Any] | None, namespace: str) -> Callable[[str], tuple[MemberView, ...]]:
+    """``members_of(pool)`` over the operator's (namespace, pool) -> ``MemberView`` index (no index: nobody)."""
+    def lookup(pool: str) -> tuple[MemberView, ...]:
+        return tuple(index.get((namespace, pool), ())) if index is not None else ()
+    return lookup
 
 
 def promised(spec: InferenceServerSpec, status: InferenceServerStatus) -> int | None:
