@@ -4,6 +4,7 @@ Hugging Face environment pointed at it (``hub_env``) and ``ctxfit plan --fetch-c
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -20,16 +21,56 @@ TIMEOUTS = ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT", "CTXFIT_HUB_TIMEOU
 """The timeout variables a test sets itself (the caller's are dropped)."""
 
 
+class SilentHub:
+    """A socket whose handshake the kernel completes; nothing ever reads or answers."""
+
+    def __init__(self) -> None:
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.listen(16)
+        self.endpoint = f"http://127.0.0.1:{self.socket.getsockname()[1]}"
+
+    def stalled(self) -> int:
+        """How many connections a client opened and got no answer on (taken off the backlog, never read)."""
+        self.socket.setblocking(False)
+        count = 0
+        while True:
+            try:
+                conn, _ = self.socket.accept()
+            except BlockingIOError:
+                return count
+            conn.close()
+            count += 1
+
+
 @contextmanager
-def silent_hub() -> Iterator[str]:
-    """``http://127.0.0.1:<port>`` of a socket whose handshake the kernel completes; nothing ever reads or answers."""
-    silent = socket.socket()
-    silent.bind(("127.0.0.1", 0))
-    silent.listen(16)
+def silent_hub() -> Iterator[SilentHub]:
+    """A ``SilentHub`` (its ``endpoint``: ``http://127.0.0.1:<port>``), closed on exit."""
+    hub = SilentHub()
     try:
-        yield f"http://127.0.0.1:{silent.getsockname()[1]}"
+        yield hub
     finally:
-        silent.close()
+        hub.socket.close()
+
+
+RECORD_TIMEOUTS = """
+import json, os, sys
+import huggingface_hub
+model_info = huggingface_hub.HfApi.model_info
+def recording(self, *args, **kwargs):
+    with open(os.environ["CTXFIT_TEST_TIMEOUTS"], "a") as log:
+        log.write(json.dumps(kwargs.get("timeout", "unset")) + "\\n")
+    return model_info(self, *args, **kwargs)
+huggingface_hub.HfApi.model_info = recording
+"""
+"""Prelude of a probe: every ``HfApi.model_info`` call appends the ``timeout`` it was given to the file
+``CTXFIT_TEST_TIMEOUTS`` names (one JSON value a line; ``"unset"`` when none was passed). What the code passes,
+not how long it took."""
+
+
+def recorded_timeouts(path: Path) -> list[object]:
+    """The timeouts ``RECORD_TIMEOUTS`` wrote to ``path`` (none when the file was never written)."""
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def hub_env(tmp_path: Path, endpoint: str | None, extra: dict[str, str]) -> dict[str, str]:

@@ -13,14 +13,19 @@ from tests.unit.hub.silenthub import TIMEOUTS, plan_fetch_config, silent_hub
 
 
 def test_a_silent_hub_fails_fetch_config_in_the_users_timeouts(tmp_path: Path) -> None:
-    with silent_hub() as endpoint:
-        run, elapsed = plan_fetch_config(tmp_path, endpoint, {"HF_HUB_ETAG_TIMEOUT": "1",
-                                                              "HF_HUB_DOWNLOAD_TIMEOUT": "1"})
+    """The fetch is given up on after the user's 1 + 1 s (the line names them) and not before (the lower bound: the
+    CLI waited them out); a fetch left to huggingface_hub's own retries outlives ``plan_fetch_config``'s hang
+    guard (60 s) and fails the test."""
+    with silent_hub() as hub:
+        run, elapsed = plan_fetch_config(tmp_path, hub.endpoint, {"HF_HUB_ETAG_TIMEOUT": "1",
+                                                                  "HF_HUB_DOWNLOAD_TIMEOUT": "1"})
+        stalled = hub.stalled()
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(lines) == 1, run.stderr
-    assert "HubUnreachable" in lines[0] and f"no answer from {endpoint} in 2 s" in lines[0], lines[0]
+    assert "HubUnreachable" in lines[0] and f"no answer from {hub.endpoint} in 2 s" in lines[0], lines[0]
     assert "Traceback" not in run.stderr and run.stdout == ""
-    assert 2 <= elapsed < 8, elapsed
+    assert stalled >= 1, "the CLI never reached the silent Hub"
+    assert elapsed >= 2, elapsed  # a lower bound only: the 2 s were honoured, not cut short
 
 
 def test_the_budget_is_the_users_hf_timeouts_else_ours(monkeypatch: pytest.MonkeyPatch) -> None:

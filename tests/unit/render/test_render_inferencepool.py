@@ -282,20 +282,27 @@ def test_create_xor_join_and_picker_port() -> None:
 # ---- the rank launcher and the multi-rank readiness check, run for real
 
 
-FAKE_RANK = (
-    "import os, sys, time\n"
+FAKE_RANK = (  # the failing rank exits (ending the launcher) only once every other rank has written: no race
+    "import os, pathlib, sys, time\n"
     "port, rank = sys.argv[sys.argv.index('--port') + 1], sys.argv[sys.argv.index('--data-parallel-rank') + 1]\n"
     "line = f'rank {rank} port {port} gpus {os.environ[\"CUDA_VISIBLE_DEVICES\"]} args {sys.argv[1:3]}\\n'\n"
     "os.write(1, line.encode())  # one write: the ranks share the pipe\n"
-    "time.sleep(0.2 if rank == os.environ.get('FAIL_RANK') else 30)\n"
-    "sys.exit(3 if rank == os.environ.get('FAIL_RANK') else 0)\n"
+    "marks = pathlib.Path(os.environ['RANK_MARKS'])\n"
+    "(marks / rank).touch()  # after the write: the line is in the pipe\n"
+    "if rank != os.environ.get('FAIL_RANK'):\n"
+    "    time.sleep(120)\n"
+    "    sys.exit(0)\n"
+    "deadline = time.monotonic() + 45  # generous; past it the missing line fails the test, not a hang\n"
+    "while len(list(marks.iterdir())) < int(os.environ['RANKS']) and time.monotonic() < deadline:\n"
+    "    time.sleep(0.05)\n"
+    "sys.exit(3)\n"
 )
 
 
-def _launch(env: dict[str, str]) -> subprocess.Popen[str]:
+def _launch(env: dict[str, str], marks: Path) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-c", RANKS_SCRIPT, "3", "2", "8100", "--data-parallel-rank", "",
                              sys.executable, "-c", FAKE_RANK, "--model", "m"], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, **env})
+                            env={**os.environ, "RANKS": "3", "RANK_MARKS": str(marks), **env}, start_new_session=True)
 
 
 FAKE_ENV_RANK = (  # rank 1 exits (ending the launcher) only once rank 0 has written: no race under load
@@ -324,9 +331,27 @@ def test_launcher_gives_the_rank_by_environment_when_the_engine_has_no_rank_flag
         "rank 1 port 8201 gpus 1 args ['--model-path', 'm', '--port', '8201']"]
 
 
-def test_launcher_starts_every_rank_on_its_gpus_and_port_and_fails_with_a_failed_rank() -> None:
-    proc = _launch({"FAIL_RANK": "1"})
-    out, _ = proc.communicate(timeout=60)
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """A launcher a failed test left running, ended with its ranks (its own session; not yet reaped, so the group
+    is still this test's)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _catches_sigterm(pid: int) -> bool:
+    """The process has a SIGTERM handler (Linux: ``SigCgt`` of /proc/<pid>/status)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    caught = int(next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1], 16)
+    return bool(caught & (1 << (signal.SIGTERM - 1)))
+
+
+def test_launcher_starts_every_rank_on_its_gpus_and_port_and_fails_with_a_failed_rank(tmp_path: Path) -> None:
+    proc = _launch({"FAIL_RANK": "1"}, tmp_path)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        _stop(proc)
     assert proc.returncode == 3, out
     lines = sorted(line for line in out.splitlines() if line.startswith("rank"))
     assert lines == ["rank 0 port 8100 gpus 0,1 args ['--model', 'm']",
@@ -334,18 +359,25 @@ def test_launcher_starts_every_rank_on_its_gpus_and_port_and_fails_with_a_failed
                      "rank 2 port 8102 gpus 4,5 args ['--model', 'm']"]
 
 
-def test_launcher_forwards_sigterm_to_every_rank() -> None:
-    proc = _launch({})
-    deadline = time.monotonic() + 30
-    seen = 0
-    assert proc.stdout is not None
-    while seen < 3 and time.monotonic() < deadline:
-        if proc.stdout.readline().startswith("rank"):
-            seen += 1
-    t0 = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=20)
-    assert time.monotonic() - t0 < 10
+@pytest.mark.timeout(180)  # hang guard, not a speed check
+def test_launcher_forwards_sigterm_to_every_rank(tmp_path: Path) -> None:
+    """SIGTERM to the launcher reaches the ranks: the first rank to end died of it (the ranks would sleep 120 s,
+    past the wait's hang guard), and the launcher says so."""
+    proc = _launch({}, tmp_path)
+    try:
+        assert proc.stdout is not None
+        seen: list[str] = []
+        for line in iter(proc.stdout.readline, ""):
+            seen.append(line)
+            if len(seen) == 3:
+                break
+        assert len(seen) == 3 and all(line.startswith("rank") for line in seen), seen
+        while not _catches_sigterm(proc.pid):  # the launcher sets its handler once every rank is started
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)  # hang guard, not a speed check: unforwarded, the ranks would outlive it
+    finally:
+        _stop(proc)
     assert proc.returncode == 128 + signal.SIGTERM  # the ranks died of SIGTERM; the launcher says so
 
 
