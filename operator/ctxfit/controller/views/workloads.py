@@ -7,6 +7,7 @@ Why field by field and how defaults are handled: docs/design/drift.md.
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -47,6 +48,9 @@ is rendered again. One view is held per indexed workload: its size is bounded in
 into the template."""
 OVERSIZED = "pod.template"
 """``drifted``'s answer for a workload whose compared fields are over ``MAX_LIVE_BYTES``."""
+ZLIB_LEVEL = 6
+"""zlib level of a kept ``LiveDeployment`` (deterministic: equal fields give equal bytes, so views still hash
+and compare by value); ~17 us to compress a rendered Deployment's fields, ~6 us to expand them."""
 REPLICA_FAILURE = "ReplicaFailure"
 """Deployment condition set when its ReplicaSet cannot create pods (``pkg/controller/deployment/util``
 ``NewDeploymentCondition(ReplicaFailure, ...)`` copied from the ReplicaSet's condition)."""
@@ -57,33 +61,39 @@ class LiveDeployment:
     """The compared fields of a stored Deployment and its ReplicaFailure message.
 
     Attributes:
-        fields_json: ``container.<field>`` / ``pod.<field>`` -> value as stored (absent fields are missing), as
-            compact JSON: one is kept per Deployment in the operator's indexes, and the decoded pod-template
-            pieces cost ~9 KiB each against ~3 KiB of text (bench/README.md, 1,000 servers).
+        fields_zlib: ``container.<field>`` / ``pod.<field>`` -> value as stored (absent fields are missing), as
+            compact JSON, zlib-compressed: one is kept per Deployment in the operator's indexes; the decoded
+            pod-template pieces cost ~9 KiB each, the text ~3-8 KiB (the download init container's script),
+            compressed ~1-3 KiB (bench/README.md, 1,000 servers). ``fields_json`` is the text.
         replica_failure: the ReplicaFailure condition's message when True and the Deployment controller has
             seen the current generation (``status.observedGeneration``); None otherwise.
         oversized: the compared fields' size in bytes when it is over ``MAX_LIVE_BYTES`` (then ``fields_json`` is
             empty: not kept), else 0.
     """
 
-    fields_json: str
+    fields_zlib: bytes
     replica_failure: str | None = None
     oversized: int = 0
 
     @classmethod
     def of(cls, fields: Mapping[str, Any], replica_failure: str | None = None) -> LiveDeployment:
-        """A ``LiveDeployment`` of ``fields`` (a mapping as ``_fields`` returns); over ``MAX_LIVE_BYTES`` only their
-        size is kept."""
-        text = json.dumps(fields, sort_keys=True, separators=(",", ":"))
-        size = len(text.encode())
-        if size > MAX_LIVE_BYTES:
-            return cls("", capped(replica_failure) if replica_failure is not None else None, size)
-        return cls(text, capped(replica_failure) if replica_failure is not None else None)
+        """A ``LiveDeployment`` of ``fields`` (a mapping as ``_fields`` returns); over ``MAX_LIVE_BYTES`` (of
+        uncompressed JSON) only their size is kept."""
+        text = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+        failure = capped(replica_failure) if replica_failure is not None else None
+        if len(text) > MAX_LIVE_BYTES:
+            return cls(b"", failure, len(text))
+        return cls(zlib.compress(text, ZLIB_LEVEL), failure)
+
+    @property
+    def fields_json(self) -> str:
+        """The compared fields as compact JSON ("" when oversized)."""
+        return zlib.decompress(self.fields_zlib).decode() if self.fields_zlib else ""
 
     @property
     def fields(self) -> dict[str, Any]:
         """The compared fields, decoded (a new dict per access: read it once per comparison); {} when oversized."""
-        return cast(dict[str, Any], json.loads(self.fields_json)) if self.fields_json else {}
+        return cast(dict[str, Any], json.loads(self.fields_json)) if self.fields_zlib else {}
 
 
 def _engine_container(template_spec: Mapping[str, Any], container_name: str) -> Mapping[str, Any]:

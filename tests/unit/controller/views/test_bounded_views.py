@@ -138,3 +138,18 @@ def test_a_labelled_pod_view_is_bounded() -> None:
     assert size(view) < VIEW_BYTES
     download = download_view(pod)
     assert download is not None and download.claim == ""
+
+
+def test_a_kept_workload_view_is_compressed_and_reads_back_the_same() -> None:
+    """The compared fields kept per Deployment are zlib'd JSON: smaller than the text, the same fields when read,
+    and equal renderings give equal (hashable) views, so an unchanged Deployment still enqueues nothing."""
+    inp = render_input("kimi-128k")
+    workload = render_deployment(inp)
+    live = live_deployment(workload, ENGINE)
+    assert live.oversized == 0 and len(live.fields_zlib) < len(live.fields_json.encode()) / 2
+    assert json.loads(live.fields_json) == live.fields and drifted(workload, live, ENGINE) == []
+    again = live_deployment(copy.deepcopy(workload), ENGINE)
+    assert again == live and hash(again) == hash(live)
+    edited = copy.deepcopy(workload)
+    edited["spec"]["template"]["spec"]["containers"][0]["args"].append("--enforce-eager")
+    assert live_deployment(edited, ENGINE) != live and drifted(edited, live, ENGINE) == ["container.args"]
