@@ -39,6 +39,9 @@ CASES = (
     Broken("acme/header-too-long", "InvalidCheckpoint", "a safetensors header length of 1 TiB"),
     Broken("acme/header-bad-dtype", "InvalidCheckpoint", "a tensor of an unknown dtype"),
     Broken("acme/header-bad-shape", "InvalidCheckpoint", "a tensor with a negative dimension"),
+    Broken("acme/header-offsets-short", "InvalidCheckpoint",
+           "a tensor of 10^30 elements whose data_offsets hold 10 bytes"),
+    Broken("acme/header-offsets-gap", "InvalidCheckpoint", "a tensor whose data does not follow the one before"),
     Broken("acme/config-layers-string", "UnsupportedArchitecture", "num_hidden_layers is a string",
            "num_hidden_layers"),
     Broken("acme/config-intermediate-string", None, "intermediate_size is a string", "intermediate_size"),
@@ -75,6 +78,11 @@ def broken_repos() -> dict[str, FixtureRepo]:
 
     first = {t.name: {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": [0, 0]} for t in tensors}
     name = tensors[0].name
+    laid_out = json.loads(encode_header(tensors)[8:])
+    huge = laid_out | {name: laid_out[name] | {"shape": [10**15, 10**15], "data_offsets": [0, 10]}}
+    last = tensors[-1].name
+    begin, end = laid_out[last]["data_offsets"]
+    gap = laid_out | {last: laid_out[last] | {"data_offsets": [begin + 64, end + 64]}}
     made = {
         "acme/config-truncated": (good[: len(good) // 2], None),
         "acme/config-not-object": (b"[1, 2, 3]", None),
@@ -83,6 +91,8 @@ def broken_repos() -> dict[str, FixtureRepo]:
         "acme/header-too-long": (good, struct.pack("<Q", 1 << 40) + b"{}"),
         "acme/header-bad-dtype": (good, raw_header(first | {name: first[name] | {"dtype": "Q9"}})),
         "acme/header-bad-shape": (good, raw_header(first | {name: first[name] | {"shape": [-4, 8]}})),
+        "acme/header-offsets-short": (good, raw_header(huge)),
+        "acme/header-offsets-gap": (good, raw_header(gap)),
         "acme/config-layers-string": (config(num_hidden_layers="28"), None),
         "acme/config-intermediate-string": (config(intermediate_size="18944"), None),
         "acme/config-architectures-int": (config(architectures=-1, vocab_size=152064.5), None),

@@ -170,7 +170,8 @@ def resolve_hub(repo: str, *, revision: str | None = None, token: str | bool | N
             meta = api.get_safetensors_metadata(repo, revision=sha)
             tensors: list[Tensor] = []
             for fm in meta.files_metadata.values():  # checked as our own header reader checks them (dtype, shape)
-                tensors += tensors_from_json({name: {"dtype": t.dtype, "shape": list(t.shape)}
+                tensors += tensors_from_json({name: {"dtype": t.dtype, "shape": list(t.shape),
+                                                     "data_offsets": list(t.data_offsets)}
                                               for name, t in fm.tensors.items()})[0]
             checkpoint = Checkpoint(group_tensors(tensors), tuple(sorted(meta.files_metadata)),
                                     sum(files[f] or 0 for f in meta.files_metadata if f in files) or None)

@@ -80,7 +80,7 @@ def architecture_from_hf_config(config: dict[str, Any]) -> Architecture:
     if flags is not None:
         layers = max(1, flags.count(True))
     fields: dict[str, Any] = {"numLayers": layers, "maxPositionEmbeddings": derived_max_model_len(text)}
-    if int_field(text, "num_attention_heads"):
+    if int_field(text, "num_attention_heads") is not None:  # 0 is refused by the Architecture's bound, not dropped
         fields["numAttentionHeads"] = int_field(text, "num_attention_heads")
     if text.get("kv_lora_rank") is not None:
         fields.update(
@@ -89,8 +89,7 @@ def architecture_from_hf_config(config: dict[str, Any]) -> Architecture:
             qkRopeHeadDim=int_field(text, "qk_rope_head_dim", required=True),
         )
     else:
-        heads = int_field(text, "num_attention_heads")
-        kv_heads = int_field(text, "num_key_value_heads") or heads
+        heads, kv_heads = _heads(text)
         head_dim = int_field(text, "head_dim")
         if head_dim is None:
             hidden = int_field(text, "hidden_size")
@@ -121,6 +120,18 @@ def architecture_from_hf_config(config: dict[str, Any]) -> Architecture:
         more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
         raise ValueError(f"the architecture it gives has {field} {str(first.get('input'))[:40]}: "
                          f"{str(first.get('msg', 'invalid')).removeprefix('Value error, ')}{more}") from None
+
+
+def _heads(text: dict[str, Any]) -> tuple[int | None, int | None]:
+    """(num_attention_heads, num_key_value_heads): only an absent ``num_key_value_heads`` falls back to the query
+    heads (transformers' rule); 0 or fewer of either is refused (ValueError naming the field), never taken as absent."""
+    heads = int_field(text, "num_attention_heads")
+    kv_given = int_field(text, "num_key_value_heads")
+    kv_heads = kv_given if kv_given is not None else heads
+    for key, value in (("num_attention_heads", heads), ("num_key_value_heads", kv_given)):
+        if value is not None and value <= 0:
+            raise ValueError(f"{key} must be a positive number of heads, got {value}")
+    return heads, kv_heads
 
 
 def int_field(config: dict[str, Any], key: str, *, required: bool = False) -> int | None:

@@ -112,7 +112,34 @@ def tensors_from_json(doc: dict[str, object]) -> tuple[list[Tensor], dict[str, s
                                                   for d in shape):
             raise HeaderError(f"tensor {name!r}: shape must be a list of non-negative integers")
         tensors.append(Tensor(name, dtype, tuple(shape)))
+    _check_offsets(doc, tensors)
     return tensors, metadata
+
+
+def _check_offsets(doc: dict[str, object], tensors: list[Tensor]) -> None:
+    """Each tensor's ``data_offsets`` hold exactly its dtype x shape bytes, back to back from 0, as safetensors
+    checks on load (``Metadata::validate`` in ``tensor.rs``: InvalidOffset, TensorInvalidInfo); entries without
+    offsets (a caller's reduced form) are not checked. Raises ``HeaderError`` naming the tensor."""
+    spans: list[tuple[int, int, str]] = []
+    for t in tensors:
+        entry = doc[t.name]
+        assert isinstance(entry, dict)
+        offsets = entry.get("data_offsets")
+        if offsets is None:
+            continue
+        if not (isinstance(offsets, list | tuple) and len(offsets) == 2
+                and all(isinstance(o, int) and not isinstance(o, bool) and o >= 0 for o in offsets)
+                and offsets[0] <= offsets[1]):
+            raise HeaderError(f"tensor {t.name!r}: data_offsets must be [begin, end] with 0 <= begin <= end")
+        if offsets[1] - offsets[0] != t.nbytes:
+            raise HeaderError(f"tensor {t.name!r}: data_offsets hold {offsets[1] - offsets[0]} bytes, its "
+                              f"{t.dtype} shape {list(t.shape)[:8]} needs {t.nbytes}")
+        spans.append((offsets[0], offsets[1], t.name))
+    end = 0
+    for begin, stop, name in sorted(spans):
+        if begin != end:
+            raise HeaderError(f"tensor {name!r}: data starts at byte {begin}, the tensors before it end at {end}")
+        end = stop
 
 
 def encode_header(tensors: list[Tensor], metadata: dict[str, str] | None = None) -> bytes:

@@ -127,7 +127,11 @@ def test_qwen_style_disabled_window_is_ignored() -> None:
         ({"num_hidden_layers": True, "num_attention_heads": 8, "head_dim": 64}, "num_hidden_layers"),
         ({"num_hidden_layers": 2, "num_attention_heads": 8, "head_dim": 128.5}, "head_dim"),
         ({"num_hidden_layers": 2, "kv_lora_rank": 512}, "qk_rope_head_dim"),
-        ({"num_hidden_layers": 2, "num_attention_heads": 0, "hidden_size": 4096}, "head_dim"),
+        ({"num_hidden_layers": 2, "num_attention_heads": 0, "hidden_size": 4096}, "num_attention_heads .* got 0"),
+        ({"num_hidden_layers": 2, "num_attention_heads": 32, "num_key_value_heads": 0, "head_dim": 128},
+         "num_key_value_heads .* got 0"),
+        ({"num_hidden_layers": 2, "num_attention_heads": 0, "num_key_value_heads": 8, "head_dim": 128},
+         "num_attention_heads .* got 0"),
         (
             {
                 "num_hidden_layers": 2,
@@ -139,7 +143,8 @@ def test_qwen_style_disabled_window_is_ignored() -> None:
             "layerTypes",
         ),
     ],
-    ids=["bool-layers", "fractional-head-dim", "mla-without-rope", "zero-heads", "layer-types-mismatch"],
+    ids=["bool-layers", "fractional-head-dim", "mla-without-rope", "zero-heads", "zero-kv-heads",
+         "zero-heads-with-head-dim", "layer-types-mismatch"],
 )
 def test_bad_configs_raise_naming_the_field(config: dict[str, object], needle: str) -> None:
     with pytest.raises(ValueError, match=needle):
