@@ -98,6 +98,27 @@ class Servers:
                 f"{'are' if len(self.skipped) > 1 else 'is'} not an InferenceServer: {', '.join(self.skipped)}")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses a mapping key given twice, as ``kubectl apply -f`` does (sigs.k8s.io/yaml
+    in strict mode: ``key "target" already set in map``), instead of keeping the last value silently."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *anchor`` may repeat: the merge rule
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: the base constructor says so
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} given twice (line {key_node.start_mark.line + 1})", key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
 def _describe(doc: Any) -> str:
     if not isinstance(doc, dict):
         return type(doc).__name__
@@ -127,7 +148,7 @@ def load_servers(path: str | Path) -> Servers:
     shown = "stdin" if str(path) == STDIN else str(path)
     text = read_text(path)
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=_UniqueKeyLoader) if d is not None]
     except yaml.YAMLError as exc:
         raise ManifestError(f"{shown}: not valid YAML ({str(exc).splitlines()[0]})") from exc
     except (UnicodeDecodeError, RecursionError, ValueError) as exc:  # ValueError: e.g. a 5000-digit integer
@@ -194,7 +215,7 @@ def read_yaml(path: str, flag: str) -> Any:
     except UnicodeDecodeError:
         raise ManifestError(f"{flag}: {path} is not UTF-8 text") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as exc:
         raise ManifestError(f"{flag}: {path} is not valid YAML ({str(exc).splitlines()[0]})") from exc
     except RecursionError:

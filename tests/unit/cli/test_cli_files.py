@@ -176,3 +176,25 @@ def test_plan_warns_once_about_an_unmodelled_engine_release(tmp_path: Path, engi
     assert planned["engineVersion"]["message"] in lines[0]
     modelled = run_cli("plan", "-f", "manifests/llama31-8b-h100.yaml", "-o", "json")
     assert not modelled.stderr and json.loads(modelled.stdout)["engineVersion"]["coverage"] == "VersionModelled"
+
+
+def test_a_key_given_twice_is_refused_as_kubectl_refuses_it(tmp_path: Path) -> None:
+    """kubectl apply -f refuses a mapping key given twice; ctxfit does not plan the last value silently. Merge keys
+    (``<<: *anchor``) and the same key in different mappings are not duplicates."""
+    text = (ROOT / "manifests" / "kimi-128k.yaml").read_text()
+    doc = yaml.safe_load(text)
+    target = doc["spec"]["context"]["target"]
+    twice = text.replace(f"target: {target}", f"target: {target}\n    target: 65536", 1)
+    assert twice != text, "the manifest's context target line was not found: the test proves nothing"
+    path = tmp_path / "twice.yaml"
+    path.write_text(twice)
+    for command in (["plan", "-f", str(path)], ["diagnose", "-f", str(path), "--message", "boom"]):
+        out = run_cli(*command)
+        assert out.returncode == 2, out.stdout
+        assert out.stderr.strip().splitlines() == [f"ctxfit: error: {path}: not valid YAML (key 'target' given twice "
+                                                    f"(line {twice.splitlines().index('    target: 65536') + 1}))"]
+    merged = tmp_path / "merged.yaml"  # a merged key given again explicitly overrides it (the YAML merge rule)
+    merged.write_text("kind: InferenceServer\nbase: &b {kind: vllm, version: '0.10.0'}\n"
+                      "spec:\n  engine:\n    <<: *b\n    version: '0.19.0'\n  other: {version: x}\n")
+    out = run_cli("plan", "-f", str(merged))
+    assert out.returncode == 2 and "given twice" not in out.stderr and "not valid YAML" not in out.stderr, out.stderr
