@@ -119,6 +119,14 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+def _items(doc: Any) -> list[Any]:
+    """A ``kind: List`` document (what ``kubectl get -o yaml`` prints) as its items, as ``kubectl apply -f`` reads
+    it; any other document as itself."""
+    if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+        return [item for item in doc["items"] if item is not None]
+    return [doc]
+
+
 def _describe(doc: Any) -> str:
     if not isinstance(doc, dict):
         return type(doc).__name__
@@ -153,6 +161,7 @@ def load_servers(path: str | Path) -> Servers:
         raise ManifestError(f"{shown}: not valid YAML ({str(exc).splitlines()[0]})") from exc
     except (UnicodeDecodeError, RecursionError, ValueError) as exc:  # ValueError: e.g. a 5000-digit integer
         raise ManifestError(f"{shown}: not a readable YAML text ({type(exc).__name__})") from exc
+    docs = [item for d in docs for item in _items(d)]
     found = Servers()
     indexed = [(i, d) for i, d in enumerate(docs, start=1)
                if isinstance(d, dict) and d.get("kind") == "InferenceServer"]

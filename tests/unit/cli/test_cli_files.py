@@ -198,3 +198,14 @@ def test_a_key_given_twice_is_refused_as_kubectl_refuses_it(tmp_path: Path) -> N
                       "spec:\n  engine:\n    <<: *b\n    version: '0.19.0'\n  other: {version: x}\n")
     out = run_cli("plan", "-f", str(merged))
     assert out.returncode == 2 and "given twice" not in out.stderr and "not valid YAML" not in out.stderr, out.stderr
+
+
+def test_a_kind_list_document_is_read_as_its_items(tmp_path: Path) -> None:
+    """``kubectl get infsrv -o yaml`` prints a ``kind: List``; ``kubectl apply -f`` reads its items, so does ctxfit."""
+    items = _docs(GATEWAY)
+    path = tmp_path / "list.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    listed = run_cli("plan", "-f", str(path), "-o", "json")
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == json.loads(run_cli("plan", "-f", GATEWAY, "-o", "json").stdout)
+    assert "skipped 2 documents" in listed.stderr
