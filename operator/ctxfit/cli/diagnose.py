@@ -36,7 +36,7 @@ from ctxfit.recovery import (
 from ctxfit.recovery.wire import FieldError, effective_from_wire
 from ctxfit.vocab.text import clean_text
 
-from . import EXIT_ERROR, EXIT_OK, fail
+from . import EXIT_ERROR, EXIT_OK, fail, warn
 from .load import STDIN, ManifestError, load_manifest, read_yaml
 
 EXIT_CODE_RANGE = (-(1 << 31), (1 << 31) - 1)
@@ -228,6 +228,18 @@ def _load_server(path: str, name: str | None = None) -> InferenceServer:
         raise ValueError(f"{path}: not readable YAML ({str(exc).splitlines()[0][:80]})") from None
 
 
+def _unplanned(spec: InferenceServerSpec) -> str | None:
+    """Why ``ctxfit.budget.planner.initial_effective`` cannot plan ``spec`` (one line), None when it can: the
+    diagnosis then runs on ``recovery.current.fallback_effective``, which the user is told."""
+    from ctxfit.budget.planner import initial_effective as planned
+
+    try:
+        planned(spec)
+    except (ValueError, LookupError, ArithmeticError) as exc:
+        return " ".join(str(exc).split())[:200] or type(exc).__name__
+    return None
+
+
 def _quiet_stdout() -> None:
     """After a closed pipe: point stdout at /dev/null so the interpreter's final flush stays silent."""
     try:
@@ -247,6 +259,9 @@ def run(args: argparse.Namespace) -> int:
         observation = Observation(reason=_clean_arg(args.reason), exit_code=parse_exit_code(args.exit_code),
                                   message=message, events=tuple(_clean_arg(e) or "" for e in args.event),
                                   node=_clean_arg(args.node))
+        if not args.current and (why := _unplanned(server.spec)) is not None:
+            warn(f"{args.filename}: the planner cannot plan this server ({why}); the diagnosis assumes the spec's "
+                 "own values and engine defaults: give --current FILE with the configuration that ran")
         failure, current, decision = diagnose(server.spec, observation, history_path=args.history,
                                               current_path=args.current)
         document = to_json(failure, decision)

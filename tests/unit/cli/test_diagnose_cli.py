@@ -394,3 +394,20 @@ def test_unknown_quotes_the_error_line_in_whole_words(files: dict[str, Path],
     assert evidence.startswith("TypeError: unexpected keyword") and evidence.endswith("...")
     assert evidence[:-3].split(" ")[-1] in detail.split(" ")
     assert "TypeError: unexpected keyword" in doc["explanation"]
+
+
+def test_a_server_the_planner_cannot_plan_is_diagnosed_with_a_warning_saying_so(
+        files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """``plan`` refuses an unknown GPU product; ``diagnose`` still classifies the failure but says, in one line on
+    stderr, that it assumed the spec's own values (and how to give what ran); a plannable server has no warning."""
+    code, _, err = diagnose(capsys, "-f", str(files["server"]), "--message-file", str(files["message"]))
+    assert code == 0 and "warning" not in err
+    spec = {**KIMI_SPEC, "gpu": {"count": 8, "product": "NVIDIA-Imaginary-9000"}}
+    odd = files["dir"] / "odd.yaml"
+    odd.write_text(yaml.safe_dump({"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer",
+                                   "metadata": {"name": "odd"}, "spec": spec}), encoding="utf-8")
+    code, out, err = diagnose(capsys, "-f", str(odd), "--message-file", str(files["message"]), "-o", "json")
+    assert code == 0 and json.loads(out)["failure"]["kind"] == "KVCacheTooSmall"
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"ctxfit: warning: {odd}: the planner cannot plan this server (")
+    assert "NVIDIA-Imaginary-9000" in lines[0] and "--current FILE" in lines[0]
