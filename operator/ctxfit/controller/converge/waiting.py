@@ -9,7 +9,7 @@ from collections.abc import Collection, Sequence
 
 from ctxfit.api.status import Attempt, AttemptOutcome, ConditionType, Phase, Reason
 
-from ..views.pod_facts import PodWait, WaitKind, lost, owned_by, waiting
+from ..views.pod_wait import PodWait, WaitKind, lost, owned_by, waiting
 from ..views.pods import DeploymentView, PodView
 from .groups import crash_evidence
 from .status import mark_failed, mark_phase
@@ -23,7 +23,7 @@ WAIT_ORDER = (WaitKind.IMAGE_ERROR, WaitKind.UNSCHEDULABLE, WaitKind.NODE_LOST, 
 def attempt_pods(pods: Sequence[PodView], deployment: str, attempt: int, digest: str | None,
                  node_names: Collection[str]) -> tuple[list[PodView], list[PodView]]:
     """(live, lost) pods of ``attempt``: owned by Deployment ``deployment`` with engine ``digest``
-    (``views.pod_facts.owned_by``), not being deleted (except a group pod that shows a crash,
+    (``views.pod_wait.owned_by``), not being deleted (except a group pod that shows a crash,
     ``groups.crash_evidence``); ``lost`` ones (node gone, disrupted) are not engine failures."""
     mine = [p for p in pods if p.attempt == attempt and (not p.deleting or crash_evidence(p))
             and owned_by(p, deployment, digest)]

@@ -46,7 +46,7 @@ def run(message: str, *, node: str = "rtx-0", body: dict[str, Any] | None = None
         status, deployment = start.status, applied(start)
     else:
         deployment = None
-    # the pod's node exists (a pod on a node that is gone is lost, not failed: views.pod_facts.lost)
+    # the pod's node exists (a pod on a node that is gone is lost, not failed: views.pod_wait.lost)
     nodes = (RTX, H100) if node in (RTX.name, H100.name) else (replace(RTX, name=node), H100)
     out = converge(snapshot(body, status, pods=(failed_pod(message, node, attempt),), deployment=deployment,
                             nodes=nodes, now=NOW + timedelta(seconds=30 * attempt)), SETTINGS, diagnose)

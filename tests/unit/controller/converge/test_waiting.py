@@ -214,7 +214,7 @@ def test_a_missing_weights_claim_is_not_a_gpu_shortage() -> None:
     the GPU shortage that follows it is WaitingForGPUs."""
     from dataclasses import replace as _replace
 
-    from ctxfit.controller.views.pod_facts import WaitKind, waiting
+    from ctxfit.controller.views.pod_wait import WaitKind, waiting
 
     from tests.unit.controller.builders import pod
 

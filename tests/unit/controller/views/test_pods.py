@@ -7,7 +7,8 @@ import copy
 from typing import Any
 
 import pytest
-from ctxfit.controller.views.pod_facts import WaitKind, engine_digest, lost, owned_by, waiting
+from ctxfit.controller.views.pod_facts import engine_digest
+from ctxfit.controller.views.pod_wait import WaitKind, lost, owned_by, waiting
 from ctxfit.controller.views.pods import pod_view
 
 NODES = {"a100-0", "a100-1"}
