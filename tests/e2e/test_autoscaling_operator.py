@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 from addons_keda import KedaOperator, hpa_name
 from addons_prometheus import Prometheus
+from ctxfit.controller.kube.answers import resource_missing
 from ctxfit.controller.kube.client import Kube
 from ctxfit.controller.kube.keda import KEDA_GROUP, KEDA_PLURAL, KEDA_VERSION, get_scaled_object
-from ctxfit.controller.kube.objects import resource_missing
 from ctxfit.controller.kube.rest import SCALED_OBJECTS, Resource
 from engine_metrics_fixture import EnginePod
 from kubernetes import client, config
@@ -319,7 +319,7 @@ def test_a_failed_server_pauses_its_scaled_object(
 
 def test_the_api_server_tells_a_missing_keda_from_a_missing_scaled_object(
         api: ServerClient, cluster: Any, keda: KedaOperator) -> None:
-    """What ``kube/keda.py`` relies on to say "KEDA not installed" (``objects.resource_missing``): kube-apiserver's
+    """What ``kube/keda.py`` relies on to say "KEDA not installed" (``answers.resource_missing``): kube-apiserver's
     404 for a resource it does not serve names no object; its 404 for a missing ScaledObject does (KEDA's CRDs are
     installed here)."""
     kube = Kube(config.new_client_from_config(config_file=str(cluster.kubeconfig)))

@@ -27,6 +27,8 @@ platform's time_t fails with OverflowError, which huggingface_hub's error then r
 
 HF_TIMEOUTS = ("HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT")
 """huggingface_hub's own timeout variables: it reads them with ``int()`` when it is imported."""
+CTXFIT_TIMEOUT = "CTXFIT_HUB_TIMEOUT_SECONDS"
+"""ctxfit's own: seconds one Hub request may wait (``cli_timeouts``, ``resolve.hub_timeout``)."""
 
 
 def env_seconds(name: str) -> float | None:
@@ -39,10 +41,12 @@ def env_seconds(name: str) -> float | None:
     return min(value, MAX_HUB_TIMEOUT_SECONDS) if value > 0 else None
 
 
-def hf_timeout_problem() -> str | None:
-    """One line naming a set ``HF_TIMEOUTS`` variable huggingface_hub cannot use, else None: it reads them with
-    ``int()`` on import (``abc``, ``1.5`` or an empty value make ``import huggingface_hub`` raise "invalid literal for
-    int()") and a negative one reaches the socket ("Timeout value out of range", read as a bad checkpoint)."""
+def timeout_problem() -> str | None:
+    """One line naming a set timeout variable that cannot be used, else None: a ``HF_TIMEOUTS`` variable
+    huggingface_hub cannot use (it reads them with ``int()`` on import: ``abc``, ``1.5`` or an empty value make
+    ``import huggingface_hub`` raise "invalid literal for int()"; a negative one reaches the socket, "Timeout value
+    out of range", read as a bad checkpoint), or a non-empty ``CTXFIT_TIMEOUT`` that ``env_seconds`` would ignore
+    (not a positive number: the default would be used without a word)."""
     for name in HF_TIMEOUTS:
         raw = os.environ.get(name)
         if raw is None:
@@ -55,6 +59,11 @@ def hf_timeout_problem() -> str | None:
             shown = raw if len(raw) <= 40 else raw[:40] + "..."
             return (f"{name}={shown!r} is not a whole number of seconds (huggingface_hub reads it with int()); "
                     f"unset it or set e.g. {name}=10")
+    raw = os.environ.get(CTXFIT_TIMEOUT)
+    if raw and env_seconds(CTXFIT_TIMEOUT) is None:
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        return (f"{CTXFIT_TIMEOUT}={shown!r} is not a positive number of seconds; "
+                f"unset it or set e.g. {CTXFIT_TIMEOUT}=10")
     return None
 
 
@@ -62,7 +71,7 @@ def cli_timeouts() -> tuple[float, float]:
     """(metadata, download) seconds one CLI file fetch may wait for the Hub: ``HF_HUB_ETAG_TIMEOUT`` and
     ``HF_HUB_DOWNLOAD_TIMEOUT`` (huggingface_hub's own variables) when set, else ``CTXFIT_HUB_TIMEOUT_SECONDS`` for
     both, else ``CLI_HUB_TIMEOUT_SECONDS`` each (the whole fetch: 8 s)."""
-    base = env_seconds("CTXFIT_HUB_TIMEOUT_SECONDS") or CLI_HUB_TIMEOUT_SECONDS
+    base = env_seconds(CTXFIT_TIMEOUT) or CLI_HUB_TIMEOUT_SECONDS
     return env_seconds("HF_HUB_ETAG_TIMEOUT") or base, env_seconds("HF_HUB_DOWNLOAD_TIMEOUT") or base
 
 

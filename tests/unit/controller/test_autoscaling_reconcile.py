@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from ctxfit.api.status import ConditionType, InferenceServerStatus
+from ctxfit.controller.kube.answers import resource_missing
 from ctxfit.controller.kube.keda import (
     ABSENT_MEMO_SECONDS,
     KedaMemo,
@@ -17,7 +18,7 @@ from ctxfit.controller.kube.keda import (
     get_scaled_object,
     read_scaling,
 )
-from ctxfit.controller.kube.objects import replace_ops, resource_missing
+from ctxfit.controller.kube.objects import replace_ops
 from ctxfit.controller.kube.rest import Rest
 from ctxfit.controller.reconcile import Runtime, reconcile
 from ctxfit.controller.rejections import RejectionBook

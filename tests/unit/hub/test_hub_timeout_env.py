@@ -47,3 +47,24 @@ def test_timeout_values_are_positive_finite_and_capped(monkeypatch: pytest.Monke
     for name in TIMEOUTS[:2]:
         monkeypatch.delenv(name, raising=False)
     assert cli_timeouts() == (MAX_HUB_TIMEOUT_SECONDS, MAX_HUB_TIMEOUT_SECONDS)
+
+
+@pytest.mark.parametrize("raw", ["abc", "0", "-3", "nan", "-inf", "10s"])
+def test_a_bad_ctxfit_timeout_is_one_line_naming_it(tmp_path: Path, raw: str) -> None:
+    """Not a positive number: one line and exit 2, not a plan that silently waited the default instead."""
+    run, _ = plan_fetch_config(tmp_path, "http://127.0.0.1:9", {"CTXFIT_HUB_TIMEOUT_SECONDS": raw}, timeout=30)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1, run.stderr
+    assert f"CTXFIT_HUB_TIMEOUT_SECONDS={raw!r} is not a positive number of seconds" in lines[0], lines[0]
+    assert run.stdout == ""
+
+
+def test_an_empty_ctxfit_timeout_reads_as_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctxfit.hub.bounded import timeout_problem
+
+    for name in TIMEOUTS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CTXFIT_HUB_TIMEOUT_SECONDS", "")
+    assert timeout_problem() is None and hub_timeout() == HUB_TIMEOUT_SECONDS
+    monkeypatch.setenv("CTXFIT_HUB_TIMEOUT_SECONDS", "2.5")
+    assert timeout_problem() is None

@@ -17,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ctxfit.budget.calibrate import CalibrationEntry, CalibrationKey, CalibrationTable, Sample
 
+from .answers import conflict, not_found
 from .protocol import KubeClient
 from .rest import CONFIGMAPS
 
@@ -214,7 +215,7 @@ class CalibrationStore:
                 else:
                     self.kube.rest.call("PUT", CONFIGMAPS, self.namespace, self.name, body=body)
             except ApiException as exc:
-                if exc.status in (409, 404):
+                if conflict(exc) or not_found(exc):
                     continue  # someone wrote in between (or it vanished): read again
                 raise
             with self._lock:

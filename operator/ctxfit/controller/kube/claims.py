@@ -18,6 +18,7 @@ from ctxfit.render.labels import OWNER_UID_ANNOTATION
 
 from ..views.cache import ClaimView, StorageView, claim_view, storage_view
 from ..views.ownership import holder_of, server_uid_of
+from .answers import conflict
 from .guarded import check, patch_owned
 from .objects import delete_if_owned, pointer
 from .protocol import KubeClient
@@ -107,7 +108,7 @@ class ClaimsApi:
             try:
                 self.rest.call("POST", CLAIMS, namespace, body=claim)
             except ApiException as exc:
-                if exc.status != 409:
+                if not conflict(exc):
                     raise
                 check("PersistentVolumeClaim", name, read(), owner)  # Foreign when not the server's
                 return  # not remembered: the next pass reads it (its size may differ)

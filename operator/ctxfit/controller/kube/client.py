@@ -19,6 +19,7 @@ from ctxfit.api import API_GROUP, API_VERSION, KIND
 from ctxfit.vocab.text import clean_text
 
 from ..views.workloads import ServiceView, service_view
+from .answers import conflict
 from .objects import create_or_replace, replace_ops, scale_to_zero
 from .rest import (
     DEPLOYMENTS,
@@ -81,7 +82,7 @@ class Kube:
         try:
             return self.rest.call_json("PUT", SERVERS_STATUS, meta["namespace"], meta["name"], body=new)
         except ApiException as exc:
-            if exc.status == 409:
+            if conflict(exc):
                 raise Conflict(f"{meta['namespace']}/{meta['name']} changed") from exc
             raise
 

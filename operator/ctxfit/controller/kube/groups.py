@@ -11,7 +11,8 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from .objects import create_or_replace, get_or_none, resource_missing, scale_to_zero
+from .answers import resource_missing
+from .objects import create_or_replace, get_or_none, scale_to_zero
 from .protocol import KubeClient
 from .rest import LEADER_WORKER_SETS
 

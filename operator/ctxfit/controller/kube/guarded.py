@@ -15,6 +15,7 @@ from ctxfit.api.status import Reason
 
 from ..rejections import Rejected
 from ..views.ownership import Holder, guard_ops, holder_of
+from .answers import conflict, invalid, not_found
 from .rest import Conflict
 
 
@@ -70,10 +71,6 @@ def _recheck(kind: str, name: str, owner: str, checked: Holder, read: Read, via:
         raise Conflict(f"{kind} {name} changed while it was written")
 
 
-def _gone(exc: ApiException) -> bool:
-    return bool(exc.status == 404)
-
-
 def patch_owned(kind: str, name: str, owner: str, read: Read, send: SendPatch, ops: list[dict[str, Any]],
                 live: dict[str, Any] | None = None) -> bool:
     """Apply ``ops`` to the object when it is the server's (uid ``owner``). ``live``: the object as just read
@@ -96,7 +93,7 @@ def _send_guarded(kind: str, name: str, owner: str, holder: Holder, read: Read, 
     try:
         send(guard_ops(holder, owner, kind, via) + ops)
     except ApiException as exc:
-        if exc.status == 422:  # also the answer to a failed test operation
+        if invalid(exc):  # also the answer to a failed test operation
             _recheck(kind, name, owner, holder, read, via)
         raise
 
@@ -116,9 +113,9 @@ def delete_owned(kind: str, name: str, owner: str, read: Read, send: SendDelete)
     try:
         send(holder.uid)
     except ApiException as exc:
-        if exc.status == 404:
+        if not_found(exc):
             return False
-        if exc.status == 409:
+        if conflict(exc):
             _recheck(kind, name, owner, holder, read)
             raise Conflict(f"{kind} {name} changed while it was deleted") from exc
         raise
@@ -127,7 +124,7 @@ def delete_owned(kind: str, name: str, owner: str, read: Read, send: SendDelete)
 
 def create_or_patch(kind: str, name: str, owner: str, create: Callable[[], None], read: Read, send: SendPatch,
                     ops: list[dict[str, Any]], *, exists: bool,
-                    gone: Callable[[ApiException], bool] = _gone, via: tuple[str, ...] = ()) -> None:
+                    gone: Callable[[ApiException], bool] = not_found, via: tuple[str, ...] = ()) -> None:
     """Create the object (``exists`` False), else, or when the name turns out taken (409), patch it the
     guarded way; an object found absent, or deleted between the read and the patch (``gone``: a 404 for the
     object, not for its resource type), is created. ``via``: see ``Holder.owns``.
@@ -141,7 +138,7 @@ def create_or_patch(kind: str, name: str, owner: str, create: Callable[[], None]
             create()
             return
         except ApiException as exc:
-            if exc.status != 409:
+            if not conflict(exc):
                 raise
     holder = check(kind, name, read(), owner, via)
     if holder is None:

@@ -16,7 +16,8 @@ from ctxfit.render.scaledobject import PAUSED_ANNOTATION
 
 from ..converge.types import Keda, ScalingSnapshot
 from ..views.workloads import ScaledObjectView, scaled_object_view
-from .objects import create_or_replace, delete_if_owned, get_or_none, patch_if_owned, pointer, resource_missing
+from .answers import not_found, resource_missing
+from .objects import create_or_replace, delete_if_owned, get_or_none, patch_if_owned, pointer
 from .protocol import KubeClient
 from .rest import SCALED_OBJECTS
 
@@ -72,7 +73,7 @@ def pause_scaled_object(kube: KubeClient, namespace: str, name: str, owner: str,
     try:
         patch_if_owned(kube.rest, SCALED_OBJECTS, namespace, name, owner, ops)
     except ApiException as exc:
-        if exc.status != 404:
+        if not not_found(exc):
             raise
 
 
@@ -82,7 +83,7 @@ def delete_scaled_object(kube: KubeClient, namespace: str, name: str, owner: str
     try:
         delete_if_owned(kube.rest, SCALED_OBJECTS, namespace, name, owner)
     except ApiException as exc:
-        if exc.status != 404:
+        if not not_found(exc):
             raise
 
 

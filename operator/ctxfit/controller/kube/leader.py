@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 from kubernetes.client.exceptions import ApiException
 
+from .answers import conflict
 from .protocol import KubeClient
 from .rest import LEASES
 
@@ -60,7 +61,7 @@ class LeaderElector:
                 rest.call("POST", LEASES, self.namespace, body=body)
                 return True
             except ApiException as create_exc:
-                if create_exc.status == 409:
+                if conflict(create_exc):
                     return False
                 raise
         spec = lease.get("spec") or {}
@@ -78,7 +79,7 @@ class LeaderElector:
             rest.call("PUT", LEASES, self.namespace, self.name, body=lease)
             return True
         except ApiException as exc:
-            if exc.status == 409:
+            if conflict(exc):
                 return False
             raise
 

@@ -6,12 +6,12 @@ The patch shape, stale beliefs (409/404) and a missing CRD: docs/design/ownershi
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
 from ..views.ownership import server_uid_of
+from .answers import object_gone
 from .guarded import create_or_patch, delete_owned, patch_owned
 from .rest import JSON_PATCH, Resource, Rest
 
@@ -43,25 +43,6 @@ def replace_ops(obj: dict[str, Any]) -> list[dict[str, Any]]:
         for key, value in meta.get(field, {}).items():
             ops.append({"op": "add", "path": f"/metadata/{field}/{pointer(key)}", "value": value})
     return ops
-
-
-def resource_missing(exc: ApiException) -> bool:
-    """A 404 for the resource type, not for one object: the API server's ``Status`` ``details`` name no object
-    (kube-apiserver's answer for a resource it does not serve, seen in tests/e2e/test_autoscaling_operator.py).
-    An unreadable body counts as the type missing."""
-    if exc.status != 404:
-        return False
-    try:
-        body = json.loads(exc.body) if exc.body else {}
-    except (ValueError, TypeError):
-        return True
-    details = body.get("details") if isinstance(body, dict) else None
-    return not (isinstance(details, dict) and details.get("name"))
-
-
-def object_gone(exc: ApiException) -> bool:
-    """A 404 for the object (its resource type is served)."""
-    return exc.status == 404 and not resource_missing(exc)
 
 
 def get_or_none(rest: Rest, resource: Resource, namespace: str, name: str) -> dict[str, Any] | None:

@@ -19,8 +19,9 @@ from ctxfit.render import SERVER_LABEL
 
 from ..views.ownership import holder_of
 from ..views.routing import MemberView, PoolView, RoutingSnapshot, pool_view
+from .answers import conflict, invalid, not_found, resource_missing
 from .guarded import Foreign
-from .objects import FIELD_MANAGER, create_or_replace, delete_if_owned, get_or_none, pointer, resource_missing
+from .objects import FIELD_MANAGER, create_or_replace, delete_if_owned, get_or_none, pointer
 from .protocol import KubeClient
 from .rest import INFERENCE_POOLS, JSON_PATCH, PODS, REPLICASETS, STATEFULSETS, Conflict
 
@@ -87,7 +88,7 @@ def delete_pool(kube: KubeClient, namespace: str, name: str, server_uid: str) ->
     except (Foreign, Conflict):
         return  # not the server's (any more): the next pass reads it again
     except ApiException as exc:
-        if exc.status in (404, 409) or resource_missing(exc):
+        if not_found(exc) or conflict(exc):
             return
         raise
 
@@ -130,7 +131,7 @@ def patch_pod_labels(kube: KubeClient, namespace: str, pod: str, server: str, ow
         kube.rest.call("PATCH", PODS, namespace, pod, query={"fieldManager": FIELD_MANAGER}, body=ops,
                        content_type=JSON_PATCH)
     except ApiException as exc:
-        if exc.status in (404, 422):
+        if not_found(exc) or invalid(exc):
             return False
         raise
     return True

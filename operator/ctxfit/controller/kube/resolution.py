@@ -25,6 +25,7 @@ from ctxfit.vocab.modelsource import ModelSource, unpack
 from ..converge.resolution import adapter_needs, draft_need, need
 from ..converge.types import Need, ResolutionRequest, ResolutionView
 from ..settings import Settings
+from .answers import conflict, server_error
 from .guarded import Foreign, check
 from .objects import delete_if_owned
 from .protocol import KubeClient
@@ -193,7 +194,7 @@ class Resolutions:
             self._finish(wanted.key, None, "ForeignObject", exc.describe())
         except Exception as exc:  # noqa: BLE001 - the key fails, the server says why
             self._finish(wanted.key, None, "HubUnreachable" if isinstance(exc, ApiException) and
-                         (exc.status or 500) >= 500 else "InvalidCheckpoint", f"resolver pod: {exc}")
+                         server_error(exc) else "InvalidCheckpoint", f"resolver pod: {exc}")
 
     # -- the operator's own resolution (public repositories) ----------------------------------------------------
     def _resolve_inline(self, wanted: Need) -> None:
@@ -278,7 +279,7 @@ class Resolutions:
         try:
             created = self.kube.rest.call_json("POST", PODS, namespace, body=pod)
         except ApiException as exc:
-            if exc.status != 409:
+            if not conflict(exc):
                 raise
             # the name is taken: the server's own pod of an earlier run (an operator restart) is followed, anything
             # else is foreign (guarded.check raises Foreign) and never touched

@@ -20,6 +20,8 @@ from ctxfit.api import API_GROUP, API_VERSION, PLURAL
 from ctxfit.render.leaderworkerset import LWS_KIND, LWS_PLURAL
 from ctxfit.render.scaledobject import SCALED_OBJECT_KIND, SCALED_OBJECT_PLURAL
 
+from .answers import not_found, succeeded
+
 JSON = "application/json"
 JSON_PATCH = "application/json-patch+json"
 USER_AGENT = "ctxfit-operator"
@@ -150,7 +152,7 @@ class Rest:
             response = self.pool.request(method, url, body=data, preload_content=False, timeout=timeout,
                                          headers=self._headers(content_type if data is not None else None, accept))
             try:
-                payload: bytes = response.data if max_bytes is None or not 200 <= response.status <= 299 \
+                payload: bytes = response.data if max_bytes is None or not succeeded(response.status) \
                     else _bounded_read(response, max_bytes, keep)
             finally:
                 response.release_conn()
@@ -158,7 +160,7 @@ class Rest:
         finally:
             if self.observe is not None:
                 self.observe(method, resource_of(path), code, time.monotonic() - began)
-        if not 200 <= response.status <= 299:
+        if not succeeded(response.status):
             raise ApiException(http_resp=response)
         return payload
 
@@ -171,7 +173,7 @@ class Rest:
         try:
             return self.json("GET", path, **kwargs)
         except ApiException as exc:
-            if exc.status == 404:
+            if not_found(exc):
                 return None
             raise
 

@@ -10,11 +10,12 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from ctxfit.controller.kube.answers import resource_missing
 from ctxfit.controller.kube.client import Kube
 from ctxfit.controller.kube.groups import apply_group
 from ctxfit.controller.kube.guarded import Foreign
 from ctxfit.controller.kube.keda import KedaNotInstalled, apply_scaled_object
-from ctxfit.controller.kube.objects import create_or_replace, resource_missing
+from ctxfit.controller.kube.objects import create_or_replace
 from ctxfit.controller.kube.rest import LEADER_WORKER_SETS, Resource
 from kubernetes.client.exceptions import ApiException
 
