@@ -17,7 +17,7 @@ def succeeded(status: int) -> bool:
 
 def not_found(exc: ApiException) -> bool:
     """A 404: the object, or its resource type (``resource_missing``), is not there."""
-    return exc.status == 404
+    return bool(exc.status == 404)
 
 
 def resource_missing(exc: ApiException) -> bool:
@@ -42,12 +42,12 @@ def object_gone(exc: ApiException) -> bool:
 def conflict(exc: ApiException) -> bool:
     """A 409: the name is taken (a create), or the object changed since it was read (a PUT with its
     ``resourceVersion``, a delete with a uid precondition)."""
-    return exc.status == 409
+    return bool(exc.status == 409)
 
 
 def invalid(exc: ApiException) -> bool:
     """A 422: the request is invalid, a failed JSON-patch ``test`` operation included."""
-    return exc.status == 422
+    return bool(exc.status == 422)
 
 
 def server_error(exc: ApiException) -> bool:
