@@ -48,8 +48,8 @@ from ctxfit.vocab.patterns import (
     WINDOW_BEFORE,
     Extractor,
     FailurePattern,
-    Phase,
     PhaseMarker,
+    StartupPhase,
     to_number,
 )
 
@@ -214,7 +214,7 @@ def _extract(window: str, extractors: tuple[Extractor, ...]) -> dict[str, Number
     return numbers
 
 
-def _phase_before(text: str, position: int, markers: tuple[PhaseMarker, ...]) -> Phase | None:
+def _phase_before(text: str, position: int, markers: tuple[PhaseMarker, ...]) -> StartupPhase | None:
     """The start-up phase at ``position``: the enclosing traceback's most specific frame, else the last
     phase line logged before it."""
     header = text.rfind(TRACEBACK_HEADER, max(0, position - TRACEBACK_WINDOW), position)

@@ -62,8 +62,8 @@ from ctxfit.vocab.patterns import (
     RANK_WRAPPER,
     TORCH_OOM_EXTRACTORS,
     FailurePattern,
-    Phase,
     PhaseMarker,
+    StartupPhase,
     extractor,
 )
 
@@ -355,9 +355,9 @@ EVENT_PATTERNS: tuple[FailurePattern, ...] = (
 """Patterns run over the pod's Event messages."""
 
 GENERIC_PHASE_MARKERS: tuple[PhaseMarker, ...] = (
-    PhaseMarker(Phase.CAPTURE, "capture_end", "torch.cuda.graphs CUDAGraph.capture_end (traceback frame)"),
-    PhaseMarker(Phase.CAPTURE, "capture_begin", "torch.cuda.graphs CUDAGraph.capture_begin (traceback frame)"),
-    PhaseMarker(Phase.CAPTURE, "torch/cuda/graphs.py", "torch.cuda.graphs (traceback file)"),
-    PhaseMarker(Phase.LOADING, "safetensors", "safetensors load (traceback/log)"),
+    PhaseMarker(StartupPhase.CAPTURE, "capture_end", "torch.cuda.graphs CUDAGraph.capture_end (traceback frame)"),
+    PhaseMarker(StartupPhase.CAPTURE, "capture_begin", "torch.cuda.graphs CUDAGraph.capture_begin (traceback frame)"),
+    PhaseMarker(StartupPhase.CAPTURE, "torch/cuda/graphs.py", "torch.cuda.graphs (traceback file)"),
+    PhaseMarker(StartupPhase.LOADING, "safetensors", "safetensors load (traceback/log)"),
 )
 """Phase markers every engine shares (PyTorch frames)."""

@@ -83,7 +83,7 @@ RANK_WRAPPER = 40
 ValueKind = Literal["int", "float", "gib", "size", "cc", "flag"]
 
 
-class Phase(StrEnum):
+class StartupPhase(StrEnum):
     """Start-up phase a CUDA OOM happened in; decides GraphCaptureOOM vs WeightsDoNotFit vs Unknown."""
 
     LOADING = "loading"
@@ -94,20 +94,21 @@ class Phase(StrEnum):
     SERVING = "serving"
 
 
-PHASE_KIND: Mapping[Phase, FailureKind] = MappingProxyType({
-    Phase.LOADING: FailureKind.WEIGHTS_DO_NOT_FIT,
-    Phase.PROFILING: FailureKind.UNKNOWN,
-    Phase.KV_READY: FailureKind.GRAPH_CAPTURE_OOM,
-    Phase.CAPTURE: FailureKind.GRAPH_CAPTURE_OOM,
-    Phase.SAMPLER: FailureKind.SAMPLER_WARMUP_OOM,
-    Phase.SERVING: FailureKind.UNKNOWN,
+PHASE_KIND: Mapping[StartupPhase, FailureKind] = MappingProxyType({
+    StartupPhase.LOADING: FailureKind.WEIGHTS_DO_NOT_FIT,
+    StartupPhase.PROFILING: FailureKind.UNKNOWN,
+    StartupPhase.KV_READY: FailureKind.GRAPH_CAPTURE_OOM,
+    StartupPhase.CAPTURE: FailureKind.GRAPH_CAPTURE_OOM,
+    StartupPhase.SAMPLER: FailureKind.SAMPLER_WARMUP_OOM,
+    StartupPhase.SERVING: FailureKind.UNKNOWN,
 })
 """Kind of a CUDA OOM by phase. After the KV pool is allocated the engines capture CUDA graphs and
 warm up (vLLM ``compile_or_warm_up_model``, SGLang ``init_cuda_graphs``), so an OOM there is a
 capture OOM ("during/after CUDA-graph capture"). A profile-run OOM (before the KV pool)
 and an OOM while serving have no knob in the effective configuration: Unknown."""
 
-TRACEBACK_PHASE_ORDER = (Phase.CAPTURE, Phase.SAMPLER, Phase.LOADING, Phase.PROFILING, Phase.KV_READY)
+TRACEBACK_PHASE_ORDER = (StartupPhase.CAPTURE, StartupPhase.SAMPLER, StartupPhase.LOADING, StartupPhase.PROFILING,
+                         StartupPhase.KV_READY)
 """Inside one traceback, the outermost specific frame decides: capture calls ``_dummy_run`` (a
 profiling frame) too, so capture outranks profiling."""
 
@@ -179,7 +180,7 @@ class PhaseMarker:
         source: where it comes from.
     """
 
-    phase: Phase
+    phase: StartupPhase
     marker: str
     source: str
 

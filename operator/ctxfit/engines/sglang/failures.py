@@ -66,8 +66,8 @@ from ctxfit.vocab.patterns import (
     RANK_WRAPPER,
     TORCH_OOM_EXTRACTORS,
     FailurePattern,
-    Phase,
     PhaseMarker,
+    StartupPhase,
     WordingCoverage,
     coverage_table,
     extractor,
@@ -216,20 +216,22 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = (
 """SGLang's failure texts, 0.4 - 0.5.23."""
 
 PHASE_MARKERS: tuple[PhaseMarker, ...] = (
-    PhaseMarker(Phase.LOADING, "Load weight begin", "SGLang model_runner.py load_model log"),
-    PhaseMarker(Phase.PROFILING, "Load weight end", "SGLang model_runner.py load_model log"),
-    PhaseMarker(Phase.KV_READY, "KV Cache is allocated", "SGLang mem_cache/memory_pool.py log"),
-    PhaseMarker(Phase.KV_READY, "Memory pool end", "SGLang model_runner.py log"),
-    PhaseMarker(Phase.CAPTURE, "Capture cuda graph begin", "SGLang cuda_graph_runner.py log"),
-    PhaseMarker(Phase.CAPTURE, "Capture cuda graph bs", "SGLang cuda_graph_runner.py tqdm bar"),
-    PhaseMarker(Phase.CAPTURE, "prefill CUDA graph begin", "SGLang 0.5.23 prefill graph capture log"),
-    PhaseMarker(Phase.CAPTURE, "Capture piecewise CUDA graph begin", "SGLang 0.5.10 model_runner.py (piecewise)"),
-    PhaseMarker(Phase.CAPTURE, " graph begin", "SGLang 0.5.10 model_runner.py 'Capture {cuda|npu|cpu} graph begin.'; "
+    PhaseMarker(StartupPhase.LOADING, "Load weight begin", "SGLang model_runner.py load_model log"),
+    PhaseMarker(StartupPhase.PROFILING, "Load weight end", "SGLang model_runner.py load_model log"),
+    PhaseMarker(StartupPhase.KV_READY, "KV Cache is allocated", "SGLang mem_cache/memory_pool.py log"),
+    PhaseMarker(StartupPhase.KV_READY, "Memory pool end", "SGLang model_runner.py log"),
+    PhaseMarker(StartupPhase.CAPTURE, "Capture cuda graph begin", "SGLang cuda_graph_runner.py log"),
+    PhaseMarker(StartupPhase.CAPTURE, "Capture cuda graph bs", "SGLang cuda_graph_runner.py tqdm bar"),
+    PhaseMarker(StartupPhase.CAPTURE, "prefill CUDA graph begin", "SGLang 0.5.23 prefill graph capture log"),
+    PhaseMarker(StartupPhase.CAPTURE, "Capture piecewise CUDA graph begin",
+                "SGLang 0.5.10 model_runner.py (piecewise)"),
+    PhaseMarker(StartupPhase.CAPTURE, " graph begin",
+                "SGLang 0.5.10 model_runner.py 'Capture {cuda|npu|cpu} graph begin.'; "
                 "0.5.23 model_runner_components/cuda_graph_setup.py 'Capture target {decode|verify|prefill} {CUDA|NPU|"
                 "XPU|CPU} graph begin.' and the draft model's 'Capture draft ... graph begin'"),
-    PhaseMarker(Phase.CAPTURE, "init_cuda_graphs", "traceback frame (model_runner.init_cuda_graphs)"),
-    PhaseMarker(Phase.CAPTURE, "CudaGraphRunner", "traceback frame (cuda_graph_runner)"),
-    PhaseMarker(Phase.SERVING, "The server is fired up and ready to roll!", "SGLang entrypoints/http_server.py"),
+    PhaseMarker(StartupPhase.CAPTURE, "init_cuda_graphs", "traceback frame (model_runner.init_cuda_graphs)"),
+    PhaseMarker(StartupPhase.CAPTURE, "CudaGraphRunner", "traceback frame (cuda_graph_runner)"),
+    PhaseMarker(StartupPhase.SERVING, "The server is fired up and ready to roll!", "SGLang entrypoints/http_server.py"),
 )
 """Where SGLang is in its start-up, for CUDA OOMs without their own message."""
 
