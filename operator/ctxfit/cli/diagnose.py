@@ -22,8 +22,8 @@ from typing import Any
 
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServer, InferenceServerSpec
 from ctxfit.recovery import (
-    Attempt,
     Decision,
+    FailedAttempt,
     Failure,
     Observation,
     Replan,
@@ -114,7 +114,7 @@ def read_current(path: str, defaults: EffectiveConfig, engine: EngineKind | None
         raise ValueError(f"--current.{exc}") from None
 
 
-def read_history(path: str, defaults: EffectiveConfig, engine: EngineKind | None = None) -> list[Attempt]:
+def read_history(path: str, defaults: EffectiveConfig, engine: EngineKind | None = None) -> list[FailedAttempt]:
     """Earlier attempts from ``--history`` (fields missing from an entry come from ``defaults``).
 
     Raises:
@@ -131,7 +131,7 @@ def read_history(path: str, defaults: EffectiveConfig, engine: EngineKind | None
         if not isinstance(item, dict):
             raise ValueError(f"--history[{index}]: expected a mapping with effective fields and failure")
         try:
-            attempts.append(Attempt.from_wire(item, defaults=defaults, engine=engine))
+            attempts.append(FailedAttempt.from_wire(item, defaults=defaults, engine=engine))
         except FieldError as exc:
             raise ValueError(f"--history[{index}].{exc}") from None
     return attempts

@@ -12,13 +12,13 @@ from ctxfit.vocab.kinds import MEMORY_KINDS, Failure, FailureKind
 
 from .classify import Observation, classify
 from .current import fallback_effective, initial_effective, observed_effective
-from .policy import Attempt, CheckName, Decision, PolicyContext, Replan, changed_knobs, decide
+from .policy import CheckName, Decision, FailedAttempt, PolicyContext, Replan, changed_knobs, decide
 
 __all__ = [
     "MEMORY_KINDS",
-    "Attempt",
     "CheckName",
     "Decision",
+    "FailedAttempt",
     "Failure",
     "FailureKind",
     "Observation",

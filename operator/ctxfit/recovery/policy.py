@@ -45,7 +45,7 @@ the policy then falls back to its own arithmetic."""
 
 
 @dataclass(frozen=True)
-class Attempt:
+class FailedAttempt:
     """One earlier failed start: the configuration that ran and how it failed."""
 
     config: EffectiveConfig
@@ -53,7 +53,7 @@ class Attempt:
 
     @classmethod
     def from_wire(cls, data: Mapping[Any, Any], *, defaults: EffectiveConfig | None = None,
-                  engine: EngineKind | None = None) -> Attempt:
+                  engine: EngineKind | None = None) -> FailedAttempt:
         """Read ``{<EffectiveConfig wire fields>..., failure: <kind>}``; missing fields come from ``defaults``.
 
         Fields are checked with the spec's bounds (``ctxfit.recovery.wire``); ``engine`` also checks that
@@ -117,7 +117,7 @@ class PolicyContext:
     spec: InferenceServerSpec
     current: EffectiveConfig
     failure: Failure
-    history: tuple[Attempt, ...]
+    history: tuple[FailedAttempt, ...]
     replan: Replan | None
     memory_cap_bytes: int | None
 
@@ -242,7 +242,7 @@ def decide(
     spec: InferenceServerSpec,
     current: EffectiveConfig,
     failure: Failure,
-    history: Sequence[Attempt] = (),
+    history: Sequence[FailedAttempt] = (),
     *,
     replan: Replan | None = None,
     memory_cap_bytes: int | None = None,

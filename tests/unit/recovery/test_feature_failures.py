@@ -116,16 +116,16 @@ def test_lora_buffer_failure_halves_the_adapter_slots(engine: str) -> None:
 
 @pytest.mark.parametrize(("engine", "log"), [("vllm", VLLM_DRAFTER), ("sglang", SGLANG_DRAFT_POOL)])
 def test_draft_failure_halves_the_speculative_tokens_then_frees_memory(engine: str, log: str) -> None:
-    from ctxfit.recovery.policy import Attempt
+    from ctxfit.recovery.policy import FailedAttempt
 
     spec = _spec(engine, speculative=EAGLE)
     current = plan(spec).effective
     failure = classify(Observation(reason="Error", exit_code=1, log_tail=log))
     first = decide(spec, current, failure)
     assert first.next is not None and first.next.num_speculative_tokens == 2
-    second = decide(spec, first.next, failure, [Attempt(current, failure.kind)])
+    second = decide(spec, first.next, failure, [FailedAttempt(current, failure.kind)])
     assert second.next is not None and second.next.num_speculative_tokens == 1
-    third = decide(spec, second.next, failure, [Attempt(current, failure.kind), Attempt(first.next, failure.kind)])
+    third = decide(spec, second.next, failure, [FailedAttempt(current, failure.kind), FailedAttempt(first.next, failure.kind)])
     assert third.next is not None and third.next.num_speculative_tokens == 1
     fraction = third.next.gpu_memory_utilization or third.next.mem_fraction_static
     assert fraction is not None and fraction < (current.gpu_memory_utilization or current.mem_fraction_static or 1)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from ctxfit.api import EffectiveConfig, GiB, InferenceServerSpec, MiB
-from ctxfit.recovery import Attempt, Failure, FailureKind, changed_knobs, decide
+from ctxfit.recovery import FailedAttempt, Failure, FailureKind, changed_knobs, decide
 from ctxfit.recovery.checks import POLICY_CHAIN
 from ctxfit.recovery.policy import Decision, PolicyContext, _guard
 
@@ -306,7 +306,7 @@ def run_row(row: Row) -> tuple[EffectiveConfig, Any]:
     base = VLLM_BASE if row.engine == "vllm" else SGLANG_BASE
     spec = make_spec(row.engine, row.model, **row.spec)
     current = base.model_copy(update=row.current)
-    history = [Attempt(current.model_copy(update=h), kind) for h, kind in row.history]
+    history = [FailedAttempt(current.model_copy(update=h), kind) for h, kind in row.history]
     failure = Failure(row.kind, dict(row.numbers), "the matched line")
     decision = decide(spec, current, failure, history, replan=row.replan, memory_cap_bytes=row.cap)
     return current, decision
@@ -339,7 +339,8 @@ def test_unknown_backoff_grows_and_is_bounded() -> None:
     failure = Failure(K.UNKNOWN, {}, "x")
     delays = []
     for n in range(8):
-        history = [Attempt(VLLM_BASE.model_copy(update={"context_length": 1024 + i}), K.UNKNOWN) for i in range(n)]
+        history = [FailedAttempt(VLLM_BASE.model_copy(update={"context_length": 1024 + i}), K.UNKNOWN)
+                   for i in range(n)]
         delays.append(decide(spec, VLLM_BASE, failure, history).retry_after_seconds)
     assert delays[:3] == [30, 60, 120]
     assert max(delays) == 600
@@ -368,7 +369,7 @@ def test_chain_order_and_catch_all() -> None:
 def test_guard_refuses_history_and_rising_context() -> None:
     spec = make_spec()
     tried = VLLM_BASE.model_copy(update={"context_length": 65536})
-    ctx = PolicyContext(spec, VLLM_BASE, Failure(K.UNKNOWN), (Attempt(tried, K.UNKNOWN),), None, None)
+    ctx = PolicyContext(spec, VLLM_BASE, Failure(K.UNKNOWN), (FailedAttempt(tried, K.UNKNOWN),), None, None)
     assert _guard(ctx, Decision(tried, False, "x", FailureKind.UNKNOWN)).permanent
     higher = VLLM_BASE.model_copy(update={"context_length": 262144})
     assert _guard(ctx, Decision(higher, False, "x", FailureKind.UNKNOWN)).permanent
@@ -384,17 +385,17 @@ def test_changed_knobs() -> None:
 
 
 def test_attempt_from_wire() -> None:
-    attempt = Attempt.from_wire({"contextLength": 65536, "failure": "KVCacheTooSmall"}, defaults=VLLM_BASE)
+    attempt = FailedAttempt.from_wire({"contextLength": 65536, "failure": "KVCacheTooSmall"}, defaults=VLLM_BASE)
     assert attempt.failure is K.KV_CACHE_TOO_SMALL
     assert attempt.config == VLLM_BASE.model_copy(update={"context_length": 65536})
-    full = Attempt.from_wire({**VLLM_BASE.to_wire(), "failure": "Unknown"})
+    full = FailedAttempt.from_wire({**VLLM_BASE.to_wire(), "failure": "Unknown"})
     assert full.config == VLLM_BASE
     with pytest.raises(ValueError, match="failure: 'Nope' is not one of"):
-        Attempt.from_wire({"failure": "Nope"}, defaults=VLLM_BASE)
+        FailedAttempt.from_wire({"failure": "Nope"}, defaults=VLLM_BASE)
     with pytest.raises(ValueError, match="contextLength: required"):
-        Attempt.from_wire({"failure": "Unknown"})
+        FailedAttempt.from_wire({"failure": "Unknown"})
     with pytest.raises(ValueError, match="memoryLimit: must be a finite quantity"):
-        Attempt.from_wire({"memoryLimit": "lots", "failure": "Unknown"}, defaults=VLLM_BASE)
+        FailedAttempt.from_wire({"memoryLimit": "lots", "failure": "Unknown"}, defaults=VLLM_BASE)
 
 
 def test_replan_receives_the_held_knobs() -> None:

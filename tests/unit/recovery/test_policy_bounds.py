@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxfit.api import EffectiveConfig, GiB
-from ctxfit.recovery import Attempt, Failure, FailureKind, decide
+from ctxfit.recovery import FailedAttempt, Failure, FailureKind, decide
 from ctxfit.recovery.bounds import Failed, knob_value, ruled_out_by
 from ctxfit.vocab.kinds import DOWNLOAD_KINDS, PERMANENT_KINDS
 from hypothesis import given, settings
@@ -35,7 +35,7 @@ ONE_KNOB: dict[FailureKind, tuple[str, str]] = {
 """One-knob kinds: the knob and the side later proposals must stay on (strictly)."""
 
 
-def assert_respects(nxt: EffectiveConfig, failed: list[Attempt]) -> None:
+def assert_respects(nxt: EffectiveConfig, failed: list[FailedAttempt]) -> None:
     for attempt in failed:
         assert nxt != attempt.config, "repeats a failed configuration"
         assert not ruled_out_by(nxt, Failed(attempt.config, attempt.failure)), (attempt.failure, attempt.config, nxt)
@@ -51,7 +51,7 @@ def assert_respects(nxt: EffectiveConfig, failed: list[Attempt]) -> None:
 def test_random_failure_sequences_respect_history(data: st.DataObject) -> None:
     spec = data.draw(specs())
     current = data.draw(configs(spec))
-    history: list[Attempt] = []
+    history: list[FailedAttempt] = []
     retried: set[str] = set()
     # Download failures use no attempt (waiting is not failing), so they do not count towards the
     # spec.attempts + 1 failures within which a permanent verdict must come; the draws are capped all the same.
@@ -79,8 +79,8 @@ def test_random_failure_sequences_respect_history(data: st.DataObject) -> None:
             assert all(a.config != current for a in history)
             retried.add(key)
         else:
-            assert_respects(nxt, [*history, Attempt(current, failure.kind)])
-        history.append(Attempt(current, failure.kind))
+            assert_respects(nxt, [*history, FailedAttempt(current, failure.kind)])
+        history.append(FailedAttempt(current, failure.kind))
         current = nxt
         counted += 1
     else:
@@ -93,13 +93,13 @@ def test_random_histories_never_cross_a_bound(data: st.DataObject) -> None:
     """Arbitrary earlier failures (not produced by the policy) bound the next proposal too."""
     spec = data.draw(specs())
     current = data.draw(configs(spec))
-    history = [Attempt(c, data.draw(st.sampled_from(list(FailureKind))))
+    history = [FailedAttempt(c, data.draw(st.sampled_from(list(FailureKind))))
                for c in data.draw(st.lists(configs(spec), max_size=4))]
     failure = data.draw(failures())
     decision = decide(spec, current, failure, history)
     if decision.permanent or decision.next is None or decision.next == current:
         return
-    assert_respects(decision.next, [*history, Attempt(current, failure.kind)])
+    assert_respects(decision.next, [*history, FailedAttempt(current, failure.kind)])
 
 
 def decide_row(kind: FailureKind, history: list[tuple[dict[str, Any], FailureKind]], engine: str = "vllm",
@@ -107,7 +107,7 @@ def decide_row(kind: FailureKind, history: list[tuple[dict[str, Any], FailureKin
     base = VLLM_BASE if engine == "vllm" else VLLM_BASE.model_copy(
         update={"gpu_memory_utilization": None, "mem_fraction_static": 0.85, "cuda_graph_max_batch_size": 256})
     now = base.model_copy(update=current or {})
-    past = [Attempt(base.model_copy(update=c), k) for c, k in history]
+    past = [FailedAttempt(base.model_copy(update=c), k) for c, k in history]
     return decide(make_spec(engine, **spec), now, Failure(kind, numbers or {}, "line"), past)
 
 

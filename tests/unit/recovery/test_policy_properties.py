@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxfit.api import EffectiveConfig, InferenceServerSpec, MiB
-from ctxfit.recovery import MEMORY_KINDS, Attempt, Decision, Failure, FailureKind, decide
+from ctxfit.recovery import MEMORY_KINDS, Decision, FailedAttempt, Failure, FailureKind, decide
 from ctxfit.recovery.limits import context_ceiling
 from ctxfit.vocab.kinds import DOWNLOAD_KINDS
 from hypothesis import given, settings
@@ -88,7 +88,7 @@ def assert_safe(kind: FailureKind, before: EffectiveConfig, after: EffectiveConf
 
 
 def check_decision(spec: InferenceServerSpec, current: EffectiveConfig, failure: Failure,
-                   history: list[Attempt], decision: Decision) -> None:
+                   history: list[FailedAttempt], decision: Decision) -> None:
     assert decision.explanation and "\n" not in decision.explanation
     if decision.permanent:
         assert decision.next is None
@@ -120,7 +120,7 @@ def test_policy_properties(data: st.DataObject) -> None:
     spec = data.draw(specs())
     current = data.draw(configs(spec))
     failure = data.draw(failures())
-    history = [Attempt(c, data.draw(st.sampled_from(list(FailureKind))))
+    history = [FailedAttempt(c, data.draw(st.sampled_from(list(FailureKind))))
                for c in data.draw(st.lists(configs(spec), max_size=3))]
     replan = data.draw(replans())
     cap = data.draw(st.one_of(st.none(), st.integers(1, 1 << 21).map(lambda n: n * MiB)))
@@ -129,7 +129,7 @@ def test_policy_properties(data: st.DataObject) -> None:
         first = decide(spec, current, failure, history, replan=replan, memory_cap_bytes=cap)
         if first.next is None or first.next == current:
             break
-        history.append(Attempt(first.next, data.draw(st.sampled_from(list(FailureKind)))))
+        history.append(FailedAttempt(first.next, data.draw(st.sampled_from(list(FailureKind)))))
     history = history[: max(0, spec.attempts - 2)] if data.draw(st.booleans()) else history
     decision = decide(spec, current, failure, history, replan=replan, memory_cap_bytes=cap)
     check_decision(spec, current, failure, history, decision)
@@ -142,7 +142,7 @@ def test_operator_loop_ends_within_attempts(data: st.DataObject) -> None:
     memory failure; no configuration runs twice (except Unknown's single retry)."""
     spec = data.draw(specs())
     current = data.draw(configs(spec))
-    history: list[Attempt] = []
+    history: list[FailedAttempt] = []
     memory_ceiling: int | None = None
     starts = 0
     while True:
@@ -157,7 +157,7 @@ def test_operator_loop_ends_within_attempts(data: st.DataObject) -> None:
         assert decision.next is not None
         if memory_ceiling is not None:
             assert decision.next.context_length <= memory_ceiling
-        history.append(Attempt(current, failure.kind))
+        history.append(FailedAttempt(current, failure.kind))
         current = decision.next
     assert starts <= spec.attempts
 
@@ -171,7 +171,7 @@ def test_download_failures_never_change_an_engine_flag(data: st.DataObject) -> N
     current = data.draw(configs(spec))
     failure = data.draw(failures())
     failure = Failure(data.draw(st.sampled_from(sorted(DOWNLOAD_KINDS))), failure.numbers, failure.evidence)
-    history = [Attempt(c, data.draw(st.sampled_from(list(FailureKind))))
+    history = [FailedAttempt(c, data.draw(st.sampled_from(list(FailureKind))))
                for c in data.draw(st.lists(st.one_of(st.just(current), configs(spec)), max_size=4))]
     decision = decide(spec, current, failure, history, replan=data.draw(replans()),
                       memory_cap_bytes=data.draw(st.one_of(st.none(), st.integers(1, 1 << 21).map(lambda n: n * MiB))))

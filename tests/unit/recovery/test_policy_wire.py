@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from ctxfit.api import EffectiveConfig, EngineKind, GiB, InferenceServerSpec
-from ctxfit.recovery import Attempt, FailureKind
+from ctxfit.recovery import FailedAttempt, FailureKind
 from ctxfit.recovery.limits import MAX_CONTEXT_TOKENS, context_ceiling, model_max_context, plausible_number
 from ctxfit.recovery.wire import FieldError, effective_from_wire
 
@@ -90,12 +90,12 @@ def test_missing_fields_without_defaults() -> None:
 
 def test_attempt_from_wire_checks_fields_and_failure() -> None:
     with pytest.raises(FieldError, match="failure: required"):
-        Attempt.from_wire({"contextLength": 4096}, defaults=BASE)
+        FailedAttempt.from_wire({"contextLength": 4096}, defaults=BASE)
     with pytest.raises(FieldError, match="gpuMemoryUtilization: must be a number"):
-        Attempt.from_wire({"gpuMemoryUtilization": "abc", "failure": "Unknown"}, defaults=BASE)
+        FailedAttempt.from_wire({"gpuMemoryUtilization": "abc", "failure": "Unknown"}, defaults=BASE)
     with pytest.raises(FieldError, match="memFractionStatic: is not a vLLM setting"):
-        Attempt.from_wire({"memFractionStatic": 0.5, "failure": "Unknown"}, defaults=BASE, engine=EngineKind.VLLM)
-    attempt = Attempt.from_wire({"contextLength": 4096, "failure": "KVCacheTooSmall"}, defaults=BASE)
+        FailedAttempt.from_wire({"memFractionStatic": 0.5, "failure": "Unknown"}, defaults=BASE, engine=EngineKind.VLLM)
+    attempt = FailedAttempt.from_wire({"contextLength": 4096, "failure": "KVCacheTooSmall"}, defaults=BASE)
     assert attempt.failure is FailureKind.KV_CACHE_TOO_SMALL and attempt.config.context_length == 4096
 
 

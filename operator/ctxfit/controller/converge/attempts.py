@@ -20,8 +20,7 @@ from ctxfit.api.status import (
     now_rfc3339,
     parse_rfc3339,
 )
-from ctxfit.recovery import Attempt as PolicyAttempt
-from ctxfit.recovery import CheckName, Decision, Failure, FailureKind, Replan, decide
+from ctxfit.recovery import CheckName, Decision, FailedAttempt, Failure, FailureKind, Replan, decide
 from ctxfit.recovery.evidence import trim_words
 
 from ..settings import Settings
@@ -86,9 +85,9 @@ def startup_overdue(pod: PodView, attempt: Attempt, settings: Settings, now: dat
     return (deadline - now).total_seconds()
 
 
-def policy_history(attempts: list[Attempt]) -> list[PolicyAttempt]:
+def policy_history(attempts: list[Attempt]) -> list[FailedAttempt]:
     """Earlier failed attempts (all but the newest) as the policy's ``history``, oldest first."""
-    out: list[PolicyAttempt] = []
+    out: list[FailedAttempt] = []
     for attempt in attempts[:-1]:
         if attempt.outcome is not AttemptOutcome.FAILED or not attempt.failure_kind:
             continue
@@ -96,7 +95,7 @@ def policy_history(attempts: list[Attempt]) -> list[PolicyAttempt]:
             kind = FailureKind(attempt.failure_kind)
         except ValueError:
             kind = FailureKind.UNKNOWN
-        out.append(PolicyAttempt(attempt.effective.to_config(), kind))
+        out.append(FailedAttempt(attempt.effective.to_config(), kind))
     return out
 
 
