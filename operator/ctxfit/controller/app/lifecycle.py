@@ -153,11 +153,22 @@ class Worker:
         return result.requeue_after
 
 
+def environment_problems() -> list[str]:
+    """One line per process environment variable the operator cannot use as set (a Hub timeout that is not a
+    number: ``hub.bounded.timeout_problem``), logged at start-up; a server's own problems go to its status."""
+    from ctxfit.hub.bounded import timeout_problem  # ctxfit.hub is imported at start-up anyway (Resolutions)
+
+    problem = timeout_problem()
+    return [problem] if problem else []
+
+
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     """Build everything the handlers share and keep it on ``memo`` (no module-level state)."""
     cfg = Settings()
     kopf_settings.configure(settings)
     catalog.preload()
+    for problem in environment_problems():
+        logger.warning("environment: %s", problem)
     asyncio.get_running_loop().set_default_executor(  # start-up, leader election, stopping
         ThreadPoolExecutor(max_workers=DEFAULT_EXECUTOR_THREADS, thread_name_prefix="ctxfit"))
     threads = WorkerThreads(cfg.workers)

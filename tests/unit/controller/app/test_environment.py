@@ -1,0 +1,32 @@
+"""The operator names, at start-up, a process environment variable it cannot use as set (one log line each)."""
+
+from __future__ import annotations
+
+import pytest
+from ctxfit.controller.app.lifecycle import environment_problems
+
+TIMEOUTS = ("CTXFIT_HUB_TIMEOUT_SECONDS", "HF_HUB_ETAG_TIMEOUT", "HF_HUB_DOWNLOAD_TIMEOUT")
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in TIMEOUTS:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_nothing_set_is_no_problem() -> None:
+    assert environment_problems() == []
+
+
+@pytest.mark.parametrize(("name", "raw"), [("CTXFIT_HUB_TIMEOUT_SECONDS", "abc"), ("CTXFIT_HUB_TIMEOUT_SECONDS", "0"),
+                                           ("HF_HUB_ETAG_TIMEOUT", "1.5")])
+def test_a_bad_timeout_is_one_line_naming_it(monkeypatch: pytest.MonkeyPatch, name: str, raw: str) -> None:
+    monkeypatch.setenv(name, raw)
+    problems = environment_problems()
+    assert len(problems) == 1 and problems[0].startswith(f"{name}={raw!r} is not a "), problems
+
+
+def test_good_timeouts_are_no_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CTXFIT_HUB_TIMEOUT_SECONDS", "20")
+    monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "10")
+    assert environment_problems() == []
