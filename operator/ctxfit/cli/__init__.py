@@ -2,15 +2,18 @@
 
 Exit codes, the same for every subcommand (``EXIT_CODES``; ``ctxfit --help`` and README list them): 0 done; 1 the
 command ran but has no result to give (``calibrate``: the log holds no KV cache accounting in a known wording, or
-there is no prediction to compare it with, so no calibration sample; any subcommand: its stdout was closed, as
-``| head`` does); 2 bad input (one line on stderr naming the file, option or field; also argparse's own usage
-errors); 3 ``plan`` only: nothing can start (the plan, reasons and suggestions are printed).
+there is no prediction to compare it with, so no calibration sample; any subcommand: its output could not be
+written, stdout closed as ``| head`` does or a full disk); 2 bad input (one line on stderr naming the file, option
+or field; also argparse's own usage errors); 3 ``plan`` only: nothing can start (the plan, reasons and suggestions
+are printed).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import io
 import os
 import sys
 
@@ -32,7 +35,8 @@ EXIT_DOES_NOT_FIT = 3
 EXIT_CODES = (
     (EXIT_OK, "done (plan: every server fits at or above its minimum)"),
     (EXIT_ERROR, "no result: calibrate made no calibration sample (the log holds no KV cache accounting in a "
-                 "known wording, or there is no prediction to compare it with), or stdout was closed (| head)"),
+                 "known wording, or there is no prediction to compare it with), or the output could not be written "
+                 "(stdout closed, as | head does, or a full disk)"),
     (EXIT_INVALID, "bad input: one line on stderr naming the file, option or field"),
     (EXIT_DOES_NOT_FIT, "plan: nothing can start for a server (the plan, reasons and suggestions are printed)"),
 )
@@ -66,13 +70,31 @@ def main(argv: list[str] | None = None) -> int:
     chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(chosen if chosen in SUBCOMMANDS else "__none__")
     args = parser.parse_args(argv)
+    if sys.stdout is None:  # started with stdout closed (>&-): what the command prints fails, not vanishes
+        sys.stdout = _ClosedOutput()
     try:
         code: int = args._run(args)
+        sys.stdout.flush()  # a buffered write's error here, not at the interpreter's exit
     except BrokenPipeError:  # `ctxfit plan -o json | head`: the reader left; end quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_ERROR
+    except OSError as exc:  # stdout cannot be written: closed, a full disk (> /dev/full), an I/O error
+        if exc.filename is not None:
+            raise
+        return fail(f"cannot write the output: {exc.strerror or exc}", EXIT_ERROR)
     return code
+
+
+class _ClosedOutput(io.TextIOBase):
+    """Stands for a closed stdout: every write raises ``OSError`` (EBADF), so a command that prints ends with one
+    line and exit 1, and one that writes only to files is unaffected."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def fileno(self) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
 
 
 def fail(message: str, code: int = EXIT_INVALID) -> int:

@@ -40,7 +40,7 @@ from ctxfit.vocab.startup import StartupReport
 from ctxfit.vocab.version import parse_version
 
 from . import EXIT_ERROR, EXIT_OK, fail
-from .load import STDIN, ManifestError, load_manifest, read_yaml, validation_message
+from .load import LOG_MAX_BYTES, STDIN, ManifestError, load_manifest, read_input, read_yaml, validation_message
 from .resolve import add_resolve_arguments, resolve_for_cli
 
 DATA_KEY = "calibration.yaml"
@@ -119,13 +119,7 @@ def save_table(table: CalibrationTable, path: str) -> None:
 def read_log(path: str) -> str:
     """The log's text (undecodable bytes replaced; ``-``: stdin). Raises ``ManifestError`` naming ``--log`` when
     unreadable."""
-    try:
-        if path == STDIN:
-            raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
-            return raw.decode("utf-8", errors="replace")
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise ManifestError(f"--log: cannot read {path}: {exc.strerror or exc}") from exc
+    return read_input(path, "--log", LOG_MAX_BYTES).decode("utf-8", errors="replace")
 
 
 def version_mismatch(kind: EngineKind, version: str | None, text: str) -> str | None:

@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from ctxfit.api import EffectiveConfig, EngineKind, InferenceServer, InferenceServerSpec
@@ -37,7 +36,7 @@ from ctxfit.recovery.wire import FieldError, effective_from_wire
 from ctxfit.vocab.text import clean_text
 
 from . import EXIT_ERROR, EXIT_OK, fail, warn
-from .load import STDIN, ManifestError, load_manifest, read_yaml
+from .load import LOG_MAX_BYTES, STDIN, ManifestError, load_manifest, read_input, read_yaml
 
 EXIT_CODE_RANGE = (-(1 << 31), (1 << 31) - 1)
 """``lastState.terminated.exitCode`` is an int32 in the Kubernetes API."""
@@ -88,13 +87,7 @@ def _clean_arg(text: str | None) -> str | None:
 
 
 def _read_text(path: str) -> str:
-    try:
-        raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    except OSError as exc:
-        raise ValueError(f"--message-file: cannot read {path}: {exc.strerror}") from exc
-    except AttributeError:  # a text-only stdin (tests): already decoded
-        return clean_text(sys.stdin.read())
-    return clean_text(raw)
+    return clean_text(read_input(path, "--message-file", LOG_MAX_BYTES))
 
 
 def read_current(path: str, defaults: EffectiveConfig, engine: EngineKind | None = None) -> EffectiveConfig:

@@ -17,9 +17,15 @@ import yaml
 from pydantic import ValidationError
 
 from ctxfit.api import InferenceServer
+from ctxfit.api.schema_types import server_schema, type_error
 
 STDIN = "-"
 """The ``-f`` / ``--log`` / ``--message-file`` value that reads standard input (as kubectl's ``-f -``)."""
+MANIFEST_MAX_BYTES = 16 << 20
+"""The most of a manifest or YAML option file read (an InferenceServer is at most ~1.5 MB in etcd; ``-f /dev/zero``
+would otherwise be read until memory runs out)."""
+LOG_MAX_BYTES = 256 << 20
+"""The most of an engine log read (``--log``, ``--message-file``)."""
 
 
 class ManifestError(ValueError):
@@ -50,21 +56,43 @@ def validation_message(exc: ValidationError) -> str:
     return f"{path}: {msg}{extra}"
 
 
-def read_text(path: str | Path, flag: str = "") -> str:
-    """The text of ``path``, or of standard input for ``-``.
+def read_input(path: str | Path, flag: str = "", limit: int = MANIFEST_MAX_BYTES) -> bytes:
+    """The bytes of ``path``, or of standard input for ``-``, at most ``limit`` of them.
 
     Raises:
-        ManifestError: unreadable, or not UTF-8 (one line, starting with ``flag: `` when given).
+        ManifestError: unreadable, standard input closed, or longer than ``limit`` bytes (one line, starting with
+            ``flag: `` when given).
     """
     lead = f"{flag}: " if flag else ""
     shown = "stdin" if str(path) == STDIN else str(path)
     try:
         if str(path) == STDIN:
-            data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
-            return data.decode("utf-8")
-        return Path(path).read_text(encoding="utf-8")
+            if sys.stdin is None:  # started with stdin closed (<&-)
+                raise ManifestError(f"{lead}stdin is not open")
+            if hasattr(sys.stdin, "buffer"):
+                data = sys.stdin.buffer.read(limit + 1)
+            else:  # a text-only stdin (tests)
+                data = sys.stdin.read(limit + 1).encode()
+        else:
+            with Path(path).open("rb") as fh:
+                data = fh.read(limit + 1)
     except OSError as exc:
         raise ManifestError(f"{lead}cannot read {shown}: {exc.strerror or exc}") from exc
+    if len(data) > limit:
+        raise ManifestError(f"{lead}{shown}: larger than {limit >> 20} MiB")
+    return data
+
+
+def read_text(path: str | Path, flag: str = "") -> str:
+    """The text of ``path``, or of standard input for ``-`` (``read_input``).
+
+    Raises:
+        ManifestError: as ``read_input``, or not UTF-8 (one line, starting with ``flag: `` when given).
+    """
+    lead = f"{flag}: " if flag else ""
+    shown = "stdin" if str(path) == STDIN else str(path)
+    try:
+        return read_input(path, flag).decode("utf-8")
     except UnicodeDecodeError:
         raise ManifestError(f"{lead}{shown}: not UTF-8 text") from None
 
@@ -138,6 +166,9 @@ def _describe(doc: Any) -> str:
 def _server(doc: dict[str, Any]) -> InferenceServer:
     if "spec" not in doc:
         raise ManifestError("spec: required")
+    wrong = type_error(server_schema(), doc)  # as the API server, before the models' lax reading
+    if wrong:
+        raise ManifestError(wrong)
     try:
         return InferenceServer.model_validate(doc)
     except ValidationError as exc:
@@ -169,6 +200,7 @@ def load_servers(path: str | Path) -> Servers:
         indexed = [(1, docs[0])]  # a single kind-less mapping is taken as the InferenceServer
     if not indexed:
         raise ManifestError(f"{shown}: no InferenceServer document found")
+    _refuse_repeated_names(shown, indexed)
     taken = {i for i, _ in indexed}
     found.skipped = [_describe(d) for i, d in enumerate(docs, start=1) if i not in taken]
     for index, doc in indexed:
@@ -181,6 +213,22 @@ def load_servers(path: str | Path) -> Servers:
                 exc = ManifestError(f"{name or f'document {index}'}: {exc}")
             found.servers.append((index, name, exc))
     return found
+
+
+def _refuse_repeated_names(shown: str, indexed: list[tuple[int, Any]]) -> None:
+    """Raise ``ManifestError`` when two documents name the same server (namespace and ``metadata.name``):
+    ``kubectl apply -f`` would write the one object twice, the last document winning."""
+    first: dict[tuple[str, str], int] = {}
+    for index, doc in indexed:
+        meta = doc.get("metadata")
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            continue
+        key = (str(meta.get("namespace") or ""), meta["name"])
+        if key in first:
+            where = f" in namespace {key[0]!r}" if key[0] else ""
+            raise ManifestError(f"{shown}: InferenceServer {key[1]!r}{where} is given twice (documents {first[key]} "
+                                f"and {index}); kubectl apply would write it twice, the last one winning")
+        first[key] = index
 
 
 def no_such_server(shown: str, name: str, found: Servers) -> str:
@@ -218,9 +266,7 @@ def read_yaml(path: str, flag: str) -> Any:
     line naming the option: unreadable, not UTF-8, not valid YAML, nested too deeply, beyond the YAML constructor's
     limits."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ManifestError(f"{flag}: cannot read {path}: {exc.strerror}") from exc
+        text = read_input(path, flag).decode("utf-8")
     except UnicodeDecodeError:
         raise ManifestError(f"{flag}: {path} is not UTF-8 text") from None
     try:
