@@ -40,10 +40,10 @@ def fetch_hf_config(repo_id: str, *, revision: str | None = None, filename: str 
         ManifestError (a ValueError): one line when the download fails (a Hub that does not answer in time:
             ``HubUnreachable``; offline, gated, missing).
     """
-    from ctxfit.hub.bounded import cli_timeouts, timeout_problem, within
+    from ctxfit.hub.bounded import cli_timeouts, environment_problem, within
     from ctxfit.hub.resolve import _classify, bound_hub_requests, quiet_hub_logs
 
-    problem = timeout_problem()  # before huggingface_hub is imported: it would raise a bare int() ValueError
+    problem = environment_problem()  # before huggingface_hub is imported: it would raise a bare ValueError
     if problem:
         raise ManifestError(problem)
     metadata, download = cli_timeouts()

@@ -39,10 +39,10 @@ def resolve_for_cli(spec: InferenceServerSpec, args: argparse.Namespace) -> tupl
     Raises:
         ManifestError: one line naming the repo and what to do (``ResolveError.line``), or the unreadable file.
     """
-    from ctxfit.hub.bounded import timeout_problem
+    from ctxfit.hub.bounded import environment_problem
     from ctxfit.hub.resolve import quiet_hub_logs
 
-    problem = timeout_problem()  # importing huggingface_hub (quiet_hub_logs) would raise a bare int() ValueError
+    problem = environment_problem()  # importing huggingface_hub (quiet_hub_logs) would raise a bare ValueError
     if problem:
         raise ManifestError(problem)
     quiet_hub_logs()  # huggingface_hub's retry warnings: the CLI prints its own one line

@@ -5,6 +5,8 @@ not cached, huggingface_hub asks again with its own 60 s timeout and up to 5 ret
 (``file_download._ETAG_RETRY_TIMEOUT``, ``utils/_http.http_backoff``): about 6 minutes against a Hub or proxy that
 accepts the connection and never answers, and the failure then reads like a missing cache. The CLI instead gives
 one fetch ``metadata + download`` seconds (``cli_timeouts``) and then says, in one line, that the Hub did not answer.
+The Hub's environment variables are checked here too, before huggingface_hub is imported (it reads them then):
+``timeout_problem``, ``endpoint_problem``.
 """
 
 from __future__ import annotations
@@ -65,6 +67,40 @@ def timeout_problem() -> str | None:
         return (f"{CTXFIT_TIMEOUT}={shown!r} is not a positive number of seconds; "
                 f"unset it or set e.g. {CTXFIT_TIMEOUT}=10")
     return None
+
+
+def endpoint_fault(url: str) -> str | None:
+    """Why ``url`` is not a Hub endpoint huggingface_hub can send to (an http(s) URL with a host and a port in
+    0..65535), else None. An empty value, a missing scheme or a port out of range fail every request before it is
+    sent (``httpx.UnsupportedProtocol``; ``ValueError: Port out of range`` on ``import huggingface_hub``, which
+    parses ``HF_ENDPOINT``): a setting to fix, not a Hub that is down."""
+    from urllib.parse import urlsplit
+
+    if not url:
+        return "is empty"
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises on a port out of range or not a number
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError as exc:  # an unbalanced IPv6 bracket, a bad port
+        return f"is not a URL ({exc})"
+    return None if ok else "is not an http(s) URL"
+
+
+def endpoint_problem() -> str | None:
+    """One line when ``HF_ENDPOINT`` is set (empty included) to something ``endpoint_fault`` refuses, else None."""
+    raw = os.environ.get("HF_ENDPOINT")
+    fault = None if raw is None else endpoint_fault(raw)
+    if raw is None or fault is None:
+        return None
+    shown = raw if len(raw) <= 80 else raw[:80] + "..."
+    return (f"HF_ENDPOINT={shown!r} {fault}; set it to the http(s) URL of the Hub or a mirror "
+            "(e.g. https://huggingface.co), or unset it")
+
+
+def environment_problem() -> str | None:
+    """The first of ``endpoint_problem`` and ``timeout_problem`` (one line), else None."""
+    return endpoint_problem() or timeout_problem()
 
 
 def cli_timeouts() -> tuple[float, float]:

@@ -212,25 +212,21 @@ def resolve_adapter(repo: str, *, revision: str | None = None, token: str | bool
 
 
 def check_endpoint(endpoint: str | None, repo: str) -> None:
-    """``endpoint`` (else ``HF_ENDPOINT``) must be an http(s) URL with a host: otherwise every request fails before
-    it is sent, and that is a setting to fix, not a Hub that is down (not waiting).
+    """``endpoint`` (else ``HF_ENDPOINT`` when set, empty included) must be an http(s) URL with a host and a valid
+    port (``bounded.endpoint_fault``): otherwise every request fails before it is sent, and that is a setting to
+    fix, not a Hub that is down (not waiting).
 
     Raises:
         ResolveError: ``BAD_ENDPOINT``, naming the value.
     """
     import os
-    from urllib.parse import urlsplit
 
-    url = endpoint or os.environ.get("HF_ENDPOINT") or ""
-    if not url:
-        return
-    try:
-        parts = urlsplit(url)
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:  # an unbalanced IPv6 bracket, a bad port
-        ok = False
-    if not ok:
-        raise ResolveError(ResolveKind.BAD_ENDPOINT, repo, f"HF_ENDPOINT {url[:120]!r} is not an http(s) URL")
+    from .bounded import endpoint_fault
+
+    url = endpoint or os.environ.get("HF_ENDPOINT")
+    fault = None if url is None else endpoint_fault(url)
+    if url is not None and fault is not None:
+        raise ResolveError(ResolveKind.BAD_ENDPOINT, repo, f"HF_ENDPOINT {url[:120]!r} {fault}")
 
 
 def resolution_cache_dir() -> Path:
@@ -251,7 +247,11 @@ def endpoint_key(endpoint: str | None) -> str:
     url = (endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
     if url == "https://huggingface.co":
         return "huggingface.co"
-    host = re.sub(r"[^A-Za-z0-9.-]", "_", urlsplit(url).netloc or "endpoint")[:64]
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:  # an unbalanced IPv6 bracket: check_endpoint refuses it before any request
+        netloc = ""
+    host = re.sub(r"[^A-Za-z0-9.-]", "_", netloc or "endpoint")[:64]
     return f"{host}-{hashlib.sha256(url.encode()).hexdigest()[:8]}"
 
 

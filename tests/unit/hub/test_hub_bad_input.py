@@ -170,7 +170,8 @@ def test_a_hub_that_accepts_and_never_answers_is_unreachable_within_the_timeout(
     assert stalled >= 1, "ctxfit plan never reached the silent Hub"
 
 
-@pytest.mark.parametrize("endpoint", ["notaurl", "ftp://mirror.internal", "https://", "http://[::1"])
+@pytest.mark.parametrize("endpoint", ["notaurl", "ftp://mirror.internal", "https://", "http://[::1", "",
+                                      "http://mirror.internal:99999", "http://mirror.internal:port"])
 def test_an_endpoint_that_is_not_an_http_url_is_a_setting_to_fix_not_a_hub_that_is_down(
         endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_ENDPOINT", endpoint)

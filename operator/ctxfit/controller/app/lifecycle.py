@@ -154,12 +154,12 @@ class Worker:
 
 
 def environment_problems() -> list[str]:
-    """One line per process environment variable the operator cannot use as set (a Hub timeout that is not a
-    number: ``hub.bounded.timeout_problem``), logged at start-up; a server's own problems go to its status."""
-    from ctxfit.hub.bounded import timeout_problem  # ctxfit.hub is imported at start-up anyway (Resolutions)
+    """One line per process environment variable the operator cannot use as set (``HF_ENDPOINT`` that is not an
+    http(s) URL, a Hub timeout that is not a number: ``hub.bounded``), logged at start-up; a server's own problems go
+    to its status (an endpoint the Hub resolution refuses: ``HubEndpointInvalid``)."""
+    from ctxfit.hub.bounded import endpoint_problem, timeout_problem  # ctxfit.hub is imported at start-up anyway
 
-    problem = timeout_problem()
-    return [problem] if problem else []
+    return [problem for problem in (endpoint_problem(), timeout_problem()) if problem]
 
 
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
