@@ -52,11 +52,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The top-level parser. Each subcommand module adds its own arguments via ``add_arguments``;
     with ``only`` set, just that subcommand's module is imported."""
     parser = argparse.ArgumentParser(prog="ctxfit", description="Size LLM inference servers to their GPUs.",
-                                     epilog=exit_codes_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     epilog=exit_codes_text(), formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)  # `--message` is no `--message-file`: a typo is an error
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text, epilog=exit_codes_text(),
-                                    formatter_class=argparse.RawDescriptionHelpFormatter)
+                                    formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
         if only is None or name == only:
             module = importlib.import_module(module_name)
             module.add_arguments(sub_parser)

@@ -165,7 +165,9 @@ def _describe(doc: Any) -> str:
 
 def _server(doc: dict[str, Any]) -> InferenceServer:
     if "spec" not in doc:
-        raise ManifestError("spec: required")
+        raise ManifestError("spec: required" if "kind" in doc else
+                            "spec: required (a document without kind is read as an InferenceServer; "
+                            "kind: InferenceServer, apiVersion: ctxfit.io/v1alpha1)")
     wrong = type_error(server_schema(), doc)  # as the API server, before the models' lax reading
     if wrong:
         raise ManifestError(wrong)

@@ -47,12 +47,15 @@ class ResolveError(Exception):
         kind: the typed reason.
         repo: the repository (or directory) asked for.
         detail: what the source said (one line).
+        hint: what to do, when the source knows better than the kind's ``HINTS`` (a local directory, the cache
+            folder actually used).
     """
 
-    def __init__(self, kind: ResolveKind, repo: str, detail: str) -> None:
+    def __init__(self, kind: ResolveKind, repo: str, detail: str, hint: str | None = None) -> None:
         self.kind, self.repo, self.detail = kind, repo, " ".join(detail.split())[:300]
+        self.hint = hint or HINTS[kind]
         super().__init__(self.line())
 
     def line(self) -> str:
         """``repo: detail; what to do``."""
-        return f"{self.repo}: {self.kind.value}: {self.detail}; {HINTS[self.kind]}"
+        return f"{self.repo}: {self.kind.value}: {self.detail}; {self.hint}"

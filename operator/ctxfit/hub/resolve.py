@@ -292,7 +292,11 @@ def _resolve_cached(repo: str, revision: str | None, cache_dir: str | None = Non
     try:
         folder = snapshot_download(repo, revision=revision, local_files_only=True, cache_dir=cache_dir)
     except Exception as exc:
-        raise _classify(exc, repo) from exc
+        error = _classify(exc, repo)
+        if error.kind is ResolveKind.OFFLINE:  # name the cache folder this process uses (CTXFIT_CACHE)
+            error = ResolveError(error.kind, repo, error.detail, f"run once with network access (ctxfit keeps the "
+                                 f"resolution in {resolution_cache_dir()}), or --model-dir")
+        raise error from exc
     source = resolve_local(folder, origin="cache", repo=repo)
     return ModelSource(source.config, source.checkpoint, "cache", repo, revision, Path(folder).name)
 
@@ -305,8 +309,12 @@ def resolve_local(directory: str | Path, *, origin: str = "local", repo: str | N
     """
     root = Path(directory)
     name = repo or str(root)
+    local = None if origin == "cache" else \
+        "give the directory that holds the model's config.json and *.safetensors files"
     if not root.is_dir():
-        raise ResolveError(ResolveKind.NOT_FOUND, name, f"{root} is not a directory")
+        raise ResolveError(ResolveKind.NOT_FOUND, name, f"{root} is not a directory", local)
+    if not (root / "config.json").exists():
+        raise ResolveError(ResolveKind.NOT_FOUND, name, f"no config.json in {root}", local)
     config = _read_config(root / "config.json", name)
     if (root / MODELOPT_FILE).is_file() and "quantization_config" not in config:
         config = with_modelopt(config, _read_config(root / MODELOPT_FILE, name))

@@ -92,10 +92,7 @@ def architecture_from_hf_config(config: dict[str, Any]) -> Architecture:
         heads, kv_heads = _heads(text)
         head_dim = int_field(text, "head_dim")
         if head_dim is None:
-            hidden = int_field(text, "hidden_size")
-            if hidden is None or not heads:
-                raise ValueError("head_dim (or hidden_size and num_attention_heads) is missing")
-            head_dim = hidden // heads
+            head_dim = _derived_head_dim(int_field(text, "hidden_size"), heads)
         if not kv_heads:
             raise ValueError("num_key_value_heads (or num_attention_heads) is missing")
         fields.update(attention="gqa" if heads and kv_heads < heads else "mha", numKVHeads=kv_heads, headDim=head_dim)
@@ -120,6 +117,19 @@ def architecture_from_hf_config(config: dict[str, Any]) -> Architecture:
         more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
         raise ValueError(f"the architecture it gives has {field} {str(first.get('input'))[:40]}: "
                          f"{str(first.get('msg', 'invalid')).removeprefix('Value error, ')}{more}") from None
+
+
+def _derived_head_dim(hidden: int | None, heads: int | None) -> int:
+    """``hidden_size // num_attention_heads`` (transformers' default ``head_dim``). Raises ValueError naming the
+    config's own fields when either is missing, or the quotient would be 0 or less."""
+    if hidden is None or not heads:
+        raise ValueError("head_dim (or hidden_size and num_attention_heads) is missing")
+    if hidden <= 0:
+        raise ValueError(f"hidden_size must be a positive number, got {hidden}")
+    if hidden < heads:
+        raise ValueError(f"hidden_size {hidden} is smaller than num_attention_heads {heads} "
+                         "(head_dim = hidden_size / num_attention_heads)")
+    return hidden // heads
 
 
 def _heads(text: dict[str, Any]) -> tuple[int | None, int | None]:

@@ -209,3 +209,27 @@ def test_a_kind_list_document_is_read_as_its_items(tmp_path: Path) -> None:
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout) == json.loads(run_cli("plan", "-f", GATEWAY, "-o", "json").stdout)
     assert "skipped 2 documents" in listed.stderr
+
+
+@pytest.mark.parametrize("args", [("diagnose", "--message-file", "README.md", "--message", "x"),
+                                  ("plan", "--fetch", "x"), ("plan", "--out", "json")], ids=["message", "fetch", "out"])
+def test_an_abbreviated_flag_is_an_error_not_another_flag(args: tuple[str, ...]) -> None:
+    """argparse would take ``--message`` as ``--message-file``, ``--out`` as ``--output`` (a prefix): a typo then
+    means another flag; every flag is spelled out."""
+    out = run_cli(args[0], "-f", "manifests/kimi-128k.yaml", *args[1:])
+    assert out.returncode == 2 and f"unrecognized arguments: {' '.join(args[-2:])}" in out.stderr, out.stderr
+
+
+KINDLESS = "spec: required (a document without kind is read as an InferenceServer; kind: InferenceServer, " \
+           "apiVersion: ctxfit.io/v1alpha1)"
+
+
+@pytest.mark.parametrize(("doc", "line"), [
+    ({"a": 1}, KINDLESS),
+    ({"kind": "InferenceServer", "apiVersion": "ctxfit.io/v1alpha1", "metadata": {"name": "x"}}, "spec: required"),
+], ids=["kindless", "server"])
+def test_a_document_without_spec_names_what_it_lacks(tmp_path: Path, doc: dict[str, object], line: str) -> None:
+    path = tmp_path / "server.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    out = run_cli("plan", "-f", str(path))
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [f"ctxfit: error: {line}"], out.stderr

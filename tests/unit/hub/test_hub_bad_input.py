@@ -180,3 +180,29 @@ def test_an_endpoint_that_is_not_an_http_url_is_a_setting_to_fix_not_a_hub_that_
             resolve_hub("Qwen/Qwen2.5-7B", offline=offline)
         assert bad.value.kind is ResolveKind.BAD_ENDPOINT and not bad.value.kind.waiting
         assert repr(endpoint) in bad.value.line() and "HF_ENDPOINT must be the http(s) URL" in bad.value.line()
+
+
+@pytest.mark.parametrize("make", ["missing", "empty"])
+def test_a_local_directory_without_a_model_says_what_the_directory_needs(tmp_path: Path, make: str) -> None:
+    """``--model-dir`` (or a volume path): the hint is about the directory, not "give --model-dir" again."""
+    from ctxfit.hub.resolve import resolve_local
+
+    directory = tmp_path / "model"
+    if make == "empty":
+        directory.mkdir()
+    with pytest.raises(ResolveError) as bad:
+        resolve_local(directory, repo="acme/local")
+    line = bad.value.line()
+    assert bad.value.kind is ResolveKind.NOT_FOUND and str(directory) in line, line
+    assert "--model-dir" not in line and "config.json and *.safetensors" in line, line
+
+
+def test_offline_names_the_cache_folder_in_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``CTXFIT_CACHE`` moves the resolution cache: the hint names that folder, not ~/.cache/ctxfit."""
+    monkeypatch.setenv("CTXFIT_CACHE", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    with pytest.raises(ResolveError) as bad:
+        resolve_hub("acme/never-resolved", offline=True)
+    assert bad.value.kind is ResolveKind.OFFLINE, bad.value.line()
+    assert f"in {tmp_path / 'elsewhere' / 'resolved'})" in bad.value.line(), bad.value.line()

@@ -132,6 +132,10 @@ def test_qwen_style_disabled_window_is_ignored() -> None:
          "num_key_value_heads .* got 0"),
         ({"num_hidden_layers": 2, "num_attention_heads": 0, "num_key_value_heads": 8, "head_dim": 128},
          "num_attention_heads .* got 0"),
+        ({"num_hidden_layers": 2, "num_attention_heads": 32, "hidden_size": -1}, "^hidden_size .* got -1$"),
+        ({"num_hidden_layers": 2, "num_attention_heads": 32, "hidden_size": 0}, "^hidden_size .* got 0$"),
+        ({"num_hidden_layers": 2, "num_attention_heads": 32, "hidden_size": 16},
+         "^hidden_size 16 is smaller than num_attention_heads 32"),
         (
             {
                 "num_hidden_layers": 2,
@@ -144,7 +148,8 @@ def test_qwen_style_disabled_window_is_ignored() -> None:
         ),
     ],
     ids=["bool-layers", "fractional-head-dim", "mla-without-rope", "zero-heads", "zero-kv-heads",
-         "zero-heads-with-head-dim", "layer-types-mismatch"],
+         "zero-heads-with-head-dim", "negative-hidden-size", "zero-hidden-size", "hidden-size-below-heads",
+         "layer-types-mismatch"],
 )
 def test_bad_configs_raise_naming_the_field(config: dict[str, object], needle: str) -> None:
     with pytest.raises(ValueError, match=needle):
