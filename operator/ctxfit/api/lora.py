@@ -36,7 +36,7 @@ class LoRAAdapter(WireModel):
     rank: Annotated[int, Field(ge=1, le=1024)] | None = None
     """The adapter's LoRA rank (adapter_config.json `r`). Unset: read from adapter_config.json; required when the
     planner cannot read it."""
-    target_modules: Annotated[list[Annotated[str, Field(pattern=MODULE_NAME)]],
+    target_modules: Annotated[list[Annotated[str, Field(max_length=128, pattern=MODULE_NAME)]],
                               Field(max_length=MAX_TARGET_MODULES)] | None = None
     """Modules the adapter changes (adapter_config.json `target_modules`, e.g. `q_proj`, `v_proj`). Unset: read
     from adapter_config.json, else every linear module."""
@@ -62,7 +62,7 @@ class LoRASpec(WireModel):
     max_cpu_loras: Annotated[int, Field(ge=1, le=1024)] | None = None
     """Adapters kept in host memory (vLLM `--max-cpu-loras`, SGLang `--max-loaded-loras`); at least maxLoras.
     Unset: maxLoras."""
-    target_modules: Annotated[list[Annotated[str, Field(pattern=MODULE_NAME)]],
+    target_modules: Annotated[list[Annotated[str, Field(max_length=128, pattern=MODULE_NAME)]],
                               Field(max_length=MAX_TARGET_MODULES)] | None = None
     """Modules that get LoRA buffers (vLLM `--lora-target-modules`, 0.19+; SGLang `--lora-target-modules`). Unset:
     vLLM gives every linear module buffers, SGLang the union of the adapters' modules."""

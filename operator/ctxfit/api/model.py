@@ -82,7 +82,7 @@ class Architecture(WireModel):
     sliding_window: Annotated[int, Field(ge=1)] | None = None
     """Sliding-window size in tokens (config.json `sliding_window`). Required when some layers use sliding attention.
     """
-    layer_types: list[LayerType] | None = None
+    layer_types: Annotated[list[LayerType], Field(max_length=1000)] | None = None
     """Attention type of every layer, in order (config.json `layer_types`); must have numLayers entries."""
     num_sliding_layers: Annotated[int, Field(ge=0, le=1000)] | None = None
     """How many layers use sliding attention, when layerTypes is not given; at most numLayers."""

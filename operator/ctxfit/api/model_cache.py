@@ -65,7 +65,7 @@ class VolumeClaimTemplate(WireModel):
 
     storage_class_name: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)] | None = None
     """StorageClass of the operator-owned claim; unset: the cluster's default StorageClass."""
-    access_modes: list[AccessMode] = Field(default_factory=_read_write_once)
+    access_modes: list[AccessMode] = Field(default_factory=_read_write_once, min_length=1, max_length=4)
     """Access modes of the claim (`ReadWriteOnce` by default; `ReadWriteMany` to share across nodes)."""
     size: Quantity | None = None
     """Claim size as a quantity (`700Gi`); unset: sized from the checkpoint bytes (see ctxfit.render.cache)."""

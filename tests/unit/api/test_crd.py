@@ -149,3 +149,14 @@ def _accepted(spec: dict[str, object]) -> bool:
     except ValidationError:
         return False
     return True
+
+
+def test_every_spec_list_and_string_is_bounded() -> None:
+    """A list without ``maxItems`` (or a string without ``maxLength``) gives CEL rules an unbounded cost estimate and
+    lets one object carry megabytes of entries: every spec node is bounded (enums and quantities are by their
+    values). Status is written by the operator alone."""
+    spec = _schema()["properties"]["spec"]
+    unbounded = [path for path, node in _walk(spec, ".spec")
+                 if (node.get("type") == "array" and "maxItems" not in node)
+                 or (node.get("type") == "string" and not {"maxLength", "enum", "format"} & node.keys())]
+    assert unbounded == []
