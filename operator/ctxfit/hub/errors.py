@@ -17,6 +17,7 @@ class ResolveKind(Enum):
     INVALID_CHECKPOINT = "InvalidCheckpoint"
     OFFLINE = "ModelNotCached"
     BAD_ENDPOINT = "HubEndpointInvalid"
+    CACHE_UNUSABLE = "LocalCacheUnusable"
 
     @property
     def waiting(self) -> bool:
@@ -35,6 +36,8 @@ HINTS = {
     ResolveKind.INVALID_CHECKPOINT: "check the repo's config.json and safetensors files",
     ResolveKind.BAD_ENDPOINT: "HF_ENDPOINT must be the http(s) URL of the Hub or a mirror (e.g. "
                               "https://huggingface.co), or unset",
+    ResolveKind.CACHE_UNUSABLE: "HF_HOME (the Hugging Face cache, default ~/.cache/huggingface) must be a directory "
+                                "this process can write",
     ResolveKind.OFFLINE: "run once with network access (ctxfit keeps the resolution in ~/.cache/ctxfit), "
                          "or --model-dir",
 }

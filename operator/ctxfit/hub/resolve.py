@@ -84,6 +84,9 @@ def _classify(exc: BaseException, repo: str) -> ResolveError:  # noqa: C901 - on
             return ResolveError(ResolveKind.NOT_FOUND, repo, f"HTTP {status} from {_endpoint(exc)} without a Hub "
                                 "error code (no such repo there, or HF_ENDPOINT is not a Hub or mirror)")
         return ResolveError(ResolveKind.HUB_UNREACHABLE, repo, f"HTTP {status}")
+    if isinstance(exc, OSError) and exc.filename is not None and not isinstance(exc, TimeoutError | ConnectionError):
+        # a local path (HF_HOME a file, a read-only or full disk): a setting to fix here, not a Hub that is down
+        return ResolveError(ResolveKind.CACHE_UNUSABLE, repo, f"{type(exc).__name__}: {exc.strerror} ({exc.filename})")
     if isinstance(exc, OSError | TimeoutError | ConnectionError) or type(exc).__module__.startswith(("httpx",
                                                                                                         "httpcore")):
         return ResolveError(ResolveKind.HUB_UNREACHABLE, repo, f"{type(exc).__name__}: {str(exc)[:120]}")

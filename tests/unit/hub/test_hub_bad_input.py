@@ -206,3 +206,31 @@ def test_offline_names_the_cache_folder_in_use(tmp_path: Path, monkeypatch: pyte
         resolve_hub("acme/never-resolved", offline=True)
     assert bad.value.kind is ResolveKind.OFFLINE, bad.value.line()
     assert f"in {tmp_path / 'elsewhere' / 'resolved'})" in bad.value.line(), bad.value.line()
+
+
+def test_a_hugging_face_cache_that_is_no_directory_is_a_setting_to_fix_not_a_hub_that_is_down(tmp_path: Path) -> None:
+    """HF_HOME naming a file (or a read-only volume): huggingface_hub's NotADirectoryError was read as
+    HubUnreachable ("check the network"), which the operator would wait on forever."""
+    from tests.unit.hub.silenthub import hub_env as plain_env
+
+    (tmp_path / "hf-file").write_text("")
+    path = tmp_path / "server.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer",
+                                    "metadata": {"name": "cache"}, "spec": _spec("acme/not-in-any-catalog")}))
+    env = plain_env(tmp_path, "http://127.0.0.1:9", {"HF_HOME": str(tmp_path / "hf-file")})
+    run = subprocess.run([sys.executable, "-m", "ctxfit.cli", "plan", "-f", str(path)], capture_output=True,
+                         text=True, timeout=60, env=env, cwd=ROOT)  # a hang guard
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1, run.stderr
+    assert "LocalCacheUnusable: NotADirectoryError" in lines[0] and str(tmp_path / "hf-file") in lines[0], lines[0]
+    assert "HF_HOME" in lines[0] and "HubUnreachable" not in lines[0], lines[0]
+    assert not ResolveKind.CACHE_UNUSABLE.waiting
+
+
+def test_every_resolve_kind_has_a_hint_and_an_operator_reason() -> None:
+    from ctxfit.controller.converge.resolution import HINTS as OPERATOR_HINTS
+    from ctxfit.controller.converge.resolution import REASONS
+    from ctxfit.hub.errors import HINTS
+
+    for kind in ResolveKind:
+        assert kind in HINTS and kind.value in REASONS and kind.value in OPERATOR_HINTS, kind

@@ -36,7 +36,8 @@ REASONS = {"HubUnreachable": Reason.HUB_UNREACHABLE, "ModelAccessDenied": Reason
            "ModelNotFound": Reason.MODEL_NOT_FOUND, "RevisionNotFound": Reason.REVISION_NOT_FOUND,
            "UnsupportedArchitecture": Reason.UNSUPPORTED_ARCHITECTURE, "InvalidCheckpoint": Reason.INVALID_CHECKPOINT,
            "ModelNotCached": Reason.MODEL_NOT_FOUND, "ResolverNotConfigured": Reason.RESOLVER_NOT_CONFIGURED,
-           "HubEndpointInvalid": Reason.RESOLVER_NOT_CONFIGURED, "ForeignObject": Reason.FOREIGN_OBJECT}
+           "HubEndpointInvalid": Reason.RESOLVER_NOT_CONFIGURED, "LocalCacheUnusable": Reason.RESOLVER_NOT_CONFIGURED,
+           "ForeignObject": Reason.FOREIGN_OBJECT}
 HINTS = {"ModelAccessDenied": "accept the model's terms on the Hub and set spec.model.tokenSecretRef to a Secret "
                               "holding a token with access",
          "ModelNotFound": "check spec.model.name (owner/name as on the Hub, or a path inside the preloaded claim)",
@@ -51,6 +52,8 @@ HINTS = {"ModelAccessDenied": "accept the model's terms on the Hub and set spec.
                           "again with backoff)",
          "HubEndpointInvalid": "the operator's HF_ENDPOINT (the chart's operator.hubEndpoint) must be the http(s) "
                                "URL of the Hub or a mirror, or unset",
+         "LocalCacheUnusable": "the operator's (or resolver pod's) Hugging Face cache, HF_HOME, must be a "
+                               "writable directory (its volume)",
          "ResolverNotConfigured": "set CTXFIT_RESOLVER_IMAGE to the operator's image (the Helm chart does), or give "
                                   "spec.model.architecture and weightsPerGPU"}
 
