@@ -3,8 +3,9 @@
 Inputs, per engine (one KV pool; a pod with data parallelism ``d`` holds ``d`` of them):
 
 - ``C``: KV pool in tokens. Observed beats planned: ``status.observed.kvCacheTokens`` (the engine's own
-  start-up line, vLLM "GPU KV cache size: N tokens", SGLang "max_total_num_tokens=N") when present, else
-  the plan's ``kvPoolBytes // kvBytesPerToken``.
+  start-up line, vLLM "GPU KV cache size: N tokens", SGLang "max_total_num_tokens=N") when present for the
+  attempt in force (the controller passes no earlier attempt's report), else the plan's
+  ``kvPoolBytes // kvBytesPerToken``.
 - ``L``: the context the server serves (``status.observed.servedContextLength``, else the plan's context).
 - ``M``: requests of ``L`` tokens the pool holds at once (``status.observed.maxConcurrency``, vLLM's
   "Maximum concurrency for L tokens per request: Mx"; else ``C / L``). One full-context request

@@ -254,3 +254,26 @@ def test_current_replicas_come_from_the_workload_status() -> None:
     assert deployment_view({**base, "status": {"observedGeneration": 1, "replicas": 2}}).current_replicas == 2  # type: ignore[union-attr]
     assert deployment_view({**base, "status": {"observedGeneration": 1}}).current_replicas == 0  # type: ignore[union-attr]
     assert deployment_view(base).current_replicas is None  # type: ignore[union-attr]
+
+
+def test_thresholds_read_only_the_current_attempts_observed_pool() -> None:
+    """After a step-down, attempt 1's engine report (its pool was for another context) is not the capacity of
+    attempt 2: the thresholds are planned until attempt 2's own start-up is read."""
+    from ctxfit.controller.converge.autoscaling import _thresholds
+
+    body = autoscaled()
+    kube, _ = with_custom(body)
+    first = reconcile(keda_runtime(kube), "ns", "kimi-k25", (RTX,), (), deployment=None, service_port=None)
+    assert first.stored is not None
+    raw = first.stored["status"]
+    one = raw["attempts"][0]
+    raw["attempts"] = [{**one, "outcome": "Failed", "finishedAt": one["startedAt"]},
+                       {**one, "number": 2, "effective": {**one["effective"], "contextLength": 65536}}]
+    from ctxfit.api import InferenceServerSpec
+
+    spec = InferenceServerSpec.model_validate(body["spec"])
+    for attempt, source in [(1, "planned"), (2, "observed")]:
+        raw["observed"] = {"attempt": attempt, "kvCacheTokens": 300000, "servedContextLength": 131072 // attempt}
+        found = _thresholds(spec, InferenceServerStatus.from_body(raw))
+        assert found is not None and found.capacity.source == source, (attempt, found)
+        assert (found.capacity.pool_tokens == 300000) is (source == "observed"), found.capacity

@@ -213,14 +213,16 @@ def paused_rendering(obj: Mapping[str, Any]) -> bool:
 
 
 def _thresholds(spec: InferenceServerSpec, st: InferenceServerStatus) -> Thresholds | None:
-    """The server's thresholds from its plan, the configuration in force and ``status.observed``; None while
-    nothing is planned. Raises ``ValueError`` as ``budget.autoscale.thresholds`` does."""
+    """The server's thresholds from its plan, the configuration in force and ``status.observed`` when it is that
+    configuration's (the current attempt's: an earlier attempt's pool was for another context or utilization);
+    None while nothing is planned. Raises ``ValueError`` as ``budget.autoscale.thresholds`` does."""
     cur = st.current_attempt
     if st.plan is None or not st.plan.fits or cur is None:
         return None
+    observed = st.observed if st.observed is not None and st.observed.attempt == cur.number else None
     return server_thresholds(spec, kv_pool_bytes=st.plan.kv_pool_bytes, kv_bytes_per_token=st.plan.kv_bytes_per_token,
                              context_length=cur.effective.context_length, max_num_seqs=cur.effective.max_num_seqs,
-                             headroom=st.plan.headroom, observed=st.observed)
+                             headroom=st.plan.headroom, observed=observed)
 
 
 def replica_counts(have: DeploymentView | None, out: Outcome) -> dict[str, int | None]:
