@@ -88,14 +88,21 @@ def plan_fetch_config(tmp_path: Path, endpoint: str, extra: dict[str, str],
                       timeout: float = 60) -> tuple[subprocess.CompletedProcess[str], float]:
     """``ctxfit plan -f server.yaml --fetch-config`` for a model in no catalog, against ``endpoint``; (the run,
     its wall seconds)."""
+    start = time.monotonic()
+    run = plan_uncatalogued(tmp_path, endpoint, extra, "--fetch-config", timeout=timeout)
+    return run, time.monotonic() - start
+
+
+def plan_uncatalogued(tmp_path: Path, endpoint: str | None, extra: dict[str, str], *flags: str,
+                      timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``ctxfit plan -f server.yaml [flags]`` for ``acme/never-answers`` (in no catalog), with ``hub_env``'s
+    environment; ``timeout`` is a hang guard."""
     path = tmp_path / "server.yaml"
     path.write_text(yaml.safe_dump({"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer",
                                     "metadata": {"name": "silent"}, "spec": {
                                         "model": {"name": "acme/never-answers"},
                                         "engine": {"kind": "vllm", "version": "0.19.0"},
                                         "gpu": {"product": "NVIDIA-H100-80GB-HBM3", "count": 1}}}))
-    start = time.monotonic()
-    run = subprocess.run([sys.executable, "-m", "ctxfit.cli", "plan", "-f", str(path), "--fetch-config"],
-                         capture_output=True, text=True, timeout=timeout, env=hub_env(tmp_path, endpoint, extra),
-                         cwd=ROOT)
-    return run, time.monotonic() - start
+    return subprocess.run([sys.executable, "-m", "ctxfit.cli", "plan", "-f", str(path), *flags],
+                          capture_output=True, text=True, timeout=timeout, env=hub_env(tmp_path, endpoint, extra),
+                          cwd=ROOT)

@@ -5,36 +5,22 @@ that is down (``HubUnreachable: UnsupportedProtocol``)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from ctxfit.hub.bounded import endpoint_fault, endpoint_problem
 from ctxfit.hub.resolve import endpoint_key
 
-from tests.unit.hub.silenthub import ROOT, hub_env
+from tests.unit.hub.silenthub import plan_uncatalogued
 
 BAD = ["", "http://[::1", "http://mirror.internal:99999", "http://mirror.internal:port", "ftp://mirror.internal",
        "mirror.internal"]
 
 
-def plan(tmp_path: Path, endpoint: str, *flags: str) -> subprocess.CompletedProcess[str]:
-    path = tmp_path / "server.yaml"
-    path.write_text(yaml.safe_dump({"apiVersion": "ctxfit.io/v1alpha1", "kind": "InferenceServer",
-                                    "metadata": {"name": "endpoint"}, "spec": {
-                                        "model": {"name": "acme/not-in-any-catalog"},
-                                        "engine": {"kind": "vllm", "version": "0.19.0"},
-                                        "gpu": {"product": "NVIDIA-H100-80GB-HBM3", "count": 1}}}))
-    return subprocess.run([sys.executable, "-m", "ctxfit.cli", "plan", "-f", str(path), *flags], capture_output=True,
-                          text=True, timeout=60, env=hub_env(tmp_path, endpoint, {}), cwd=ROOT)  # a hang guard
-
-
 @pytest.mark.parametrize("flags", [(), ("--fetch-config",), ("--offline",)], ids=["hub", "fetch-config", "offline"])
 @pytest.mark.parametrize("endpoint", BAD)
 def test_a_bad_endpoint_is_one_line_naming_the_variable(tmp_path: Path, endpoint: str, flags: tuple[str, ...]) -> None:
-    run = plan(tmp_path, endpoint, *flags)
+    run = plan_uncatalogued(tmp_path, endpoint, {}, *flags)
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(lines) == 1, run.stderr
     assert f"HF_ENDPOINT={endpoint!r} " in lines[0] and "or unset it" in lines[0], lines[0]
