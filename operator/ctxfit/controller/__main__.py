@@ -30,7 +30,7 @@ def main() -> int:
     gc.freeze()  # the imported modules' objects leave the collector's generations: full collections (they stop
     # every thread) walk only what the operator builds, not everything kopf, kubernetes and pydantic imported
     kopf.run(
-        registry=build_registry(scaled_objects=settings.keda_enabled),
+        registry=build_registry(),
         standalone=True,
         clusterwide=not namespaces,
         namespaces=namespaces,

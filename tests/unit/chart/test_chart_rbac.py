@@ -1,7 +1,8 @@
 """The chart's RBAC equals what the operator's code asks the API server for: no less (a 403 waiting to
 happen), no more (least privilege). Read statically from operator/ctxfit/controller, in one dialect:
 
-- every ``rest.call(VERB, RESOURCE, ...)`` / ``rest.call_json(...)`` / ``rest.read(RESOURCE, ...)`` with a
+- every ``rest.call(VERB, RESOURCE, ...)`` / ``rest.call_json(...)`` / ``rest.read(RESOURCE, ...)`` /
+  ``rest.list(RESOURCE, ...)`` / ``rest.watch(RESOURCE, ...)`` (list, watch) with a
   ``Resource`` of controller/kube/rest.py's table, and every call of a helper that hands its ``resource`` parameter
   to those (controller/kube/objects.py: ``create_or_replace(rest, LEADER_WORKER_SETS, ...)`` counts the helper's
   verbs for LeaderWorkerSets); any other API call (a generated ``kubernetes`` client method, a raw request with a
@@ -35,11 +36,6 @@ OPTIONAL = {("keda.sh", "scaledobjects"): "autoscaling.keda.enabled",
             ("apps", "replicasets"): "gateway.enabled", ("apps", "statefulsets"): "gateway.enabled"}
 # verbs of an always-granted resource that only a feature uses: granted only when its value is on
 OPTIONAL_VERBS = {("", "pods"): ({"patch"}, "gateway.enabled")}
-# kopf watches whose first argument names an API group (controller/app/: LeaderWorkerSets, ScaledObjects,
-# InferencePools)
-KOPF_GROUPS = {"LWS_GROUP": ("leaderworkerset.x-k8s.io", "leaderworkersets"),
-               "KEDA_GROUP": ("keda.sh", "scaledobjects"),
-               "POOL_GROUP": ("inference.networking.k8s.io", "inferencepools")}
 # the generated client (``read_namespaced_pod``, ``api.list_node``, ``client.CoreV1Api``): not the dialect
 GENERATED_CALL = re.compile(r"^(read|get|list|create|replace|patch|delete)_(namespaced|cluster)_\w+$")
 GENERATED_METHOD = re.compile(r"^(read|list|create|replace|patch|delete)_\w+$")
@@ -52,7 +48,7 @@ CLUSTER_SCOPED = {"nodes", "namespaces", "customresourcedefinitions", "storagecl
 KOPF_RESOURCES = {"pods": "", "nodes": "", "services": "", "events": "", "namespaces": "", "deployments": "apps",
                   "persistentvolumeclaims": ""}
 HTTP_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
-REST_METHODS = ("call", "call_json", "read")
+REST_METHODS = ("call", "call_json", "read", "list", "watch")
 
 Needs = dict[tuple[str, str], set[str]]
 
@@ -106,7 +102,7 @@ class Reader:
             return
         args = list(call.args)
         verb = "GET"
-        if func.attr != "read":
+        if func.attr not in ("read", "list", "watch"):
             if not args or not isinstance(args[0], ast.Constant) or not isinstance(args[0].value, str):
                 self.unknown.append(where)
                 return
@@ -118,11 +114,12 @@ class Reader:
             return
         namespaced = resource.namespaced if resource is not None else True
         named = len(args) - 1 >= (2 if namespaced else 1) or any(k.arg == "name" for k in call.keywords)
-        rbac_verb = HTTP_VERBS.get(verb) or ("get" if named else "list")
+        rbac_verbs = {"list", "watch"} if func.attr == "watch" else {"list"} if func.attr == "list" else \
+            {HTTP_VERBS.get(verb) or ("get" if named else "list")}
         if resource is not None:
-            _add(self.needs, (resource.group, resource.rbac), rbac_verb)
+            _add(self.needs, (resource.group, resource.rbac), *rbac_verbs)
         else:
-            self.helper_verbs.setdefault(helper, set()).add(rbac_verb)
+            self.helper_verbs.setdefault(helper, set()).update(rbac_verbs)
 
     def function(self, path: Path, func: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         params = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
@@ -152,8 +149,6 @@ class Reader:
             _add(self.needs, (KOPF_RESOURCES[first.value], first.value), "list", "watch")
         elif ast.unparse(first) == "API_GROUP":
             _add(self.needs, ("ctxfit.io", "inferenceservers"), "list", "watch")
-        elif ast.unparse(first) in KOPF_GROUPS:
-            _add(self.needs, KOPF_GROUPS[ast.unparse(first)], "list", "watch")
         else:
             self.unknown.append(f"{path.name}:{call.lineno} {ast.unparse(call)}")
 

@@ -6,8 +6,6 @@ What each handler does: docs/design/architecture.md.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -16,15 +14,13 @@ import kopf
 from ctxfit.api import API_GROUP, API_VERSION, PLURAL
 from ctxfit.render import SERVER_LABEL
 from ctxfit.render.labels import MANAGED_BY
-from ctxfit.render.leaderworkerset import LWS_PLURAL
 
-from ..kube.groups import LWS_GROUP, LWS_VERSION
-from ..kube.keda import KEDA_GROUP, KEDA_PLURAL, KEDA_VERSION
 from ..settings import Settings
 from ..views.cache import ClaimView, claim_view
 from ..views.pods import DeploymentView, GPUNode, PodView, deployment_view, gpu_node, pod_view
-from ..views.workloads import ServiceView, scaled_object_view, service_view
+from ..views.workloads import ServiceView, service_view
 from . import lifecycle, routing
+from .owned import owned_changed
 
 Key = tuple[str, str]
 
@@ -112,26 +108,15 @@ async def on_pod(event: kopf.RawEvent, body: kopf.Body, namespace: str, labels: 
 
 async def on_owned(event: kopf.RawEvent, body: kopf.Body, namespace: str, name: str, resource: kopf.Resource,
                    memo: kopf.Memo, **indexes: Any) -> None:
-    """An owned Deployment, LeaderWorkerSet, Service or ScaledObject (named like its server) changed in what the
-    operator compares (template, replicas asked for and present, ReplicaFailure, port, the ScaledObject's spec,
-    pause annotation and Ready) or was deleted -> reconcile its server now, not at the resync."""
+    """An owned Deployment or Service (named like its server) changed in what the operator compares (template,
+    replicas asked for and present, ReplicaFailure, port) or was deleted -> reconcile its server now, not at the
+    resync (``owned.owned_changed``; the add-on kinds come from ``owned.start_addon_watches``)."""
     state = _remember(memo, indexes)
-    uid = str(body.metadata.uid)
-    if resource.plural == "services":
-        view = hash(service_view(dict(body), name))  # a hash: the index keeps the view itself
-    elif resource.plural == KEDA_PLURAL:
-        view = hash(json.dumps(dataclasses.asdict(scaled_object_view(dict(body))), sort_keys=True, default=str))
-    else:
-        view = hash(deployment_view(dict(body)))
     if resource.plural == "services" and state.runtime.services is not None:
         state.runtime.services.seen((namespace, name))  # the index shows this Service as it is now
-    if event.get("type") == "DELETED":
-        state.owned_views.pop(uid, None)
-    elif uid in state.owned_views and state.owned_views[uid] == view:
-        return
-    else:
-        state.owned_views[uid] = view
-    state.queue.add((namespace, name))
+    key = owned_changed(state.owned_views, event.get("type"), body, resource.plural)
+    if key is not None:
+        state.queue.add(key)
 
 
 async def on_node(memo: kopf.Memo, **indexes: Any) -> None:
@@ -152,13 +137,12 @@ def _handler(fn: Callable[..., Any]) -> Any:
     return fn
 
 
-def build_registry(scaled_objects: bool = False, gateway: bool | None = None) -> kopf.OperatorRegistry:
+def build_registry(gateway: bool | None = None) -> kopf.OperatorRegistry:
     """A fresh kopf registry with ctxfit's handlers (``kopf.run(registry=...)``; tests build their own).
 
-    ``scaled_objects``: also watch the operator's KEDA ScaledObjects (``Settings.keda_enabled``: the chart grants
-    list/watch on them only then), so one deleted or paused by hand is seen at once, not at the resync. The
-    operator's LeaderWorkerSets are always watched (a hand edit of a group is drift, seen at once); kopf watches
-    a resource only while the API server serves it. ``gateway``: also the inference gateway's index and watch
+    Only kinds the cluster always serves are kopf's (and ctxfit's own CRD): kopf stops the operator when a watched
+    resource stops being served, so the add-on kinds (LeaderWorkerSets, ScaledObjects, InferencePools) are watched
+    by ``owned.start_addon_watches``. ``gateway``: also the inference gateway's servers-by-pool index
     (``app/routing.py``); None: ``CTXFIT_GATEWAY_ENABLED``."""
     registry = kopf.OperatorRegistry()
     if gateway is None:
@@ -182,9 +166,4 @@ def build_registry(scaled_objects: bool = False, gateway: bool | None = None) ->
     kopf.on.event("nodes", registry=registry)(_handler(on_node))
     kopf.on.event("deployments", labels=owned, registry=registry, id="owned_deployments")(_handler(on_owned))
     kopf.on.event("services", labels=owned, registry=registry, id="owned_services")(_handler(on_owned))
-    kopf.on.event(LWS_GROUP, LWS_VERSION, LWS_PLURAL, labels=owned, registry=registry, id="owned_groups")(
-        _handler(on_owned))
-    if scaled_objects:
-        kopf.on.event(KEDA_GROUP, KEDA_VERSION, KEDA_PLURAL, labels=owned, registry=registry,
-                      id="owned_scaled_objects")(_handler(on_owned))
     return registry

@@ -37,6 +37,7 @@ from ..views.cache import ClaimView
 from ..views.pods import DeploymentView, GPUNode, PodView
 from ..views.routing import members_of
 from . import kopf_settings
+from .owned import owned_changed, start_addon_watches
 
 logger = logging.getLogger(__name__)
 APPLIED_MEMORY_SECONDS = 10.0
@@ -205,10 +206,23 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
                   leader_task=asyncio.create_task(leader.run()))
     work.state = state
     memo.state = state
+
+    def addon_event(kind: str | None, body: dict[str, Any], plural: str) -> None:  # from a watch thread
+        with contextlib.suppress(RuntimeError):  # the loop is closed: stopping
+            loop.call_soon_threadsafe(_owned_event, state, kind, body, plural)
+
+    start_addon_watches(kube.rest, cfg, addon_event, runtime.stopping)
     trimmer = Trimmer(glibc_trim())  # freed C heap back to the system after hostile-sized reads (runtime/memory.py)
     threading.Thread(target=trimmer.run, args=(runtime.stopping,), name="ctxfit-trim", daemon=True).start()
     logger.info("ctxfit operator started: namespaces=%s peering=%s metrics=:%s", cfg.watch_namespaces or "all",
                 cfg.peering or "standalone", cfg.metrics_port)
+
+
+def _owned_event(state: State, kind: str | None, body: dict[str, Any], plural: str) -> None:
+    """An add-on watch's event, on the loop: enqueue the server when ``owned.owned_changed`` says so."""
+    key = owned_changed(state.owned_views, kind, body, plural)
+    if key is not None:
+        state.queue.add(key)
 
 
 def shared_resolutions(kube: Kube | None, cfg: Settings, loop: asyncio.AbstractEventLoop, queue: WorkQueue,

@@ -1,5 +1,6 @@
 """kopf wiring of the inference gateway (only with ``CTXFIT_GATEWAY_ENABLED``): the servers of each pool as an
-index, owned InferencePools watched, and a pool's other servers enqueued when one of them changes.
+index, and a pool's other servers enqueued when one of them changes (the owned InferencePools are watched by
+``owned.start_addon_watches``).
 
 The index, the watch and ``notify_members`` in detail: docs/design/gateway.md.
 """
@@ -10,10 +11,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import kopf
-
-from ctxfit.api.routing import GIE_GROUP, GIE_VERSION, POOL_PLURAL
-from ctxfit.render import SERVER_LABEL
-from ctxfit.render.labels import MANAGED_BY
 
 from ..views.routing import MemberView, member_view
 from .lifecycle import State
@@ -54,23 +51,8 @@ def notify_members(state: State, event: kopf.RawEvent, body: kopf.Body, namespac
                 state.queue.add((namespace, member.name))
 
 
-async def on_pool(event: kopf.RawEvent, namespace: str, labels: kopf.Labels, memo: kopf.Memo, **_: Any) -> None:
-    """An InferencePool of ctxfit's changed or was deleted -> reconcile the server that renders it."""
-    state: State = memo.state
-    server = labels.get(SERVER_LABEL)
-    if server:
-        state.queue.add((namespace, server))
-
-
 def register(registry: kopf.OperatorRegistry, handler: Callable[[Callable[..., Any]], Any]) -> None:
-    """Add the gateway's index and watch to ``registry`` (needs RBAC on inferencepools: chart gateway.enabled)."""
+    """Add the gateway's servers-by-pool index to ``registry``."""
     from ctxfit.api import API_GROUP, API_VERSION, PLURAL
 
     kopf.index(API_GROUP, API_VERSION, PLURAL, registry=registry, id=MEMBERS_INDEX)(handler(index_members))
-    owned: dict[str, Any] = {"app.kubernetes.io/managed-by": MANAGED_BY, SERVER_LABEL: kopf.PRESENT}
-    kopf.on.event(POOL_GROUP, GIE_VERSION, POOL_PLURAL, labels=owned, registry=registry, id="owned_pools")(
-        handler(on_pool))
-
-
-POOL_GROUP = GIE_GROUP
-"""The InferencePool API group (``tests/unit/chart/test_chart_rbac.py`` maps the watch above by this name)."""

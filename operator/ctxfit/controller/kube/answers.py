@@ -1,7 +1,8 @@
 """What an API server's error answer means: the one place the controller reads HTTP status codes of
 ``ApiException`` (a refused write, 400/403/422, is ``rejections.py``'s). Kubernetes API conventions:
 404 NotFound, 409 AlreadyExists (a create) or Conflict (a stale ``resourceVersion`` or uid precondition),
-422 Invalid (also a failed JSON-patch ``test`` operation). docs/design/ownership.md."""
+410 Gone (an expired resourceVersion), 422 Invalid (also a failed JSON-patch ``test`` operation).
+docs/design/ownership.md."""
 
 from __future__ import annotations
 
@@ -43,6 +44,12 @@ def conflict(exc: ApiException) -> bool:
     """A 409: the name is taken (a create), or the object changed since it was read (a PUT with its
     ``resourceVersion``, a delete with a uid precondition)."""
     return bool(exc.status == 409)
+
+
+def expired(exc: ApiException) -> bool:
+    """A 410 Gone: a list or watch from a resourceVersion the API server no longer keeps (list again); a watch
+    sends it as an ``ERROR`` event whose ``Status`` carries the code."""
+    return bool(exc.status == 410)
 
 
 def invalid(exc: ApiException) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import quote, urlencode
@@ -94,6 +94,12 @@ class Resource:
                 raise ValueError(f"{self.rbac} needs an object name")
             parts.append(self.subresource)
         return prefix + path_of(*parts)
+
+    def collection(self, namespace: str | None) -> str:
+        """The collection's path in ``namespace``, or across every namespace (None: for a namespaced resource the
+        API server's cross-namespace collection, which lists and watches only)."""
+        prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        return prefix + path_of(*(["namespaces", namespace] if self.namespaced and namespace else []), self.plural)
 
 
 READ_CHUNK_BYTES = 64 * 1024
@@ -187,6 +193,35 @@ class Rest:
                   **kwargs: Any) -> dict[str, Any]:
         """``call`` and parse the JSON answer (an object)."""
         return cast(dict[str, Any], json.loads(self.call(verb, resource, namespace, name, **kwargs)))
+
+    def list(self, resource: Resource, namespace: str | None, *, query: dict[str, Any]) -> dict[str, Any]:
+        """One page of ``resource``'s collection in ``namespace`` (None: every namespace) as a dict. Raises as
+        ``request`` (404: the resource is not served)."""
+        return self.json("GET", resource.collection(namespace), query=query)
+
+    def watch(self, resource: Resource, namespace: str | None = None, *, query: dict[str, Any],
+              timeout: float) -> Iterator[dict[str, Any]]:
+        """The events of one watch of ``resource``'s collection in ``namespace`` (None: every namespace; ``query``
+        gains ``watch=true``), one JSON object a
+        line (``{"type": ..., "object": ...}``), until the API server ends it (its ``timeoutSeconds``) or no byte
+        arrives for ``timeout`` seconds (urllib3's ``ReadTimeoutError``). The RBAC test maps this to list, watch.
+
+        Raises ``ApiException`` for a non-2xx answer (404: the resource is not served, e.g. its CRD is absent)."""
+        url = self.host + resource.collection(namespace) + "?" + urlencode({**query, "watch": "true"})
+        response = self.pool.request("GET", url, preload_content=False, timeout=timeout,
+                                     headers=self._headers(None, JSON))
+        try:
+            if not succeeded(response.status):
+                raise ApiException(http_resp=response)  # reads the answer's body (the API server's Status)
+            pending = b""
+            for chunk in response.stream(READ_CHUNK_BYTES, decode_content=True):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield cast(dict[str, Any], json.loads(line))
+        finally:
+            response.release_conn()
 
     def read(self, resource: Resource, namespace: str | None = None, name: str | None = None,
              **kwargs: Any) -> dict[str, Any] | None:

@@ -19,19 +19,22 @@ def test_no_change_detecting_handlers_so_no_diff_base_is_needed() -> None:
 
 def test_every_event_and_index_handler_runs_inline() -> None:
     """A sync handler would run in kopf's executor, which has only KOPF_EXECUTOR_THREADS threads."""
-    registry = build_registry(scaled_objects=True)
+    registry = build_registry(gateway=True)
     handlers = [*registry._indexing.get_all_handlers(), *registry._watching.get_all_handlers()]
-    assert len(handlers) == 12
+    assert len(handlers) == 11
     sync = [h.id for h in handlers if not inspect.iscoroutinefunction(h.fn)]
     assert sync == []
 
 
-def test_owned_groups_always_and_scaled_objects_with_keda_are_watched() -> None:
-    """A hand edit of a LeaderWorkerSet, a ScaledObject deleted or paused by hand: seen at once, not at the resync
-    (the ScaledObject watch only with KEDA support on: the chart grants list/watch on them only then)."""
-    ids = {h.id for h in build_registry()._watching.get_all_handlers()}
-    assert "owned_groups" in ids and "owned_scaled_objects" not in ids
-    assert "owned_scaled_objects" in {h.id for h in build_registry(scaled_objects=True)._watching.get_all_handlers()}
+def test_kopf_watches_only_kinds_the_cluster_always_serves() -> None:
+    """kopf stops the whole operator when a watched resource stops being served (an add-on's CRD deleted while it
+    runs): LeaderWorkerSets, ScaledObjects and InferencePools are watched by ``owned.start_addon_watches``."""
+    registry = build_registry(gateway=True)
+    selectors = [h.selector for h in [*registry._indexing.get_all_handlers(), *registry._watching.get_all_handlers()]
+                 if h.selector is not None]
+    assert {s.group for s in selectors} == {None, "ctxfit.io"}  # None: a core or apps kind named by its plural
+    kinds = {s.plural or s.any_name for s in selectors}
+    assert kinds == {"pods", "nodes", "deployments", "services", "persistentvolumeclaims", "inferenceservers"}
 
 
 def test_no_diff_base_copies_and_stores_nothing() -> None:
