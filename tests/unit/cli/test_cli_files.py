@@ -188,7 +188,7 @@ def test_a_key_given_twice_is_refused_as_kubectl_refuses_it(tmp_path: Path) -> N
     assert twice != text, "the manifest's context target line was not found: the test proves nothing"
     path = tmp_path / "twice.yaml"
     path.write_text(twice)
-    for command in (["plan", "-f", str(path)], ["diagnose", "-f", str(path), "--message", "boom"]):
+    for command in (["plan", "-f", str(path)], ["diagnose", "-f", str(path), "--message-file", "boom"]):
         out = run_cli(*command)
         assert out.returncode == 2, out.stdout
         assert out.stderr.strip().splitlines() == [f"ctxfit: error: {path}: not valid YAML (key 'target' given twice "
