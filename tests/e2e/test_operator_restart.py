@@ -11,7 +11,8 @@ from .operator_kit import OperatorProcess, ServerClient, kimi_262k, manifest
 
 
 def test_restart_mid_step_down(api: ServerClient, cluster: Any, namespace: str, tmp_path: Path) -> None:
-    """Kill -9 after attempt 2 is recorded (during its backoff), restart: one failure, one step, Ready."""
+    """Kill -9 after attempt 2 is recorded (during its backoff), restart: one failure, one step, Ready; the
+    second operator, stopped by SIGTERM, exits 0."""
     env = {"CTXFIT_BACKOFF_SECONDS": "4"}
     first = OperatorProcess(Path(cluster.kubeconfig), namespace, tmp_path / "operator-1.log", **env).start()
     try:
@@ -33,6 +34,7 @@ def test_restart_mid_step_down(api: ServerClient, cluster: Any, namespace: str, 
         server = api.get("kimi-k25")
     finally:
         second.stop()
+    assert second.proc is not None and second.proc.returncode == 0, "SIGTERM is a clean stop: exit code 0"
     attempts = server["status"]["attempts"]
     assert [(a["number"], a["outcome"]) for a in attempts] == [(1, "Failed"), (2, "Succeeded")]
     assert server["status"]["contextLength"] == 131072

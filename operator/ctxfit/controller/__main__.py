@@ -1,7 +1,7 @@
 """``python -m ctxfit.controller``: run the ctxfit operator (kopf) with settings from ``CTXFIT_*``.
 
-Reads the process-level wiring (namespaces, health port, log level, peering) and exits at once after kopf stops.
-What is read here and why the fast exit: docs/design/settings.md.
+Reads the process-level wiring (namespaces, health port, log level, peering) and exits at once after kopf stops:
+0 on a signal, 1 when kopf stopped on an error. What is read here, the fast exit and its code: docs/design/settings.md.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from .settings import Settings
 
 
 def main() -> int:
-    """Run until signalled. Returns the process exit code."""
+    """Run until signalled. Returns the process exit code when kopf returns (the cleanup handler usually exits
+    first: ``app.lifecycle.exit_code``); raises what kopf raises (a failed start-up)."""
     settings = Settings()
     namespaces = list(settings.watch_namespaces)
     liveness = f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
@@ -49,5 +50,14 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
+def run() -> int:
+    """``main``, with an error out of kopf (start-up failed: no cleanup ran) logged and turned into exit code 1."""
+    try:
+        return main()
+    except Exception:
+        logging.getLogger("ctxfit").exception("the operator stopped on an error")
+        return 1
+
+
 if __name__ == "__main__":
-    exit_now(main())
+    exit_now(run())

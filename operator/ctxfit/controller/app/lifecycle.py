@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -83,6 +83,7 @@ class State:
         indexes: kopf's (pods_by_server, gpu_nodes, deployments_by_server, services_by_server,
             claims_by_name) indexes,
             captured from the first handler call.
+        kopf_tasks: the tasks running when the startup handler ran (kopf's root tasks): ``exit_code`` reads them.
     """
 
     runtime: Runtime
@@ -101,6 +102,7 @@ class State:
     members: Any = None
     member_views: dict[Key, tuple[str, int]] = field(default_factory=dict)
     owned_views: dict[str, int] = field(default_factory=dict)
+    kopf_tasks: frozenset[asyncio.Task[Any]] = frozenset()
 
 
 class Worker:
@@ -203,7 +205,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
 
     leader = LeaderElector(kube, cfg.peering, cfg.peering_namespace, identity, cfg.lease_seconds, elected)
     state = State(runtime=runtime, queue=queue, threads=threads, leader=leader,
-                  leader_task=asyncio.create_task(leader.run()))
+                  leader_task=asyncio.create_task(leader.run()), kopf_tasks=frozenset(asyncio.all_tasks()))
     work.state = state
     memo.state = state
 
@@ -246,7 +248,7 @@ def shared_resolutions(kube: Kube | None, cfg: Settings, loop: asyncio.AbstractE
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     """Stop the queue (reconciles running in threads stop at their next write), release the Lease, stop the
     metrics server and the lanes (queued Normal Events and Service writes are dropped); with
-    ``memo.exit_after_cleanup`` (the process, ``__main__``), exit ``KOPF_EXIT_SECONDS`` later."""
+    ``memo.exit_after_cleanup`` (the process, ``__main__``), exit ``KOPF_EXIT_SECONDS`` later, with ``exit_code``."""
     state: State | None = getattr(memo, "state", None)
     if state is None:
         return
@@ -266,7 +268,19 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     state.runtime.metrics.close()
     exit_after: Callable[[int], None] | None = getattr(memo, "exit_after_cleanup", None)
     if exit_after is not None:  # kopf then waits up to 5 s for a task of its own that never ends (pods' pause-waiter)
-        asyncio.get_running_loop().call_later(KOPF_EXIT_SECONDS, exit_after, 0)
+        asyncio.get_running_loop().call_later(KOPF_EXIT_SECONDS, exit_after, exit_code(state.kopf_tasks))
+
+
+def exit_code(tasks: Collection[asyncio.Task[Any]]) -> int:
+    """The process's exit code once kopf has stopped: 1 if one of ``tasks`` (kopf's root tasks, all ended by the
+    time cleanup runs: kopf 1.45 ``_core/reactor/running.py`` ``startup_cleanup_activities``) ended with an
+    exception (kopf's ``aiotasks.guard`` logs it and re-raises), else 0 (a signal, the stop flag). The cleanup's
+    exit comes before kopf would re-raise that exception from ``kopf.run``, so it decides the code."""
+    failed = sorted(task.get_name() for task in tasks
+                    if task.done() and not task.cancelled() and task.exception() is not None)
+    if failed:
+        logger.error("kopf stopped on an error in %s: exiting with 1", ", ".join(failed))
+    return 1 if failed else 0
 
 
 MAX_CACHED_BODY_BYTES = 256 * 1024
