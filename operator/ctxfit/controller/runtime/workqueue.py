@@ -4,6 +4,7 @@ docs/design/io-performance.md."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable
@@ -20,7 +21,11 @@ ObserveWait = Callable[[bool, float], None]
 
 class WorkQueue:
     """The per-key work queue (docs/design/io-performance.md, "The work queue"). Create and use it inside the
-    running event loop."""
+    running event loop.
+
+    Passes and timers run in a copy of the context the queue was created in, not of the caller's: a task or timer
+    created inside a kopf handler would otherwise copy kopf's ``cause_var`` and keep that event's whole decoded
+    body alive while the pass waits for a slot and until its requeue fires (io-performance.md, "Memory")."""
 
     def __init__(self, worker: Worker, concurrency: int, reserved: int = 0,
                  observe_wait: ObserveWait | None = None) -> None:
@@ -33,6 +38,7 @@ class WorkQueue:
         self._waiting: dict[Hashable, Ticket] = {}  # keys whose pass waits for a worker slot
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._context = contextvars.copy_context()
         self._closed = False
 
     def add(self, key: Hashable, first: bool = False) -> None:
@@ -56,7 +62,7 @@ class WorkQueue:
             return
         self._running.add(key)
         self._waiting[key] = Ticket()
-        task = asyncio.get_running_loop().create_task(self._run(key))
+        task = asyncio.get_running_loop().create_task(self._run(key), context=self._context.copy())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -71,7 +77,7 @@ class WorkQueue:
             if timer.when() <= when:
                 return
             timer.cancel()
-        self._timers[key] = loop.call_at(when, self._fire, key)
+        self._timers[key] = loop.call_at(when, self._fire, key, context=self._context.copy())
 
     def _fire(self, key: Hashable) -> None:
         self._timers.pop(key, None)
