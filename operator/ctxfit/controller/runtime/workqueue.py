@@ -62,9 +62,10 @@ class WorkQueue:
             return
         self._running.add(key)
         self._waiting[key] = Ticket()
-        task = asyncio.get_running_loop().create_task(self._run(key), context=self._context.copy())
+        context = self._context.copy()
+        task = asyncio.get_running_loop().create_task(self._run(key), context=context)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._tasks.discard, context=context)  # (else it copies the caller's context too)
 
     def add_after(self, key: Hashable, seconds: float) -> None:
         """Reconcile ``key`` in ``seconds`` unless an earlier look is already due."""
