@@ -23,9 +23,10 @@ class WorkQueue:
     """The per-key work queue (docs/design/io-performance.md, "The work queue"). Create and use it inside the
     running event loop.
 
-    Passes and timers run in a copy of the context the queue was created in, not of the caller's: a task or timer
-    created inside a kopf handler would otherwise copy kopf's ``cause_var`` and keep that event's whole decoded
-    body alive while the pass waits for a slot and until its requeue fires (io-performance.md, "Memory")."""
+    Passes, their done callbacks and requeue timers run in a copy of the context the queue was created in, not
+    the caller's: made inside a kopf handler they would copy kopf's ``cause_var`` and keep that event's decoded
+    body alive while the pass waits and until its requeue fires (docs/design/io-performance.md, "Memory: the
+    queue's own context")."""
 
     def __init__(self, worker: Worker, concurrency: int, reserved: int = 0,
                  observe_wait: ObserveWait | None = None) -> None:
